@@ -1,0 +1,103 @@
+# Image URL to use for building and pushing the manager image.
+IMG ?= diskschedule:latest
+
+LOCALBIN ?= $(shell pwd)/bin
+K8S_BIN ?= $(LOCALBIN)/k8s
+CONTROLLER_GEN ?= $(LOCALBIN)/controller-gen
+KUSTOMIZE ?= $(LOCALBIN)/kustomize
+KUBECTL ?= kubectl
+
+# Tests use KUBEBUILDER_ASSETS when it is set, else the control plane built into bin/k8s.
+TEST_ASSETS = $(if $(KUBEBUILDER_ASSETS),$(KUBEBUILDER_ASSETS),$(K8S_BIN))
+GO_TEST_FLAGS ?= -timeout 45m
+
+SHELL = /usr/bin/env bash -o pipefail
+.SHELLFLAGS = -ec
+
+.PHONY: all
+all: build
+
+##@ General
+
+.PHONY: help
+help: ## Display this help.
+	@awk 'BEGIN {FS = ":.*##"; printf "\nUsage:\n  make \033[36m<target>\033[0m\n"} /^[a-zA-Z_0-9-]+:.*?##/ { printf "  \033[36m%-15s\033[0m %s\n", $$1, $$2 } /^##@/ { printf "\n\033[1m%s\033[0m\n", substr($$0, 5) } ' $(MAKEFILE_LIST)
+
+##@ Development
+
+.PHONY: manifests
+manifests: controller-gen ## Generate CRDs and RBAC from the API types and markers.
+	$(CONTROLLER_GEN) rbac:roleName=manager-role crd paths="./api/..." paths="./internal/..." paths="./cmd/..." output:crd:artifacts:config=config/crd/bases
+
+.PHONY: generate
+generate: controller-gen ## Generate DeepCopy methods for the API types.
+	$(CONTROLLER_GEN) object:headerFile="hack/boilerplate.go.txt" paths="./api/..."
+
+.PHONY: verify
+verify: controller-gen ## Fail when generated files differ from what the generators produce now.
+	@hack/verify-generated.sh "$(CONTROLLER_GEN)"
+
+.PHONY: fmt
+fmt: ## Run go fmt against code.
+	go fmt ./...
+
+.PHONY: vet
+vet: ## Run go vet against code.
+	go vet ./...
+
+.PHONY: test
+test: verify vet controlplane ## Check generated files, vet, and run every test against a real kube-apiserver and etcd.
+	KUBEBUILDER_ASSETS="$(TEST_ASSETS)" go test ./... $(GO_TEST_FLAGS)
+
+##@ Build
+
+.PHONY: build
+build: manifests generate fmt vet ## Build the manager binary.
+	go build -o $(LOCALBIN)/manager ./cmd
+
+.PHONY: run
+run: manifests generate fmt vet ## Run the manager against the cluster in ~/.kube/config.
+	go run ./cmd
+
+##@ Deployment
+
+.PHONY: install
+install: manifests kustomize ## Install the CRDs into the cluster in ~/.kube/config.
+	$(KUSTOMIZE) build config/crd | $(KUBECTL) apply --server-side -f -
+
+.PHONY: uninstall
+uninstall: manifests kustomize ## Remove the CRDs from the cluster in ~/.kube/config.
+	$(KUSTOMIZE) build config/crd | $(KUBECTL) delete --ignore-not-found -f -
+
+.PHONY: deploy
+deploy: manifests kustomize ## Deploy the manager, disk monitor and extender to the cluster in ~/.kube/config.
+	cd config/manager && $(KUSTOMIZE) edit set image controller=$(IMG)
+	$(KUSTOMIZE) build config/default | $(KUBECTL) apply --server-side -f -
+
+.PHONY: undeploy
+undeploy: kustomize ## Remove what deploy created.
+	$(KUSTOMIZE) build config/default | $(KUBECTL) delete --ignore-not-found -f -
+
+##@ Dependencies
+
+.PHONY: controlplane
+controlplane: ## Build kube-apiserver, kube-scheduler and etcd into bin/k8s (skipped when built or when KUBEBUILDER_ASSETS is set).
+	@if [ -n "$(KUBEBUILDER_ASSETS)" ]; then \
+		echo "controlplane: using KUBEBUILDER_ASSETS=$(KUBEBUILDER_ASSETS)"; \
+	elif [ -x "$(K8S_BIN)/kube-apiserver" ] && [ -x "$(K8S_BIN)/kube-scheduler" ] && [ -x "$(K8S_BIN)/etcd" ]; then \
+		echo "controlplane: already built in $(K8S_BIN)"; \
+	else \
+		hack/build-controlplane.sh "$(K8S_BIN)"; \
+	fi
+
+.PHONY: controller-gen
+controller-gen: $(CONTROLLER_GEN) ## Build controller-gen into bin/.
+$(CONTROLLER_GEN): hack/tools/gen/go.mod
+	@echo "tools: building controller-gen"
+	cd hack/tools/gen && go build -o $(CONTROLLER_GEN) sigs.k8s.io/controller-tools/cmd/controller-gen
+
+.PHONY: kustomize
+kustomize: $(KUSTOMIZE) ## Build kustomize into bin/.
+$(KUSTOMIZE): hack/tools/gen/go.mod
+	@echo "tools: building kustomize"
+	cd hack/tools/gen && go build -o $(KUSTOMIZE) sigs.k8s.io/kustomize/kustomize/v5

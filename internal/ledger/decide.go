@@ -1,0 +1,459 @@
+package ledger
+
+import (
+	"fmt"
+	"sort"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	longhornv1 "github.com/longhorn/diskschedule/api/v1beta2"
+)
+
+// Disk is what the decision needs to know of the disk behind a ledger.
+type Disk struct {
+	// Limit is the ledger limit (see Limit).
+	Limit int64
+	// Schedulable is false when new requests must be rejected (rule 8).
+	Schedulable bool
+	// Reason and Message say why the disk is not schedulable, or confirm it is.
+	Reason, Message string
+}
+
+// Input is everything one admission decision depends on.
+type Input struct {
+	// Spec is the requests, as read.
+	Spec longhornv1.DiskScheduleSpec
+	// Generation is the metadata.generation the spec was read at.
+	Generation int64
+	// Previous is the status as read: earlier decisions stay unless their
+	// request changed.
+	Previous longhornv1.DiskScheduleStatus
+	// Disk is the disk's limit and schedulability.
+	Disk Disk
+	// Gone names replicas and backing images whose owner object no longer
+	// exists; their entries are released (rule 4).
+	Gone Owners
+	// Running names replicas already running on this disk: their new requests
+	// are adopted, granted even over the limit (rule 7).
+	Running map[string]bool
+	// ReservationTimeout is how long a granted reservation lives unless a
+	// replica takes it over (rule 6).
+	ReservationTimeout time.Duration
+	// Now is the decision's time.
+	Now time.Time
+}
+
+// Owners names ledger entries whose owner object no longer exists.
+type Owners struct {
+	// Replicas are replica names.
+	Replicas map[string]bool
+	// BackingImages are backing-image names.
+	BackingImages map[string]bool
+}
+
+// Outcome summarises one decision, for metrics, events and requeueing.
+type Outcome struct {
+	// Granted counts requests granted by this decision.
+	Granted int
+	// Rejected counts requests rejected by this decision.
+	Rejected int
+	// Released counts entries released (removed, garbage-collected, expired or handed off).
+	Released int
+	// Adopted counts requests granted over the limit because their replica already runs on the disk.
+	Adopted int
+	// NextExpiry is the earliest expiresAt among granted reservations, or zero.
+	NextExpiry time.Time
+}
+
+// Decide returns the ledger's next status for in: every request in the spec
+// decided, removed and garbage-collected entries freed, and storageScheduled
+// never above the limit except through adoption. It is deterministic: the
+// same input gives the same status.
+func Decide(in Input) (longhornv1.DiskScheduleStatus, Outcome) {
+	d := decider{in: in, limit: in.Disk.Limit}
+	d.out.ObservedGeneration = in.Generation
+	d.out.StorageLimit = d.limit
+	d.out.Conditions = append([]metav1.Condition(nil), in.Previous.Conditions...)
+
+	d.keepDecided()
+	d.shrink()
+	d.holdUndecided()
+	d.expireReservations(true)
+	d.handOff()
+	// A reservation kept for a handoff that did not happen (the replica's
+	// extra did not fit) is expired now, before grow, so its bytes are free
+	// for this very decision and no expired reservation is written as
+	// scheduled.
+	d.expireReservations(false)
+	d.grow()
+	d.countReleased()
+	d.setConditions()
+	d.out.StorageScheduled = d.used
+	return d.out, d.outcome
+}
+
+type decider struct {
+	in      Input
+	limit   int64
+	used    int64
+	out     longhornv1.DiskScheduleStatus
+	outcome Outcome
+	// handedOff names replica requests decided by a reservation handoff.
+	handedOff map[string]bool
+}
+
+func (d *decider) setReplica(name string, st longhornv1.RequestStatus) {
+	if d.out.Replicas == nil {
+		d.out.Replicas = map[string]longhornv1.RequestStatus{}
+	}
+	d.out.Replicas[name] = st
+	d.used += st.ScheduledSize
+	d.out.StorageScheduled = d.used
+}
+
+func (d *decider) setBackingImage(name string, st longhornv1.RequestStatus) {
+	if d.out.BackingImages == nil {
+		d.out.BackingImages = map[string]longhornv1.RequestStatus{}
+	}
+	d.out.BackingImages[name] = st
+	d.used += st.ScheduledSize
+	d.out.StorageScheduled = d.used
+}
+
+func (d *decider) setReservation(name string, st longhornv1.ReservationStatus) {
+	if d.out.Reservations == nil {
+		d.out.Reservations = map[string]longhornv1.ReservationStatus{}
+	}
+	if old, ok := d.out.Reservations[name]; ok {
+		d.used -= old.ScheduledSize
+	}
+	d.out.Reservations[name] = st
+	d.used += st.ScheduledSize
+	d.out.StorageScheduled = d.used
+}
+
+// keepDecided carries over every decision whose request is unchanged.
+func (d *decider) keepDecided() {
+	for _, name := range sortedKeys(d.in.Spec.Replicas) {
+		if d.in.Gone.Replicas[name] {
+			continue
+		}
+		if prev, ok := d.in.Previous.Replicas[name]; ok && prev.RequestedSize == int64(d.in.Spec.Replicas[name]) {
+			d.setReplica(name, prev)
+		}
+	}
+	for _, name := range sortedKeys(d.in.Spec.BackingImages) {
+		if d.in.Gone.BackingImages[name] {
+			continue
+		}
+		if prev, ok := d.in.Previous.BackingImages[name]; ok && prev.RequestedSize == int64(d.in.Spec.BackingImages[name]) {
+			d.setBackingImage(name, prev)
+		}
+	}
+	for _, name := range sortedKeys(d.in.Spec.Reservations) {
+		if prev, ok := d.in.Previous.Reservations[name]; ok && reservationDecided(d.in.Spec.Reservations[name], prev) {
+			d.setReservation(name, prev)
+		}
+	}
+}
+
+// shrink grants every request at or below its granted size: a shrink never
+// needs space (rule 3).
+func (d *decider) shrink() {
+	for _, name := range sortedKeys(d.in.Spec.Replicas) {
+		if st, ok := d.shrunk(name, int64(d.in.Spec.Replicas[name]), d.in.Previous.Replicas, d.out.Replicas, d.in.Gone.Replicas); ok {
+			d.setReplica(name, st)
+		}
+	}
+	for _, name := range sortedKeys(d.in.Spec.BackingImages) {
+		if st, ok := d.shrunk(name, int64(d.in.Spec.BackingImages[name]), d.in.Previous.BackingImages, d.out.BackingImages, d.in.Gone.BackingImages); ok {
+			d.setBackingImage(name, st)
+		}
+	}
+}
+
+func (d *decider) shrunk(name string, requested int64, previous, decided map[string]longhornv1.RequestStatus, gone map[string]bool) (longhornv1.RequestStatus, bool) {
+	if gone[name] {
+		return longhornv1.RequestStatus{}, false
+	}
+	if _, done := decided[name]; done {
+		return longhornv1.RequestStatus{}, false
+	}
+	prev, ok := previous[name]
+	if !ok || requested > prev.ScheduledSize {
+		return longhornv1.RequestStatus{}, false
+	}
+	d.outcome.Granted++
+	return longhornv1.RequestStatus{State: longhornv1.RequestStateScheduled, RequestedSize: requested, ScheduledSize: requested}, true
+}
+
+// holdUndecided counts, for every replica and backing-image request still to
+// be decided, the bytes its previous decision holds: a growth that does not
+// fit keeps them (rule 3), so no other request may take them in this
+// decision, and a growth needs only its delta on top of them. Whoever decides
+// such a request later gives its held bytes back (release) before charging
+// the new decision.
+func (d *decider) holdUndecided() {
+	for _, name := range sortedKeys(d.in.Spec.Replicas) {
+		d.used += d.heldBy(name, d.in.Previous.Replicas, d.out.Replicas, d.in.Gone.Replicas)
+	}
+	for _, name := range sortedKeys(d.in.Spec.BackingImages) {
+		d.used += d.heldBy(name, d.in.Previous.BackingImages, d.out.BackingImages, d.in.Gone.BackingImages)
+	}
+}
+
+// heldBy returns the bytes the previous decision on an undecided request
+// still holds, or 0 when the request is decided or its owner is gone.
+func (d *decider) heldBy(name string, previous, decided map[string]longhornv1.RequestStatus, gone map[string]bool) int64 {
+	if gone[name] {
+		return 0
+	}
+	if _, done := decided[name]; done {
+		return 0
+	}
+	return previous[name].ScheduledSize
+}
+
+// release gives back bytes counted by holdUndecided, right before the
+// request holding them is decided and charged its new scheduled size.
+func (d *decider) release(held int64) {
+	d.used -= held
+}
+
+// expireReservations frees granted reservations whose time is up (rule 6).
+// With spareHandoffs, a reservation a replica may take over in this very
+// decision is left for handOff.
+func (d *decider) expireReservations(spareHandoffs bool) {
+	for _, name := range sortedKeys(d.out.Reservations) {
+		st := d.out.Reservations[name]
+		if st.State != longhornv1.ReservationStateScheduled || st.ExpiresAt == nil || d.in.Now.Before(st.ExpiresAt.Time) {
+			continue
+		}
+		if spareHandoffs && d.handoffCandidate(name) != "" {
+			continue
+		}
+		st.State = longhornv1.ReservationStateExpired
+		st.Message = fmt.Sprintf("expired at %s: no replica took over %s", st.ExpiresAt.UTC().Format(time.RFC3339), bytes(st.ScheduledSize))
+		st.ScheduledSize = 0
+		st.ExpiresAt = nil
+		d.setReservation(name, st)
+		d.outcome.Released++
+	}
+}
+
+// handoffCandidate returns the pending replica request that takes over the
+// named granted reservation, or "".
+func (d *decider) handoffCandidate(volume string) string {
+	res, ok := d.in.Spec.Reservations[volume]
+	if !ok || res.Replica == "" {
+		return ""
+	}
+	st, ok := d.out.Reservations[volume]
+	if !ok || st.State != longhornv1.ReservationStateScheduled {
+		return ""
+	}
+	if _, inSpec := d.in.Spec.Replicas[res.Replica]; !inSpec || d.in.Gone.Replicas[res.Replica] {
+		return ""
+	}
+	if _, decided := d.out.Replicas[res.Replica]; decided {
+		return ""
+	}
+	return res.Replica
+}
+
+// handOff charges pending replica requests against the granted reservations
+// that name them, in the same status write (rule 5): no other request can
+// take that space in between.
+func (d *decider) handOff() {
+	for _, volume := range sortedKeys(d.out.Reservations) {
+		replica := d.handoffCandidate(volume)
+		if replica == "" {
+			continue
+		}
+		res := d.out.Reservations[volume]
+		requested := int64(d.in.Spec.Replicas[replica])
+		// The reservation's bytes (and whatever an earlier decision on the
+		// replica still holds) become the replica's; only growth beyond them
+		// needs free space, and a disk that is not schedulable grants no new
+		// space (rule 8).
+		replicaHeld := d.heldBy(replica, d.in.Previous.Replicas, d.out.Replicas, d.in.Gone.Replicas)
+		held := res.ScheduledSize + replicaHeld
+		if requested > held && (!d.in.Disk.Schedulable || d.used-held+requested > d.limit) {
+			continue // decided as an ordinary growth request below
+		}
+		res.State = longhornv1.ReservationStateFulfilled
+		res.ScheduledSize = 0
+		res.ExpiresAt = nil
+		res.Replica = replica
+		res.Message = fmt.Sprintf("handed over to replica %s", replica)
+		d.setReservation(volume, res)
+		d.release(replicaHeld)
+		d.setReplica(replica, longhornv1.RequestStatus{State: longhornv1.RequestStateScheduled, RequestedSize: requested, ScheduledSize: requested})
+		if d.handedOff == nil {
+			d.handedOff = map[string]bool{}
+		}
+		d.handedOff[replica] = true
+		d.outcome.Granted++
+		d.outcome.Released++ // the reservation's hold ends
+	}
+}
+
+// grow decides every request still undecided: new requests and growth of
+// granted ones, in a fixed order (replicas, backing images, reservations,
+// each by name), each granted when it fits under the limit.
+func (d *decider) grow() {
+	for _, name := range sortedKeys(d.in.Spec.Replicas) {
+		if d.in.Gone.Replicas[name] {
+			continue
+		}
+		if _, done := d.out.Replicas[name]; done {
+			continue
+		}
+		prev, hadPrev := d.in.Previous.Replicas[name]
+		held := d.heldBy(name, d.in.Previous.Replicas, d.out.Replicas, d.in.Gone.Replicas)
+		if !hadPrev && d.in.Running[name] {
+			size := int64(d.in.Spec.Replicas[name])
+			d.setReplica(name, longhornv1.RequestStatus{
+				State: longhornv1.RequestStateScheduled, RequestedSize: size, ScheduledSize: size,
+				Message: "adopted: the replica already runs on this disk",
+			})
+			d.outcome.Granted++
+			d.outcome.Adopted++
+			continue
+		}
+		st := d.growth(int64(d.in.Spec.Replicas[name]), prev, hadPrev)
+		d.release(held)
+		d.setReplica(name, st)
+	}
+	for _, name := range sortedKeys(d.in.Spec.BackingImages) {
+		if d.in.Gone.BackingImages[name] {
+			continue
+		}
+		if _, done := d.out.BackingImages[name]; done {
+			continue
+		}
+		prev, hadPrev := d.in.Previous.BackingImages[name]
+		held := d.heldBy(name, d.in.Previous.BackingImages, d.out.BackingImages, d.in.Gone.BackingImages)
+		st := d.growth(int64(d.in.Spec.BackingImages[name]), prev, hadPrev)
+		d.release(held)
+		d.setBackingImage(name, st)
+	}
+	for _, name := range sortedKeys(d.in.Spec.Reservations) {
+		if _, done := d.out.Reservations[name]; done {
+			continue
+		}
+		res := d.in.Spec.Reservations[name]
+		st := d.growth(res.Size, longhornv1.RequestStatus{}, false)
+		out := longhornv1.ReservationStatus{RequestedSize: res.Size, Pod: res.Pod, ScheduledSize: st.ScheduledSize, Message: st.Message}
+		if st.State == longhornv1.RequestStateScheduled {
+			out.State = longhornv1.ReservationStateScheduled
+			expires := metav1.NewTime(d.in.Now.Add(d.in.ReservationTimeout))
+			out.ExpiresAt = &expires
+		} else {
+			out.State = longhornv1.ReservationStateRejected
+		}
+		d.setReservation(name, out)
+	}
+}
+
+// growth decides one request that asks for more than it holds. The bytes
+// prev holds are already counted in d.used (holdUndecided).
+func (d *decider) growth(requested int64, prev longhornv1.RequestStatus, hadPrev bool) longhornv1.RequestStatus {
+	held := int64(0)
+	if hadPrev {
+		held = prev.ScheduledSize
+	}
+	reject := func(msg string) longhornv1.RequestStatus {
+		d.outcome.Rejected++
+		return longhornv1.RequestStatus{State: longhornv1.RequestStateRejected, RequestedSize: requested, ScheduledSize: held, Message: msg}
+	}
+	if !d.in.Disk.Schedulable {
+		return reject(fmt.Sprintf("disk is not schedulable (%s): %s", d.in.Disk.Reason, d.in.Disk.Message))
+	}
+	free := d.limit - d.used
+	if requested-held > free {
+		if free < 0 {
+			free = 0
+		}
+		if held > 0 {
+			return reject(fmt.Sprintf("expansion from %s to %s needs %s more, %s free of limit %s",
+				bytes(held), bytes(requested), bytes(requested-held), bytes(free), bytes(d.limit)))
+		}
+		return reject(fmt.Sprintf("requested %s, %s free of limit %s", bytes(requested), bytes(free), bytes(d.limit)))
+	}
+	d.outcome.Granted++
+	return longhornv1.RequestStatus{State: longhornv1.RequestStateScheduled, RequestedSize: requested, ScheduledSize: requested}
+}
+
+// countReleased counts entries of the previous status that no longer hold
+// space: removed from spec or garbage-collected.
+func (d *decider) countReleased() {
+	for name, prev := range d.in.Previous.Replicas {
+		if _, ok := d.out.Replicas[name]; !ok && prev.ScheduledSize > 0 {
+			d.outcome.Released++
+		}
+	}
+	for name, prev := range d.in.Previous.BackingImages {
+		if _, ok := d.out.BackingImages[name]; !ok && prev.ScheduledSize > 0 {
+			d.outcome.Released++
+		}
+	}
+	for name, prev := range d.in.Previous.Reservations {
+		if _, ok := d.out.Reservations[name]; !ok && prev.ScheduledSize > 0 {
+			d.outcome.Released++
+		}
+	}
+	for _, st := range d.out.Reservations {
+		if st.State == longhornv1.ReservationStateScheduled && st.ExpiresAt != nil &&
+			(d.outcome.NextExpiry.IsZero() || st.ExpiresAt.Time.Before(d.outcome.NextExpiry)) {
+			d.outcome.NextExpiry = st.ExpiresAt.Time
+		}
+	}
+}
+
+func (d *decider) setConditions() {
+	ready := metav1.Condition{
+		Type: longhornv1.DiskScheduleConditionReady, Status: metav1.ConditionTrue,
+		Reason: longhornv1.DiskScheduleReasonSchedulable, Message: "new requests can be granted",
+		ObservedGeneration: d.in.Generation,
+	}
+	if !d.in.Disk.Schedulable {
+		ready.Status = metav1.ConditionFalse
+		ready.Reason = d.in.Disk.Reason
+		ready.Message = d.in.Disk.Message
+	}
+	over := metav1.Condition{
+		Type: longhornv1.DiskScheduleConditionOvercommitted, Status: metav1.ConditionFalse,
+		Reason:             longhornv1.DiskScheduleReasonWithinLimit,
+		Message:            fmt.Sprintf("%s scheduled of limit %s", bytes(d.used), bytes(d.limit)),
+		ObservedGeneration: d.in.Generation,
+	}
+	if d.used > d.limit {
+		over.Status = metav1.ConditionTrue
+		over.Reason = longhornv1.DiskScheduleReasonAdoptedOverLimit
+		over.Message = fmt.Sprintf("adopted replicas hold %s, over the limit %s; new growth is rejected until usage falls below it",
+			bytes(d.used), bytes(d.limit))
+	}
+	now := metav1.NewTime(d.in.Now)
+	for _, c := range []metav1.Condition{ready, over} {
+		c.LastTransitionTime = now
+		meta.SetStatusCondition(&d.out.Conditions, c)
+	}
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+// bytes formats a byte count for messages, in binary units ("100Gi").
+func bytes(n int64) string {
+	return resource.NewQuantity(n, resource.BinarySI).String()
+}

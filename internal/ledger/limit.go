@@ -1,0 +1,86 @@
+package ledger
+
+import (
+	"math"
+	"math/bits"
+
+	longhornv1 "github.com/longhorn/diskschedule/api/v1beta2"
+)
+
+// Limit returns a disk's ledger limit: (storageMaximum − storageReserved) ×
+// overProvisioningPercentage / 100, truncated, never negative, and
+// math.MaxInt64 when the product does not fit in an int64.
+func Limit(storageMaximum, storageReserved, overProvisioningPercentage int64) int64 {
+	if storageReserved >= storageMaximum || overProvisioningPercentage <= 0 {
+		return 0
+	}
+	// storageMaximum > storageReserved, so the difference is positive and
+	// fits in a uint64 even when the int64 subtraction would overflow.
+	usable := uint64(storageMaximum) - uint64(storageReserved)
+	// Multiply in 128 bits so large disks and percentages cannot overflow.
+	hi, lo := bits.Mul64(usable, uint64(overProvisioningPercentage))
+	if hi >= 100 {
+		return math.MaxInt64 // the quotient would not even fit in 64 bits
+	}
+	limit, _ := bits.Div64(hi, lo, 100)
+	if limit > math.MaxInt64 {
+		return math.MaxInt64
+	}
+	return int64(limit)
+}
+
+// PendingGrowth returns the bytes requested in ds's spec beyond what its
+// status has decided: new requests not yet decided and growth of entries not
+// yet decided at their new size. A pending replica request that a granted
+// reservation will be handed to counts only beyond the reservation's size.
+// Requesters count it as taken when they look for free space, so two of them
+// do not aim at the same bytes.
+func PendingGrowth(ds *longhornv1.DiskSchedule) int64 {
+	heldFor := map[string]int64{} // replica name -> bytes a granted reservation holds for it
+	var pending int64
+	for volume, res := range ds.Spec.Reservations {
+		st, decided := ds.Status.Reservations[volume]
+		if !decided || !reservationDecided(res, st) {
+			pending += res.Size
+			continue
+		}
+		if res.Replica != "" && st.State == longhornv1.ReservationStateScheduled {
+			heldFor[res.Replica] += st.ScheduledSize
+		}
+	}
+	growth := func(requested int64, decided longhornv1.RequestStatus, ok bool) int64 {
+		switch {
+		case !ok:
+			return requested
+		case decided.RequestedSize != requested && requested > decided.ScheduledSize:
+			return requested - decided.ScheduledSize
+		}
+		return 0
+	}
+	for name, size := range ds.Spec.Replicas {
+		st, ok := ds.Status.Replicas[name]
+		if g := growth(int64(size), st, ok) - heldFor[name]; g > 0 {
+			pending += g
+		}
+	}
+	for name, size := range ds.Spec.BackingImages {
+		st, ok := ds.Status.BackingImages[name]
+		pending += growth(int64(size), st, ok)
+	}
+	return pending
+}
+
+// Free returns the bytes ds can still grant: storageLimit − storageScheduled
+// − PendingGrowth, or 0 when that is negative.
+func Free(ds *longhornv1.DiskSchedule) int64 {
+	free := ds.Status.StorageLimit - ds.Status.StorageScheduled - PendingGrowth(ds)
+	if free < 0 {
+		return 0
+	}
+	return free
+}
+
+// reservationDecided reports whether st is the decision on res as written now.
+func reservationDecided(res longhornv1.DiskScheduleReservation, st longhornv1.ReservationStatus) bool {
+	return st.RequestedSize == res.Size && st.Pod == res.Pod
+}

@@ -1,0 +1,138 @@
+// Package manager assembles diskschedule's controller manager: every
+// controller, the cache indexes, the default settings and the metrics, from
+// one Options value. cmd/main.go, the sandbox and the tests all build the
+// manager here, so they run the same thing.
+package manager
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/clock"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/config"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/longhorn/diskschedule/internal/controller/diskschedule"
+	"github.com/longhorn/diskschedule/internal/controller/setting"
+	"github.com/longhorn/diskschedule/internal/index"
+	"github.com/longhorn/diskschedule/internal/metrics"
+)
+
+// Options configures the manager.
+type Options struct {
+	// Namespace is the system namespace holding every longhorn.io object.
+	Namespace string
+	// MetricsBindAddress serves /metrics; "0" disables it.
+	MetricsBindAddress string
+	// HealthProbeBindAddress serves /healthz and /readyz; "" or "0" disables it.
+	HealthProbeBindAddress string
+	// LeaderElection makes only one manager of the deployment run the controllers.
+	LeaderElection bool
+	// LeaderElectionID names the Lease used for leader election.
+	LeaderElectionID string
+	// LeaseDuration, RenewDeadline and RetryPeriod tune leader election; zero keeps the defaults.
+	LeaseDuration, RenewDeadline, RetryPeriod time.Duration
+	// LedgerWorkers is how many DiskSchedules are decided in parallel.
+	LedgerWorkers int
+	// Clock is the time source of the ledger (reservation expiry); nil is the real clock.
+	Clock clock.PassiveClock
+	// SkipControllerNameValidation allows several managers in one process (tests, sandbox).
+	SkipControllerNameValidation bool
+	// Scheme is the scheme to use; nil builds the project's scheme.
+	Scheme *runtime.Scheme
+}
+
+// DefaultLeaderElectionID is the Lease name of the manager's leader election.
+const DefaultLeaderElectionID = "longhorn-diskschedule-manager"
+
+// New builds a manager with every controller registered. Start it with Start.
+func New(cfg *rest.Config, s *runtime.Scheme, opts Options) (ctrl.Manager, error) {
+	if opts.LeaderElectionID == "" {
+		opts.LeaderElectionID = DefaultLeaderElectionID
+	}
+	if opts.LedgerWorkers <= 0 {
+		opts.LedgerWorkers = 4
+	}
+	if opts.Clock == nil {
+		opts.Clock = clock.RealClock{}
+	}
+	mgrOpts := ctrl.Options{
+		Scheme:                  s,
+		Metrics:                 metricsserver.Options{BindAddress: opts.MetricsBindAddress},
+		HealthProbeBindAddress:  opts.HealthProbeBindAddress,
+		LeaderElection:          opts.LeaderElection,
+		LeaderElectionID:        opts.LeaderElectionID,
+		LeaderElectionNamespace: opts.Namespace,
+		// The manager exits on losing the lease, so it may release it on a
+		// clean stop and let the next leader start at once.
+		LeaderElectionReleaseOnCancel: true,
+		Cache: cache.Options{DefaultNamespaces: map[string]cache.Config{opts.Namespace: {}}},
+		Client: client.Options{Cache: &client.CacheOptions{Unstructured: false}},
+	}
+	if opts.LeaseDuration > 0 {
+		mgrOpts.LeaseDuration = ptr.To(opts.LeaseDuration)
+	}
+	if opts.RenewDeadline > 0 {
+		mgrOpts.RenewDeadline = ptr.To(opts.RenewDeadline)
+	}
+	if opts.RetryPeriod > 0 {
+		mgrOpts.RetryPeriod = ptr.To(opts.RetryPeriod)
+	}
+	if opts.SkipControllerNameValidation {
+		mgrOpts.Controller = config.Controller{SkipNameValidation: ptr.To(true)}
+	}
+	mgr, err := ctrl.NewManager(cfg, mgrOpts)
+	if err != nil {
+		return nil, fmt.Errorf("creating the manager: %w", err)
+	}
+	if err := setup(mgr, opts); err != nil {
+		return nil, err
+	}
+	return mgr, nil
+}
+
+func setup(mgr ctrl.Manager, opts Options) error {
+	ctx := context.Background()
+	if err := index.Register(ctx, mgr.GetFieldIndexer()); err != nil {
+		return err
+	}
+	ledgerMetrics := metrics.NewLedger(ctrlmetrics.Registry)
+
+	reconcilers := []interface{ SetupWithManager(ctrl.Manager) error }{
+		setting.NewReconciler(mgr.GetClient(), mgr.GetEventRecorder("longhorn-setting-controller")),
+		diskschedule.NewReconciler(mgr.GetClient(), mgr.GetAPIReader(), opts.Clock, ledgerMetrics, opts.LedgerWorkers),
+	}
+	for _, r := range reconcilers {
+		if err := r.SetupWithManager(mgr); err != nil {
+			return fmt.Errorf("setting up %T: %w", r, err)
+		}
+	}
+
+	// Every replica of the deployment makes sure the default settings exist;
+	// creating one that exists is a no-op.
+	if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
+		return setting.EnsureDefaults(ctx, mgr.GetClient(), opts.Namespace)
+	})); err != nil {
+		return fmt.Errorf("adding the default settings: %w", err)
+	}
+	if opts.HealthProbeBindAddress != "" && opts.HealthProbeBindAddress != "0" {
+		if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
+			return fmt.Errorf("adding the health check: %w", err)
+		}
+		if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
+			return fmt.Errorf("adding the ready check: %w", err)
+		}
+	}
+	return nil
+}
+
