@@ -33,12 +33,26 @@ func run() error {
 	flag.BoolVar(&opts.LeaderElection, "leader-elect", false,
 		"Elect a leader, so that only one manager of the deployment runs the controllers.")
 	flag.IntVar(&opts.LedgerWorkers, "ledger-workers", 4, "How many DiskSchedules are decided in parallel.")
+	mode := flag.String("mode", "manager", "What to run: manager (the controllers, one leader per cluster) or disk-monitor (one per node).")
+	nodeName := flag.String("node-name", os.Getenv("NODE_NAME"), "In disk-monitor mode, the node whose disks are measured.")
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(flag.CommandLine)
 	flag.Parse()
 
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
 	log := ctrl.Log.WithName("setup")
+
+	switch *mode {
+	case "manager":
+	case "disk-monitor":
+		if *nodeName == "" {
+			return fmt.Errorf("--node-name (or $NODE_NAME) is required in disk-monitor mode")
+		}
+		opts.DiskMonitor = &manager.DiskMonitorOptions{NodeName: *nodeName}
+		opts.LeaderElection = false
+	default:
+		return fmt.Errorf("--mode must be manager or disk-monitor, not %q", *mode)
+	}
 
 	cfg, err := ctrl.GetConfig()
 	if err != nil {
@@ -52,7 +66,7 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	log.Info("Starting the manager", "namespace", opts.Namespace, "leaderElection", opts.LeaderElection)
+	log.Info("Starting", "mode", *mode, "namespace", opts.Namespace, "leaderElection", opts.LeaderElection)
 	if err := mgr.Start(ctrl.SetupSignalHandler()); err != nil {
 		return fmt.Errorf("running the manager: %w", err)
 	}

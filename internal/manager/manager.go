@@ -23,6 +23,8 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/longhorn/diskschedule/internal/controller/diskschedule"
+	"github.com/longhorn/diskschedule/internal/controller/node"
+	"github.com/longhorn/diskschedule/internal/diskmonitor"
 	"github.com/longhorn/diskschedule/internal/controller/setting"
 	"github.com/longhorn/diskschedule/internal/index"
 	"github.com/longhorn/diskschedule/internal/metrics"
@@ -48,8 +50,18 @@ type Options struct {
 	Clock clock.PassiveClock
 	// SkipControllerNameValidation allows several managers in one process (tests, sandbox).
 	SkipControllerNameValidation bool
-	// Scheme is the scheme to use; nil builds the project's scheme.
-	Scheme *runtime.Scheme
+	// DiskMonitor, when set, runs the per-node disk monitor instead of the controllers.
+	DiskMonitor *DiskMonitorOptions
+}
+
+// DiskMonitorOptions configures the per-node disk monitor mode.
+type DiskMonitorOptions struct {
+	// NodeName is the node whose disks are measured.
+	NodeName string
+	// Source measures the disks; nil measures them with statfs.
+	Source diskmonitor.Source
+	// Interval is the time between measurements; zero is 30 seconds.
+	Interval time.Duration
 }
 
 // DefaultLeaderElectionID is the Lease name of the manager's leader election.
@@ -95,10 +107,28 @@ func New(cfg *rest.Config, s *runtime.Scheme, opts Options) (ctrl.Manager, error
 	if err != nil {
 		return nil, fmt.Errorf("creating the manager: %w", err)
 	}
+	if opts.DiskMonitor != nil {
+		if err := mgr.Add(newDiskMonitor(mgr, opts)); err != nil {
+			return nil, fmt.Errorf("adding the disk monitor: %w", err)
+		}
+		return mgr, nil
+	}
 	if err := setup(mgr, opts); err != nil {
 		return nil, err
 	}
 	return mgr, nil
+}
+
+func newDiskMonitor(mgr ctrl.Manager, opts Options) *diskmonitor.Monitor {
+	source := opts.DiskMonitor.Source
+	if source == nil {
+		source = diskmonitor.Statfs{}
+	}
+	interval := opts.DiskMonitor.Interval
+	if interval <= 0 {
+		interval = 30 * time.Second
+	}
+	return diskmonitor.New(mgr.GetClient(), source, opts.Clock, opts.Namespace, opts.DiskMonitor.NodeName, interval)
 }
 
 func setup(mgr ctrl.Manager, opts Options) error {
@@ -111,6 +141,7 @@ func setup(mgr ctrl.Manager, opts Options) error {
 	reconcilers := []interface{ SetupWithManager(ctrl.Manager) error }{
 		setting.NewReconciler(mgr.GetClient(), mgr.GetEventRecorder("longhorn-setting-controller")),
 		diskschedule.NewReconciler(mgr.GetClient(), mgr.GetAPIReader(), opts.Clock, ledgerMetrics, opts.LedgerWorkers),
+		node.NewReconciler(mgr.GetClient(), mgr.GetEventRecorder("longhorn-node-controller"), opts.Clock, opts.Namespace),
 	}
 	for _, r := range reconcilers {
 		if err := r.SetupWithManager(mgr); err != nil {

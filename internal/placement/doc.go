@@ -1,0 +1,41 @@
+// Package placement chooses disks for new replicas of one volume, following
+// Longhorn's documented two-stage scheduling policy (node and zone stage,
+// then disk stage). It is a pure function of its input: it has no client,
+// reads no clock and keeps no state between calls, so the volume controller
+// and the scheduler extender can share it and it is tested with plain table
+// tests.
+//
+// # Space
+//
+// A disk takes a replica of size S with actual size A when both Longhorn
+// conditions hold:
+//
+//	actual space:     storageAvailable - A > storageMaximum * minimal-available% / 100   (strict)
+//	scheduling space: S + storageScheduled <= storageLimit
+//
+// storageLimit and storageScheduled come from the disk's ledger
+// (DiskSchedule status). The caller adds the bytes of requests still pending
+// on the ledger to storageScheduled, so undecided growth is never handed out
+// twice. Replicas placed earlier in the same call are counted by Place itself.
+//
+// # Policy choices where Longhorn's documentation is silent or ambiguous
+//
+//   - Nodes without a zone label all share the zone "", as Longhorn does:
+//     with zone anti-affinity hard, a second replica never goes to another
+//     unlabelled node.
+//   - Zone anti-affinity hard implies node anti-affinity hard: only a new
+//     node in a new zone is ever chosen.
+//   - The actual size A of a new replica is given by the caller (Longhorn uses
+//     the volume's status.actualSize, 0 for a new volume; the documentation
+//     treats it as 0 when evaluating disks).
+//   - Data locality best-effort prefers the attached node among the disks of
+//     the winning anti-affinity stage, as Longhorn's scheduler does: it never
+//     overrides anti-affinity.
+//   - A pinned node (strict-local or a replica's hardNodeAffinity) narrows the
+//     candidates to that node; the anti-affinity stages still apply.
+//   - Among the candidates of the winning stage, the node with the most
+//     usable ledger space (limit - scheduled, summed over its candidate
+//     disks) wins, then its disk with the most usable space; ties go to the
+//     smaller name. This is Longhorn's balancing with a deterministic
+//     tie-break.
+package placement

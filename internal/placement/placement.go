@@ -1,0 +1,453 @@
+package placement
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+	"strings"
+
+	longhornv1 "github.com/longhorn/diskschedule/api/v1beta2"
+)
+
+// Place chooses a disk for each of req.Count new replicas of req.Volume,
+// one at a time: each choice updates the in-memory view (the disk's
+// scheduled bytes and available space, the node and zone replica counts)
+// before the next is made. The result is a function of the input alone; the
+// order of nodes, disks and replicas in the input does not matter.
+//
+// When fewer than req.Count replicas are placed, Result.Reason says why in
+// one word and Result.Message and Result.Failures say, for the first replica
+// that found no disk, why each candidate failed.
+func Place(req Request) Result {
+	if res, done := precheck(req); done {
+		return res
+	}
+	v := newView(req)
+	choices := make([]Choice, 0, req.Count)
+	for len(choices) < req.Count {
+		d, failures := v.next()
+		if d == nil {
+			return v.failed(choices, req.Count, failures)
+		}
+		v.commit(d)
+		choices = append(choices, d.choice())
+	}
+	return Result{Choices: choices}
+}
+
+// precheck handles the requests that need no search: nothing to place,
+// waiting for attachment, and invalid input. done is true when res is final.
+func precheck(req Request) (res Result, done bool) {
+	if req.Count <= 0 {
+		return Result{}, true
+	}
+	if req.Volume == nil {
+		return invalid("the request names no volume"), true
+	}
+	spec := req.Volume.Spec
+	if localityNeedsNode(spec.DataLocality) && spec.NodeID == "" {
+		return Result{
+			Reason: ReasonWaitingForAttachment,
+			Message: fmt.Sprintf("volume %s has data locality %s and is not attached: its replicas wait for attachment",
+				req.Volume.Name, spec.DataLocality),
+		}, true
+	}
+	if size := requestSize(req); size <= 0 {
+		return invalid(fmt.Sprintf("volume %s requests %d bytes per replica; the size must be positive", req.Volume.Name, size)), true
+	}
+	if spec.DataLocality == longhornv1.DataLocalityStrictLocal && req.HardNodeAffinity != "" && req.HardNodeAffinity != spec.NodeID {
+		return invalid(fmt.Sprintf("volume %s is strict-local on node %s but the replica is pinned to node %s",
+			req.Volume.Name, spec.NodeID, req.HardNodeAffinity)), true
+	}
+	return Result{}, false
+}
+
+// invalid returns a scheduling failure for a request that cannot be served.
+func invalid(message string) Result {
+	return Result{Reason: ReasonReplicaSchedulingFailure, Message: message}
+}
+
+// localityNeedsNode reports whether replicas of a volume with this data
+// locality wait until the volume is attached (Longhorn #11007).
+func localityNeedsNode(l longhornv1.DataLocality) bool {
+	return l == longhornv1.DataLocalityBestEffort || l == longhornv1.DataLocalityStrictLocal
+}
+
+// requestSize returns the bytes each new replica requests.
+func requestSize(req Request) int64 {
+	if req.Size != 0 {
+		return req.Size
+	}
+	return req.Volume.Spec.Size.Value()
+}
+
+// stage is an anti-affinity stage; lower stages are tried first.
+type stage int
+
+const (
+	// stageNewZone: a node without a replica in a zone without a replica.
+	stageNewZone stage = iota
+	// stageNewNode: a node without a replica in a zone with one.
+	stageNewNode
+	// stageUsedNode: a node that already has a replica.
+	stageUsedNode
+	stageCount
+)
+
+// view is the in-memory state of one Place call.
+type view struct {
+	req        Request
+	size       int64
+	nodeSoft   bool
+	zoneSoft   bool
+	diskSoft   bool
+	pinned     string
+	local      string
+	nodes      []*nodeState
+	pinMissing bool
+
+	nodeReplicas map[string]int
+	nodeHealthy  map[string]int
+	zoneReplicas map[string]int
+}
+
+// nodeState is a candidate node and what fails it regardless of placements.
+type nodeState struct {
+	Node
+	disks  []*diskState
+	static []string
+}
+
+// diskState is a candidate disk with the space and replicas counted so far.
+type diskState struct {
+	Disk
+	node      *nodeState
+	scheduled int64
+	available int64
+	replicas  int
+	static    []string
+}
+
+// newView builds the state for req, which precheck accepted.
+func newView(req Request) *view {
+	spec := req.Volume.Spec
+	s := req.Settings
+	v := &view{
+		req:          req,
+		size:         requestSize(req),
+		nodeSoft:     SoftAntiAffinity(spec.ReplicaSoftAntiAffinity, s.ReplicaSoftAntiAffinity),
+		zoneSoft:     SoftAntiAffinity(spec.ReplicaZoneSoftAntiAffinity, s.ReplicaZoneSoftAntiAffinity),
+		diskSoft:     SoftAntiAffinity(spec.ReplicaDiskSoftAntiAffinity, s.ReplicaDiskSoftAntiAffinity),
+		pinned:       req.HardNodeAffinity,
+		nodeReplicas: map[string]int{},
+		nodeHealthy:  map[string]int{},
+		zoneReplicas: map[string]int{},
+	}
+	switch spec.DataLocality {
+	case longhornv1.DataLocalityStrictLocal:
+		v.pinned = spec.NodeID
+	case longhornv1.DataLocalityBestEffort:
+		v.local = spec.NodeID
+	}
+	diskReplicas := v.countReplicas()
+	for _, n := range req.Nodes {
+		if v.pinned == "" || n.Name == v.pinned {
+			v.nodes = append(v.nodes, v.newNodeState(n, diskReplicas))
+		}
+	}
+	slices.SortFunc(v.nodes, func(a, b *nodeState) int { return cmp.Compare(a.Name, b.Name) })
+	v.pinMissing = v.pinned != "" && len(v.nodes) == 0
+	return v
+}
+
+// countReplicas fills the node, healthy and zone counts from the existing
+// replicas and returns the count per disk UUID. A replica on a node missing
+// from the input counts for its node only: its zone is unknown.
+func (v *view) countReplicas() map[string]int {
+	zones := make(map[string]string, len(v.req.Nodes))
+	for _, n := range v.req.Nodes {
+		zones[n.Name] = n.Zone
+	}
+	perDisk := map[string]int{}
+	for _, r := range v.req.Existing {
+		if r.NodeID == "" {
+			continue
+		}
+		v.nodeReplicas[r.NodeID]++
+		if r.Healthy {
+			v.nodeHealthy[r.NodeID]++
+		}
+		if zone, ok := zones[r.NodeID]; ok {
+			v.zoneReplicas[zone]++
+		}
+		if r.DiskUUID != "" {
+			perDisk[r.DiskUUID]++
+		}
+	}
+	return perDisk
+}
+
+// newNodeState returns the state of node n with its disks sorted by name.
+func (v *view) newNodeState(n Node, diskReplicas map[string]int) *nodeState {
+	ns := &nodeState{Node: n, static: v.nodeFailures(n)}
+	for _, d := range n.Disks {
+		ns.disks = append(ns.disks, &diskState{
+			Disk:      d,
+			node:      ns,
+			scheduled: d.StorageScheduled,
+			available: d.StorageAvailable,
+			replicas:  diskReplicas[d.UUID],
+			static:    v.diskStaticFailures(d),
+		})
+	}
+	slices.SortFunc(ns.disks, func(a, b *diskState) int {
+		return cmp.Or(cmp.Compare(a.Name, b.Name), cmp.Compare(a.UUID, b.UUID))
+	})
+	return ns
+}
+
+// nodeFailures returns why node n can never take a replica of the volume.
+func (v *view) nodeFailures(n Node) []string {
+	var reasons []string
+	if !n.Ready {
+		reasons = append(reasons, "node is not ready")
+	}
+	if !n.Schedulable {
+		reasons = append(reasons, "node is cordoned")
+	}
+	if !n.AllowScheduling {
+		reasons = append(reasons, "scheduling is disabled on the node")
+	}
+	if n.EvictionRequested {
+		reasons = append(reasons, "eviction is requested on the node")
+	}
+	if r := tagsFailure(n.Tags, v.req.Volume.Spec.NodeSelector, v.req.Settings.AllowEmptyNodeSelectorVolume,
+		longhornv1.SettingAllowEmptyNodeSelectorVolume); r != "" {
+		reasons = append(reasons, r)
+	}
+	return reasons
+}
+
+// diskStaticFailures returns why disk d can never take a replica of the
+// volume, whatever its space.
+func (v *view) diskStaticFailures(d Disk) []string {
+	var reasons []string
+	if t := cmp.Or(d.Type, longhornv1.DiskTypeFilesystem); t != longhornv1.DiskTypeFilesystem {
+		reasons = append(reasons, fmt.Sprintf("disk type %s does not match the volume's %s", t, longhornv1.DiskTypeFilesystem))
+	}
+	if d.UUID == "" {
+		reasons = append(reasons, "disk has no UUID")
+	}
+	if !d.AllowScheduling {
+		reasons = append(reasons, "scheduling is disabled on the disk")
+	}
+	if d.EvictionRequested {
+		reasons = append(reasons, "eviction is requested on the disk")
+	}
+	if !d.Schedulable {
+		reasons = append(reasons, "disk is not schedulable")
+	}
+	if r := tagsFailure(d.Tags, v.req.Volume.Spec.DiskSelector, v.req.Settings.AllowEmptyDiskSelectorVolume,
+		longhornv1.SettingAllowEmptyDiskSelectorVolume); r != "" {
+		reasons = append(reasons, r)
+	}
+	return reasons
+}
+
+// diskFailures returns why disk d cannot take the next replica now.
+func (v *view) diskFailures(d *diskState) []string {
+	reasons := slices.Clone(d.static)
+	if r := v.actualSpaceFailure(d); r != "" {
+		reasons = append(reasons, r)
+	}
+	if !HasSchedulingSpace(v.size, d.scheduled, d.StorageLimit) {
+		reasons = append(reasons, fmt.Sprintf("insufficient storage: requested %s, %s usable of limit %s",
+			bytesString(v.size), bytesString(d.StorageLimit-d.scheduled), bytesString(d.StorageLimit)))
+	}
+	return reasons
+}
+
+// actualSpaceFailure returns why d fails the actual-space check, or "".
+func (v *view) actualSpaceFailure(d *diskState) string {
+	pct := v.req.Settings.MinimalAvailablePercentage
+	switch {
+	case HasActualSpace(d.available, v.req.ActualSize, d.StorageMaximum, pct):
+		return ""
+	case d.StorageMaximum <= 0:
+		return fmt.Sprintf("disk size is unknown (storageMaximum %d)", d.StorageMaximum)
+	default:
+		return fmt.Sprintf("insufficient actual space: %s available minus actual size %s must exceed %s (%d%% of maximum %s)",
+			bytesString(d.available), bytesString(v.req.ActualSize),
+			bytesString(MinimalAvailable(d.StorageMaximum, pct)), pct, bytesString(d.StorageMaximum))
+	}
+}
+
+// stageOf returns the anti-affinity stage node n is in now.
+func (v *view) stageOf(n *nodeState) stage {
+	switch {
+	case v.nodeReplicas[n.Name] > 0:
+		return stageUsedNode
+	case v.zoneReplicas[n.Zone] > 0:
+		return stageNewNode
+	default:
+		return stageNewZone
+	}
+}
+
+// stageFailure returns why the anti-affinity settings forbid stage st for
+// node n, or "" when they allow it. Zone-hard forbids both later stages.
+func (v *view) stageFailure(n *nodeState, st stage) string {
+	switch {
+	case st == stageNewNode && !v.zoneSoft:
+		return fmt.Sprintf("zone %q already holds a replica of the volume and zone anti-affinity is hard", n.Zone)
+	case st == stageUsedNode && !v.zoneSoft:
+		return "node already holds a replica of the volume and zone anti-affinity is hard, which makes node anti-affinity hard"
+	case st == stageUsedNode && !v.nodeSoft:
+		return "node already holds a replica of the volume and node anti-affinity is hard"
+	default:
+		return ""
+	}
+}
+
+// next returns the disk for the next replica, or nil and why every
+// candidate failed. The first stage with a candidate disk wins.
+func (v *view) next() (*diskState, []Failure) {
+	var failures []Failure
+	var stages [stageCount][]*diskState
+	for _, n := range v.nodes {
+		disks, fs := v.candidates(n)
+		failures = append(failures, fs...)
+		st := v.stageOf(n)
+		stages[st] = append(stages[st], disks...)
+	}
+	for _, cands := range stages {
+		kept, rejected := v.diskAntiAffinity(cands)
+		if len(kept) > 0 {
+			return v.choose(kept), nil
+		}
+		failures = append(failures, rejected...)
+	}
+	if v.pinMissing {
+		failures = append(failures, Failure{Node: v.pinned, Reasons: []string{"node not found"}})
+	}
+	slices.SortStableFunc(failures, func(a, b Failure) int {
+		return cmp.Or(cmp.Compare(a.Node, b.Node), cmp.Compare(a.Disk, b.Disk))
+	})
+	return nil, failures
+}
+
+// candidates returns the disks of node n that may take the next replica,
+// and the failures of the node or of its other disks.
+func (v *view) candidates(n *nodeState) ([]*diskState, []Failure) {
+	if len(n.static) > 0 {
+		return nil, []Failure{{Node: n.Name, Reasons: n.static}}
+	}
+	if r := v.stageFailure(n, v.stageOf(n)); r != "" {
+		return nil, []Failure{{Node: n.Name, Reasons: []string{r}}}
+	}
+	if len(n.disks) == 0 {
+		return nil, []Failure{{Node: n.Name, Reasons: []string{"node has no disks"}}}
+	}
+	var disks []*diskState
+	var failures []Failure
+	for _, d := range n.disks {
+		if reasons := v.diskFailures(d); len(reasons) > 0 {
+			failures = append(failures, Failure{Node: n.Name, Disk: d.Name, Reasons: reasons})
+			continue
+		}
+		disks = append(disks, d)
+	}
+	return disks, failures
+}
+
+// diskAntiAffinity keeps the disks without a replica of the volume when
+// there are any; otherwise all of them when disk anti-affinity is soft, and
+// none (reporting each) when it is hard.
+func (v *view) diskAntiAffinity(cands []*diskState) (kept []*diskState, rejected []Failure) {
+	for _, d := range cands {
+		if d.replicas == 0 {
+			kept = append(kept, d)
+		}
+	}
+	if len(kept) > 0 || v.diskSoft {
+		if len(kept) == 0 {
+			kept = cands
+		}
+		return kept, nil
+	}
+	for _, d := range cands {
+		rejected = append(rejected, Failure{Node: d.node.Name, Disk: d.Name,
+			Reasons: []string{"disk already holds a replica of the volume and disk anti-affinity is hard"}})
+	}
+	return nil, rejected
+}
+
+// choose picks among candidate disks, which are in node then disk order:
+// the attached node first for best-effort data locality when it holds no
+// healthy replica, then the node with the most usable space over its
+// candidate disks, then its disk with the most usable space; ties go to the
+// smaller name.
+func (v *view) choose(cands []*diskState) *diskState {
+	if v.local != "" && v.nodeHealthy[v.local] == 0 {
+		local := slices.DeleteFunc(slices.Clone(cands), func(d *diskState) bool { return d.node.Name != v.local })
+		if len(local) > 0 {
+			cands = local
+		}
+	}
+	usable := map[*nodeState]int64{}
+	for _, d := range cands {
+		usable[d.node] += d.usable()
+	}
+	var best *diskState
+	for _, d := range cands {
+		switch {
+		case best == nil, usable[d.node] > usable[best.node]:
+			best = d
+		case d.node == best.node && d.usable() > best.usable():
+			best = d
+		}
+	}
+	return best
+}
+
+// commit records a replica placed on d.
+func (v *view) commit(d *diskState) {
+	d.scheduled += v.size
+	d.available -= v.req.ActualSize
+	d.replicas++
+	v.nodeReplicas[d.node.Name]++
+	v.nodeHealthy[d.node.Name]++
+	v.zoneReplicas[d.node.Zone]++
+}
+
+// failed returns the result of a call that placed only choices.
+func (v *view) failed(choices []Choice, count int, failures []Failure) Result {
+	why := "no candidate nodes"
+	if len(failures) > 0 {
+		parts := make([]string, len(failures))
+		for i, f := range failures {
+			parts[i] = f.String()
+		}
+		why = strings.Join(parts, "; ")
+	}
+	pin := ""
+	if v.pinned != "" {
+		pin = " (pinned to node " + v.pinned + ")"
+	}
+	return Result{
+		Choices:  choices,
+		Reason:   ReasonReplicaSchedulingFailure,
+		Message:  fmt.Sprintf("placed %d of %d new replicas of volume %s%s: %s", len(choices), count, v.req.Volume.Name, pin, why),
+		Failures: failures,
+	}
+}
+
+// usable returns the ledger bytes still free on d.
+func (d *diskState) usable() int64 {
+	return d.StorageLimit - d.scheduled
+}
+
+// choice returns the placement on d.
+func (d *diskState) choice() Choice {
+	return Choice{NodeID: d.node.Name, DiskName: d.Name, DiskUUID: d.UUID, DiskPath: d.Path}
+}

@@ -1,0 +1,123 @@
+package placement
+
+import (
+	"fmt"
+	"slices"
+	"strconv"
+
+	longhornv1 "github.com/longhorn/diskschedule/api/v1beta2"
+)
+
+// NodeSchedulable returns the value of a node's Schedulable condition: a
+// cordoned node is unschedulable only while disable-scheduling-on-cordoned-node
+// is true.
+func NodeSchedulable(cordoned, disableOnCordoned bool) bool {
+	return !cordoned || !disableOnCordoned
+}
+
+// SoftAntiAffinity returns whether an anti-affinity is soft for a volume:
+// the volume's override when it is enabled (soft) or disabled (hard), the
+// setting when it is ignored or empty.
+func SoftAntiAffinity(override longhornv1.AntiAffinityMode, setting bool) bool {
+	switch override {
+	case longhornv1.AntiAffinityEnabled:
+		return true
+	case longhornv1.AntiAffinityDisabled:
+		return false
+	default:
+		return setting
+	}
+}
+
+// TagsMatch reports whether tags satisfy selector: every selector entry is
+// a tag (AND). An empty selector matches any tags when allowEmpty is true
+// and only an untagged node or disk otherwise.
+func TagsMatch(tags, selector []string, allowEmpty bool) bool {
+	if len(selector) == 0 {
+		return allowEmpty || len(tags) == 0
+	}
+	for _, s := range selector {
+		if !slices.Contains(tags, s) {
+			return false
+		}
+	}
+	return true
+}
+
+// StorageLimit returns the most bytes a disk's ledger may grant:
+// (maximum - reserved) × overProvisioningPercentage / 100, truncated, and
+// never below 0.
+func StorageLimit(maximum, reserved, overProvisioningPercentage int64) int64 {
+	return percentOf(maximum-reserved, overProvisioningPercentage)
+}
+
+// MinimalAvailable returns the bytes that must stay actually free on a disk:
+// maximum × minimalAvailablePercentage / 100, truncated.
+func MinimalAvailable(maximum, minimalAvailablePercentage int64) int64 {
+	return percentOf(maximum, minimalAvailablePercentage)
+}
+
+// HasActualSpace is Longhorn's actual-space condition: a disk may take a
+// replica holding actualSize bytes when
+// available - actualSize > maximum × minimalAvailablePercentage / 100
+// (strict). A disk of unknown size (maximum or available not positive)
+// never may. With actualSize 0 it is the disk's Schedulable condition.
+func HasActualSpace(available, actualSize, maximum, minimalAvailablePercentage int64) bool {
+	if maximum <= 0 || available <= 0 {
+		return false
+	}
+	return available-actualSize > MinimalAvailable(maximum, minimalAvailablePercentage)
+}
+
+// HasSchedulingSpace is the ledger's scheduling-space condition:
+// size + scheduled <= limit, computed without overflow.
+func HasSchedulingSpace(size, scheduled, limit int64) bool {
+	return size <= limit-scheduled
+}
+
+// percentOf returns n × percent / 100 truncated, exactly and without
+// overflow for any result that fits in an int64; negative n gives 0.
+func percentOf(n, percent int64) int64 {
+	if n <= 0 || percent <= 0 {
+		return 0
+	}
+	return n/100*percent + n%100*percent/100
+}
+
+// bytesString formats a byte count exactly: with the largest binary suffix
+// from Mi up that divides it ("100Gi", "512Mi"), else as plain bytes
+// ("107374182401").
+func bytesString(n int64) string {
+	units := []struct {
+		suffix string
+		size   int64
+	}{{"Ei", 1 << 60}, {"Pi", 1 << 50}, {"Ti", 1 << 40}, {"Gi", 1 << 30}, {"Mi", 1 << 20}}
+	for _, u := range units {
+		if n != 0 && n%u.size == 0 {
+			return strconv.FormatInt(n/u.size, 10) + u.suffix
+		}
+	}
+	return strconv.FormatInt(n, 10)
+}
+
+// tagsFailure returns why tags do not satisfy selector, or "" when they do.
+// settingName names the allow-empty setting for the empty-selector case.
+func tagsFailure(tags, selector []string, allowEmpty bool, settingName string) string {
+	if TagsMatch(tags, selector, allowEmpty) {
+		return ""
+	}
+	if len(selector) == 0 {
+		return fmt.Sprintf("tags %v do not match the empty selector (%s is false)", sorted(tags), settingName)
+	}
+	return fmt.Sprintf("tags %v do not match selector %v", sorted(tags), sorted(selector))
+}
+
+// sorted returns a sorted copy of s, so messages do not depend on input order.
+func sorted(s []string) []string {
+	out := slices.Clone(s)
+	slices.Sort(out)
+	if out == nil {
+		out = []string{}
+	}
+	return out
+}

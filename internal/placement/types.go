@@ -1,0 +1,165 @@
+package placement
+
+import (
+	"strings"
+
+	longhornv1 "github.com/longhorn/diskschedule/api/v1beta2"
+	"github.com/longhorn/diskschedule/internal/settings"
+)
+
+// Machine-readable reasons a Result carries when not every replica was placed.
+// They are the Volume condition reasons of the API, so callers can copy them
+// into the volume's Scheduled condition.
+const (
+	// ReasonWaitingForAttachment means the volume has data locality
+	// best-effort or strict-local and is not attached yet: no replica is
+	// placed until spec.nodeID is set.
+	ReasonWaitingForAttachment = longhornv1.VolumeReasonWaitingForAttachment
+	// ReasonReplicaSchedulingFailure means some replica found no disk; the
+	// Result's Message and Failures say why each candidate failed.
+	ReasonReplicaSchedulingFailure = longhornv1.VolumeReasonReplicaSchedulingFailure
+)
+
+// Node is one Longhorn node as the caller sees it. Pass every node, eligible
+// or not: the zones of existing replicas are looked up here, and ineligible
+// nodes are reported in the failure message. Node names must be unique.
+type Node struct {
+	// Name is the node's name (the Kubernetes node name).
+	Name string
+	// Zone is the node's status.zone. The empty zone is a zone like any
+	// other: all unlabelled nodes share it, as in Longhorn.
+	Zone string
+	// Ready is the node's Ready condition.
+	Ready bool
+	// Schedulable is the node's Schedulable condition, already cordon-aware
+	// (see NodeSchedulable). False is reported as "node is cordoned".
+	Schedulable bool
+	// AllowScheduling is the node's spec.allowScheduling.
+	AllowScheduling bool
+	// EvictionRequested is the node's spec.evictionRequested.
+	EvictionRequested bool
+	// Tags are the node's spec.tags.
+	Tags []string
+	// Disks are the node's disks; disk names must be unique on the node.
+	Disks []Disk
+}
+
+// Disk is one disk of a node, with the ledger's view of its space.
+type Disk struct {
+	// Name is the disk's key in the node's spec.disks.
+	Name string
+	// UUID is status.diskStatus[name].diskUUID; it names the disk's ledger.
+	// A disk without a UUID takes no replica.
+	UUID string
+	// Path is the disk's spec path.
+	Path string
+	// Type is the disk's spec diskType; empty means filesystem.
+	Type longhornv1.DiskType
+	// AllowScheduling is the disk's spec allowScheduling.
+	AllowScheduling bool
+	// EvictionRequested is the disk's spec evictionRequested.
+	EvictionRequested bool
+	// Schedulable is the disk's Schedulable condition (False with DiskPressure).
+	Schedulable bool
+	// Tags are the disk's spec tags.
+	Tags []string
+	// StorageMaximum is the disk's size in bytes (disk monitor).
+	StorageMaximum int64
+	// StorageAvailable is the disk's actual free space in bytes (disk monitor).
+	StorageAvailable int64
+	// StorageReserved is the disk's spec storageReserved in bytes.
+	StorageReserved int64
+	// StorageLimit is the ledger's status.storageLimit: the most bytes the
+	// ledger grants on this disk (see StorageLimit for the formula).
+	StorageLimit int64
+	// StorageScheduled is the ledger's status.storageScheduled plus the
+	// growth of every request still pending on the ledger (undecided spec
+	// entries), so space already asked for is not offered again. The caller
+	// computes this sum; Place adds only the replicas it places itself.
+	StorageScheduled int64
+}
+
+// Replica is an existing replica of the volume.
+type Replica struct {
+	// NodeID is the node the replica is on; empty replicas are ignored.
+	NodeID string
+	// DiskUUID is the UUID of the disk the replica is on.
+	DiskUUID string
+	// Healthy is true when the replica is running or about to run (granted
+	// or pending, not failed). Only healthy replicas satisfy best-effort
+	// data locality; every replica passed counts for anti-affinity, so leave
+	// out replicas that are being deleted or can never be reused.
+	Healthy bool
+}
+
+// Request is everything Place needs to place new replicas of one volume.
+type Request struct {
+	// Volume is the volume. Place reads its name, spec.size,
+	// spec.dataLocality, spec.nodeID, spec.nodeSelector, spec.diskSelector
+	// and the three anti-affinity overrides. Required.
+	Volume *longhornv1.Volume
+	// Size is the bytes each new replica requests; 0 means spec.size.
+	Size int64
+	// ActualSize is the bytes of data a new replica holds once rebuilt
+	// (Longhorn's volume status.actualSize; 0 for a new volume). It is
+	// subtracted from storageAvailable in the actual-space check.
+	ActualSize int64
+	// Count is how many new replicas to place.
+	Count int
+	// Existing are the volume's current replicas.
+	Existing []Replica
+	// HardNodeAffinity, when set, pins the new replicas to this node.
+	HardNodeAffinity string
+	// Nodes are the candidate nodes.
+	Nodes []Node
+	// Settings are the scheduling settings in effect.
+	Settings settings.Scheduling
+}
+
+// Choice is where one new replica goes.
+type Choice struct {
+	// NodeID is the chosen node's name.
+	NodeID string
+	// DiskName is the chosen disk's name on the node.
+	DiskName string
+	// DiskUUID is the chosen disk's UUID (the replica's spec.diskID).
+	DiskUUID string
+	// DiskPath is the chosen disk's path (the replica's spec.diskPath).
+	DiskPath string
+}
+
+// Failure says why one node, or one disk of a node, could not take the
+// next replica.
+type Failure struct {
+	// Node is the node's name.
+	Node string
+	// Disk is the disk's name; empty when the whole node failed.
+	Disk string
+	// Reasons say why, in numbers where space is concerned.
+	Reasons []string
+}
+
+// String returns "node: reason", or "node/disk: reason", with several
+// reasons joined by " and ".
+func (f Failure) String() string {
+	who := f.Node
+	if f.Disk != "" {
+		who += "/" + f.Disk
+	}
+	return who + ": " + strings.Join(f.Reasons, " and ")
+}
+
+// Result is what Place decided.
+type Result struct {
+	// Choices are the placements, in the order they were made. Fewer than
+	// Request.Count when Reason is set.
+	Choices []Choice
+	// Reason is empty when every requested replica was placed; otherwise
+	// ReasonWaitingForAttachment or ReasonReplicaSchedulingFailure.
+	Reason string
+	// Message says, for people, why not every replica was placed.
+	Message string
+	// Failures list why each candidate failed for the first replica that
+	// could not be placed, sorted by node and disk.
+	Failures []Failure
+}
