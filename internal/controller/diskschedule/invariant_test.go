@@ -1,0 +1,385 @@
+package diskschedule_test
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/util/retry"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	longhornv1 "github.com/longhorn/diskschedule/api/v1beta2"
+	"github.com/longhorn/diskschedule/internal/manager"
+	"github.com/longhorn/diskschedule/internal/testenv"
+)
+
+const gi = int64(1) << 30
+
+// workload is a set of concurrent writers racing requests at a few disks.
+type workload struct {
+	t         *testing.T
+	namespace string
+	seed      uint64
+	writers   int
+	ops       int
+	disks     []string
+}
+
+// fixtures returns 2 nodes with 2 disks of 100Gi each: 400Gi in all, far
+// less than the writers ask for.
+func (w *workload) fixtures() []testenv.NodeFixture {
+	var out []testenv.NodeFixture
+	for n := range 2 {
+		f := testenv.NodeFixture{Name: fmt.Sprintf("%s-node-%d", w.namespace, n), Disks: map[string]testenv.Disk{}}
+		for d := range 2 {
+			f.Disks[fmt.Sprintf("disk-%d", d)] = testenv.Disk{UUID: fmt.Sprintf("%s-uuid-%d-%d", w.namespace, n, d), Size: 100 * gi}
+		}
+		out = append(out, f)
+	}
+	return out
+}
+
+// setUp creates the nodes and the owner objects the requests name (so the
+// ledger's garbage collection keeps them), and waits until every ledger is
+// Ready.
+func (w *workload) setUp(ctx context.Context) {
+	w.t.Helper()
+	c := env.Client
+	fixtures := w.fixtures()
+	for _, f := range fixtures {
+		if err := f.CreateNode(ctx, c, w.namespace); err != nil {
+			w.t.Fatal(err)
+		}
+	}
+	w.disks = testenv.DiskUUIDs(fixtures...)
+	for wr := range w.writers {
+		for i := range 4 {
+			r := &longhornv1.Replica{ObjectMeta: metav1.ObjectMeta{Name: replicaName(wr, i), Namespace: w.namespace},
+				Spec: longhornv1.ReplicaSpec{VolumeName: fmt.Sprintf("vol-%d-%d", wr, i), VolumeSize: gi}}
+			if err := c.Create(ctx, r); err != nil {
+				w.t.Fatal(err)
+			}
+		}
+		bi := &longhornv1.BackingImage{ObjectMeta: metav1.ObjectMeta{Name: imageName(wr), Namespace: w.namespace}}
+		if err := c.Create(ctx, bi); err != nil {
+			w.t.Fatal(err)
+		}
+	}
+}
+
+func (w *workload) waitReady(ctx context.Context) {
+	w.t.Helper()
+	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 60*time.Second, true, func(ctx context.Context) (bool, error) {
+		for _, uuid := range w.disks {
+			ds := &longhornv1.DiskSchedule{}
+			if err := env.Client.Get(ctx, client.ObjectKey{Namespace: w.namespace, Name: uuid}, ds); err != nil {
+				return false, client.IgnoreNotFound(err)
+			}
+			if !meta.IsStatusConditionTrue(ds.Status.Conditions, longhornv1.DiskScheduleConditionReady) || ds.Status.StorageLimit != 100*gi {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+	if err != nil {
+		w.t.Fatalf("waiting for %d Ready ledgers of 100Gi: %v", len(w.disks), err)
+	}
+}
+
+// writerBackoff retries a conflicting write for as long as a real requester
+// would: 32 writers on 4 ledgers conflict often.
+var writerBackoff = wait.Backoff{Steps: 2000, Duration: 5 * time.Millisecond, Factor: 1, Jitter: 2}
+
+func replicaName(writer, i int) string { return fmt.Sprintf("w%d-r%d", writer, i) }
+func imageName(writer int) string      { return fmt.Sprintf("bi-w%d", writer) }
+
+// run starts the writers, each with its own client, and waits for them.
+// Each writer owns its keys; sizes carry a per-writer counter in their low
+// bytes so that no (key, size) pair is ever requested twice.
+func (w *workload) run(ctx context.Context, phase int) {
+	w.t.Helper()
+	var wg sync.WaitGroup
+	errs := make(chan error, w.writers)
+	for wr := range w.writers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c, err := client.New(env.Config, client.Options{Scheme: env.Scheme})
+			if err != nil {
+				errs <- err
+				return
+			}
+			rng := rand.New(rand.NewPCG(w.seed, uint64(wr*1000+phase)))
+			for op := range w.ops {
+				nonce := int64(phase*100000 + op + 1)
+				if err := w.step(ctx, c, rng, wr, nonce); err != nil {
+					errs <- fmt.Errorf("writer %d: %w", wr, err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		w.t.Fatal(err)
+	}
+}
+
+// step makes one random change to one random ledger's spec, retrying on conflict.
+func (w *workload) step(ctx context.Context, c client.Client, rng *rand.Rand, wr int, nonce int64) error {
+	key := client.ObjectKey{Namespace: w.namespace, Name: w.disks[rng.IntN(len(w.disks))]}
+	op := rng.IntN(10)
+	replica := replicaName(wr, rng.IntN(4))
+	size := longhornv1.RequestedBytes(int64(rng.IntN(40)+1)*gi + nonce)
+	return retry.RetryOnConflict(writerBackoff, func() error {
+		ds := &longhornv1.DiskSchedule{}
+		if err := c.Get(ctx, key, ds); err != nil {
+			return err
+		}
+		switch {
+		case op < 5: // add or resize (grow or shrink) a replica request
+			if ds.Spec.Replicas == nil {
+				ds.Spec.Replicas = map[string]longhornv1.RequestedBytes{}
+			}
+			ds.Spec.Replicas[replica] = size
+		case op < 7: // remove a replica request
+			delete(ds.Spec.Replicas, replica)
+		case op < 8: // add or resize a backing-image copy
+			if ds.Spec.BackingImages == nil {
+				ds.Spec.BackingImages = map[string]longhornv1.RequestedBytes{}
+			}
+			ds.Spec.BackingImages[imageName(wr)] = size
+		case op < 9:
+			delete(ds.Spec.BackingImages, imageName(wr))
+		default: // a reservation, as the extender writes them
+			if ds.Spec.Reservations == nil {
+				ds.Spec.Reservations = map[string]longhornv1.DiskScheduleReservation{}
+			}
+			ds.Spec.Reservations[fmt.Sprintf("vol-w%d-%d", wr, nonce)] = longhornv1.DiskScheduleReservation{Size: int64(size), Pod: "default/pod"}
+		}
+		return c.Update(ctx, ds)
+	})
+}
+
+// recorder watches every DiskSchedule version and checks the ledger's
+// promise on each: storageScheduled ≤ storageLimit, storageScheduled equals
+// the sum of scheduled sizes, and a decision on a (key, size) never changes.
+type recorder struct {
+	mu         sync.Mutex
+	versions   int
+	violations []string
+	decisions  map[string]string
+}
+
+func watchLedgers(t *testing.T, ctx context.Context, namespace string) *recorder {
+	t.Helper()
+	wc, err := client.NewWithWatch(env.Config, client.Options{Scheme: env.Scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := wc.Watch(ctx, &longhornv1.DiskScheduleList{}, client.InNamespace(namespace))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := &recorder{decisions: map[string]string{}}
+	go func() {
+		defer w.Stop()
+		for ev := range w.ResultChan() {
+			if ds, ok := ev.Object.(*longhornv1.DiskSchedule); ok && (ev.Type == watch.Added || ev.Type == watch.Modified) {
+				rec.check(ds)
+			}
+		}
+	}()
+	return rec
+}
+
+func (r *recorder) check(ds *longhornv1.DiskSchedule) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.versions++
+	fail := func(format string, args ...any) {
+		r.violations = append(r.violations, fmt.Sprintf("%s@%s: ", ds.Name, ds.ResourceVersion)+fmt.Sprintf(format, args...))
+	}
+	st := ds.Status
+	var sum int64
+	for name, e := range st.Replicas {
+		sum += e.ScheduledSize
+		r.same(fail, ds.Name+"/replica/"+name, e.RequestedSize, string(e.State), e.ScheduledSize)
+	}
+	for name, e := range st.BackingImages {
+		sum += e.ScheduledSize
+		r.same(fail, ds.Name+"/backingImage/"+name, e.RequestedSize, string(e.State), e.ScheduledSize)
+	}
+	for _, e := range st.Reservations {
+		sum += e.ScheduledSize
+	}
+	if sum != st.StorageScheduled {
+		fail("storageScheduled %d != sum of scheduled sizes %d", st.StorageScheduled, sum)
+	}
+	if st.StorageScheduled > st.StorageLimit {
+		fail("storageScheduled %d > storageLimit %d", st.StorageScheduled, st.StorageLimit)
+	}
+}
+
+// same records the decision on (key, size) and fails when it differs from
+// one recorded before: a request is decided once.
+func (r *recorder) same(fail func(string, ...any), key string, size int64, state string, scheduled int64) {
+	id := fmt.Sprintf("%s@%d", key, size)
+	decision := fmt.Sprintf("%s/%d", state, scheduled)
+	if prev, ok := r.decisions[id]; ok && prev != decision {
+		fail("%s decided twice: %s, then %s", id, prev, decision)
+	}
+	r.decisions[id] = decision
+}
+
+func (r *recorder) report(t *testing.T) {
+	t.Helper()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	t.Logf("checked %d DiskSchedule versions, %d distinct decisions", r.versions, len(r.decisions))
+	if r.versions == 0 {
+		t.Error("the watch saw no DiskSchedule version")
+	}
+	for _, v := range r.violations {
+		t.Error(v)
+	}
+}
+
+// waitAllDecided waits until every ledger has decided its current spec, then
+// checks that every spec key has a decision at its size and that no released
+// key is still counted.
+func (w *workload) waitAllDecided(ctx context.Context) {
+	w.t.Helper()
+	var last string
+	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 90*time.Second, true, func(ctx context.Context) (bool, error) {
+		for _, uuid := range w.disks {
+			ds := &longhornv1.DiskSchedule{}
+			if err := env.Client.Get(ctx, client.ObjectKey{Namespace: w.namespace, Name: uuid}, ds); err != nil {
+				return false, err
+			}
+			if problem := undecided(ds); problem != "" {
+				last = problem
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+	if err != nil {
+		w.t.Fatalf("not every request was decided: %s: %v", last, err)
+	}
+}
+
+// undecided says what in ds is not decided, or "".
+func undecided(ds *longhornv1.DiskSchedule) string {
+	if ds.Status.ObservedGeneration != ds.Generation {
+		return fmt.Sprintf("%s: observedGeneration %d of generation %d", ds.Name, ds.Status.ObservedGeneration, ds.Generation)
+	}
+	for name, size := range ds.Spec.Replicas {
+		if e, ok := ds.Status.Replicas[name]; !ok || e.RequestedSize != int64(size) {
+			return fmt.Sprintf("%s: replica %s at %d undecided", ds.Name, name, size)
+		}
+	}
+	for name, size := range ds.Spec.BackingImages {
+		if e, ok := ds.Status.BackingImages[name]; !ok || e.RequestedSize != int64(size) {
+			return fmt.Sprintf("%s: backing image %s at %d undecided", ds.Name, name, size)
+		}
+	}
+	for name := range ds.Spec.Reservations {
+		if _, ok := ds.Status.Reservations[name]; !ok {
+			return fmt.Sprintf("%s: reservation %s undecided", ds.Name, name)
+		}
+	}
+	for name := range ds.Status.Replicas {
+		if _, ok := ds.Spec.Replicas[name]; !ok {
+			return fmt.Sprintf("%s: released replica %s still in status", ds.Name, name)
+		}
+	}
+	for name := range ds.Status.BackingImages {
+		if _, ok := ds.Spec.BackingImages[name]; !ok {
+			return fmt.Sprintf("%s: released backing image %s still in status", ds.Name, name)
+		}
+	}
+	return ""
+}
+
+func startManagers(t *testing.T, namespace string, n int) []*testenv.RunningManager {
+	t.Helper()
+	var out []*testenv.RunningManager
+	for range n {
+		m, err := env.StartManager(env.Config, manager.Options{Namespace: namespace, LedgerWorkers: 4})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = m.Stop() })
+		out = append(out, m)
+	}
+	return out
+}
+
+// TestLedgerInvariantUnderConcurrency races 32 writers at 4 disks whose
+// limits fit only part of what they ask, with one DiskSchedule controller
+// and with two at once (no leader election): correctness rests on
+// resourceVersion conflicts, not on leadership.
+func TestLedgerInvariantUnderConcurrency(t *testing.T) {
+	for _, tc := range []struct {
+		seed     uint64
+		managers int
+	}{{1, 1}, {2, 1}, {3, 1}, {4, 2}, {5, 2}} {
+		t.Run(fmt.Sprintf("seed-%d-controllers-%d", tc.seed, tc.managers), func(t *testing.T) {
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			w := &workload{t: t, namespace: newNamespace(t), seed: tc.seed, writers: 32, ops: 12}
+			t.Logf("seed %d, %d writers, %d DiskSchedule controllers", tc.seed, w.writers, tc.managers)
+			startManagers(t, w.namespace, tc.managers)
+			w.setUp(ctx)
+			w.waitReady(ctx)
+			rec := watchLedgers(t, ctx, w.namespace)
+			w.run(ctx, 1)
+			w.waitAllDecided(ctx)
+			rec.report(t)
+		})
+	}
+}
+
+// TestLedgerRestartMidStream stops the controller while requests are
+// pending and starts a new one: every request is decided, none twice.
+func TestLedgerRestartMidStream(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	w := &workload{t: t, namespace: newNamespace(t), seed: 6, writers: 32, ops: 8}
+	first := startManagers(t, w.namespace, 1)[0]
+	w.setUp(ctx)
+	w.waitReady(ctx)
+	rec := watchLedgers(t, ctx, w.namespace)
+	w.run(ctx, 1)
+	if err := first.Stop(); err != nil {
+		t.Fatalf("stopping the first manager: %v", err)
+	}
+	w.run(ctx, 2) // no controller runs: these requests stay pending
+	pending := 0
+	for _, uuid := range w.disks {
+		ds := &longhornv1.DiskSchedule{}
+		if err := env.Client.Get(ctx, client.ObjectKey{Namespace: w.namespace, Name: uuid}, ds); err != nil {
+			t.Fatal(err)
+		}
+		if undecided(ds) != "" {
+			pending++
+		}
+	}
+	if pending == 0 {
+		t.Fatal("expected pending requests while no controller runs")
+	}
+	t.Logf("%d of %d ledgers had pending requests at the restart", pending, len(w.disks))
+	startManagers(t, w.namespace, 1)
+	w.waitAllDecided(ctx)
+	rec.report(t)
+}
+
