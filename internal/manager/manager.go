@@ -24,6 +24,8 @@ import (
 
 	"github.com/longhorn/diskschedule/internal/controller/diskschedule"
 	"github.com/longhorn/diskschedule/internal/controller/node"
+	"github.com/longhorn/diskschedule/internal/controller/replica"
+	"github.com/longhorn/diskschedule/internal/controller/volume"
 	"github.com/longhorn/diskschedule/internal/diskmonitor"
 	"github.com/longhorn/diskschedule/internal/controller/setting"
 	"github.com/longhorn/diskschedule/internal/index"
@@ -142,6 +144,8 @@ func setup(mgr ctrl.Manager, opts Options) error {
 		setting.NewReconciler(mgr.GetClient(), mgr.GetEventRecorder("longhorn-setting-controller")),
 		diskschedule.NewReconciler(mgr.GetClient(), mgr.GetAPIReader(), opts.Clock, ledgerMetrics, opts.LedgerWorkers),
 		node.NewReconciler(mgr.GetClient(), mgr.GetEventRecorder("longhorn-node-controller"), opts.Clock, opts.Namespace),
+		replica.NewReconciler(mgr.GetClient(), mgr.GetAPIReader()),
+		volume.NewReconciler(mgr.GetClient(), mgr.GetAPIReader(), mgr.GetEventRecorder("longhorn-volume-controller"), 4),
 	}
 	for _, r := range reconcilers {
 		if err := r.SetupWithManager(mgr); err != nil {

@@ -11,6 +11,8 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strings"
+	"testing"
 
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/rest"
@@ -105,4 +107,19 @@ func (e *Env) AddUser(name string, groups ...string) (*rest.Config, error) {
 // CreateNamespace creates a namespace with the given name, ignoring one that exists.
 func (e *Env) CreateNamespace(ctx context.Context, name string) error {
 	return scheme.EnsureNamespace(ctx, e.Client, name)
+}
+
+// NewNamespace creates a namespace named after the test, so each test owns
+// its objects.
+func (e *Env) NewNamespace(t testing.TB) string {
+	t.Helper()
+	name := strings.ToLower(strings.NewReplacer("/", "-", "_", "-").Replace(t.Name()))
+	if len(name) > 50 {
+		name = name[:50]
+	}
+	name = strings.TrimRight(name, "-")
+	if err := e.CreateNamespace(context.Background(), name); err != nil {
+		t.Fatal(err)
+	}
+	return name
 }

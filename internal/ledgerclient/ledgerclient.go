@@ -1,0 +1,93 @@
+// Package ledgerclient is how requesters write to a DiskSchedule's spec: a
+// read-modify-write of the latest version from the API server, retried on
+// resourceVersion conflicts, so concurrent requesters never lose each
+// other's requests.
+package ledgerclient
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/util/retry"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	longhornv1 "github.com/longhorn/diskschedule/api/v1beta2"
+)
+
+// conflictBackoff retries a conflicting write many times with jitter: busy
+// ledgers take writes from many requesters at once.
+var conflictBackoff = wait.Backoff{Steps: 200, Duration: 5 * time.Millisecond, Factor: 1, Jitter: 2}
+
+// Mutate applies change to the latest version of the DiskSchedule key, read
+// with reader (the API server, not a cache, so a retry sees the version
+// that won), and writes it with writer when change reports a change. It
+// returns the written (or unchanged) object.
+func Mutate(ctx context.Context, reader client.Reader, writer client.Writer, key client.ObjectKey,
+	change func(ds *longhornv1.DiskSchedule) bool) (*longhornv1.DiskSchedule, error) {
+	ds := &longhornv1.DiskSchedule{}
+	err := retry.RetryOnConflict(conflictBackoff, func() error {
+		if err := reader.Get(ctx, key, ds); err != nil {
+			return err
+		}
+		if !change(ds) {
+			return nil
+		}
+		return writer.Update(ctx, ds)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("writing requests to DiskSchedule %s: %w", key.Name, err)
+	}
+	return ds, nil
+}
+
+// SetReplica returns a change that requests size bytes for replica.
+func SetReplica(replica string, size int64) func(*longhornv1.DiskSchedule) bool {
+	return func(ds *longhornv1.DiskSchedule) bool {
+		if cur, ok := ds.Spec.Replicas[replica]; ok && int64(cur) == size {
+			return false
+		}
+		if ds.Spec.Replicas == nil {
+			ds.Spec.Replicas = map[string]longhornv1.RequestedBytes{}
+		}
+		ds.Spec.Replicas[replica] = longhornv1.RequestedBytes(size)
+		return true
+	}
+}
+
+// RemoveReplica returns a change that removes replica's request.
+func RemoveReplica(replica string) func(*longhornv1.DiskSchedule) bool {
+	return func(ds *longhornv1.DiskSchedule) bool {
+		if _, ok := ds.Spec.Replicas[replica]; !ok {
+			return false
+		}
+		delete(ds.Spec.Replicas, replica)
+		return true
+	}
+}
+
+// SetBackingImage returns a change that requests size bytes for a copy of image.
+func SetBackingImage(image string, size int64) func(*longhornv1.DiskSchedule) bool {
+	return func(ds *longhornv1.DiskSchedule) bool {
+		if cur, ok := ds.Spec.BackingImages[image]; ok && int64(cur) == size {
+			return false
+		}
+		if ds.Spec.BackingImages == nil {
+			ds.Spec.BackingImages = map[string]longhornv1.RequestedBytes{}
+		}
+		ds.Spec.BackingImages[image] = longhornv1.RequestedBytes(size)
+		return true
+	}
+}
+
+// RemoveBackingImage returns a change that removes image's request.
+func RemoveBackingImage(image string) func(*longhornv1.DiskSchedule) bool {
+	return func(ds *longhornv1.DiskSchedule) bool {
+		if _, ok := ds.Spec.BackingImages[image]; !ok {
+			return false
+		}
+		delete(ds.Spec.BackingImages, image)
+		return true
+	}
+}
