@@ -52,6 +52,9 @@ type Options struct {
 	Clock clock.PassiveClock
 	// SkipControllerNameValidation allows several managers in one process (tests, sandbox).
 	SkipControllerNameValidation bool
+	// ExtenderBindAddress is where the kube-scheduler extender listens (on the
+	// leader, while the scheduler-extender-enabled setting is true); "" disables it.
+	ExtenderBindAddress string
 	// DiskMonitor, when set, runs the per-node disk monitor instead of the controllers.
 	DiskMonitor *DiskMonitorOptions
 }
