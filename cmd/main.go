@@ -32,6 +32,10 @@ func run() error {
 		"The address the /healthz and /readyz endpoints bind to.")
 	flag.BoolVar(&opts.LeaderElection, "leader-elect", false,
 		"Elect a leader, so that only one manager of the deployment runs the controllers.")
+	flag.StringVar(&opts.ExtenderBindAddress, "extender-bind-address", ":9504",
+		"The address the kube-scheduler extender binds to (on the leader, while scheduler-extender-enabled is true); empty disables it.")
+	opts.AdvertiseIP = os.Getenv("POD_IP")
+	opts.NodeName = os.Getenv("NODE_NAME")
 	flag.IntVar(&opts.LedgerWorkers, "ledger-workers", 4, "How many DiskSchedules are decided in parallel.")
 	mode := flag.String("mode", "manager", "What to run: manager (the controllers, one leader per cluster) or disk-monitor (one per node).")
 	nodeName := flag.String("node-name", os.Getenv("NODE_NAME"), "In disk-monitor mode, the node whose disks are measured.")

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/clock"
@@ -25,9 +26,11 @@ import (
 	"github.com/longhorn/diskschedule/internal/controller/diskschedule"
 	"github.com/longhorn/diskschedule/internal/controller/node"
 	"github.com/longhorn/diskschedule/internal/controller/replica"
+	"github.com/longhorn/diskschedule/internal/controller/setting"
 	"github.com/longhorn/diskschedule/internal/controller/volume"
 	"github.com/longhorn/diskschedule/internal/diskmonitor"
-	"github.com/longhorn/diskschedule/internal/controller/setting"
+	"github.com/longhorn/diskschedule/internal/extender"
+	"github.com/longhorn/diskschedule/internal/extender/packing"
 	"github.com/longhorn/diskschedule/internal/index"
 	"github.com/longhorn/diskschedule/internal/metrics"
 )
@@ -55,6 +58,11 @@ type Options struct {
 	// ExtenderBindAddress is where the kube-scheduler extender listens (on the
 	// leader, while the scheduler-extender-enabled setting is true); "" disables it.
 	ExtenderBindAddress string
+	// AdvertiseIP is this manager's pod IP, written into the extender
+	// Service's EndpointSlice when it leads; "" leaves the EndpointSlice alone.
+	AdvertiseIP string
+	// NodeName is the node this manager runs on, for the extender heartbeat.
+	NodeName string
 	// DiskMonitor, when set, runs the per-node disk monitor instead of the controllers.
 	DiskMonitor *DiskMonitorOptions
 }
@@ -93,7 +101,15 @@ func New(cfg *rest.Config, s *runtime.Scheme, opts Options) (ctrl.Manager, error
 		// The manager exits on losing the lease, so it may release it on a
 		// clean stop and let the next leader start at once.
 		LeaderElectionReleaseOnCancel: true,
-		Cache: cache.Options{DefaultNamespaces: map[string]cache.Config{opts.Namespace: {}}},
+		// Longhorn objects live in the system namespace; the extender follows
+		// pods and claims in every namespace.
+		Cache: cache.Options{
+			DefaultNamespaces: map[string]cache.Config{opts.Namespace: {}},
+			ByObject: map[client.Object]cache.ByObject{
+				&corev1.Pod{}:                   {Namespaces: map[string]cache.Config{cache.AllNamespaces: {}}},
+				&corev1.PersistentVolumeClaim{}: {Namespaces: map[string]cache.Config{cache.AllNamespaces: {}}},
+			},
+		},
 		Client: client.Options{Cache: &client.CacheOptions{Unstructured: false}},
 	}
 	if opts.LeaseDuration > 0 {
@@ -142,6 +158,7 @@ func setup(mgr ctrl.Manager, opts Options) error {
 		return err
 	}
 	ledgerMetrics := metrics.NewLedger(ctrlmetrics.Registry)
+	extenderMetrics := metrics.NewExtender(ctrlmetrics.Registry)
 
 	reconcilers := []interface{ SetupWithManager(ctrl.Manager) error }{
 		setting.NewReconciler(mgr.GetClient(), mgr.GetEventRecorder("longhorn-setting-controller")),
@@ -153,6 +170,15 @@ func setup(mgr ctrl.Manager, opts Options) error {
 	for _, r := range reconcilers {
 		if err := r.SetupWithManager(mgr); err != nil {
 			return fmt.Errorf("setting up %T: %w", r, err)
+		}
+	}
+
+	if opts.ExtenderBindAddress != "" {
+		ext := extender.New(mgr.GetClient(), mgr.GetAPIReader(), opts.Namespace, opts.Clock, extenderMetrics, packing.DefaultBudget)
+		srv := extender.NewServer(ext, mgr.GetClient(), mgr.GetAPIReader(), extenderMetrics, opts.Namespace,
+			opts.ExtenderBindAddress, opts.AdvertiseIP, opts.NodeName)
+		if err := mgr.Add(srv); err != nil {
+			return fmt.Errorf("adding the scheduler extender: %w", err)
 		}
 	}
 
@@ -173,4 +199,3 @@ func setup(mgr ctrl.Manager, opts Options) error {
 	}
 	return nil
 }
-

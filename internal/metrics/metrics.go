@@ -65,3 +65,60 @@ func register[T prometheus.Collector](reg prometheus.Registerer, c T) T {
 	}
 	return c
 }
+
+// Extender holds the kube-scheduler extender's metrics.
+type Extender struct {
+	// Heartbeat is 1 while this manager serves the extender, per node.
+	Heartbeat *prometheus.GaugeVec
+	// FilterDuration is the time from request decode to response.
+	FilterDuration prometheus.Histogram
+	// PodSchedulingWait is the time waiting for a filtered pod's node, by pod_scheduled.
+	PodSchedulingWait *prometheus.HistogramVec
+	// NodeReservation is the time until a pod's reservations are decided, by replicas_scheduled.
+	NodeReservation *prometheus.HistogramVec
+	// PackingSteps is the number of search steps per node evaluation.
+	PackingSteps prometheus.Histogram
+	// PackingFallbacks counts evaluations decided by the greedy fallback.
+	PackingFallbacks prometheus.Counter
+	// Reservations counts reservations by result: granted, rejected, undecided.
+	Reservations *prometheus.CounterVec
+}
+
+// NewExtender creates the extender metrics and registers them with reg,
+// sharing collectors already registered.
+func NewExtender(reg prometheus.Registerer) *Extender {
+	return &Extender{
+		Heartbeat: register(reg, prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "longhorn_scheduler_extender_heartbeat",
+			Help: "1 while this manager serves the scheduler extender; the node label names where it runs.",
+		}, []string{"node"})),
+		FilterDuration: register(reg, prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "longhorn_scheduler_extender_filter_duration_seconds",
+			Help:    "Time from filter request decode to response sent.",
+			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16),
+		})),
+		PodSchedulingWait: register(reg, prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "longhorn_scheduler_extender_pod_scheduling_wait_duration_seconds",
+			Help:    "Time waiting for a filtered pod's spec.nodeName.",
+			Buckets: prometheus.ExponentialBuckets(0.005, 2, 14),
+		}, []string{"pod_scheduled"})),
+		NodeReservation: register(reg, prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "longhorn_scheduler_extender_node_reservation_duration_seconds",
+			Help:    "Time until the ledgers decided a pod's reservations on its node.",
+			Buckets: prometheus.ExponentialBuckets(0.005, 2, 14),
+		}, []string{"replicas_scheduled"})),
+		PackingSteps: register(reg, prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "longhorn_scheduler_extender_packing_steps",
+			Help:    "Search steps used to pack a pod's volumes onto one node's disks.",
+			Buckets: prometheus.ExponentialBuckets(1, 4, 10),
+		})),
+		PackingFallbacks: register(reg, prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "longhorn_scheduler_extender_packing_fallbacks_total",
+			Help: "Node evaluations decided by the greedy fallback after the exact search ran out of steps.",
+		})),
+		Reservations: register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "longhorn_scheduler_extender_reservations_total",
+			Help: "Reservations written by the extender, by result: granted, rejected or undecided.",
+		}, []string{"result"})),
+	}
+}

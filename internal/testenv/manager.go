@@ -48,4 +48,3 @@ func (m *RunningManager) Stop() error {
 	})
 	return m.err
 }
-

@@ -382,4 +382,3 @@ func TestLedgerRestartMidStream(t *testing.T) {
 	w.waitAllDecided(ctx)
 	rec.report(t)
 }
-

@@ -22,6 +22,7 @@ import (
 	longhornv1 "github.com/longhorn/diskschedule/api/v1beta2"
 	"github.com/longhorn/diskschedule/internal/index"
 	"github.com/longhorn/diskschedule/internal/nodestatus"
+	"github.com/longhorn/diskschedule/internal/placement"
 	"github.com/longhorn/diskschedule/internal/settings"
 )
 
@@ -247,7 +248,9 @@ func diskSchedulable(disk *longhornv1.DiskStatus, sched settings.Scheduling, now
 		return nodestatus.Condition(disk.Conditions, longhornv1.DiskConditionSchedulable, metav1.ConditionFalse,
 			longhornv1.DiskReasonDiskNotReady, "the disk is not ready", now)
 	}
-	minimal := disk.StorageMaximum / 100 * sched.MinimalAvailablePercentage
+	// The same rounding as the placement policy's actual-space check, so the
+	// condition and the policy agree at the boundary.
+	minimal := placement.MinimalAvailable(disk.StorageMaximum, sched.MinimalAvailablePercentage)
 	if disk.StorageAvailable <= minimal {
 		return nodestatus.Condition(disk.Conditions, longhornv1.DiskConditionSchedulable, metav1.ConditionFalse,
 			longhornv1.DiskReasonDiskPressure,

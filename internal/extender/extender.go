@@ -1,0 +1,368 @@
+package extender
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	longhornv1 "github.com/longhorn/diskschedule/api/v1beta2"
+	"github.com/longhorn/diskschedule/internal/ledgerclient"
+	"github.com/longhorn/diskschedule/internal/metrics"
+	"github.com/longhorn/diskschedule/internal/settings"
+)
+
+// decisionTimeout bounds how long the extender waits for the ledgers to
+// decide a pod's reservations before it lets the next pod through.
+const decisionTimeout = 10 * time.Second
+
+// Extender decides, for kube-scheduler, which nodes can hold a pod's volumes.
+type Extender struct {
+	client    client.Client
+	apiReader client.Reader
+	namespace string
+	clock     clock.PassiveClock
+	metrics   *metrics.Extender
+	budget    int
+	resolver  resolver
+
+	// mu serializes decisions, so each reads the reservations of the one before.
+	mu sync.Mutex
+	// hold is the pod whose node is not known yet; other pods' filters wait for it.
+	hold *hold
+	// background bounds the goroutines that follow held pods.
+	background context.Context
+}
+
+// hold is a filtered pod that needs new space, waiting for its node.
+type hold struct {
+	pod  types.NamespacedName
+	uid  types.UID
+	fits map[string]fit
+	done chan struct{}
+}
+
+// New returns an Extender reading through c (a cached client) and writing
+// reservations with apiReader-checked read-modify-writes. budget bounds the
+// packing search per node.
+func New(c client.Client, apiReader client.Reader, namespace string, clk clock.PassiveClock,
+	m *metrics.Extender, budget int) *Extender {
+	return &Extender{
+		client: c, apiReader: apiReader, namespace: namespace, clock: clk, metrics: m, budget: budget,
+		resolver: resolver{client: c, namespace: namespace}, background: context.Background(),
+	}
+}
+
+// Filter returns the candidate nodes that can hold the pod's volumes and,
+// for the others, why not.
+func (e *Extender) Filter(ctx context.Context, pod *corev1.Pod, candidates []string) ([]string, map[string]string, error) {
+	if err := e.lockAfterHold(ctx, pod); err != nil {
+		return nil, nil, err
+	}
+	defer e.mu.Unlock()
+
+	sched, err := e.settings(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	vols, err := e.resolver.podVolumes(ctx, pod)
+	if err != nil {
+		return nil, nil, err
+	}
+	if len(vols) == 0 {
+		return candidates, nil, nil
+	}
+	if node := restartNode(vols, candidates); node != "" {
+		failed := map[string]string{}
+		for _, c := range candidates {
+			if c != node {
+				failed[c] = fmt.Sprintf("node %s already holds a replica of every volume of the pod", node)
+			}
+		}
+		return []string{node}, failed, nil
+	}
+	fits, err := e.evaluateAll(ctx, pod, vols, candidates, sched)
+	if err != nil {
+		return nil, nil, err
+	}
+	var passed []string
+	failed := map[string]string{}
+	for _, name := range candidates {
+		if f := fits[name]; f.OK {
+			passed = append(passed, name)
+		} else {
+			failed[name] = f.Reason
+		}
+	}
+	if len(passed) > 0 && sched.PodSchedulingTimeout > 0 {
+		e.holdFor(pod, fits, sched)
+	}
+	return passed, failed, nil
+}
+
+// Prioritize scores the candidate nodes 0–10: the node holding replicas of
+// every volume scores highest, then nodes with the most space left after
+// placing the pod's volumes.
+func (e *Extender) Prioritize(ctx context.Context, pod *corev1.Pod, candidates []string) (map[string]int64, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	scores := map[string]int64{}
+	sched, err := e.settings(ctx)
+	if err != nil {
+		return nil, err
+	}
+	vols, err := e.resolver.podVolumes(ctx, pod)
+	if err != nil {
+		return nil, err
+	}
+	if len(vols) == 0 {
+		return scores, nil
+	}
+	if node := restartNode(vols, candidates); node != "" {
+		scores[node] = 10
+		return scores, nil
+	}
+	fits, err := e.evaluateAll(ctx, pod, vols, candidates, sched)
+	if err != nil {
+		return nil, err
+	}
+	var most int64
+	for _, f := range fits {
+		if f.OK && f.Free > most {
+			most = f.Free
+		}
+	}
+	for name, f := range fits {
+		if f.OK && most > 0 {
+			scores[name] = 1 + f.Free*8/most
+		}
+		for _, v := range vols {
+			if f.OK && v.ReplicaNodes[name] {
+				scores[name] = min(scores[name]+1, 10)
+			}
+		}
+	}
+	return scores, nil
+}
+
+// lockAfterHold takes the decision lock once no other pod is held.
+func (e *Extender) lockAfterHold(ctx context.Context, pod *corev1.Pod) error {
+	for {
+		e.mu.Lock()
+		h := e.hold
+		if h == nil || h.uid == pod.UID {
+			return nil
+		}
+		e.mu.Unlock()
+		select {
+		case <-h.done:
+		case <-ctx.Done():
+			return fmt.Errorf("waiting for pod %s to be scheduled: %w", h.pod, ctx.Err())
+		}
+	}
+}
+
+func (e *Extender) settings(ctx context.Context) (settings.Scheduling, error) {
+	list := &longhornv1.SettingList{}
+	if err := e.client.List(ctx, list, client.InNamespace(e.namespace)); err != nil {
+		return settings.Scheduling{}, fmt.Errorf("listing settings: %w", err)
+	}
+	s, _ := settings.FromObjects(list.Items)
+	return s, nil
+}
+
+// evaluateAll evaluates every candidate node from the cached Nodes and ledgers.
+func (e *Extender) evaluateAll(ctx context.Context, pod *corev1.Pod, vols []podVolume, candidates []string, sched settings.Scheduling) (map[string]fit, error) {
+	nodes := &longhornv1.NodeList{}
+	if err := e.client.List(ctx, nodes, client.InNamespace(e.namespace)); err != nil {
+		return nil, fmt.Errorf("listing Longhorn nodes: %w", err)
+	}
+	ledgers := &longhornv1.DiskScheduleList{}
+	if err := e.client.List(ctx, ledgers, client.InNamespace(e.namespace)); err != nil {
+		return nil, fmt.Errorf("listing DiskSchedules: %w", err)
+	}
+	byNode := map[string]*longhornv1.Node{}
+	for i := range nodes.Items {
+		byNode[nodes.Items[i].Name] = &nodes.Items[i]
+	}
+	ledgersByNode := map[string]map[string]*longhornv1.DiskSchedule{}
+	for i := range ledgers.Items {
+		ds := &ledgers.Items[i]
+		if ledgersByNode[ds.Spec.NodeID] == nil {
+			ledgersByNode[ds.Spec.NodeID] = map[string]*longhornv1.DiskSchedule{}
+		}
+		ledgersByNode[ds.Spec.NodeID][ds.Name] = ds
+	}
+	podKey := pod.Namespace + "/" + pod.Name
+	fits := make(map[string]fit, len(candidates))
+	for _, name := range candidates {
+		f := evaluate(vols, byNode[name], ledgersByNode[name], sched, podKey, e.budget)
+		if f.Steps > 0 {
+			e.metrics.PackingSteps.Observe(float64(f.Steps))
+			if !f.Exact {
+				e.metrics.PackingFallbacks.Inc()
+			}
+		}
+		fits[name] = f
+	}
+	return fits, nil
+}
+
+// holdFor makes later filters of other pods wait until pod's node is known
+// and its reservations are written. Called with e.mu held.
+func (e *Extender) holdFor(pod *corev1.Pod, fits map[string]fit, sched settings.Scheduling) {
+	needsSpace := false
+	for _, f := range fits {
+		if f.OK && len(f.Assignment) > 0 {
+			needsSpace = true
+		}
+	}
+	if !needsSpace {
+		return
+	}
+	if e.hold != nil && e.hold.uid == pod.UID {
+		e.hold.fits = fits // a new scheduling cycle of the same pod
+		return
+	}
+	h := &hold{pod: types.NamespacedName{Namespace: pod.Namespace, Name: pod.Name}, uid: pod.UID, fits: fits, done: make(chan struct{})}
+	e.hold = h
+	go e.follow(h, sched)
+}
+
+// follow waits for the held pod's node, reserves its volumes' space on that
+// node's ledgers, waits for the decisions, and releases the hold.
+func (e *Extender) follow(h *hold, sched settings.Scheduling) {
+	ctx := e.background
+	log := ctrl.LoggerFrom(ctx).WithValues("pod", h.pod)
+	defer e.release(h)
+
+	start := e.clock.Now()
+	node := e.waitForNode(ctx, h, sched.PodSchedulingTimeout)
+	e.metrics.PodSchedulingWait.WithLabelValues(fmt.Sprint(node != "")).Observe(e.clock.Since(start).Seconds())
+	if node == "" {
+		return
+	}
+	e.mu.Lock()
+	f := h.fits[node]
+	e.mu.Unlock()
+	if !f.OK || len(f.Assignment) == 0 {
+		return
+	}
+	start = e.clock.Now()
+	granted, err := e.reserve(ctx, h, f)
+	if err != nil {
+		log.Error(err, "Reserving space for the pod's volumes", "node", node)
+	}
+	e.metrics.NodeReservation.WithLabelValues(fmt.Sprint(granted)).Observe(e.clock.Since(start).Seconds())
+}
+
+// waitForNode returns the node the held pod was bound to, or "" when it was
+// not bound within timeout or is gone.
+func (e *Extender) waitForNode(ctx context.Context, h *hold, timeout time.Duration) string {
+	node := ""
+	_ = wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+		pod := &corev1.Pod{}
+		if err := e.client.Get(ctx, h.pod, pod); err != nil {
+			return apierrors.IsNotFound(err), nil
+		}
+		if pod.UID != h.uid {
+			return true, nil
+		}
+		node = pod.Spec.NodeName
+		return node != "", nil
+	})
+	return node
+}
+
+// reserve writes a reservation for each volume of the pod on the disk it was
+// packed onto, then waits until every one is decided and the cache has seen
+// the decisions, so the next filter reads them. It reports whether all were granted.
+func (e *Extender) reserve(ctx context.Context, h *hold, f fit) (bool, error) {
+	log := ctrl.LoggerFrom(ctx).WithValues("pod", h.pod)
+	podKey := h.pod.Namespace + "/" + h.pod.Name
+	volumes := make([]string, 0, len(f.Assignment))
+	for v := range f.Assignment {
+		volumes = append(volumes, v)
+	}
+	sort.Strings(volumes)
+	for _, v := range volumes {
+		key := types.NamespacedName{Namespace: e.namespace, Name: f.Assignment[v]}
+		size := f.Sizes[v]
+		_, err := ledgerclient.Mutate(ctx, e.apiReader, e.client, key, func(ds *longhornv1.DiskSchedule) bool {
+			want := longhornv1.DiskScheduleReservation{Size: size, Pod: podKey}
+			if cur, ok := ds.Spec.Reservations[v]; ok && cur.Size == want.Size && cur.Pod == want.Pod {
+				return false
+			}
+			if ds.Spec.Reservations == nil {
+				ds.Spec.Reservations = map[string]longhornv1.DiskScheduleReservation{}
+			}
+			ds.Spec.Reservations[v] = want
+			return true
+		})
+		if err != nil {
+			return false, err
+		}
+	}
+	allGranted := true
+	for _, v := range volumes {
+		key := types.NamespacedName{Namespace: e.namespace, Name: f.Assignment[v]}
+		state, err := e.waitDecided(ctx, key, v, podKey)
+		switch {
+		case err != nil:
+			e.metrics.Reservations.WithLabelValues("undecided").Inc()
+			allGranted = false
+			log.Error(err, "Waiting for a reservation's decision", "volume", v, "diskSchedule", key.Name)
+		case state == longhornv1.ReservationStateRejected:
+			e.metrics.Reservations.WithLabelValues("rejected").Inc()
+			allGranted = false
+			log.Info("Reservation rejected: another request won the space; the pod stays where kube-scheduler put it",
+				"volume", v, "diskSchedule", key.Name)
+		default:
+			e.metrics.Reservations.WithLabelValues("granted").Inc()
+		}
+	}
+	return allGranted, nil
+}
+
+// waitDecided waits until the ledger key has decided the reservation of
+// volume for pod, as read both from the API server and from the cache.
+func (e *Extender) waitDecided(ctx context.Context, key types.NamespacedName, volume, pod string) (longhornv1.ReservationState, error) {
+	var state longhornv1.ReservationState
+	err := wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, decisionTimeout, true, func(ctx context.Context) (bool, error) {
+		for _, r := range []client.Reader{e.apiReader, e.client} {
+			ds := &longhornv1.DiskSchedule{}
+			if err := r.Get(ctx, key, ds); err != nil {
+				return false, client.IgnoreNotFound(err)
+			}
+			st, ok := ds.Status.Reservations[volume]
+			res, inSpec := ds.Spec.Reservations[volume]
+			if !ok || !inSpec || st.RequestedSize != res.Size || st.Pod != pod {
+				return false, nil
+			}
+			state = st.State
+		}
+		return true, nil
+	})
+	return state, err
+}
+
+// release ends the hold, letting waiting filters go on.
+func (e *Extender) release(h *hold) {
+	e.mu.Lock()
+	if e.hold == h {
+		e.hold = nil
+	}
+	e.mu.Unlock()
+	close(h.done)
+	ctrl.LoggerFrom(e.background).V(1).Info("Released the scheduling hold", "pod", klog.KRef(h.pod.Namespace, h.pod.Name))
+}

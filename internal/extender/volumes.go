@@ -1,0 +1,135 @@
+package extender
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	longhornv1 "github.com/longhorn/diskschedule/api/v1beta2"
+	"github.com/longhorn/diskschedule/internal/index"
+)
+
+// CSIDriver is the name of Longhorn's CSI driver and provisioner.
+const CSIDriver = "driver.longhorn.io"
+
+// podVolume is one Longhorn volume a pod uses.
+type podVolume struct {
+	// Name is the Longhorn Volume's name (for an unbound claim, the name the
+	// provisioner will give it: pvc-<claim UID>).
+	Name string
+	// Size is the volume's size in bytes.
+	Size int64
+	// NodeSelector and DiskSelector restrict where its replicas may go.
+	NodeSelector, DiskSelector []string
+	// ReplicaNodes are the nodes that hold a replica of the volume.
+	ReplicaNodes map[string]bool
+}
+
+// resolver finds a pod's Longhorn volumes through the manager's cache.
+type resolver struct {
+	client    client.Reader
+	namespace string
+}
+
+// podVolumes returns the pod's Longhorn volumes, skipping claims of other drivers.
+func (r *resolver) podVolumes(ctx context.Context, pod *corev1.Pod) ([]podVolume, error) {
+	var out []podVolume
+	for _, v := range pod.Spec.Volumes {
+		if v.PersistentVolumeClaim == nil {
+			continue
+		}
+		pv, ok, err := r.claimVolume(ctx, pod.Namespace, v.PersistentVolumeClaim.ClaimName)
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			out = append(out, pv)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out, nil
+}
+
+// claimVolume resolves one claim: bound → PV with Longhorn's CSI driver →
+// Volume; unbound with a Longhorn StorageClass → sized from its request.
+func (r *resolver) claimVolume(ctx context.Context, namespace, claimName string) (podVolume, bool, error) {
+	pvc := &corev1.PersistentVolumeClaim{}
+	if err := r.client.Get(ctx, types.NamespacedName{Namespace: namespace, Name: claimName}, pvc); err != nil {
+		if apierrors.IsNotFound(err) {
+			return podVolume{}, false, fmt.Errorf("persistentvolumeclaim %s/%s not found", namespace, claimName)
+		}
+		return podVolume{}, false, fmt.Errorf("getting persistentvolumeclaim %s/%s: %w", namespace, claimName, err)
+	}
+	if pvc.Spec.VolumeName != "" {
+		pv := &corev1.PersistentVolume{}
+		if err := r.client.Get(ctx, types.NamespacedName{Name: pvc.Spec.VolumeName}, pv); err != nil {
+			return podVolume{}, false, fmt.Errorf("getting persistentvolume %s: %w", pvc.Spec.VolumeName, err)
+		}
+		if pv.Spec.CSI == nil || pv.Spec.CSI.Driver != CSIDriver {
+			return podVolume{}, false, nil
+		}
+		return r.longhornVolume(ctx, pv.Spec.CSI.VolumeHandle)
+	}
+	if pvc.Spec.StorageClassName == nil || *pvc.Spec.StorageClassName == "" {
+		return podVolume{}, false, nil
+	}
+	sc := &storagev1.StorageClass{}
+	if err := r.client.Get(ctx, types.NamespacedName{Name: *pvc.Spec.StorageClassName}, sc); err != nil {
+		if apierrors.IsNotFound(err) {
+			return podVolume{}, false, nil
+		}
+		return podVolume{}, false, fmt.Errorf("getting storageclass %s: %w", *pvc.Spec.StorageClassName, err)
+	}
+	if sc.Provisioner != CSIDriver {
+		return podVolume{}, false, nil
+	}
+	size := pvc.Spec.Resources.Requests[corev1.ResourceStorage]
+	return podVolume{
+		Name:         "pvc-" + string(pvc.UID),
+		Size:         size.Value(),
+		NodeSelector: splitTags(sc.Parameters["nodeSelector"]),
+		DiskSelector: splitTags(sc.Parameters["diskSelector"]),
+	}, true, nil
+}
+
+// longhornVolume returns the named Volume with the nodes holding its replicas.
+func (r *resolver) longhornVolume(ctx context.Context, name string) (podVolume, bool, error) {
+	vol := &longhornv1.Volume{}
+	if err := r.client.Get(ctx, types.NamespacedName{Namespace: r.namespace, Name: name}, vol); err != nil {
+		if apierrors.IsNotFound(err) {
+			return podVolume{}, false, fmt.Errorf("longhorn volume %s not found", name)
+		}
+		return podVolume{}, false, fmt.Errorf("getting longhorn volume %s: %w", name, err)
+	}
+	out := podVolume{Name: name, Size: vol.Spec.Size.Value(), NodeSelector: vol.Spec.NodeSelector,
+		DiskSelector: vol.Spec.DiskSelector, ReplicaNodes: map[string]bool{}}
+	replicas := &longhornv1.ReplicaList{}
+	if err := r.client.List(ctx, replicas, client.InNamespace(r.namespace), client.MatchingFields{index.ReplicaByVolume: name}); err != nil {
+		return podVolume{}, false, fmt.Errorf("listing the replicas of volume %s: %w", name, err)
+	}
+	for i := range replicas.Items {
+		rep := &replicas.Items[i]
+		if rep.DeletionTimestamp.IsZero() && rep.Spec.NodeID != "" {
+			out.ReplicaNodes[rep.Spec.NodeID] = true
+		}
+	}
+	return out, true, nil
+}
+
+// splitTags parses a StorageClass tag list ("ssd,fast").
+func splitTags(s string) []string {
+	var out []string
+	for _, t := range strings.Split(s, ",") {
+		if t = strings.TrimSpace(t); t != "" {
+			out = append(out, t)
+		}
+	}
+	return out
+}
