@@ -22,6 +22,9 @@ import (
 	"github.com/longhorn/diskschedule/internal/settings"
 )
 
+// volumeLabel labels each Replica with its volume's name (set by the volume controller).
+const volumeLabel = "longhornvolume"
+
 // decisionTimeout bounds how long the extender waits for the ledgers to
 // decide a pod's reservations before it lets the next pod through.
 const decisionTimeout = 10 * time.Second
@@ -295,10 +298,22 @@ func (e *Extender) reserve(ctx context.Context, h *hold, f fit) (bool, error) {
 		volumes = append(volumes, v)
 	}
 	sort.Strings(volumes)
+	var reserved []string
 	for _, v := range volumes {
+		placed, err := e.replicaOn(ctx, v, f.Assignment[v])
+		if err != nil {
+			return false, err
+		}
+		if placed {
+			continue // the volume controller placed a replica there first: nothing to reserve
+		}
 		key := types.NamespacedName{Namespace: e.namespace, Name: f.Assignment[v]}
 		size := f.Sizes[v]
-		_, err := ledgerclient.Mutate(ctx, e.apiReader, e.client, key, func(ds *longhornv1.DiskSchedule) bool {
+		if err := e.clearSpentReservation(ctx, key, v, size, podKey); err != nil {
+			return false, err
+		}
+		reserved = append(reserved, v)
+		_, err = ledgerclient.Mutate(ctx, e.apiReader, e.client, key, func(ds *longhornv1.DiskSchedule) bool {
 			want := longhornv1.DiskScheduleReservation{Size: size, Pod: podKey}
 			if cur, ok := ds.Spec.Reservations[v]; ok && cur.Size == want.Size && cur.Pod == want.Pod {
 				return false
@@ -314,7 +329,7 @@ func (e *Extender) reserve(ctx context.Context, h *hold, f fit) (bool, error) {
 		}
 	}
 	allGranted := true
-	for _, v := range volumes {
+	for _, v := range reserved {
 		key := types.NamespacedName{Namespace: e.namespace, Name: f.Assignment[v]}
 		state, err := e.waitDecided(ctx, key, v, podKey)
 		switch {
@@ -332,6 +347,57 @@ func (e *Extender) reserve(ctx context.Context, h *hold, f fit) (bool, error) {
 		}
 	}
 	return allGranted, nil
+}
+
+// clearSpentReservation removes an expired, fulfilled or rejected
+// reservation for volume that has the same size and pod as the one about to
+// be written, and waits until the ledger has dropped its decision: written
+// again unchanged, it would keep that old decision.
+func (e *Extender) clearSpentReservation(ctx context.Context, key types.NamespacedName, volume string, size int64, pod string) error {
+	ds := &longhornv1.DiskSchedule{}
+	if err := e.apiReader.Get(ctx, key, ds); err != nil {
+		return client.IgnoreNotFound(err)
+	}
+	res, inSpec := ds.Spec.Reservations[volume]
+	st, decided := ds.Status.Reservations[volume]
+	if !inSpec || !decided || res.Size != size || res.Pod != pod || st.State == longhornv1.ReservationStateScheduled {
+		return nil
+	}
+	if _, err := ledgerclient.Mutate(ctx, e.apiReader, e.client, key, func(ds *longhornv1.DiskSchedule) bool {
+		if _, ok := ds.Spec.Reservations[volume]; !ok {
+			return false
+		}
+		delete(ds.Spec.Reservations, volume)
+		return true
+	}); err != nil {
+		return err
+	}
+	return wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, decisionTimeout, true, func(ctx context.Context) (bool, error) {
+		if err := e.apiReader.Get(ctx, key, ds); err != nil {
+			return false, client.IgnoreNotFound(err)
+		}
+		_, still := ds.Status.Reservations[volume]
+		return !still, nil
+	})
+}
+
+// replicaOn reports whether a replica of volume already has a request on
+// the disk's node, read from the API server.
+func (e *Extender) replicaOn(ctx context.Context, volume, diskUUID string) (bool, error) {
+	ds := &longhornv1.DiskSchedule{}
+	if err := e.apiReader.Get(ctx, types.NamespacedName{Namespace: e.namespace, Name: diskUUID}, ds); err != nil {
+		return false, client.IgnoreNotFound(err)
+	}
+	replicas := &longhornv1.ReplicaList{}
+	if err := e.apiReader.List(ctx, replicas, client.InNamespace(e.namespace), client.MatchingLabels{volumeLabel: volume}); err != nil {
+		return false, fmt.Errorf("listing the replicas of volume %s: %w", volume, err)
+	}
+	for i := range replicas.Items {
+		if replicas.Items[i].Spec.NodeID == ds.Spec.NodeID {
+			return true, nil
+		}
+	}
+	return false, nil
 }
 
 // waitDecided waits until the ledger key has decided the reservation of

@@ -346,6 +346,17 @@ func (d *decider) grow() {
 			continue
 		}
 		res := d.in.Spec.Reservations[name]
+		if r, ok := d.out.Replicas[res.Replica]; ok && res.Replica != "" && r.State == longhornv1.RequestStateScheduled {
+			// The reservation and the replica taking it over arrived before
+			// either was decided: the replica's grant is the reservation's
+			// fulfilment, so the space is charged once.
+			d.setReservation(name, longhornv1.ReservationStatus{
+				State: longhornv1.ReservationStateFulfilled, RequestedSize: res.Size, Pod: res.Pod, Replica: res.Replica,
+				Message: fmt.Sprintf("handed over to replica %s", res.Replica),
+			})
+			d.outcome.Granted++
+			continue
+		}
 		st := d.growth(res.Size, longhornv1.RequestStatus{}, false)
 		out := longhornv1.ReservationStatus{RequestedSize: res.Size, Pod: res.Pod, ScheduledSize: st.ScheduledSize, Message: st.Message}
 		if st.State == longhornv1.RequestStateScheduled {

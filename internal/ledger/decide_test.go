@@ -1734,3 +1734,29 @@ func TestDecideProperties(t *testing.T) {
 		})
 	}
 }
+
+// TestDecideHandoffBeforeTheReservationIsDecided covers a reservation and
+// the replica that takes it over arriving in the same spec, before the
+// reservation was decided: the space is charged once, to the replica.
+func TestDecideHandoffBeforeTheReservationIsDecided(t *testing.T) {
+	in := Input{
+		Spec: longhornv1.DiskScheduleSpec{
+			Name: "disk-1", NodeID: "node-1",
+			Replicas:     map[string]longhornv1.RequestedBytes{"r-local": longhornv1.RequestedBytes(100 * Gi)},
+			Reservations: map[string]longhornv1.DiskScheduleReservation{"vol": {Size: 100 * Gi, Pod: "default/p", Replica: "r-local"}},
+		},
+		Generation: 1,
+		Disk:       Disk{Limit: 150 * Gi, Schedulable: true},
+		Now:        time.Unix(1000, 0),
+	}
+	st, _ := Decide(in)
+	if r := st.Replicas["r-local"]; r.State != longhornv1.RequestStateScheduled || r.ScheduledSize != 100*Gi {
+		t.Errorf("replica: %+v, want scheduled at 100Gi", r)
+	}
+	if res := st.Reservations["vol"]; res.State != longhornv1.ReservationStateFulfilled || res.ScheduledSize != 0 || res.Replica != "r-local" {
+		t.Errorf("reservation: %+v, want fulfilled by r-local with 0 bytes", res)
+	}
+	if st.StorageScheduled != 100*Gi {
+		t.Errorf("storageScheduled %d, want 100Gi charged once", st.StorageScheduled)
+	}
+}

@@ -41,6 +41,9 @@ func PendingGrowth(ds *longhornv1.DiskSchedule) int64 {
 	for volume, res := range ds.Spec.Reservations {
 		st, decided := ds.Status.Reservations[volume]
 		if !decided || !reservationDecided(res, st) {
+			if _, replicaPending := ds.Spec.Replicas[res.Replica]; res.Replica != "" && replicaPending {
+				continue // decided together with its replica and charged once, to the replica
+			}
 			pending += res.Size
 			continue
 		}

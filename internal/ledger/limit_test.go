@@ -253,13 +253,13 @@ func TestPendingGrowthAndFree(t *testing.T) {
 			wantPending: 40 * Gi, wantFree: 60 * Gi,
 		},
 		{
-			name: "replica named by an undecided reservation: both counted in full",
+			name: "replica named by an undecided reservation: charged once, to the replica",
 			spec: longhornv1.DiskScheduleSpec{
 				Replicas:     map[string]rb{"r-v": 40 * Gi},
 				Reservations: map[string]longhornv1.DiskScheduleReservation{"v": {Size: 40 * Gi, Pod: "ns/p", Replica: "r-v"}},
 			},
 			status:      longhornv1.DiskScheduleStatus{StorageLimit: 100 * Gi},
-			wantPending: 80 * Gi, wantFree: 20 * Gi,
+			wantPending: 40 * Gi, wantFree: 60 * Gi,
 		},
 		{
 			name: "a reservation that names a replica not in the spec holds nothing for others",

@@ -56,17 +56,28 @@ func placementNodes(nodes []longhornv1.Node, ledgers map[string]*longhornv1.Disk
 	return out
 }
 
-// heldFor returns the bytes ds's granted reservation holds for volume.
+// heldFor returns the bytes ds counts for volume's reservation, granted or
+// still pending: the volume's replica takes them over (handoff).
 func heldFor(ds *longhornv1.DiskSchedule, volume string) int64 {
-	st, ok := ds.Status.Reservations[volume]
-	if !ok || st.State != longhornv1.ReservationStateScheduled {
+	res, inSpec := ds.Spec.Reservations[volume]
+	if !inSpec {
 		return 0
 	}
-	return st.ScheduledSize
+	st, decided := ds.Status.Reservations[volume]
+	if decided && st.RequestedSize == res.Size && st.Pod == res.Pod {
+		if st.State == longhornv1.ReservationStateScheduled {
+			return st.ScheduledSize
+		}
+		return 0
+	}
+	if _, replicaPending := ds.Spec.Replicas[res.Replica]; res.Replica != "" && replicaPending {
+		return 0 // charged to the replica, not counted twice
+	}
+	return res.Size
 }
 
-// reservedDisk returns the UUID of a disk on node whose ledger holds a
-// granted reservation for volume, or "".
+// reservedDisk returns the UUID of a disk on node whose ledger holds (or is
+// deciding) a reservation for volume, or "".
 func reservedDisk(ledgers map[string]*longhornv1.DiskSchedule, node, volume string) string {
 	best := ""
 	for uuid, ds := range ledgers {
