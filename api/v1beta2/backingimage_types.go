@@ -96,6 +96,9 @@ const (
 	BackingImageReasonSizeUnknown = "SizeUnknown"
 	// BackingImageReasonInsufficientDisks means too few disks can take a copy.
 	BackingImageReasonInsufficientDisks = "InsufficientDisks"
+	// BackingImageReasonCopiesPending means every missing copy is placed and
+	// waits for its ledger's decision.
+	BackingImageReasonCopiesPending = "CopiesPending"
 	// BackingImageReasonCopiesScheduled means enough copies are granted.
 	BackingImageReasonCopiesScheduled = "CopiesScheduled"
 )

@@ -23,6 +23,7 @@ import (
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
+	"github.com/longhorn/diskschedule/internal/controller/backingimage"
 	"github.com/longhorn/diskschedule/internal/controller/diskschedule"
 	"github.com/longhorn/diskschedule/internal/controller/node"
 	"github.com/longhorn/diskschedule/internal/controller/replica"
@@ -166,6 +167,7 @@ func setup(mgr ctrl.Manager, opts Options) error {
 		node.NewReconciler(mgr.GetClient(), mgr.GetEventRecorder("longhorn-node-controller"), opts.Clock, opts.Namespace),
 		replica.NewReconciler(mgr.GetClient(), mgr.GetAPIReader()),
 		volume.NewReconciler(mgr.GetClient(), mgr.GetAPIReader(), mgr.GetEventRecorder("longhorn-volume-controller"), 4),
+		backingimage.NewReconciler(mgr.GetClient(), mgr.GetAPIReader(), mgr.GetEventRecorder("longhorn-backing-image-controller")),
 	}
 	for _, r := range reconcilers {
 		if err := r.SetupWithManager(mgr); err != nil {
