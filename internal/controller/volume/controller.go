@@ -16,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -72,6 +73,7 @@ type scope struct {
 // +kubebuilder:rbac:groups=longhorn.io,resources=replicas/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=longhorn.io,resources=diskschedules,verbs=get;list;watch;update;patch
 // +kubebuilder:rbac:groups=longhorn.io,resources=nodes;settings,verbs=get;list;watch
+// +kubebuilder:rbac:groups=longhorn.io,resources=backingimages,verbs=get;list;watch;update;patch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
 // Reconcile brings one volume's replicas and their allocations up to date.
@@ -405,7 +407,44 @@ func (r *Reconciler) place(ctx context.Context, s *scope, rep *longhornv1.Replic
 	}
 	ctrl.LoggerFrom(ctx).V(1).Info("Placed replica", "replica", klog.KObj(rep), "node", choice.NodeID, "disk", choice.DiskName)
 	s.pending = append(s.pending, rep.Name)
+	if err := r.requestBackingImageCopy(ctx, s, choice.DiskUUID); err != nil {
+		return err
+	}
 	return r.request(ctx, s, rep, choice.DiskUUID, s.size)
+}
+
+// requestBackingImageCopy asks for a copy of the volume's backing image on
+// the replica's disk by adding the disk to the image's diskFileSpecMap; the
+// backing-image controller requests the copy's space from the same ledger.
+func (r *Reconciler) requestBackingImageCopy(ctx context.Context, s *scope, diskUUID string) error {
+	name := s.volume.Spec.BackingImage
+	if name == "" {
+		return nil
+	}
+	key := types.NamespacedName{Namespace: s.volume.Namespace, Name: name}
+	err := retry.RetryOnConflict(retry.DefaultBackoff, func() error {
+		bi := &longhornv1.BackingImage{}
+		if err := r.apiReader.Get(ctx, key, bi); err != nil {
+			return err
+		}
+		if _, ok := bi.Spec.DiskFileSpecMap[diskUUID]; ok {
+			return nil
+		}
+		if bi.Spec.DiskFileSpecMap == nil {
+			bi.Spec.DiskFileSpecMap = map[string]longhornv1.BackingImageDiskFileSpec{}
+		}
+		bi.Spec.DiskFileSpecMap[diskUUID] = longhornv1.BackingImageDiskFileSpec{}
+		return r.client.Update(ctx, bi)
+	})
+	if apierrors.IsNotFound(err) {
+		r.recorder.Eventf(s.volume, nil, corev1.EventTypeWarning, "BackingImageNotFound", "Place",
+			"Backing image %s does not exist; the replica on disk %s has no copy to start from", name, diskUUID)
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("asking for a copy of backing image %s on disk %s: %w", name, diskUUID, err)
+	}
+	return nil
 }
 
 // request writes rep's request of size bytes to the ledger of disk uuid,

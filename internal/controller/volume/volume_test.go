@@ -242,3 +242,53 @@ func setSetting(t *testing.T, ctx context.Context, ns, name, value string) {
 		t.Fatalf("setting %s to %s: %v", name, value, err)
 	}
 }
+
+// TestBackingImageCopyOnReplicaDisk checks that a volume built on a backing
+// image gets a copy of it on its replica's disk, through the same ledger.
+func TestBackingImageCopyOnReplicaDisk(t *testing.T) {
+	ctx := context.Background()
+	ns := env.NewNamespace(t)
+	cluster(t, ns, 2, 100*gi)
+	bi := &longhornv1.BackingImage{ObjectMeta: metav1.ObjectMeta{Name: "image", Namespace: ns},
+		Spec: longhornv1.BackingImageSpec{MinNumberOfCopies: 1}}
+	if err := env.Client.Create(ctx, bi); err != nil {
+		t.Fatal(err)
+	}
+	bi.Status.Size = 2 * gi
+	if err := env.Client.Status().Update(ctx, bi); err != nil {
+		t.Fatal(err)
+	}
+	vol := newVolume(ns, "vol", 10*gi)
+	vol.Spec.NumberOfReplicas = 2
+	vol.Spec.BackingImage = "image"
+	if err := env.Client.Create(ctx, vol); err != nil {
+		t.Fatal(err)
+	}
+	waitCounts(t, ctx, ns, 1, 0)
+	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		replicas := &longhornv1.ReplicaList{}
+		if err := env.Client.List(ctx, replicas, client.InNamespace(ns)); err != nil {
+			return false, err
+		}
+		if len(replicas.Items) != 2 {
+			return false, nil
+		}
+		for _, rep := range replicas.Items {
+			ds := &longhornv1.DiskSchedule{}
+			if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: rep.Spec.DiskID}, ds); err != nil {
+				return false, client.IgnoreNotFound(err)
+			}
+			st, ok := ds.Status.BackingImages["image"]
+			if !ok || st.State != longhornv1.RequestStateScheduled || st.ScheduledSize != 2*gi {
+				return false, nil
+			}
+			if ds.Status.StorageScheduled != 12*gi {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+	if err != nil {
+		t.Fatalf("want a granted 2Gi copy of the backing image beside each 10Gi replica: %v", err)
+	}
+}
