@@ -186,12 +186,14 @@ func (e *Extender) settings(ctx context.Context) (settings.Scheduling, error) {
 
 // evaluateAll evaluates every candidate node from the cached Nodes and ledgers.
 func (e *Extender) evaluateAll(ctx context.Context, pod *corev1.Pod, vols []podVolume, candidates []string, sched settings.Scheduling) (map[string]fit, error) {
+	// The lists are only read: skipping the cache's deep copy keeps a filter
+	// over thousands of nodes cheap.
 	nodes := &longhornv1.NodeList{}
-	if err := e.client.List(ctx, nodes, client.InNamespace(e.namespace)); err != nil {
+	if err := e.client.List(ctx, nodes, client.InNamespace(e.namespace), client.UnsafeDisableDeepCopy); err != nil {
 		return nil, fmt.Errorf("listing Longhorn nodes: %w", err)
 	}
 	ledgers := &longhornv1.DiskScheduleList{}
-	if err := e.client.List(ctx, ledgers, client.InNamespace(e.namespace)); err != nil {
+	if err := e.client.List(ctx, ledgers, client.InNamespace(e.namespace), client.UnsafeDisableDeepCopy); err != nil {
 		return nil, fmt.Errorf("listing DiskSchedules: %w", err)
 	}
 	byNode := map[string]*longhornv1.Node{}

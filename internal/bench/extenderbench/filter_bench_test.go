@@ -1,0 +1,267 @@
+// Package extenderbench measures the scheduler extender's filter over HTTP
+// on a large simulated cluster held by a real API server: 1000 nodes with 4
+// disks each and a pod with four unbound Longhorn claims, in both of
+// kube-scheduler's nodeCacheCapable modes (node names only, or full Node
+// objects in the request).
+//
+// It holds only benchmarks; the test control plane starts only when -bench
+// is given. Figures and the command are in docs/benchmarks.md.
+package extenderbench
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	extenderv1 "k8s.io/kube-scheduler/extender/v1"
+	"k8s.io/utils/clock"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
+
+	longhornv1 "github.com/longhorn/diskschedule/api/v1beta2"
+	"github.com/longhorn/diskschedule/internal/extender"
+	"github.com/longhorn/diskschedule/internal/extender/packing"
+	"github.com/longhorn/diskschedule/internal/index"
+	"github.com/longhorn/diskschedule/internal/metrics"
+	"github.com/longhorn/diskschedule/internal/nodestatus"
+	"github.com/longhorn/diskschedule/internal/testenv"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+const (
+	gi            = int64(1) << 30
+	nodeCount     = 1000
+	disksPerNode  = 4
+	claimsPerPod  = 4
+	ns            = "longhorn-system"
+	userNamespace = "bench"
+)
+
+var env *testenv.Env
+
+func TestMain(m *testing.M) {
+	flag.Parse()
+	if f := flag.Lookup("test.bench"); f == nil || f.Value.String() == "" {
+		os.Exit(m.Run())
+	}
+	ctrllog.SetLogger(logr.Discard())
+	var err error
+	env, err = testenv.Start()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	if err := env.Stop(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+	}
+	os.Exit(code)
+}
+
+// passAll is the baseline: a filter that decides nothing and passes every
+// node, so its latency is the HTTP and JSON cost of the same request.
+type passAll struct{}
+
+func (passAll) Filter(_ context.Context, _ *corev1.Pod, nodes []string) ([]string, map[string]string, error) {
+	return nodes, nil, nil
+}
+
+func (passAll) Prioritize(context.Context, *corev1.Pod, []string) (map[string]int64, error) {
+	return nil, nil
+}
+
+// BenchmarkFilter reports filter latency percentiles over HTTP for a 4-claim
+// pod and 1000 nodes × 4 disks in both nodeCacheCapable modes, beside a
+// pass-everything baseline with the same request, and their ratio.
+func BenchmarkFilter(b *testing.B) {
+	ctx := context.Background()
+	pod, names, nodes := populate(b, ctx)
+	srv := httptest.NewServer(newHandler(b, ctx))
+	defer srv.Close()
+	baseline := httptest.NewServer(extender.NewHandler(passAll{}, nil))
+	defer baseline.Close()
+
+	modes := []struct {
+		name string
+		args extenderv1.ExtenderArgs
+	}{
+		{"nodeCacheCapable=true", extenderv1.ExtenderArgs{Pod: pod, NodeNames: &names}},
+		{"nodeCacheCapable=false", extenderv1.ExtenderArgs{Pod: pod, Nodes: nodes}},
+	}
+	for _, mode := range modes {
+		body, err := json.Marshal(mode.args)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Run(mode.name, func(b *testing.B) {
+			base := measure(b, baseline.URL, body, b.N)
+			b.ResetTimer()
+			got := measure(b, srv.URL, body, b.N)
+			b.StopTimer()
+			b.ReportMetric(ms(got[len(got)/2]), "p50-ms")
+			b.ReportMetric(ms(got[len(got)*99/100]), "p99-ms")
+			b.ReportMetric(ms(base[len(base)/2]), "baseline-p50-ms")
+			b.ReportMetric(ms(base[len(base)*99/100]), "baseline-p99-ms")
+			b.ReportMetric(ms(got[len(got)/2])/ms(base[len(base)/2]), "p50/baseline")
+			b.ReportMetric(ms(got[len(got)*99/100])/ms(base[len(base)*99/100]), "p99/baseline")
+			b.ReportMetric(float64(len(body))/1024, "request-KiB")
+		})
+	}
+}
+
+// measure posts body to url's /filter n times and returns the sorted latencies.
+func measure(b *testing.B, url string, body []byte, n int) []time.Duration {
+	b.Helper()
+	latencies := make([]time.Duration, 0, n)
+	for range n {
+		start := time.Now()
+		resp, err := http.Post(url+"/filter", "application/json", bytes.NewReader(body))
+		if err != nil {
+			b.Fatal(err)
+		}
+		var res extenderv1.ExtenderFilterResult
+		if err := json.NewDecoder(resp.Body).Decode(&res); err != nil {
+			b.Fatal(err)
+		}
+		_ = resp.Body.Close()
+		latencies = append(latencies, time.Since(start))
+		if res.Error != "" || len(res.FailedNodes) != 0 {
+			b.Fatalf("every node should fit the pod: error %q, %d failed", res.Error, len(res.FailedNodes))
+		}
+	}
+	slices.Sort(latencies)
+	return latencies
+}
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+// newHandler builds the extender over a cache of the API server, with the
+// scheduling hold off (pod-scheduling-timeout 0), so each call is measured alone.
+func newHandler(b *testing.B, ctx context.Context) http.Handler {
+	b.Helper()
+	c, err := cache.New(env.Config, cache.Options{Scheme: env.Scheme})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := index.Register(ctx, c); err != nil {
+		b.Fatal(err)
+	}
+	for _, obj := range []client.Object{&longhornv1.Node{}, &longhornv1.DiskSchedule{}, &longhornv1.Setting{}, &longhornv1.Replica{},
+		&longhornv1.Volume{}, &corev1.PersistentVolumeClaim{}, &storagev1.StorageClass{}} {
+		if _, err := c.GetInformer(ctx, obj); err != nil {
+			b.Fatal(err)
+		}
+	}
+	go func() { _ = c.Start(ctx) }()
+	if !c.WaitForCacheSync(ctx) {
+		b.Fatal("cache did not sync")
+	}
+	cached, err := client.New(env.Config, client.Options{Scheme: env.Scheme, Cache: &client.CacheOptions{Reader: c}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	// Wait until the cache holds every ledger.
+	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		list := &longhornv1.DiskScheduleList{}
+		return cached.List(ctx, list) == nil && len(list.Items) == nodeCount*disksPerNode, nil
+	})
+	if err != nil {
+		b.Fatal("the cache never held every DiskSchedule")
+	}
+	m := metrics.NewExtender(prometheus.NewRegistry())
+	ext := extender.New(cached, env.Client, ns, clock.RealClock{}, m, packing.DefaultBudget)
+	return extender.NewHandler(ext, m.FilterDuration)
+}
+
+// populate creates the cluster: nodes with disks and Ready ledgers, the
+// scheduling settings, a Longhorn StorageClass and a pod with four unbound
+// claims. It returns the pod, the node names and the Node objects.
+func populate(b *testing.B, ctx context.Context) (*corev1.Pod, []string, *corev1.NodeList) {
+	b.Helper()
+	c := env.Client
+	for _, n := range []string{ns, userNamespace} {
+		if err := env.CreateNamespace(ctx, n); err != nil {
+			b.Fatal(err)
+		}
+	}
+	timeout := &longhornv1.Setting{ObjectMeta: metav1.ObjectMeta{Name: longhornv1.SettingSchedulerExtenderPodSchedulingTimeout, Namespace: ns}, Value: "0"}
+	if err := c.Create(ctx, timeout); err != nil {
+		b.Fatal(err)
+	}
+	sc := &storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: "longhorn"}, Provisioner: extender.CSIDriver}
+	if err := c.Create(ctx, sc); err != nil {
+		b.Fatal(err)
+	}
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "app", Namespace: userNamespace, UID: "app-uid"}}
+	for i := range claimsPerPod {
+		name := fmt.Sprintf("data-%d", i)
+		pvc := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: userNamespace},
+			Spec: corev1.PersistentVolumeClaimSpec{StorageClassName: &sc.Name, AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+				Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("100Gi")}}}}
+		if err := c.Create(ctx, pvc); err != nil {
+			b.Fatal(err)
+		}
+		pod.Spec.Volumes = append(pod.Spec.Volumes, corev1.Volume{Name: name,
+			VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: name}}})
+	}
+
+	start := time.Now()
+	var names []string
+	nodes := &corev1.NodeList{}
+	now := metav1.Now()
+	ready := []metav1.Condition{
+		{Type: longhornv1.NodeConditionReady, Status: metav1.ConditionTrue, Reason: "Bench", LastTransitionTime: now},
+		{Type: longhornv1.NodeConditionSchedulable, Status: metav1.ConditionTrue, Reason: "Bench", LastTransitionTime: now},
+	}
+	for n := range nodeCount {
+		name := fmt.Sprintf("node-%04d", n)
+		names = append(names, name)
+		nodes.Items = append(nodes.Items, corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name,
+			Labels: map[string]string{corev1.LabelHostname: name, corev1.LabelTopologyZone: fmt.Sprintf("zone-%d", n%3)}}})
+		ln := &longhornv1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+			Spec: longhornv1.NodeSpec{AllowScheduling: true, Disks: map[string]longhornv1.DiskSpec{}}}
+		status := longhornv1.NodeStatus{Conditions: ready, DiskStatus: map[string]*longhornv1.DiskStatus{}}
+		for d := range disksPerNode {
+			disk, uuid := fmt.Sprintf("disk-%d", d), fmt.Sprintf("%s-disk-%d", name, d)
+			ln.Spec.Disks[disk] = longhornv1.DiskSpec{Path: "/var/lib/longhorn/" + disk, AllowScheduling: true}
+			status.DiskStatus[disk] = &longhornv1.DiskStatus{DiskUUID: uuid, StorageMaximum: 400 * gi, StorageAvailable: 400 * gi,
+				Conditions: []metav1.Condition{{Type: longhornv1.DiskConditionSchedulable, Status: metav1.ConditionTrue, Reason: "Bench", LastTransitionTime: now}}}
+			ds := &longhornv1.DiskSchedule{ObjectMeta: metav1.ObjectMeta{Name: uuid, Namespace: ns},
+				Spec: longhornv1.DiskScheduleSpec{Name: disk, NodeID: name}}
+			if err := c.Create(ctx, ds); err != nil {
+				b.Fatal(err)
+			}
+			ds.Status = longhornv1.DiskScheduleStatus{StorageLimit: 400 * gi, StorageScheduled: int64(n%4) * 100 * gi,
+				Conditions: []metav1.Condition{{Type: longhornv1.DiskScheduleConditionReady, Status: metav1.ConditionTrue, Reason: "Bench", LastTransitionTime: now}}}
+			if err := c.Status().Update(ctx, ds); err != nil {
+				b.Fatal(err)
+			}
+		}
+		if err := c.Create(ctx, ln); err != nil {
+			b.Fatal(err)
+		}
+		if err := nodestatus.Apply(ctx, c, ns, name, nodestatus.NodeControllerManager, status); err != nil {
+			b.Fatal(err)
+		}
+		if (n+1)%250 == 0 {
+			b.Logf("created %d of %d nodes (%d disks) in %s", n+1, nodeCount, (n+1)*disksPerNode, time.Since(start).Round(time.Second))
+		}
+	}
+	return pod, names, nodes
+}
