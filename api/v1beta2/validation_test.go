@@ -24,21 +24,12 @@ const namespace = "longhorn-system"
 var env *testenv.Env
 
 func TestMain(m *testing.M) {
-	var err error
-	env, err = testenv.Start()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	if err := env.CreateNamespace(context.Background(), namespace); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	code := m.Run()
-	if err := env.Stop(); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-	}
-	os.Exit(code)
+	os.Exit(testenv.Run(m, func(e *testenv.Env) {
+		env = e
+		if err := env.CreateNamespace(context.Background(), namespace); err != nil {
+			panic(err)
+		}
+	}))
 }
 
 // TestSamplesAreValid creates every object in config/samples: one valid

@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	longhornv1 "github.com/longhorn/diskschedule/api/v1beta2"
+	"github.com/longhorn/diskschedule/internal/clusterview"
 	"github.com/longhorn/diskschedule/internal/ledgerclient"
 	"github.com/longhorn/diskschedule/internal/metrics"
 	"github.com/longhorn/diskschedule/internal/settings"
@@ -74,7 +75,7 @@ func (e *Extender) Filter(ctx context.Context, pod *corev1.Pod, candidates []str
 	}
 	defer e.mu.Unlock()
 
-	sched, err := e.settings(ctx)
+	sched, err := clusterview.Settings(ctx, e.client, e.namespace)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -120,7 +121,7 @@ func (e *Extender) Prioritize(ctx context.Context, pod *corev1.Pod, candidates [
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	scores := map[string]int64{}
-	sched, err := e.settings(ctx)
+	sched, err := clusterview.Settings(ctx, e.client, e.namespace)
 	if err != nil {
 		return nil, err
 	}
@@ -175,38 +176,24 @@ func (e *Extender) lockAfterHold(ctx context.Context, pod *corev1.Pod) error {
 	}
 }
 
-func (e *Extender) settings(ctx context.Context) (settings.Scheduling, error) {
-	list := &longhornv1.SettingList{}
-	if err := e.client.List(ctx, list, client.InNamespace(e.namespace)); err != nil {
-		return settings.Scheduling{}, fmt.Errorf("listing settings: %w", err)
-	}
-	s, _ := settings.FromObjects(list.Items)
-	return s, nil
-}
-
 // evaluateAll evaluates every candidate node from the cached Nodes and ledgers.
 func (e *Extender) evaluateAll(ctx context.Context, pod *corev1.Pod, vols []podVolume, candidates []string, sched settings.Scheduling) (map[string]fit, error) {
 	// The lists are only read: skipping the cache's deep copy keeps a filter
 	// over thousands of nodes cheap.
-	nodes := &longhornv1.NodeList{}
-	if err := e.client.List(ctx, nodes, client.InNamespace(e.namespace), client.UnsafeDisableDeepCopy); err != nil {
-		return nil, fmt.Errorf("listing Longhorn nodes: %w", err)
-	}
-	ledgers := &longhornv1.DiskScheduleList{}
-	if err := e.client.List(ctx, ledgers, client.InNamespace(e.namespace), client.UnsafeDisableDeepCopy); err != nil {
-		return nil, fmt.Errorf("listing DiskSchedules: %w", err)
+	view, err := clusterview.Load(ctx, e.client, e.namespace, client.UnsafeDisableDeepCopy)
+	if err != nil {
+		return nil, err
 	}
 	byNode := map[string]*longhornv1.Node{}
-	for i := range nodes.Items {
-		byNode[nodes.Items[i].Name] = &nodes.Items[i]
+	for i := range view.Nodes {
+		byNode[view.Nodes[i].Name] = &view.Nodes[i]
 	}
 	ledgersByNode := map[string]map[string]*longhornv1.DiskSchedule{}
-	for i := range ledgers.Items {
-		ds := &ledgers.Items[i]
+	for uuid, ds := range view.Ledgers {
 		if ledgersByNode[ds.Spec.NodeID] == nil {
 			ledgersByNode[ds.Spec.NodeID] = map[string]*longhornv1.DiskSchedule{}
 		}
-		ledgersByNode[ds.Spec.NodeID][ds.Name] = ds
+		ledgersByNode[ds.Spec.NodeID][uuid] = ds
 	}
 	podKey := pod.Namespace + "/" + pod.Name
 	fits := make(map[string]fit, len(candidates))

@@ -23,6 +23,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	longhornv1 "github.com/longhorn/diskschedule/api/v1beta2"
+	"github.com/longhorn/diskschedule/internal/clusterview"
 	"github.com/longhorn/diskschedule/internal/ledgerclient"
 	"github.com/longhorn/diskschedule/internal/settings"
 )
@@ -184,24 +185,11 @@ func (r *Reconciler) finalize(ctx context.Context, bi *longhornv1.BackingImage) 
 func (r *Reconciler) load(ctx context.Context, bi *longhornv1.BackingImage) (*scope, error) {
 	s := &scope{image: bi, ledgers: map[string]*longhornv1.DiskSchedule{}}
 	s.copies = copies{want: max(bi.Spec.MinNumberOfCopies, 1), size: bi.Status.Size, failed: map[string]string{}}
-	settingList := &longhornv1.SettingList{}
-	if err := r.client.List(ctx, settingList, client.InNamespace(bi.Namespace)); err != nil {
-		return nil, fmt.Errorf("listing settings: %w", err)
+	view, err := clusterview.Load(ctx, r.client, bi.Namespace)
+	if err != nil {
+		return nil, err
 	}
-	// Invalid values keep their defaults; the setting controller reports them.
-	s.sched, _ = settings.FromObjects(settingList.Items)
-	nodeList := &longhornv1.NodeList{}
-	if err := r.client.List(ctx, nodeList, client.InNamespace(bi.Namespace)); err != nil {
-		return nil, fmt.Errorf("listing nodes: %w", err)
-	}
-	s.nodes = nodeList.Items
-	dsList := &longhornv1.DiskScheduleList{}
-	if err := r.client.List(ctx, dsList, client.InNamespace(bi.Namespace)); err != nil {
-		return nil, fmt.Errorf("listing DiskSchedules: %w", err)
-	}
-	for i := range dsList.Items {
-		s.ledgers[dsList.Items[i].Name] = &dsList.Items[i]
-	}
+	s.sched, s.nodes, s.ledgers = view.Settings, view.Nodes, view.Ledgers
 	return s, nil
 }
 

@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	longhornv1 "github.com/longhorn/diskschedule/api/v1beta2"
+	"github.com/longhorn/diskschedule/internal/clusterview"
 	"github.com/longhorn/diskschedule/internal/index"
 	"github.com/longhorn/diskschedule/internal/ledger"
 	"github.com/longhorn/diskschedule/internal/metrics"
@@ -56,7 +57,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{}, nil
 	}
 
-	sched, err := r.loadSettings(ctx, ds.Namespace)
+	sched, err := clusterview.Settings(ctx, r.client, ds.Namespace)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
@@ -111,16 +112,6 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 			"storageScheduled", status.StorageScheduled, "storageLimit", status.StorageLimit)
 	}
 	return result, nil
-}
-
-func (r *Reconciler) loadSettings(ctx context.Context, namespace string) (settings.Scheduling, error) {
-	list := &longhornv1.SettingList{}
-	if err := r.client.List(ctx, list, client.InNamespace(namespace)); err != nil {
-		return settings.Scheduling{}, fmt.Errorf("listing settings: %w", err)
-	}
-	// Invalid values keep their defaults; the setting controller reports them.
-	s, _ := settings.FromObjects(list.Items)
-	return s, nil
 }
 
 // diskFacts returns the disk's limit and whether it accepts new requests

@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	longhornv1 "github.com/longhorn/diskschedule/api/v1beta2"
+	"github.com/longhorn/diskschedule/internal/clusterview"
 	"github.com/longhorn/diskschedule/internal/index"
 	"github.com/longhorn/diskschedule/internal/nodestatus"
 	"github.com/longhorn/diskschedule/internal/placement"
@@ -67,7 +68,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if !node.DeletionTimestamp.IsZero() {
 		return ctrl.Result{}, nil // the DiskSchedules go with it, by owner reference
 	}
-	sched, err := r.loadSettings(ctx, node.Namespace)
+	sched, err := clusterview.Settings(ctx, r.client, node.Namespace)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
@@ -87,15 +88,6 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{}, err
 	}
 	return ctrl.Result{}, nil
-}
-
-func (r *Reconciler) loadSettings(ctx context.Context, namespace string) (settings.Scheduling, error) {
-	list := &longhornv1.SettingList{}
-	if err := r.client.List(ctx, list, client.InNamespace(namespace)); err != nil {
-		return settings.Scheduling{}, fmt.Errorf("listing settings: %w", err)
-	}
-	s, _ := settings.FromObjects(list.Items)
-	return s, nil
 }
 
 // syncDiskSchedules creates a DiskSchedule for every disk with a UUID and

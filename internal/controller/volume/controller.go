@@ -26,6 +26,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	longhornv1 "github.com/longhorn/diskschedule/api/v1beta2"
+	"github.com/longhorn/diskschedule/internal/clusterview"
 	"github.com/longhorn/diskschedule/internal/ledgerclient"
 	"github.com/longhorn/diskschedule/internal/placement"
 	"github.com/longhorn/diskschedule/internal/settings"
@@ -140,24 +141,11 @@ func (r *Reconciler) finalize(ctx context.Context, s *scope) error {
 }
 
 func (r *Reconciler) load(ctx context.Context, vol *longhornv1.Volume) (*scope, error) {
-	s := &scope{volume: vol, ledgers: map[string]*longhornv1.DiskSchedule{}}
-	settingList := &longhornv1.SettingList{}
-	if err := r.client.List(ctx, settingList, client.InNamespace(vol.Namespace)); err != nil {
-		return nil, fmt.Errorf("listing settings: %w", err)
+	view, err := clusterview.Load(ctx, r.client, vol.Namespace)
+	if err != nil {
+		return nil, err
 	}
-	s.sched, _ = settings.FromObjects(settingList.Items)
-	nodeList := &longhornv1.NodeList{}
-	if err := r.client.List(ctx, nodeList, client.InNamespace(vol.Namespace)); err != nil {
-		return nil, fmt.Errorf("listing nodes: %w", err)
-	}
-	s.nodes = nodeList.Items
-	dsList := &longhornv1.DiskScheduleList{}
-	if err := r.client.List(ctx, dsList, client.InNamespace(vol.Namespace)); err != nil {
-		return nil, fmt.Errorf("listing DiskSchedules: %w", err)
-	}
-	for i := range dsList.Items {
-		s.ledgers[dsList.Items[i].Name] = &dsList.Items[i]
-	}
+	s := &scope{volume: vol, sched: view.Settings, nodes: view.Nodes, ledgers: view.Ledgers}
 	// Replicas are read from the API server, not the cache: a replica created
 	// by the previous reconcile must be seen, or it would be created twice.
 	repList := &longhornv1.ReplicaList{}
