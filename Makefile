@@ -49,6 +49,12 @@ vet: ## Run go vet against code.
 test: verify vet controlplane ## Check generated files, vet, and run every test against a real kube-apiserver and etcd.
 	KUBEBUILDER_ASSETS="$(TEST_ASSETS)" go test ./... $(GO_TEST_FLAGS)
 
+SANDBOX_ARGS ?=
+
+.PHONY: sandbox
+sandbox: controlplane ## Run etcd, kube-apiserver, kube-scheduler (with the extender), the manager and a simulated data plane locally until ^C; flags in SANDBOX_ARGS.
+	KUBEBUILDER_ASSETS="$(TEST_ASSETS)" go run ./cmd/sandbox $(SANDBOX_ARGS)
+
 ##@ Build
 
 .PHONY: build
@@ -71,7 +77,7 @@ uninstall: manifests kustomize ## Remove the CRDs from the cluster in ~/.kube/co
 
 .PHONY: deploy
 deploy: manifests kustomize ## Deploy the manager, disk monitor and extender to the cluster in ~/.kube/config.
-	cd config/manager && $(KUSTOMIZE) edit set image controller=$(IMG)
+	cd config/default && $(KUSTOMIZE) edit set image controller=$(IMG)
 	$(KUSTOMIZE) build config/default | $(KUBECTL) apply --server-side -f -
 
 .PHONY: undeploy

@@ -1,0 +1,76 @@
+// Command sandbox runs a whole diskschedule cluster on this machine: etcd,
+// kube-apiserver and kube-scheduler (with the diskschedule extender) as
+// local processes, the manager, the disk monitors and a simulated data
+// plane in-process, the nodes and disks of a topology file. It runs until
+// interrupted. Run it from the repository's root (make sandbox).
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+
+	"github.com/longhorn/diskschedule/internal/sandbox"
+)
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "sandbox:", err)
+		os.Exit(1)
+	}
+}
+
+func run() error {
+	// A flag set of its own: controller-runtime registers --kubeconfig on
+	// the global one, with another meaning.
+	fs := flag.NewFlagSet("sandbox", flag.ExitOnError)
+	topology := fs.String("topology", "config/sandbox/topology.yaml", "The topology file describing the simulated nodes and disks.")
+	kubeconfig := fs.String("kubeconfig", "bin/sandbox/kubeconfig", "Where to write an administrator's kubeconfig.")
+	extender := fs.Bool("extender", true, "Register the diskschedule extender with kube-scheduler and enable it.")
+	logDir := fs.String("log-dir", "", "Where to write the etcd, kube-apiserver and kube-scheduler logs; default: the kubeconfig's directory.")
+	configDir := fs.String("config-dir", "config", "The repository's config directory (CRDs and the deployment's RBAC).")
+	zapOpts := zap.Options{}
+	zapOpts.BindFlags(fs)
+	if err := fs.Parse(os.Args[1:]); err != nil {
+		return err
+	}
+	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
+	if *logDir == "" {
+		*logDir = filepath.Dir(*kubeconfig)
+	}
+
+	t, err := sandbox.LoadTopology(*topology)
+	if err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	sb, err := sandbox.Start(ctx, sandbox.Options{
+		Topology: t, Extender: *extender, KubeconfigPath: *kubeconfig,
+		ConfigDir: *configDir, LogDir: *logDir, Out: os.Stdout,
+	})
+	if err != nil {
+		return err
+	}
+	fmt.Printf("logs in %s; press ^C to stop\n", *logDir)
+	var failure error
+	select {
+	case <-ctx.Done():
+		fmt.Println("stopping the sandbox")
+	case <-sb.Done():
+		failure = sb.Err()
+		fmt.Fprintln(os.Stderr, "sandbox:", failure, "- stopping")
+	}
+	if err := sb.Stop(); err != nil {
+		return fmt.Errorf("stopping: %w", err)
+	}
+	fmt.Println("sandbox stopped")
+	return failure
+}

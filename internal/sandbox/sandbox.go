@@ -1,0 +1,624 @@
+package sandbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/config"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	longhornv1 "github.com/longhorn/diskschedule/api/v1beta2"
+	"github.com/longhorn/diskschedule/internal/dataplane"
+	"github.com/longhorn/diskschedule/internal/manager"
+	"github.com/longhorn/diskschedule/internal/scheme"
+)
+
+// Options configures a sandbox.
+type Options struct {
+	// Topology is the simulated cluster. Required.
+	Topology *Topology
+	// Extender registers the diskschedule extender with kube-scheduler and
+	// turns the scheduler-extender-enabled setting on.
+	Extender bool
+	// KubeconfigPath is where an administrator's kubeconfig is written (and
+	// removed again by Stop); "" writes none.
+	KubeconfigPath string
+	// ConfigDir is the repository's config directory: the CRDs in
+	// crd/bases and the deployment in default. "" is "config".
+	ConfigDir string
+	// AssetsDir holds the etcd, kube-apiserver and kube-scheduler binaries;
+	// "" is $KUBEBUILDER_ASSETS, else "bin/k8s".
+	AssetsDir string
+	// LogDir receives etcd.log, kube-apiserver.log, kube-scheduler.log and
+	// kube-scheduler-config.yaml; "" discards the logs.
+	LogDir string
+	// Out receives progress lines; nil discards them.
+	Out io.Writer
+	// DiskMonitorInterval is how often the disk monitors measure; zero is 10 seconds.
+	DiskMonitorInterval time.Duration
+	// ReadyTimeout bounds the wait for every ledger to be Ready; zero is 2 minutes.
+	ReadyTimeout time.Duration
+}
+
+// Namespace is the sandbox's system namespace.
+const Namespace = "longhorn-system"
+
+// runnerStopTimeout bounds how long Stop waits for each in-process manager.
+const runnerStopTimeout = 20 * time.Second
+
+// Sandbox is a running sandbox. Stop it with Stop.
+type Sandbox struct {
+	opts   Options
+	scheme *runtime.Scheme
+	env    *envtest.Environment
+	admin  client.Client
+
+	adminConfig, managerConfig, diskMonitorConfig *rest.Config
+	managerUser                                   string
+
+	workDir     string
+	logs        []*os.File
+	scheduler   *process
+	processes   []Process
+	ports       []int
+	extenderURL string
+	metricsAddr string
+
+	runners []*runner
+
+	failOnce sync.Once
+	failed   chan struct{}
+	failErr  error
+	stopOnce sync.Once
+	stopErr  error
+}
+
+// runner is a controller manager the sandbox runs in-process.
+type runner struct {
+	name   string
+	cancel context.CancelFunc
+	done   chan error
+}
+
+// Start starts a sandbox and returns once it is ready: kube-scheduler is
+// healthy, every disk's DiskSchedule is Ready (so the disk monitors, the
+// node and DiskSchedule controllers and the data plane's kubelet all work)
+// and, with the extender, the extender answers. ctx bounds the start only:
+// the sandbox runs until Stop. On error, whatever was started is stopped
+// again.
+func Start(ctx context.Context, opts Options) (_ *Sandbox, retErr error) {
+	if opts.Topology == nil || len(opts.Topology.Nodes) == 0 {
+		return nil, fmt.Errorf("the sandbox needs a topology with at least one node")
+	}
+	if opts.ConfigDir == "" {
+		opts.ConfigDir = "config"
+	}
+	if opts.AssetsDir == "" {
+		opts.AssetsDir = os.Getenv("KUBEBUILDER_ASSETS")
+	}
+	if opts.AssetsDir == "" {
+		opts.AssetsDir = filepath.Join("bin", "k8s")
+	}
+	if opts.Out == nil {
+		opts.Out = io.Discard
+	}
+	if opts.KubeconfigPath != "" {
+		abs, err := filepath.Abs(opts.KubeconfigPath)
+		if err != nil {
+			return nil, fmt.Errorf("resolving the kubeconfig path: %w", err)
+		}
+		opts.KubeconfigPath = abs
+	}
+	if opts.DiskMonitorInterval <= 0 {
+		opts.DiskMonitorInterval = 10 * time.Second
+	}
+	if opts.ReadyTimeout <= 0 {
+		opts.ReadyTimeout = 2 * time.Minute
+	}
+	for _, bin := range []string{"etcd", "kube-apiserver", "kube-scheduler"} {
+		if _, err := os.Stat(filepath.Join(opts.AssetsDir, bin)); err != nil {
+			return nil, fmt.Errorf("finding %s in %s (run `make controlplane`): %w", bin, opts.AssetsDir, err)
+		}
+	}
+	s := &Sandbox{opts: opts, failed: make(chan struct{})}
+	defer func() {
+		if retErr != nil {
+			retErr = errors.Join(retErr, s.Stop())
+		}
+	}()
+	var err error
+	if s.scheme, err = scheme.New(); err != nil {
+		return nil, err
+	}
+	if s.workDir, err = os.MkdirTemp("", "diskschedule-sandbox-"); err != nil {
+		return nil, fmt.Errorf("creating the sandbox's directory: %w", err)
+	}
+	for _, step := range []func(context.Context) error{
+		s.startControlPlane, s.install, s.startDataPlane, s.startDiskMonitors, s.startManager, s.startScheduler, s.waitReady,
+	} {
+		if err := step(ctx); err != nil {
+			return nil, err
+		}
+	}
+	s.progress("sandbox ready")
+	if opts.KubeconfigPath != "" {
+		s.progress("  kubectl --kubeconfig %s get diskschedules -A", opts.KubeconfigPath)
+	}
+	return s, nil
+}
+
+func (s *Sandbox) progress(format string, args ...any) {
+	fmt.Fprintf(s.opts.Out, format+"\n", args...)
+}
+
+// logFile opens name in the log directory, or returns io.Discard.
+func (s *Sandbox) logFile(name string) (io.Writer, error) {
+	if s.opts.LogDir == "" {
+		return io.Discard, nil
+	}
+	if err := os.MkdirAll(s.opts.LogDir, 0o755); err != nil {
+		return nil, fmt.Errorf("creating the log directory: %w", err)
+	}
+	f, err := os.Create(filepath.Join(s.opts.LogDir, name))
+	if err != nil {
+		return nil, fmt.Errorf("creating a log file: %w", err)
+	}
+	s.logs = append(s.logs, f)
+	return f, nil
+}
+
+// startControlPlane starts etcd and kube-apiserver with the CRDs installed,
+// finds their PIDs, and provisions the administrator, whose kubeconfig it
+// writes.
+func (s *Sandbox) startControlPlane(context.Context) error {
+	s.progress("starting etcd and kube-apiserver from %s", s.opts.AssetsDir)
+	etcdLog, err := s.logFile("etcd.log")
+	if err != nil {
+		return err
+	}
+	apiLog, err := s.logFile("kube-apiserver.log")
+	if err != nil {
+		return err
+	}
+	s.env = &envtest.Environment{
+		CRDDirectoryPaths:     []string{filepath.Join(s.opts.ConfigDir, "crd", "bases")},
+		ErrorIfCRDPathMissing: true,
+		BinaryAssetsDirectory: s.opts.AssetsDir,
+		Scheme:                s.scheme,
+		ControlPlane: envtest.ControlPlane{
+			Etcd:      &envtest.Etcd{Out: etcdLog, Err: etcdLog},
+			APIServer: &envtest.APIServer{Out: apiLog, Err: apiLog},
+		},
+	}
+	if _, err := s.env.Start(); err != nil {
+		return fmt.Errorf("starting etcd and kube-apiserver: %w", err)
+	}
+	api := s.env.ControlPlane.APIServer
+	apiPort, _ := strconv.Atoi(api.SecureServing.Port)
+	etcdPort, _ := strconv.Atoi(s.env.ControlPlane.Etcd.URL.Port())
+	s.ports = append(s.ports, apiPort, etcdPort)
+	for _, p := range []struct{ name, arg string }{
+		{"etcd", "--listen-client-urls=" + s.env.ControlPlane.Etcd.URL.String()},
+		{"kube-apiserver", "--secure-port=" + api.SecureServing.Port},
+	} {
+		pid, err := findChild(p.name, p.arg)
+		if err != nil {
+			return err
+		}
+		s.processes = append(s.processes, Process{Name: p.name, PID: pid})
+	}
+	s.progress("kube-apiserver at %s (pid %d), etcd at %s (pid %d)",
+		s.env.Config.Host, s.processes[1].PID, s.env.ControlPlane.Etcd.URL, s.processes[0].PID)
+
+	admin, err := s.env.ControlPlane.AddUser(envtest.User{Name: "sandbox-admin", Groups: []string{"system:masters"}}, s.env.Config)
+	if err != nil {
+		return fmt.Errorf("adding the administrator: %w", err)
+	}
+	s.adminConfig = tune(admin.Config())
+	if s.admin, err = client.New(s.adminConfig, client.Options{Scheme: s.scheme}); err != nil {
+		return fmt.Errorf("creating the administrator's client: %w", err)
+	}
+	if s.opts.KubeconfigPath != "" {
+		data, err := admin.KubeConfig()
+		if err != nil {
+			return fmt.Errorf("writing the administrator's kubeconfig: %w", err)
+		}
+		if err := os.MkdirAll(filepath.Dir(s.opts.KubeconfigPath), 0o755); err != nil {
+			return fmt.Errorf("writing the administrator's kubeconfig: %w", err)
+		}
+		if err := os.WriteFile(s.opts.KubeconfigPath, data, 0o600); err != nil {
+			return fmt.Errorf("writing the administrator's kubeconfig: %w", err)
+		}
+		s.progress("wrote an administrator's kubeconfig to %s", s.opts.KubeconfigPath)
+	}
+	return nil
+}
+
+// tune raises a client's rate limits: the sandbox is one machine's worth
+// of controllers, not a shared cluster.
+func tune(cfg *rest.Config) *rest.Config {
+	cfg.QPS, cfg.Burst = 200, 400
+	return cfg
+}
+
+// install applies the deployment's namespace, RBAC and Service, creates
+// the manager's and the disk monitor's users, the StorageClass, the
+// topology's nodes and, with the extender, its setting.
+func (s *Sandbox) install(ctx context.Context) error {
+	dir := filepath.Join(s.opts.ConfigDir, "default")
+	ids, err := installDeployment(ctx, s.admin, dir)
+	if err != nil {
+		return err
+	}
+	if ids.namespace != Namespace {
+		return fmt.Errorf("the deployment in %s installs into %q, not %s", dir, ids.namespace, Namespace)
+	}
+	name, groups := serviceAccountUser(ids.namespace, ids.manager)
+	mgrUser, err := s.env.ControlPlane.AddUser(envtest.User{Name: name, Groups: groups}, s.env.Config)
+	if err != nil {
+		return fmt.Errorf("adding the manager's user: %w", err)
+	}
+	s.managerConfig, s.managerUser = tune(mgrUser.Config()), name
+	name, groups = serviceAccountUser(ids.namespace, ids.diskMonitor)
+	dmUser, err := s.env.ControlPlane.AddUser(envtest.User{Name: name, Groups: groups}, s.env.Config)
+	if err != nil {
+		return fmt.Errorf("adding the disk monitor's user: %w", err)
+	}
+	s.diskMonitorConfig = tune(dmUser.Config())
+	s.progress("installed the CRDs and the RBAC of %s; the manager runs as %s", dir, s.managerUser)
+
+	if err := s.admin.Create(ctx, StorageClass()); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("creating StorageClass %s: %w", StorageClassName, err)
+	}
+	if s.opts.Extender {
+		if err := s.enableExtender(ctx); err != nil {
+			return err
+		}
+	}
+	if err := createTopology(ctx, s.admin, s.opts.Topology, Namespace); err != nil {
+		return err
+	}
+	s.progress("created StorageClass %s and %d nodes with %d disks", StorageClassName, len(s.opts.Topology.Nodes), s.opts.Topology.DiskCount())
+	return nil
+}
+
+// enableExtender sets scheduler-extender-enabled to "true".
+func (s *Sandbox) enableExtender(ctx context.Context) error {
+	setting := &longhornv1.Setting{
+		ObjectMeta: metav1.ObjectMeta{Name: longhornv1.SettingSchedulerExtenderEnabled, Namespace: Namespace},
+		Value:      "true",
+	}
+	err := s.admin.Create(ctx, setting)
+	if apierrors.IsAlreadyExists(err) {
+		existing := &longhornv1.Setting{}
+		if err := s.admin.Get(ctx, client.ObjectKeyFromObject(setting), existing); err != nil {
+			return fmt.Errorf("getting setting %s: %w", setting.Name, err)
+		}
+		existing.Value = "true"
+		err = s.admin.Update(ctx, existing)
+	}
+	if err != nil {
+		return fmt.Errorf("enabling the scheduler extender: %w", err)
+	}
+	return nil
+}
+
+// run starts mgr in the background, recording a failure if it stops
+// before Stop asks it to.
+func (s *Sandbox) run(name string, mgr ctrl.Manager) {
+	ctx, cancel := context.WithCancel(context.Background())
+	r := &runner{name: name, cancel: cancel, done: make(chan error, 1)}
+	s.runners = append(s.runners, r)
+	go func() {
+		err := mgr.Start(ctx)
+		if ctx.Err() == nil {
+			s.fail(fmt.Errorf("%s stopped: %v", name, err))
+		}
+		r.done <- err
+	}()
+}
+
+// fail records the first component failure and closes Done.
+func (s *Sandbox) fail(err error) {
+	s.failOnce.Do(func() {
+		s.failErr = err
+		close(s.failed)
+	})
+}
+
+// startDataPlane runs the simulated data plane in its own manager with the
+// administrator's credentials, like the cluster components it stands in for.
+func (s *Sandbox) startDataPlane(context.Context) error {
+	mgr, err := ctrl.NewManager(s.adminConfig, ctrl.Options{
+		Scheme:                 s.scheme,
+		Metrics:                metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress: "0",
+		Controller:             config.Controller{SkipNameValidation: ptr.To(true)},
+	})
+	if err != nil {
+		return fmt.Errorf("creating the data plane's manager: %w", err)
+	}
+	var nodes []string
+	for _, n := range s.opts.Topology.Nodes {
+		nodes = append(nodes, n.Name)
+	}
+	if err := dataplane.Setup(mgr, dataplane.Options{Namespace: Namespace, Nodes: nodes}); err != nil {
+		return err
+	}
+	s.run("the data plane", mgr)
+	s.progress("started the data plane: kubelets, provisioner, attacher, instance managers")
+	return nil
+}
+
+// startDiskMonitors runs one disk monitor per node, each in its own
+// manager under the disk monitor's user, as the DaemonSet would.
+func (s *Sandbox) startDiskMonitors(context.Context) error {
+	for _, n := range s.opts.Topology.Nodes {
+		mgr, err := manager.New(s.diskMonitorConfig, s.scheme, manager.Options{
+			Namespace:                    Namespace,
+			MetricsBindAddress:           "0",
+			HealthProbeBindAddress:       "0",
+			SkipControllerNameValidation: true,
+			DiskMonitor: &manager.DiskMonitorOptions{
+				NodeName: n.Name, Source: n.Source(), Interval: s.opts.DiskMonitorInterval,
+			},
+		})
+		if err != nil {
+			return fmt.Errorf("creating the disk monitor of node %s: %w", n.Name, err)
+		}
+		s.run("the disk monitor of node "+n.Name, mgr)
+	}
+	s.progress("started %d disk monitors", len(s.opts.Topology.Nodes))
+	return nil
+}
+
+// startManager runs the manager under its own user, with leader election
+// and, with the extender, the extender on a free loopback port.
+func (s *Sandbox) startManager(context.Context) error {
+	metricsPort, err := freePort()
+	if err != nil {
+		return err
+	}
+	s.metricsAddr = "127.0.0.1:" + strconv.Itoa(metricsPort)
+	s.ports = append(s.ports, metricsPort)
+	opts := manager.Options{
+		Namespace:                    Namespace,
+		MetricsBindAddress:           s.metricsAddr,
+		HealthProbeBindAddress:       "0",
+		LeaderElection:               true,
+		SkipControllerNameValidation: true,
+		// The manager runs on this machine, not on a simulated node; the
+		// extender's heartbeat is labelled with the machine's name.
+		NodeName: hostname(),
+	}
+	if s.opts.Extender {
+		port, err := freePort()
+		if err != nil {
+			return err
+		}
+		opts.ExtenderBindAddress = "127.0.0.1:" + strconv.Itoa(port)
+		s.extenderURL = "http://" + opts.ExtenderBindAddress
+		s.ports = append(s.ports, port)
+	}
+	mgr, err := manager.New(s.managerConfig, s.scheme, opts)
+	if err != nil {
+		return fmt.Errorf("creating the manager: %w", err)
+	}
+	s.run("the manager", mgr)
+	if s.opts.Extender {
+		s.progress("started the manager (metrics at http://%s/metrics, extender at %s)", s.metricsAddr, s.extenderURL)
+	} else {
+		s.progress("started the manager (metrics at http://%s/metrics, no extender)", s.metricsAddr)
+	}
+	return nil
+}
+
+// hostname returns this machine's name, or "sandbox".
+func hostname() string {
+	if h, err := os.Hostname(); err == nil && h != "" {
+		return h
+	}
+	return "sandbox"
+}
+
+// startScheduler writes kube-scheduler's kubeconfig and configuration and
+// starts it as the system:kube-scheduler user.
+func (s *Sandbox) startScheduler(ctx context.Context) error {
+	user, err := s.env.ControlPlane.AddUser(envtest.User{Name: "system:kube-scheduler"}, s.env.Config)
+	if err != nil {
+		return fmt.Errorf("adding kube-scheduler's user: %w", err)
+	}
+	kubeconfig, err := user.KubeConfig()
+	if err != nil {
+		return fmt.Errorf("writing kube-scheduler's kubeconfig: %w", err)
+	}
+	kubeconfigPath := filepath.Join(s.workDir, "kube-scheduler.kubeconfig")
+	if err := os.WriteFile(kubeconfigPath, kubeconfig, 0o600); err != nil {
+		return fmt.Errorf("writing kube-scheduler's kubeconfig: %w", err)
+	}
+	cfg, err := MarshalSchedulerConfig(SchedulerConfig(kubeconfigPath, s.extenderURL))
+	if err != nil {
+		return err
+	}
+	cfgDir := s.opts.LogDir
+	if cfgDir == "" {
+		cfgDir = s.workDir
+	}
+	cfgPath := filepath.Join(cfgDir, "kube-scheduler-config.yaml")
+	if err := os.WriteFile(cfgPath, cfg, 0o644); err != nil {
+		return fmt.Errorf("writing kube-scheduler's configuration: %w", err)
+	}
+	out, err := s.logFile("kube-scheduler.log")
+	if err != nil {
+		return err
+	}
+	port, err := freePort()
+	if err != nil {
+		return err
+	}
+	if s.scheduler, err = startScheduler(ctx, filepath.Join(s.opts.AssetsDir, "kube-scheduler"), cfgPath, port, out); err != nil {
+		return err
+	}
+	s.ports = append(s.ports, port)
+	s.processes = append(s.processes, Process{Name: "kube-scheduler", PID: s.scheduler.pid()})
+	go func() {
+		<-s.scheduler.done
+		s.fail(fmt.Errorf("kube-scheduler exited: %v", s.scheduler.err))
+	}()
+	s.progress("started kube-scheduler (pid %d) with %s", s.scheduler.pid(), cfgPath)
+	return nil
+}
+
+// waitReady waits until every disk's DiskSchedule is Ready and, with the
+// extender, the extender answers /healthz.
+func (s *Sandbox) waitReady(ctx context.Context) error {
+	s.progress("waiting for the %d disks' ledgers to be Ready", s.opts.Topology.DiskCount())
+	var notReady string
+	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, s.opts.ReadyTimeout, true, func(ctx context.Context) (bool, error) {
+		select {
+		case <-s.failed:
+			return false, s.failErr
+		default:
+		}
+		for _, n := range s.opts.Topology.Nodes {
+			for _, d := range n.Disks {
+				ds := &longhornv1.DiskSchedule{}
+				key := client.ObjectKey{Namespace: Namespace, Name: DiskUUID(n.Name, d.Name)}
+				if err := s.admin.Get(ctx, key, ds); err != nil {
+					notReady = fmt.Sprintf("disk %s of node %s has no DiskSchedule %s yet", d.Name, n.Name, key.Name)
+					return false, client.IgnoreNotFound(err)
+				}
+				if !meta.IsStatusConditionTrue(ds.Status.Conditions, longhornv1.DiskScheduleConditionReady) {
+					notReady = fmt.Sprintf("DiskSchedule %s (disk %s of node %s) is not Ready", key.Name, d.Name, n.Name)
+					return false, nil
+				}
+			}
+		}
+		return true, nil
+	})
+	if err != nil {
+		return fmt.Errorf("waiting for the sandbox to be ready (%s; a Forbidden error in the log means the RBAC of config/default lacks a rule): %w", notReady, err)
+	}
+	if s.extenderURL == "" {
+		return nil
+	}
+	hc := &http.Client{Timeout: time.Second}
+	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, s.opts.ReadyTimeout, true, func(ctx context.Context) (bool, error) {
+		return healthy(ctx, hc, s.extenderURL+"/healthz"), nil
+	})
+	if err != nil {
+		return fmt.Errorf("waiting for the scheduler extender at %s/healthz: %w", s.extenderURL, err)
+	}
+	return nil
+}
+
+// Stop stops kube-scheduler, the manager, the disk monitors, the data
+// plane, kube-apiserver and etcd, in that order, waits until every one has
+// stopped, and removes the kubeconfig it wrote. It may be called more than
+// once.
+func (s *Sandbox) Stop() error {
+	s.stopOnce.Do(func() {
+		var errs []error
+		if s.scheduler != nil {
+			errs = append(errs, s.scheduler.stop(10*time.Second))
+		}
+		// Stop in reverse order of start: the manager before the data plane.
+		for i := len(s.runners) - 1; i >= 0; i-- {
+			r := s.runners[i]
+			r.cancel()
+			select {
+			case err := <-r.done:
+				if err != nil {
+					errs = append(errs, fmt.Errorf("%s: %w", r.name, err))
+				}
+			case <-time.After(runnerStopTimeout):
+				// A controller-runtime manager whose cache never synced (a
+				// Forbidden list, say) does not return from Start when
+				// cancelled; it is left behind rather than hang Stop.
+				errs = append(errs, fmt.Errorf("%s did not stop within %s (did its cache ever sync?)", r.name, runnerStopTimeout))
+			}
+		}
+		if s.env != nil {
+			if err := s.env.Stop(); err != nil {
+				errs = append(errs, fmt.Errorf("stopping kube-apiserver and etcd: %w", err))
+			}
+		}
+		for _, f := range s.logs {
+			errs = append(errs, f.Close())
+		}
+		if s.workDir != "" {
+			errs = append(errs, os.RemoveAll(s.workDir))
+		}
+		if s.opts.KubeconfigPath != "" && s.adminConfig != nil {
+			if err := os.Remove(s.opts.KubeconfigPath); err != nil && !errors.Is(err, os.ErrNotExist) {
+				errs = append(errs, err)
+			}
+		}
+		s.stopErr = errors.Join(errs...)
+	})
+	return s.stopErr
+}
+
+// Done is closed when a component of the sandbox stopped on its own
+// (kube-scheduler exited, a manager failed); Err says which.
+func (s *Sandbox) Done() <-chan struct{} { return s.failed }
+
+// Err returns why the sandbox failed, once Done is closed.
+func (s *Sandbox) Err() error {
+	select {
+	case <-s.failed:
+		return s.failErr
+	default:
+		return nil
+	}
+}
+
+// AdminConfig returns a rest.Config of an administrator (system:masters).
+func (s *Sandbox) AdminConfig() *rest.Config { return rest.CopyConfig(s.adminConfig) }
+
+// ManagerConfig returns the rest.Config the manager runs with: its
+// ServiceAccount's identity, authorized only by the deployment's RBAC.
+func (s *Sandbox) ManagerConfig() *rest.Config { return rest.CopyConfig(s.managerConfig) }
+
+// ManagerUser returns the user name the manager runs as.
+func (s *Sandbox) ManagerUser() string { return s.managerUser }
+
+// Client returns an administrator's client with the project's scheme.
+func (s *Sandbox) Client() client.Client { return s.admin }
+
+// Scheme returns the scheme of the sandbox's clients.
+func (s *Sandbox) Scheme() *runtime.Scheme { return s.scheme }
+
+// KubeconfigPath returns where the administrator's kubeconfig was
+// written, or "".
+func (s *Sandbox) KubeconfigPath() string { return s.opts.KubeconfigPath }
+
+// ExtenderURL returns the extender's URL kube-scheduler calls, or "" without the extender.
+func (s *Sandbox) ExtenderURL() string { return s.extenderURL }
+
+// Processes returns the processes the sandbox started: etcd,
+// kube-apiserver and kube-scheduler.
+func (s *Sandbox) Processes() []Process { return append([]Process(nil), s.processes...) }
+
+// Ports returns the loopback ports the sandbox listens on: kube-apiserver,
+// etcd's client port, the manager's metrics, the extender and
+// kube-scheduler's health port.
+func (s *Sandbox) Ports() []int { return append([]int(nil), s.ports...) }

@@ -1,0 +1,450 @@
+package sandbox_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	authenticationv1 "k8s.io/api/authentication/v1"
+	authorizationv1 "k8s.io/api/authorization/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	longhornv1 "github.com/longhorn/diskschedule/api/v1beta2"
+	"github.com/longhorn/diskschedule/internal/dataplane"
+	"github.com/longhorn/diskschedule/internal/manager"
+	"github.com/longhorn/diskschedule/internal/sandbox"
+	"github.com/longhorn/diskschedule/internal/testenv"
+)
+
+// twoNodes is the sandbox the end-to-end test runs.
+const twoNodes = `
+nodes:
+- name: node-1
+  zone: zone-a
+  disks:
+  - {name: disk-1, size: 100Gi}
+- name: node-2
+  zone: zone-b
+  disks:
+  - {name: disk-1, size: 100Gi}
+`
+
+// TestSandbox starts the sandbox with real etcd, kube-apiserver and
+// kube-scheduler processes, without and with the extender, and runs a pod
+// with a Longhorn volume through it: kube-scheduler binds the pod, the
+// data plane provisions and attaches the volume, the manager (under its
+// generated RBAC only) places the replica on the pod's node through the
+// ledger, and everything is released and stopped again.
+func TestSandbox(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a control plane")
+	}
+	for _, tt := range []struct {
+		name     string
+		extender bool
+	}{
+		{name: "without the extender", extender: false},
+		{name: "with the extender", extender: true},
+	} {
+		t.Run(tt.name, func(t *testing.T) { testSandbox(t, tt.extender) })
+	}
+}
+
+func testSandbox(t *testing.T, extender bool) {
+	topo, err := sandbox.ParseTopology([]byte(twoNodes))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	out := &syncBuffer{}
+	sb, err := sandbox.Start(context.Background(), sandbox.Options{
+		Topology:       topo,
+		Extender:       extender,
+		KubeconfigPath: filepath.Join(dir, "kubeconfig"),
+		ConfigDir:      filepath.Join(testenv.RepoRoot(), "config"),
+		AssetsDir:      testenv.AssetsDir(),
+		LogDir:         filepath.Join(dir, "logs"),
+		Out:            out,
+	})
+	if err != nil {
+		t.Fatalf("starting the sandbox: %v\n%s", err, out)
+	}
+	t.Cleanup(func() {
+		if err := sb.Stop(); err != nil {
+			t.Errorf("stopping the sandbox: %v", err)
+		}
+	})
+	t.Cleanup(func() {
+		if t.Failed() {
+			logTail(t, filepath.Join(dir, "logs", "kube-scheduler.log"))
+		}
+	})
+	if !strings.Contains(out.String(), "\nsandbox ready\n") {
+		t.Errorf("the progress lines have no line `sandbox ready`:\n%s", out)
+	}
+	if _, err := os.Stat(sb.KubeconfigPath()); err != nil {
+		t.Errorf("the administrator's kubeconfig: %v", err)
+	}
+	if got := sb.ExtenderURL() != ""; got != extender {
+		t.Errorf("ExtenderURL() = %q with extender=%v", sb.ExtenderURL(), extender)
+	}
+
+	t.Run("a pod is scheduled by kube-scheduler and its replica placed on the pod's node", func(t *testing.T) {
+		testWorkload(t, sb)
+	})
+	t.Run("the manager runs under the deployment's RBAC only", func(t *testing.T) {
+		testManagerRBAC(t, sb)
+	})
+	t.Run("Stop leaves no process and no port behind", func(t *testing.T) {
+		select {
+		case <-sb.Done():
+			t.Errorf("a component of the sandbox stopped on its own: %v", sb.Err())
+		default:
+		}
+		testStop(t, sb)
+	})
+}
+
+func testWorkload(t *testing.T, sb *sandbox.Sandbox) {
+	ctx := context.Background()
+	c := sb.Client()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "workload"}}
+	if err := c.Create(ctx, ns); err != nil {
+		t.Fatal(err)
+	}
+	size := resource.MustParse("10Gi")
+	pvc := &corev1.PersistentVolumeClaim{
+		ObjectMeta: metav1.ObjectMeta{Name: "data", Namespace: ns.Name},
+		Spec: corev1.PersistentVolumeClaimSpec{
+			AccessModes:      []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			StorageClassName: ptr.To(sandbox.StorageClassName),
+			Resources:        corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: size}},
+		},
+	}
+	one := corev1.ResourceList{dataplane.ExtendedResource: resource.MustParse("1")}
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "app", Namespace: ns.Name},
+		Spec: corev1.PodSpec{
+			Containers: []corev1.Container{{
+				Name: "app", Image: "busybox",
+				Resources:    corev1.ResourceRequirements{Requests: one, Limits: one},
+				VolumeMounts: []corev1.VolumeMount{{Name: "data", MountPath: "/data"}},
+			}},
+			Volumes: []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{
+				PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: pvc.Name},
+			}}},
+		},
+	}
+	for _, obj := range []client.Object{pvc, pod} {
+		if err := c.Create(ctx, obj); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	// kube-scheduler binds the pod (nothing else in the sandbox binds pods)
+	// and says so in a Scheduled event.
+	eventually(t, "the pod is bound to a node by kube-scheduler", func(ctx context.Context) (bool, string, error) {
+		if err := c.Get(ctx, client.ObjectKeyFromObject(pod), pod); err != nil {
+			return false, "", err
+		}
+		scheduled := false
+		for _, cond := range pod.Status.Conditions {
+			scheduled = scheduled || cond.Type == corev1.PodScheduled && cond.Status == corev1.ConditionTrue
+		}
+		return pod.Spec.NodeName != "" && scheduled, fmt.Sprintf("nodeName %q, conditions %v", pod.Spec.NodeName, pod.Status.Conditions), nil
+	})
+	node := pod.Spec.NodeName
+	if node != "node-1" && node != "node-2" {
+		t.Fatalf("the pod is on %q, not a sandbox node", node)
+	}
+	eventually(t, "kube-scheduler reports the binding", func(ctx context.Context) (bool, string, error) {
+		events := &eventsv1.EventList{}
+		if err := c.List(ctx, events, client.InNamespace(ns.Name)); err != nil {
+			return false, "", err
+		}
+		var seen []string
+		for _, e := range events.Items {
+			seen = append(seen, e.ReportingController+"/"+e.Reason)
+			if e.Regarding.Name == pod.Name && e.Reason == "Scheduled" && e.ReportingController == "default-scheduler" {
+				return true, "", nil
+			}
+		}
+		return false, fmt.Sprintf("events %v", seen), nil
+	})
+
+	// The data plane provisions the claim and attaches the volume to the pod's node.
+	eventually(t, "the claim is bound", func(ctx context.Context) (bool, string, error) {
+		if err := c.Get(ctx, client.ObjectKeyFromObject(pvc), pvc); err != nil {
+			return false, "", err
+		}
+		return pvc.Spec.VolumeName != "" && pvc.Status.Phase == corev1.ClaimBound, fmt.Sprintf("volumeName %q, phase %s", pvc.Spec.VolumeName, pvc.Status.Phase), nil
+	})
+	volKey := client.ObjectKey{Namespace: sandbox.Namespace, Name: "pvc-" + string(pvc.UID)}
+	if pvc.Spec.VolumeName != volKey.Name {
+		t.Errorf("the claim is bound to %s, want %s", pvc.Spec.VolumeName, volKey.Name)
+	}
+	vol := &longhornv1.Volume{}
+	eventually(t, "the volume is attached to the pod's node", func(ctx context.Context) (bool, string, error) {
+		if err := c.Get(ctx, volKey, vol); err != nil {
+			return false, "", client.IgnoreNotFound(err)
+		}
+		return vol.Spec.NodeID == node, fmt.Sprintf("nodeID %q", vol.Spec.NodeID), nil
+	})
+	if vol.Spec.Size.Cmp(size) != 0 || vol.Spec.NumberOfReplicas != 1 || vol.Spec.DataLocality != longhornv1.DataLocalityBestEffort {
+		t.Errorf("volume spec = %+v, want 10Gi, 1 replica, best-effort (from the StorageClass)", vol.Spec)
+	}
+
+	// The manager places the replica on the pod's node through the ledger;
+	// the data plane starts it once granted, then the pod.
+	disk := sandbox.DiskUUID(node, "disk-1")
+	var rep longhornv1.Replica
+	eventually(t, "a replica is granted on the pod's node's disk and running", func(ctx context.Context) (bool, string, error) {
+		reps, err := volumeReplicas(ctx, c, vol.Name)
+		if err != nil || len(reps) != 1 {
+			return false, fmt.Sprintf("%d replicas", len(reps)), err
+		}
+		rep = reps[0]
+		if rep.Spec.NodeID != node || rep.Spec.DiskID != disk {
+			return false, fmt.Sprintf("replica %s on node %q disk %q", rep.Name, rep.Spec.NodeID, rep.Spec.DiskID), nil
+		}
+		ds := &longhornv1.DiskSchedule{}
+		if err := c.Get(ctx, client.ObjectKey{Namespace: sandbox.Namespace, Name: disk}, ds); err != nil {
+			return false, "", err
+		}
+		entry, ok := ds.Status.Replicas[rep.Name]
+		if !ok || entry.State != longhornv1.RequestStateScheduled || entry.ScheduledSize != size.Value() || rep.Spec.VolumeSize != size.Value() {
+			return false, fmt.Sprintf("ledger entry %+v, replica size %d", entry, rep.Spec.VolumeSize), nil
+		}
+		return rep.Status.CurrentState == longhornv1.ReplicaStateRunning, fmt.Sprintf("replica state %q", rep.Status.CurrentState), nil
+	})
+	eventually(t, "the pod is Running", func(ctx context.Context) (bool, string, error) {
+		if err := c.Get(ctx, client.ObjectKeyFromObject(pod), pod); err != nil {
+			return false, "", err
+		}
+		return pod.Status.Phase == corev1.PodRunning, fmt.Sprintf("phase %s", pod.Status.Phase), nil
+	})
+
+	// Deleting the pod detaches the volume; deleting the claim reclaims the
+	// volume, its replica and its ledger entry.
+	if err := c.Delete(ctx, pod); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the pod is gone and the volume detached", func(ctx context.Context) (bool, string, error) {
+		err := c.Get(ctx, client.ObjectKeyFromObject(pod), &corev1.Pod{})
+		if client.IgnoreNotFound(err) != nil {
+			return false, "", err
+		}
+		if err := c.Get(ctx, volKey, vol); err != nil {
+			return false, "", err
+		}
+		return apierrors.IsNotFound(err) && vol.Spec.NodeID == "", fmt.Sprintf("pod found: %v, nodeID %q", err == nil, vol.Spec.NodeID), nil
+	})
+	if err := c.Delete(ctx, pvc); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the claim, its PersistentVolume, the volume and the ledger entry are gone", func(ctx context.Context) (bool, string, error) {
+		var left []string
+		for _, obj := range []client.Object{&corev1.PersistentVolumeClaim{ObjectMeta: pvc.ObjectMeta},
+			&corev1.PersistentVolume{ObjectMeta: metav1.ObjectMeta{Name: volKey.Name}}, &longhornv1.Volume{ObjectMeta: metav1.ObjectMeta{Namespace: volKey.Namespace, Name: volKey.Name}}} {
+			err := c.Get(ctx, client.ObjectKeyFromObject(obj), obj)
+			if client.IgnoreNotFound(err) != nil {
+				return false, "", err
+			}
+			if err == nil {
+				left = append(left, fmt.Sprintf("%T %s", obj, obj.GetName()))
+			}
+		}
+		ds := &longhornv1.DiskSchedule{}
+		if err := c.Get(ctx, client.ObjectKey{Namespace: sandbox.Namespace, Name: disk}, ds); err != nil {
+			return false, "", err
+		}
+		if _, ok := ds.Status.Replicas[rep.Name]; ok || ds.Status.StorageScheduled != 0 {
+			left = append(left, fmt.Sprintf("ledger %s grants %d bytes", disk, ds.Status.StorageScheduled))
+		}
+		return len(left) == 0, strings.Join(left, ", "), nil
+	})
+}
+
+func testManagerRBAC(t *testing.T, sb *sandbox.Sandbox) {
+	ctx := context.Background()
+	mc, err := client.New(sb.ManagerConfig(), client.Options{Scheme: sb.Scheme()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	review := &authenticationv1.SelfSubjectReview{}
+	if err := mc.Create(ctx, review); err != nil {
+		t.Fatal(err)
+	}
+	user := review.Status.UserInfo
+	if user.Username != sb.ManagerUser() || !strings.HasPrefix(user.Username, "system:serviceaccount:longhorn-system:") {
+		t.Errorf("the manager authenticates as %q, want its ServiceAccount %q", user.Username, sb.ManagerUser())
+	}
+	for _, g := range user.Groups {
+		if g == "system:masters" {
+			t.Errorf("the manager's user is in system:masters: %v", user.Groups)
+		}
+	}
+	for _, tt := range []struct {
+		attrs authorizationv1.ResourceAttributes
+		want  bool
+	}{
+		{authorizationv1.ResourceAttributes{Namespace: sandbox.Namespace, Verb: "update", Group: "longhorn.io", Resource: "diskschedules", Subresource: "status"}, true},
+		{authorizationv1.ResourceAttributes{Namespace: sandbox.Namespace, Verb: "create", Group: "longhorn.io", Resource: "replicas"}, true},
+		{authorizationv1.ResourceAttributes{Namespace: sandbox.Namespace, Verb: "update", Group: "coordination.k8s.io", Resource: "leases"}, true},
+		{authorizationv1.ResourceAttributes{Verb: "delete", Resource: "namespaces"}, false},
+		{authorizationv1.ResourceAttributes{Namespace: "default", Verb: "create", Resource: "pods"}, false},
+		{authorizationv1.ResourceAttributes{Namespace: sandbox.Namespace, Verb: "get", Resource: "secrets"}, false},
+		{authorizationv1.ResourceAttributes{Namespace: "default", Verb: "update", Group: "coordination.k8s.io", Resource: "leases"}, false},
+	} {
+		ssar := &authorizationv1.SelfSubjectAccessReview{Spec: authorizationv1.SelfSubjectAccessReviewSpec{ResourceAttributes: &tt.attrs}}
+		if err := mc.Create(ctx, ssar); err != nil {
+			t.Fatal(err)
+		}
+		if ssar.Status.Allowed != tt.want {
+			t.Errorf("the manager may %s %s.%s/%s in %q: %v, want %v (%s)", tt.attrs.Verb, tt.attrs.Resource, tt.attrs.Group,
+				tt.attrs.Subresource, tt.attrs.Namespace, ssar.Status.Allowed, tt.want, ssar.Status.Reason)
+		}
+	}
+
+	// The happy path needs nothing more: the manager leads, and every ledger
+	// was decided (its status written) under the manager's identity.
+	c := sb.Client()
+	lease := &coordinationv1.Lease{}
+	if err := c.Get(ctx, client.ObjectKey{Namespace: sandbox.Namespace, Name: manager.DefaultLeaderElectionID}, lease); err != nil {
+		t.Fatalf("the manager's lease: %v", err)
+	}
+	if lease.Spec.HolderIdentity == nil || *lease.Spec.HolderIdentity == "" {
+		t.Errorf("nobody holds the manager's lease")
+	}
+	list := &longhornv1.DiskScheduleList{}
+	if err := c.List(ctx, list, client.InNamespace(sandbox.Namespace)); err != nil {
+		t.Fatal(err)
+	}
+	if len(list.Items) != 2 {
+		t.Errorf("%d DiskSchedules, want one per disk (2)", len(list.Items))
+	}
+	for _, ds := range list.Items {
+		if ds.Status.ObservedGeneration != ds.Generation || !meta.IsStatusConditionTrue(ds.Status.Conditions, longhornv1.DiskScheduleConditionReady) {
+			t.Errorf("DiskSchedule %s is not decided: observedGeneration %d of %d, conditions %v",
+				ds.Name, ds.Status.ObservedGeneration, ds.Generation, ds.Status.Conditions)
+		}
+	}
+}
+
+func testStop(t *testing.T, sb *sandbox.Sandbox) {
+	procs, ports := sb.Processes(), sb.Ports()
+	var names []string
+	for _, p := range procs {
+		names = append(names, p.Name)
+		if !sandbox.ProcessAlive(p.PID) {
+			t.Errorf("%s (pid %d) is not running before Stop", p.Name, p.PID)
+		}
+	}
+	if got := strings.Join(names, ","); got != "etcd,kube-apiserver,kube-scheduler" {
+		t.Errorf("Processes() = %s, want etcd, kube-apiserver and kube-scheduler", got)
+	}
+	if len(ports) < 4 {
+		t.Errorf("Ports() = %v, want at least kube-apiserver, etcd, metrics and kube-scheduler", ports)
+	}
+	for _, port := range ports {
+		if sandbox.PortFree(port) {
+			t.Errorf("port %d is free before Stop", port)
+		}
+	}
+	if err := sb.Stop(); err != nil {
+		t.Errorf("Stop: %v", err)
+	}
+	eventually(t, "every process exited and every port is free", func(context.Context) (bool, string, error) {
+		var left []string
+		for _, p := range procs {
+			if sandbox.ProcessAlive(p.PID) {
+				left = append(left, fmt.Sprintf("%s (pid %d)", p.Name, p.PID))
+			}
+		}
+		for _, port := range ports {
+			if !sandbox.PortFree(port) {
+				left = append(left, fmt.Sprintf("port %d", port))
+			}
+		}
+		return len(left) == 0, strings.Join(left, ", ") + " still in use", nil
+	})
+	if _, err := os.Stat(sb.KubeconfigPath()); !os.IsNotExist(err) {
+		t.Errorf("the kubeconfig %s is still there after Stop (%v)", sb.KubeconfigPath(), err)
+	}
+}
+
+// volumeReplicas returns the live replicas of a volume.
+func volumeReplicas(ctx context.Context, c client.Client, volume string) ([]longhornv1.Replica, error) {
+	list := &longhornv1.ReplicaList{}
+	if err := c.List(ctx, list, client.InNamespace(sandbox.Namespace)); err != nil {
+		return nil, err
+	}
+	var out []longhornv1.Replica
+	for _, r := range list.Items {
+		if r.Spec.VolumeName == volume && r.DeletionTimestamp.IsZero() {
+			out = append(out, r)
+		}
+	}
+	return out, nil
+}
+
+// eventually waits up to a minute for check, failing the test with the
+// last state check reported.
+func eventually(t *testing.T, what string, check func(ctx context.Context) (done bool, state string, err error)) {
+	t.Helper()
+	var state string
+	err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		done, s, err := check(ctx)
+		state = s
+		return done, err
+	})
+	if err != nil {
+		t.Fatalf("waiting until %s: %v; last: %s", what, err, state)
+	}
+}
+
+// logTail logs the end of a log file.
+func logTail(t *testing.T, path string) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Logf("reading %s: %v", path, err)
+		return
+	}
+	if len(data) > 4000 {
+		data = data[len(data)-4000:]
+	}
+	t.Logf("end of %s:\n%s", path, data)
+}
+
+// syncBuffer is a bytes.Buffer safe for concurrent use.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}

@@ -1,0 +1,200 @@
+package sandbox
+
+import (
+	"context"
+	"crypto/tls"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"strconv"
+	"syscall"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	componentbaseconfigv1alpha1 "k8s.io/component-base/config/v1alpha1"
+	schedulerconfigv1 "k8s.io/kube-scheduler/config/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/yaml"
+
+	"github.com/longhorn/diskschedule/internal/dataplane"
+)
+
+// SchedulerConfig returns kube-scheduler's configuration for the sandbox:
+// no leader election, the API server reached through kubeconfig, and, when
+// extenderURL is not empty, the diskschedule extender at extenderURL for
+// pods that request the longhorn.io/scheduler-extender resource.
+func SchedulerConfig(kubeconfig, extenderURL string) *schedulerconfigv1.KubeSchedulerConfiguration {
+	cfg := &schedulerconfigv1.KubeSchedulerConfiguration{
+		TypeMeta:         metav1.TypeMeta{APIVersion: schedulerconfigv1.SchemeGroupVersion.String(), Kind: "KubeSchedulerConfiguration"},
+		LeaderElection:   componentbaseconfigv1alpha1.LeaderElectionConfiguration{LeaderElect: ptr.To(false)},
+		ClientConnection: componentbaseconfigv1alpha1.ClientConnectionConfiguration{Kubeconfig: kubeconfig, QPS: 200, Burst: 400},
+	}
+	if extenderURL != "" {
+		cfg.Extenders = []schedulerconfigv1.Extender{{
+			URLPrefix:        extenderURL,
+			FilterVerb:       "filter",
+			PrioritizeVerb:   "prioritize",
+			Weight:           1,
+			NodeCacheCapable: true,
+			Ignorable:        false,
+			HTTPTimeout:      metav1.Duration{Duration: 30 * time.Second},
+			ManagedResources: []schedulerconfigv1.ExtenderManagedResource{
+				{Name: string(dataplane.ExtendedResource), IgnoredByScheduler: true},
+			},
+		}}
+	}
+	return cfg
+}
+
+// MarshalSchedulerConfig writes cfg as YAML, leaving out the fields it
+// leaves unset, so that kube-scheduler defaults them.
+func MarshalSchedulerConfig(cfg *schedulerconfigv1.KubeSchedulerConfiguration) ([]byte, error) {
+	data, err := json.Marshal(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("encoding the kube-scheduler configuration: %w", err)
+	}
+	var doc map[string]any
+	if err := json.Unmarshal(data, &doc); err != nil {
+		return nil, fmt.Errorf("encoding the kube-scheduler configuration: %w", err)
+	}
+	pruneZero(doc)
+	return yaml.Marshal(doc)
+}
+
+// pruneZero removes empty strings, zero numbers, zero durations, nulls and
+// empty maps and lists from a decoded JSON document. Booleans are kept.
+func pruneZero(v any) bool {
+	switch t := v.(type) {
+	case nil:
+		return true
+	case string:
+		return t == "" || t == "0s"
+	case float64:
+		return t == 0
+	case map[string]any:
+		for k, e := range t {
+			if pruneZero(e) {
+				delete(t, k)
+			}
+		}
+		return len(t) == 0
+	case []any:
+		for _, e := range t {
+			pruneZero(e)
+		}
+		return len(t) == 0
+	}
+	return false
+}
+
+// process is a child process the sandbox started and stops.
+type process struct {
+	name string
+	cmd  *exec.Cmd
+	done chan struct{}
+	err  error
+}
+
+// startProcess starts path with args in its own process group (so a ^C to
+// the sandbox's terminal leaves its shutdown to the sandbox), output to out.
+func startProcess(name, path string, args []string, out io.Writer) (*process, error) {
+	cmd := exec.Command(path, args...)
+	cmd.Stdout, cmd.Stderr = out, out
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("starting %s: %w", name, err)
+	}
+	p := &process{name: name, cmd: cmd, done: make(chan struct{})}
+	go func() {
+		p.err = cmd.Wait()
+		close(p.done)
+	}()
+	return p, nil
+}
+
+// pid returns the process's ID.
+func (p *process) pid() int { return p.cmd.Process.Pid }
+
+// exited reports whether the process has exited.
+func (p *process) exited() bool {
+	select {
+	case <-p.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// stop sends SIGTERM, waits up to grace for the process to exit, then kills
+// it, and waits until it is gone.
+func (p *process) stop(grace time.Duration) error {
+	if p.exited() {
+		return nil
+	}
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil && !errors.Is(err, os.ErrProcessDone) {
+		return fmt.Errorf("stopping %s: %w", p.name, err)
+	}
+	select {
+	case <-p.done:
+		return nil
+	case <-time.After(grace):
+	}
+	if err := p.cmd.Process.Kill(); err != nil && !errors.Is(err, os.ErrProcessDone) {
+		return fmt.Errorf("killing %s: %w", p.name, err)
+	}
+	<-p.done
+	return fmt.Errorf("%s did not stop within %s and was killed", p.name, grace)
+}
+
+// startScheduler starts kube-scheduler with the configuration file at
+// configPath, serving on 127.0.0.1:port, and waits until it is healthy.
+// Without delegated authentication and authorization, only its
+// always-allowed paths (/healthz, /readyz, /livez) answer; that is all the
+// sandbox reads.
+func startScheduler(ctx context.Context, path, configPath string, port int, out io.Writer) (*process, error) {
+	args := []string{
+		"--config=" + configPath,
+		"--bind-address=127.0.0.1",
+		"--secure-port=" + strconv.Itoa(port),
+		"--v=2",
+	}
+	p, err := startProcess("kube-scheduler", path, args, out)
+	if err != nil {
+		return nil, err
+	}
+	url := fmt.Sprintf("https://127.0.0.1:%d/healthz", port)
+	hc := &http.Client{Timeout: time.Second, Transport: &http.Transport{
+		// kube-scheduler serves a self-signed certificate; only its health is read.
+		TLSClientConfig: &tls.Config{InsecureSkipVerify: true}, //nolint:gosec
+	}}
+	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		if p.exited() {
+			return false, fmt.Errorf("kube-scheduler exited: %v", p.err)
+		}
+		return healthy(ctx, hc, url), nil
+	})
+	if err != nil {
+		return nil, errors.Join(fmt.Errorf("waiting for kube-scheduler at %s: %w", url, err), p.stop(5*time.Second))
+	}
+	return p, nil
+}
+
+// healthy reports whether GET url answers 200.
+func healthy(ctx context.Context, hc *http.Client, url string) bool {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return false
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return false
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	_ = resp.Body.Close()
+	return resp.StatusCode == http.StatusOK
+}
