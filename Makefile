@@ -61,6 +61,14 @@ sandbox: controlplane ## Run etcd, kube-apiserver, kube-scheduler (with the exte
 build: manifests generate fmt vet ## Build the manager binary.
 	go build -o $(LOCALBIN)/manager ./cmd
 
+.PHONY: docker-build
+docker-build: ## Build the manager image (IMG); the disk monitor is the same image.
+	docker build -t $(IMG) .
+
+.PHONY: docker-push
+docker-push: ## Push the manager image (IMG).
+	docker push $(IMG)
+
 .PHONY: run
 run: manifests generate fmt vet ## Run the manager against the cluster in ~/.kube/config.
 	go run ./cmd
