@@ -292,3 +292,121 @@ func TestBackingImageCopyOnReplicaDisk(t *testing.T) {
 		t.Fatalf("want a granted 2Gi copy of the backing image beside each 10Gi replica: %v", err)
 	}
 }
+
+// replicaNodes returns the nodes of the volume's replicas that are not being deleted.
+func replicaNodes(ctx context.Context, ns, volume string) ([]*longhornv1.Replica, error) {
+	list := &longhornv1.ReplicaList{}
+	if err := env.Client.List(ctx, list, client.InNamespace(ns), client.MatchingLabels{"longhornvolume": volume}); err != nil {
+		return nil, err
+	}
+	var out []*longhornv1.Replica
+	for i := range list.Items {
+		if list.Items[i].DeletionTimestamp.IsZero() {
+			out = append(out, &list.Items[i])
+		}
+	}
+	return out, nil
+}
+
+// TestBestEffortLocality follows a best-effort volume with one replica: it
+// waits unplaced until attached, then goes to the attached node; attached
+// elsewhere, a local replica is added and, once it runs, the remote one is
+// removed.
+func TestBestEffortLocality(t *testing.T) {
+	ctx := context.Background()
+	ns := env.NewNamespace(t)
+	cluster(t, ns, 2, 400*gi)
+	vol := newVolume(ns, "vol", 100*gi)
+	vol.Spec.DataLocality = longhornv1.DataLocalityBestEffort
+	if err := env.Client.Create(ctx, vol); err != nil {
+		t.Fatal(err)
+	}
+	poll := func(what string, check func([]*longhornv1.Replica) bool) {
+		t.Helper()
+		err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+			reps, err := replicaNodes(ctx, ns, "vol")
+			return err == nil && check(reps), err
+		})
+		if err != nil {
+			reps, _ := replicaNodes(ctx, ns, "vol")
+			var got []string
+			for _, r := range reps {
+				got = append(got, r.Name+"@"+r.Spec.NodeID+"/"+string(r.Status.CurrentState))
+			}
+			t.Fatalf("%s: replicas %v: %v", what, got, err)
+		}
+	}
+	waitScheduled := func(reason string) {
+		t.Helper()
+		err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+			cur := &longhornv1.Volume{}
+			if err := env.Client.Get(ctx, client.ObjectKeyFromObject(vol), cur); err != nil {
+				return false, err
+			}
+			c := meta.FindStatusCondition(cur.Status.Conditions, longhornv1.VolumeConditionScheduled)
+			return c != nil && c.Reason == reason, nil
+		})
+		if err != nil {
+			t.Fatalf("waiting for Scheduled reason %s: %v", reason, err)
+		}
+	}
+	attach := func(node string) {
+		t.Helper()
+		cur := &longhornv1.Volume{}
+		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(vol), cur); err != nil {
+			t.Fatal(err)
+		}
+		patch := client.MergeFrom(cur.DeepCopy())
+		cur.Spec.NodeID = node
+		if err := env.Client.Patch(ctx, cur, patch); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// run marks the replicas granted on their disks running, as instance managers would.
+	run := func(reps []*longhornv1.Replica) {
+		t.Helper()
+		for _, r := range reps {
+			if meta.IsStatusConditionTrue(r.Status.Conditions, longhornv1.ReplicaConditionDiskAllocated) && r.Status.CurrentState != longhornv1.ReplicaStateRunning {
+				patch := client.MergeFrom(r.DeepCopy())
+				r.Status.CurrentState = longhornv1.ReplicaStateRunning
+				if err := env.Client.Status().Patch(ctx, r, patch); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+	}
+	nodeA, nodeB := ns+"-n0", ns+"-n1"
+
+	waitScheduled(longhornv1.VolumeReasonWaitingForAttachment)
+	poll("one unplaced replica while detached", func(reps []*longhornv1.Replica) bool {
+		return len(reps) == 1 && reps[0].Spec.NodeID == ""
+	})
+	attach(nodeB)
+	poll("the replica goes to the attached node", func(reps []*longhornv1.Replica) bool {
+		return len(reps) == 1 && reps[0].Spec.NodeID == nodeB
+	})
+	waitScheduled(longhornv1.VolumeReasonReplicasScheduled)
+	reps, _ := replicaNodes(ctx, ns, "vol")
+	run(reps)
+
+	attach(nodeA)
+	poll("a local replica is added on the new node", func(reps []*longhornv1.Replica) bool {
+		run(reps)
+		local := false
+		for _, r := range reps {
+			local = local || (r.Spec.NodeID == nodeA && r.Status.CurrentState == longhornv1.ReplicaStateRunning)
+		}
+		return local
+	})
+	poll("the remote replica is removed once the local one runs", func(reps []*longhornv1.Replica) bool {
+		return len(reps) == 1 && reps[0].Spec.NodeID == nodeA
+	})
+	var total int64
+	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		total = checkLedgers(t, ctx, ns)
+		return total == 100*gi, nil
+	})
+	if err != nil {
+		t.Errorf("ledgers grant %d bytes, want 100Gi once the remote replica's space is released: %v", total, err)
+	}
+}
