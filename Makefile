@@ -55,6 +55,12 @@ SANDBOX_ARGS ?=
 sandbox: controlplane ## Run etcd, kube-apiserver, kube-scheduler (with the extender), the manager and a simulated data plane locally until ^C; flags in SANDBOX_ARGS.
 	KUBEBUILDER_ASSETS="$(TEST_ASSETS)" go run ./cmd/sandbox $(SANDBOX_ARGS)
 
+DEMO_ARGS ?=
+
+.PHONY: demo
+demo: controlplane ## Run the scheduler extender's test plan in sandboxes, with and without the extender, and print a side-by-side report; flags in DEMO_ARGS.
+	KUBEBUILDER_ASSETS="$(TEST_ASSETS)" go run ./cmd/demo $(DEMO_ARGS)
+
 ##@ Build
 
 .PHONY: build

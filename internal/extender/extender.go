@@ -288,12 +288,18 @@ func (e *Extender) reserve(ctx context.Context, h *hold, f fit) (bool, error) {
 	}
 	sort.Strings(volumes)
 	var reserved []string
+	// placed maps each replica the volume controller put on the node first
+	// to its disk: its request, not a reservation, holds the volume's space.
+	placed := map[string]string{}
 	for _, v := range volumes {
-		placed, err := e.replicaOn(ctx, v, f.Assignment[v])
+		rep, err := e.replicaOn(ctx, v, f.Assignment[v])
 		if err != nil {
 			return false, err
 		}
-		if placed {
+		if rep != nil {
+			if rep.Spec.DiskID != "" {
+				placed[rep.Name] = rep.Spec.DiskID
+			}
 			continue // the volume controller placed a replica there first: nothing to reserve
 		}
 		key := types.NamespacedName{Namespace: e.namespace, Name: f.Assignment[v]}
@@ -301,10 +307,21 @@ func (e *Extender) reserve(ctx context.Context, h *hold, f fit) (bool, error) {
 		if err := e.clearSpentReservation(ctx, key, v, size, podKey); err != nil {
 			return false, err
 		}
-		reserved = append(reserved, v)
+		var requested *longhornv1.Replica
+		var checkErr error
 		_, err = ledgerclient.Mutate(ctx, e.apiReader, e.client, key, func(ds *longhornv1.DiskSchedule) bool {
 			want := longhornv1.DiskScheduleReservation{Size: size, Pod: podKey}
 			if cur, ok := ds.Spec.Reservations[v]; ok && cur.Size == want.Size && cur.Pod == want.Pod {
+				return false
+			}
+			// The volume controller may have placed a replica on this node
+			// since replicaOn looked. It writes the Replica before the
+			// request, so a request in this very version of the ledger, which
+			// the write below is conditional on, shows in a fresh list: a
+			// reservation next to it would charge the volume twice until it
+			// expired.
+			requested, checkErr = e.replicaPlaced(ctx, ds, v)
+			if requested != nil || checkErr != nil {
 				return false
 			}
 			if ds.Spec.Reservations == nil {
@@ -316,6 +333,21 @@ func (e *Extender) reserve(ctx context.Context, h *hold, f fit) (bool, error) {
 		if err != nil {
 			return false, err
 		}
+		if checkErr != nil {
+			return false, checkErr
+		}
+		if requested != nil {
+			if requested.Spec.DiskID != "" {
+				placed[requested.Name] = requested.Spec.DiskID
+			}
+			continue
+		}
+		reserved = append(reserved, v)
+	}
+	// The next filter reads the cache: it must see the replicas' requests
+	// as it would have seen the reservations.
+	if err := e.waitRequestsCached(ctx, placed); err != nil {
+		return false, err
 	}
 	allGranted := true
 	for _, v := range reserved {
@@ -370,23 +402,82 @@ func (e *Extender) clearSpentReservation(ctx context.Context, key types.Namespac
 	})
 }
 
-// replicaOn reports whether a replica of volume already has a request on
-// the disk's node, read from the API server.
-func (e *Extender) replicaOn(ctx context.Context, volume, diskUUID string) (bool, error) {
-	ds := &longhornv1.DiskSchedule{}
-	if err := e.apiReader.Get(ctx, types.NamespacedName{Namespace: e.namespace, Name: diskUUID}, ds); err != nil {
-		return false, client.IgnoreNotFound(err)
-	}
+// replicaPlaced returns a replica of volume placed on ds's node, listed
+// from the API server after ds was read, or nil.
+func (e *Extender) replicaPlaced(ctx context.Context, ds *longhornv1.DiskSchedule, volume string) (*longhornv1.Replica, error) {
 	replicas := &longhornv1.ReplicaList{}
 	if err := e.apiReader.List(ctx, replicas, client.InNamespace(e.namespace), client.MatchingLabels{volumeLabel: volume}); err != nil {
-		return false, fmt.Errorf("listing the replicas of volume %s: %w", volume, err)
+		return nil, fmt.Errorf("listing the replicas of volume %s: %w", volume, err)
 	}
 	for i := range replicas.Items {
 		if replicas.Items[i].Spec.NodeID == ds.Spec.NodeID {
-			return true, nil
+			return &replicas.Items[i], nil
 		}
 	}
-	return false, nil
+	return nil, nil
+}
+
+// replicaOn returns a replica of volume placed on the disk's node, read
+// from the API server, or nil.
+func (e *Extender) replicaOn(ctx context.Context, volume, diskUUID string) (*longhornv1.Replica, error) {
+	ds := &longhornv1.DiskSchedule{}
+	if err := e.apiReader.Get(ctx, types.NamespacedName{Namespace: e.namespace, Name: diskUUID}, ds); err != nil {
+		return nil, client.IgnoreNotFound(err)
+	}
+	replicas := &longhornv1.ReplicaList{}
+	if err := e.apiReader.List(ctx, replicas, client.InNamespace(e.namespace), client.MatchingLabels{volumeLabel: volume}); err != nil {
+		return nil, fmt.Errorf("listing the replicas of volume %s: %w", volume, err)
+	}
+	for i := range replicas.Items {
+		if replicas.Items[i].Spec.NodeID == ds.Spec.NodeID {
+			return &replicas.Items[i], nil
+		}
+	}
+	return nil, nil
+}
+
+// waitRequestsCached waits until the cache shows each replica's request in
+// its disk's ledger (replica name → disk UUID), or the replica no longer
+// asks for space there: the volume controller writes the request right
+// after placing the replica, and removes it when the ledger rejects it.
+func (e *Extender) waitRequestsCached(ctx context.Context, replicas map[string]string) error {
+	if len(replicas) == 0 {
+		return nil
+	}
+	requested := func(r client.Reader, disk, replica string) (bool, error) {
+		ds := &longhornv1.DiskSchedule{}
+		if err := r.Get(ctx, types.NamespacedName{Namespace: e.namespace, Name: disk}, ds); err != nil {
+			return false, client.IgnoreNotFound(err)
+		}
+		_, ok := ds.Spec.Replicas[replica]
+		return ok, nil
+	}
+	err := wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, decisionTimeout, true, func(ctx context.Context) (bool, error) {
+		for replica, disk := range replicas {
+			inCache, err := requested(e.client, disk, replica)
+			if err != nil {
+				return false, err
+			}
+			if inCache {
+				continue
+			}
+			// Not in the cache: done only if the replica no longer asks there.
+			if inAPI, err := requested(e.apiReader, disk, replica); err != nil || inAPI {
+				return false, err
+			}
+			rep := &longhornv1.Replica{}
+			if err := e.apiReader.Get(ctx, types.NamespacedName{Namespace: e.namespace, Name: replica}, rep); client.IgnoreNotFound(err) != nil {
+				return false, err
+			} else if err == nil && rep.DeletionTimestamp.IsZero() && rep.Spec.DiskID == disk {
+				return false, nil // placed there; its request is on its way
+			}
+		}
+		return true, nil
+	})
+	if err != nil {
+		return fmt.Errorf("waiting until the cache sees the requests of replicas %v: %w", replicas, err)
+	}
+	return nil
 }
 
 // waitDecided waits until the ledger key has decided the reservation of

@@ -56,7 +56,24 @@ type Options struct {
 	DiskMonitorInterval time.Duration
 	// ReadyTimeout bounds the wait for every ledger to be Ready; zero is 2 minutes.
 	ReadyTimeout time.Duration
+	// Managers, when not empty, runs one manager per entry instead of one,
+	// in this order (failover tests). Each entry adjusts its manager's
+	// Options, built as for the one manager (leader election, its own
+	// metrics port and, with the extender, its own extender port), and its
+	// own copy of the manager's rest.Config, before the manager is created.
+	// StopManager stops one.
+	Managers []ManagerHook
+	// ExtenderURL, with Extender, is the URL kube-scheduler calls instead of
+	// the manager's extender: a proxy in front of several managers that
+	// follows the leader, say. The sandbox then waits until any manager's
+	// extender answers.
+	ExtenderURL string
 }
+
+// ManagerHook adjusts one manager's Options and rest.Config before it is
+// created: say, its extender address, AdvertiseIP, NodeName and leader
+// election timings, or a transport that can cut it off from the API server.
+type ManagerHook func(opts *manager.Options, cfg *rest.Config)
 
 // Namespace is the sandbox's system namespace.
 const Namespace = "longhorn-system"
@@ -80,9 +97,12 @@ type Sandbox struct {
 	processes   []Process
 	ports       []int
 	extenderURL string
-	metricsAddr string
 
 	runners []*runner
+	// managers are the runners of the managers, in Options.Managers order;
+	// managerExtenders their extender addresses.
+	managers         []*runner
+	managerExtenders []string
 
 	failOnce sync.Once
 	failed   chan struct{}
@@ -96,6 +116,28 @@ type runner struct {
 	name   string
 	cancel context.CancelFunc
 	done   chan error
+
+	stopOnce sync.Once
+	stopErr  error
+}
+
+// stop cancels the runner and waits until it has returned, once.
+func (r *runner) stop() error {
+	r.stopOnce.Do(func() {
+		r.cancel()
+		select {
+		case err := <-r.done:
+			if err != nil {
+				r.stopErr = fmt.Errorf("%s: %w", r.name, err)
+			}
+		case <-time.After(runnerStopTimeout):
+			// A controller-runtime manager whose cache never synced (a
+			// Forbidden list, say) does not return from Start when
+			// cancelled; it is left behind rather than hang Stop.
+			r.stopErr = fmt.Errorf("%s did not stop within %s (did its cache ever sync?)", r.name, runnerStopTimeout)
+		}
+	})
+	return r.stopErr
 }
 
 // Start starts a sandbox and returns once it is ready: kube-scheduler is
@@ -323,7 +365,7 @@ func (s *Sandbox) enableExtender(ctx context.Context) error {
 
 // run starts mgr in the background, recording a failure if it stops
 // before Stop asks it to.
-func (s *Sandbox) run(name string, mgr ctrl.Manager) {
+func (s *Sandbox) run(name string, mgr ctrl.Manager) *runner {
 	ctx, cancel := context.WithCancel(context.Background())
 	r := &runner{name: name, cancel: cancel, done: make(chan error, 1)}
 	s.runners = append(s.runners, r)
@@ -334,6 +376,7 @@ func (s *Sandbox) run(name string, mgr ctrl.Manager) {
 		}
 		r.done <- err
 	}()
+	return r
 }
 
 // fail records the first component failure and closes Done.
@@ -391,17 +434,40 @@ func (s *Sandbox) startDiskMonitors(context.Context) error {
 }
 
 // startManager runs the manager under its own user, with leader election
-// and, with the extender, the extender on a free loopback port.
+// and, with the extender, the extender on a free loopback port; or one such
+// manager per Options.Managers entry, as the entry adjusts it.
 func (s *Sandbox) startManager(context.Context) error {
+	hooks := s.opts.Managers
+	if len(hooks) == 0 {
+		hooks = []ManagerHook{nil}
+	}
+	for i, hook := range hooks {
+		name := "the manager"
+		if len(hooks) > 1 {
+			name = fmt.Sprintf("manager %d", i)
+		}
+		if err := s.startOneManager(name, hook); err != nil {
+			return err
+		}
+	}
+	if s.opts.Extender && s.opts.ExtenderURL != "" {
+		s.extenderURL = s.opts.ExtenderURL
+		s.progress("kube-scheduler calls the extender at %s", s.extenderURL)
+	}
+	return nil
+}
+
+// startOneManager starts one manager, adjusted by hook when not nil.
+func (s *Sandbox) startOneManager(name string, hook ManagerHook) error {
 	metricsPort, err := freePort()
 	if err != nil {
 		return err
 	}
-	s.metricsAddr = "127.0.0.1:" + strconv.Itoa(metricsPort)
+	metricsAddr := "127.0.0.1:" + strconv.Itoa(metricsPort)
 	s.ports = append(s.ports, metricsPort)
 	opts := manager.Options{
 		Namespace:                    Namespace,
-		MetricsBindAddress:           s.metricsAddr,
+		MetricsBindAddress:           metricsAddr,
 		HealthProbeBindAddress:       "0",
 		LeaderElection:               true,
 		SkipControllerNameValidation: true,
@@ -415,18 +481,25 @@ func (s *Sandbox) startManager(context.Context) error {
 			return err
 		}
 		opts.ExtenderBindAddress = "127.0.0.1:" + strconv.Itoa(port)
-		s.extenderURL = "http://" + opts.ExtenderBindAddress
+		if s.extenderURL == "" {
+			s.extenderURL = "http://" + opts.ExtenderBindAddress
+		}
 		s.ports = append(s.ports, port)
 	}
-	mgr, err := manager.New(s.managerConfig, s.scheme, opts)
-	if err != nil {
-		return fmt.Errorf("creating the manager: %w", err)
+	cfg := rest.CopyConfig(s.managerConfig)
+	if hook != nil {
+		hook(&opts, cfg)
 	}
-	s.run("the manager", mgr)
+	mgr, err := manager.New(cfg, s.scheme, opts)
+	if err != nil {
+		return fmt.Errorf("creating %s: %w", name, err)
+	}
+	s.managers = append(s.managers, s.run(name, mgr))
+	s.managerExtenders = append(s.managerExtenders, opts.ExtenderBindAddress)
 	if s.opts.Extender {
-		s.progress("started the manager (metrics at http://%s/metrics, extender at %s)", s.metricsAddr, s.extenderURL)
+		s.progress("started %s (metrics at http://%s/metrics, extender at http://%s)", name, opts.MetricsBindAddress, opts.ExtenderBindAddress)
 	} else {
-		s.progress("started the manager (metrics at http://%s/metrics, no extender)", s.metricsAddr)
+		s.progress("started %s (metrics at http://%s/metrics, no extender)", name, opts.MetricsBindAddress)
 	}
 	return nil
 }
@@ -520,12 +593,26 @@ func (s *Sandbox) waitReady(ctx context.Context) error {
 	if s.extenderURL == "" {
 		return nil
 	}
+	// The leader serves the extender: behind a proxy of the caller's, any
+	// manager's extender answering will do.
+	urls := []string{s.extenderURL}
+	if s.opts.ExtenderURL != "" {
+		urls = nil
+		for _, addr := range s.managerExtenders {
+			urls = append(urls, "http://"+addr)
+		}
+	}
 	hc := &http.Client{Timeout: time.Second}
 	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, s.opts.ReadyTimeout, true, func(ctx context.Context) (bool, error) {
-		return healthy(ctx, hc, s.extenderURL+"/healthz"), nil
+		for _, url := range urls {
+			if healthy(ctx, hc, url+"/healthz") {
+				return true, nil
+			}
+		}
+		return false, nil
 	})
 	if err != nil {
-		return fmt.Errorf("waiting for the scheduler extender at %s/healthz: %w", s.extenderURL, err)
+		return fmt.Errorf("waiting for the scheduler extender at %v/healthz: %w", urls, err)
 	}
 	return nil
 }
@@ -542,19 +629,7 @@ func (s *Sandbox) Stop() error {
 		}
 		// Stop in reverse order of start: the manager before the data plane.
 		for i := len(s.runners) - 1; i >= 0; i-- {
-			r := s.runners[i]
-			r.cancel()
-			select {
-			case err := <-r.done:
-				if err != nil {
-					errs = append(errs, fmt.Errorf("%s: %w", r.name, err))
-				}
-			case <-time.After(runnerStopTimeout):
-				// A controller-runtime manager whose cache never synced (a
-				// Forbidden list, say) does not return from Start when
-				// cancelled; it is left behind rather than hang Stop.
-				errs = append(errs, fmt.Errorf("%s did not stop within %s (did its cache ever sync?)", r.name, runnerStopTimeout))
-			}
+			errs = append(errs, s.runners[i].stop())
 		}
 		if s.env != nil {
 			if err := s.env.Stop(); err != nil {
@@ -589,6 +664,17 @@ func (s *Sandbox) Err() error {
 	default:
 		return nil
 	}
+}
+
+// StopManager stops the i-th manager (of Options.Managers; 0 is the one
+// manager without them), as a graceful shutdown of its process would, and
+// waits until it has stopped. It returns the error its Start returned.
+// Stopping a stopped manager returns the same result again.
+func (s *Sandbox) StopManager(i int) error {
+	if i < 0 || i >= len(s.managers) {
+		return fmt.Errorf("no manager %d: the sandbox runs %d", i, len(s.managers))
+	}
+	return s.managers[i].stop()
 }
 
 // AdminConfig returns a rest.Config of an administrator (system:masters).

@@ -173,11 +173,18 @@ func (r *Reconciler) ensureReplicas(ctx context.Context, s *scope) error {
 	if want <= 0 {
 		want = 1
 	}
-	if s.wantsLocalReplica() {
-		want++
-	}
 	for len(s.replicas) < want {
-		rep, err := r.createReplica(ctx, s)
+		rep, err := r.createReplica(ctx, s, "")
+		if err != nil {
+			return err
+		}
+		s.replicas = append(s.replicas, rep)
+	}
+	if s.wantsLocalReplica() {
+		// The extra replica is there for locality only: pinned to the
+		// attached node, as Longhorn does, so it never lands on another
+		// node as a surplus that nothing removes.
+		rep, err := r.createReplica(ctx, s, s.volume.Spec.NodeID)
 		if err != nil {
 			return err
 		}
@@ -204,7 +211,9 @@ func (s *scope) wantsLocalReplica() bool {
 	return true
 }
 
-func (r *Reconciler) createReplica(ctx context.Context, s *scope) (*longhornv1.Replica, error) {
+// createReplica creates an unplaced replica of the volume, pinned to
+// hardNodeAffinity when it is not "".
+func (r *Reconciler) createReplica(ctx context.Context, s *scope, hardNodeAffinity string) (*longhornv1.Replica, error) {
 	suffix := make([]byte, 4)
 	if _, err := rand.Read(suffix); err != nil {
 		return nil, fmt.Errorf("naming a replica: %w", err)
@@ -215,7 +224,8 @@ func (r *Reconciler) createReplica(ctx context.Context, s *scope) (*longhornv1.R
 			Labels:     map[string]string{LabelVolume: s.volume.Name},
 			Finalizers: []string{longhornv1.ReplicaFinalizer},
 		},
-		Spec: longhornv1.ReplicaSpec{VolumeName: s.volume.Name, VolumeSize: s.size, BackingImage: s.volume.Spec.BackingImage},
+		Spec: longhornv1.ReplicaSpec{VolumeName: s.volume.Name, VolumeSize: s.size, BackingImage: s.volume.Spec.BackingImage,
+			HardNodeAffinity: hardNodeAffinity},
 	}
 	if err := controllerutil.SetControllerReference(s.volume, rep, r.client.Scheme()); err != nil {
 		return nil, fmt.Errorf("owning replica by volume %s: %w", s.volume.Name, err)
@@ -313,6 +323,12 @@ func (r *Reconciler) placeReplicas(ctx context.Context, s *scope) error {
 	if len(unplaced) == 0 {
 		return nil
 	}
+	// A placement pins its whole batch to the node its first replica is
+	// pinned to: replicas free to go anywhere are placed first, a replica
+	// pinned for data locality once none of them is left.
+	if free := unpinned(unplaced); len(free) > 0 {
+		unplaced = free
+	}
 	// A reservation the extender made on the attached node is used first.
 	if s.usesLocality() && s.volume.Spec.NodeID != "" && !hasReplicaOn(placed, s.volume.Spec.NodeID) {
 		if uuid := reservedDisk(s.ledgers, s.volume.Spec.NodeID, s.volume.Name); uuid != "" {
@@ -344,6 +360,17 @@ func (r *Reconciler) placeReplicas(ctx context.Context, s *scope) error {
 		s.placeFailure = &result
 	}
 	return nil
+}
+
+// unpinned returns the replicas without a hard node affinity.
+func unpinned(replicas []*longhornv1.Replica) []*longhornv1.Replica {
+	var out []*longhornv1.Replica
+	for _, rep := range replicas {
+		if rep.Spec.HardNodeAffinity == "" {
+			out = append(out, rep)
+		}
+	}
+	return out
 }
 
 // lingers reports whether any ledger still holds a request or a decision for replica.

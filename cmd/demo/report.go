@@ -1,0 +1,329 @@
+package main
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/longhorn/diskschedule/internal/scenario"
+)
+
+// progress prints a progress line, with the time since the start.
+func (d *demo) progress(format string, args ...any) {
+	fmt.Fprintf(d.out, "  [%6s] %s\n", seconds(time.Since(d.start)), fmt.Sprintf(format, args...))
+}
+
+// section prints a scenario's title and what it does.
+func (d *demo) section(title string, what ...string) {
+	fmt.Fprintf(d.out, "\n== %s ==\n\n", title)
+	for _, line := range what {
+		fmt.Fprintln(d.out, line)
+	}
+	fmt.Fprintln(d.out)
+}
+
+func (d *demo) intro() {
+	fmt.Fprint(d.out, `diskschedule demo: the Longhorn scheduler extender's test plan
+
+Each scenario runs twice in the same simulated cluster: once with pods that
+ask for the longhorn.io/scheduler-extender resource, so kube-scheduler asks
+the extender which nodes can hold their volumes, and once without it, so
+kube-scheduler decides alone. Volumes are 100Gi, one replica, best-effort
+data locality: the replica goes to the pod's node when that node's disk has
+room, else to another node, and the pod then reads its data over the network.
+Every disk has a ledger (a DiskSchedule) that grants its space; "scheduled/
+limit" is what the ledger granted of what the disk may hold, "granted/
+rejected" counts the replica requests it granted and refused during the run
+(a refused request lost a race for the space and is placed again elsewhere),
+and "reserved" counts the reservations the extender made for pods it placed.
+In this sandbox a volume is attached the moment its pod is bound, so the
+volume controller often asks for the space before the extender reserves it;
+either way the space is counted once.
+
+`)
+}
+
+// ledgerCells formats a ledger row: scheduled/limit, granted/rejected, reserved.
+func ledgerCells(row scenario.LedgerRow) []string {
+	return []string{scheduledOfLimit(row), fmt.Sprintf("%d/%d", row.Granted, row.Rejected), fmt.Sprint(row.Reserved)}
+}
+
+// scheduledOfLimit formats what a ledger granted of its limit, "400Gi/400Gi".
+func scheduledOfLimit(row scenario.LedgerRow) string {
+	return scenario.Bytes(row.Scheduled) + "/" + scenario.Bytes(row.Limit)
+}
+
+// rowsByDisk indexes ledger rows by node and disk.
+func rowsByDisk(rows []scenario.LedgerRow) map[[2]string]scenario.LedgerRow {
+	out := map[[2]string]scenario.LedgerRow{}
+	for _, r := range rows {
+		out[[2]string{r.Node, r.Disk}] = r
+	}
+	return out
+}
+
+// disks returns every (node, disk) of the rows, in order.
+func disks(rows ...[]scenario.LedgerRow) [][2]string {
+	seen := map[[2]string]bool{}
+	var out [][2]string
+	for _, rs := range rows {
+		for _, r := range rs {
+			k := [2]string{r.Node, r.Disk}
+			if !seen[k] {
+				seen[k] = true
+				out = append(out, k)
+			}
+		}
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i][0] != out[j][0] {
+			return out[i][0] < out[j][0]
+		}
+		return out[i][1] < out[j][1]
+	})
+	return out
+}
+
+// sideBySide prints, per disk, the pods on its node and its ledger, with
+// and without the extender; pods shows on a node's first disk only.
+func (d *demo) sideBySide(with, without scenario.Result, pods func(res scenario.Result, node string) string) {
+	g := &grid{
+		leftAligned: 2,
+		groups:      []span{{"with the extender", 2, 6}, {"without the extender", 6, 10}},
+		header: []string{"node", "disk", "pods", "scheduled/limit", "granted/rejected", "reserved",
+			"pods", "scheduled/limit", "granted/rejected", "reserved"},
+	}
+	w, wo := rowsByDisk(with.Ledgers), rowsByDisk(without.Ledgers)
+	last := ""
+	for _, k := range disks(with.Ledgers, without.Ledgers) {
+		podsWith, podsWithout := "", ""
+		if k[0] != last {
+			podsWith, podsWithout = pods(with, k[0]), pods(without, k[0])
+			last = k[0]
+		}
+		g.add(append(append([]string{k[0], k[1], podsWith}, ledgerCells(w[k])...), append([]string{podsWithout}, ledgerCells(wo[k])...)...)...)
+	}
+	g.write(d.out)
+}
+
+// podCount is the pods column: how many pods are on the node.
+func podCount(res scenario.Result, node string) string { return fmt.Sprint(res.PodsPerNode[node]) }
+
+// facts prints labelled values with and without the extender.
+func (d *demo) facts(rows ...[3]string) {
+	g := &grid{leftAligned: 1, header: []string{"", "with the extender", "without the extender"}}
+	for _, r := range rows {
+		g.add(r[0], r[1], r[2])
+	}
+	g.write(d.out)
+}
+
+func (d *demo) reportRace(with, without scenario.Result) {
+	d.section("1. The race: 16 pods created at once, 4 nodes with one 400Gi disk each",
+		"Sixteen pods, each with its own 100Gi volume, are created at the same moment, as",
+		"a StatefulSet with parallel pod management does. The disks hold exactly sixteen",
+		"such volumes, four per node, so a node that gets a fifth pod cannot hold its data.",
+		"Without the extender kube-scheduler sees no disk space at all; with it, each pod",
+		"waits until the pod before it has its node and its space reserved in the ledger.")
+	d.sideBySide(with, without, podCount)
+	fmt.Fprintln(d.out)
+	d.facts(
+		[3]string{"pods per node", with.Distribution(), without.Distribution()},
+		[3]string{"time until every pod has a node", seconds(with.TimeToAllScheduled), seconds(without.TimeToAllScheduled)},
+		[3]string{"time until every pod runs", seconds(with.TimeToAllRunning), seconds(without.TimeToAllRunning)},
+		[3]string{"pods whose data is on another node", fmt.Sprint(len(with.RemoteData)), fmt.Sprint(len(without.RemoteData))},
+		[3]string{"ledger versions watched; over the limit", ledgerWatch(with), ledgerWatch(without)},
+	)
+	line := fmt.Sprintf("Race: with the extender the pods per node were %s (%s); without it %s (%s). Time to all scheduled %s with, %s without (%s).",
+		with.Distribution(), evenness(with), without.Distribution(), evenness(without),
+		seconds(with.TimeToAllScheduled), seconds(without.TimeToAllScheduled), ratio(with.TimeToAllScheduled, without.TimeToAllScheduled))
+	d.summaries = append(d.summaries, line)
+}
+
+// evenness says how the pods spread and where their data ended up.
+func evenness(res scenario.Result) string {
+	most := res.MaxPodsPerNode()
+	least := most
+	for _, n := range res.Nodes {
+		least = min(least, res.PodsPerNode[n])
+	}
+	spread := fmt.Sprintf("every node exactly %d", most)
+	if least != most {
+		spread = fmt.Sprintf("from %d to %d per node", least, most)
+	}
+	switch n := len(res.RemoteData); n {
+	case 0:
+		return spread + ", every pod's data on its node"
+	case 1:
+		return spread + ", 1 pod's data on another node"
+	default:
+		return fmt.Sprintf("%s, %d pods' data on other nodes", spread, n)
+	}
+}
+
+func (d *demo) reportRestart(with, without scenario.RestartResult) {
+	d.section("2. Restart: the same 16 pods deleted and created again",
+		"The sixteen pods of the race are created, then all deleted and, once gone, created",
+		"again with the same names and claims, as when a StatefulSet is deleted and re-created.",
+		"Each pod should come back to the node that holds its data. Pods per node before and",
+		"after, and each disk's ledger after the restart:")
+	d.beforeAfter(with.Before, with.After, without.Before, without.After)
+	fmt.Fprintln(d.out)
+	d.facts(
+		[3]string{"pods that came back on another node", fmt.Sprintf("%d of %d", len(with.Moved), len(with.After.PodNodes)),
+			fmt.Sprintf("%d of %d", len(without.Moved), len(without.After.PodNodes))},
+		[3]string{"pods whose data is on another node after", fmt.Sprint(len(with.After.RemoteData)), fmt.Sprint(len(without.After.RemoteData))},
+		[3]string{"time until every restarted pod has a node", seconds(with.After.TimeToAllScheduled), seconds(without.After.TimeToAllScheduled)},
+		[3]string{"ledger versions watched; over the limit", ledgerWatch(both(with.Before, with.After)), ledgerWatch(both(without.Before, without.After))},
+	)
+	if len(without.Moved) > 0 {
+		fmt.Fprintf(d.out, "\nWithout the extender: %s\n", strings.Join(without.Moved, ", "))
+	}
+	d.summaries = append(d.summaries, fmt.Sprintf("Restart: with the extender %d of %d pods came back on another node; without it %d of %d, and %d pods' data is then on another node.",
+		len(with.Moved), len(with.After.PodNodes), len(without.Moved), len(without.After.PodNodes), len(without.After.RemoteData)))
+}
+
+// beforeAfter prints, per disk, the pods on its node before and after, and
+// its ledger after, with and without the extender.
+func (d *demo) beforeAfter(withBefore, withAfter, withoutBefore, withoutAfter scenario.Result) {
+	g := &grid{
+		leftAligned: 2,
+		groups:      []span{{"with the extender", 2, 5}, {"without the extender", 5, 8}},
+		header:      []string{"node", "disk", "before", "after", "scheduled/limit", "before", "after", "scheduled/limit"},
+	}
+	w, wo := rowsByDisk(withAfter.Ledgers), rowsByDisk(withoutAfter.Ledgers)
+	last := ""
+	for _, k := range disks(withAfter.Ledgers, withoutAfter.Ledgers) {
+		pods := [4]string{}
+		if k[0] != last {
+			pods = [4]string{fmt.Sprint(withBefore.PodsPerNode[k[0]]), fmt.Sprint(withAfter.PodsPerNode[k[0]]),
+				fmt.Sprint(withoutBefore.PodsPerNode[k[0]]), fmt.Sprint(withoutAfter.PodsPerNode[k[0]])}
+			last = k[0]
+		}
+		g.add(k[0], k[1], pods[0], pods[1], scheduledOfLimit(w[k]), pods[2], pods[3], scheduledOfLimit(wo[k]))
+	}
+	g.write(d.out)
+}
+
+func (d *demo) reportConcurrentPVCs(res scenario.ConcurrentPVCsResult) {
+	d.section("3. More claims than space, all at once: 20 claims of 100Gi, no pods",
+		fmt.Sprintf("Twenty 100Gi claims of the class %s (data locality disabled, so each volume", scenario.DisabledLocalityClass),
+		"is placed at once) are created at the same moment on four 400Gi disks, which hold",
+		"sixteen. The volume controller places all twenty concurrently; only the ledgers stand",
+		"between them and an overfilled disk. No pod, so the extender plays no part.")
+	g := &grid{leftAligned: 2, header: []string{"node", "disk", "scheduled/limit", "granted/rejected", "reserved"}}
+	for _, row := range res.Ledgers {
+		g.add(append([]string{row.Node, row.Disk}, ledgerCells(row)...)...)
+	}
+	g.write(d.out)
+	fmt.Fprintf(d.out, "\n%d volumes scheduled, %d refused", res.Scheduled, res.Unschedulable)
+	if res.UnschedulableMessage != "" {
+		fmt.Fprintf(d.out, " (for example: %s)", res.UnschedulableMessage)
+	}
+	fmt.Fprintf(d.out, ".\nEvery volume was decided %s after the claims were created; of the %d ledger versions watched, %s.\n",
+		seconds(res.TimeToSettled), res.LedgerVersions, overLimit(res.Violations))
+	d.summaries = append(d.summaries, fmt.Sprintf("Claims beyond capacity: %d of %d volumes scheduled, %d refused with a reason, %s.",
+		res.Scheduled, res.Claims, res.Unschedulable, neverOver(res.Violations)))
+}
+
+func (d *demo) reportMultiPVC(with, without scenario.MultiPVCResult) {
+	d.section("4. One pod, four claims: nodes with 1, 2, 3 and 4 disks of 100Gi",
+		"A pod with four 100Gi claims fits only on node-4, the one node with four disks: each",
+		"disk holds one volume. kube-scheduler alone checks each claim by itself and sees a",
+		"node as one pool; the extender packs the pod's volumes onto each node's disks together.")
+	d.sideBySide(with.Result, without.Result, func(res scenario.Result, node string) string {
+		if res.PodsPerNode[node] > 0 {
+			return "web-0"
+		}
+		return "-"
+	})
+	fmt.Fprintln(d.out)
+	d.facts(
+		[3]string{"the pod's node", with.Node, without.Node},
+		[3]string{"its volumes with the replica on another node", fmt.Sprintf("%d of 4", with.RemoteVolumes), fmt.Sprintf("%d of 4", without.RemoteVolumes)},
+		[3]string{"time until the pod runs", seconds(with.TimeToAllRunning), seconds(without.TimeToAllRunning)},
+		[3]string{"ledger versions watched; over the limit", ledgerWatch(with.Result), ledgerWatch(without.Result)},
+	)
+	d.summaries = append(d.summaries, fmt.Sprintf("Multi-PVC: with the extender the pod went to %s with %d of its 4 volumes elsewhere; without it to %s with %d of 4 elsewhere.",
+		with.Node, with.RemoteVolumes, without.Node, without.RemoteVolumes))
+}
+
+func (d *demo) reportDrain(with, without scenario.DrainResult) {
+	d.section("5. Drain: 4 pods on node-1, two nodes with 400Gi, two with 99Gi",
+		"Four pods with a 100Gi volume each start on node-1 (the other nodes cordoned). Every",
+		"node is uncordoned, then node-1 is drained: cordoned, its pods deleted and created",
+		"again. Their volumes can follow them only to node-2, the other 400Gi node; on a 99Gi",
+		"node a pod runs, but its data stays behind on node-1. Pods per node before and after",
+		"the drain, and each disk's ledger after it:")
+	d.beforeAfter(with.Before, with.After, without.Before, without.After)
+	fmt.Fprintln(d.out)
+	d.facts(
+		[3]string{"pods whose data stayed on another node", fmt.Sprint(len(with.After.RemoteData)), fmt.Sprint(len(without.After.RemoteData))},
+		[3]string{"time until every moved pod runs", seconds(with.After.TimeToAllRunning), seconds(without.After.TimeToAllRunning)},
+		[3]string{"ledger versions watched; over the limit", ledgerWatch(both(with.Before, with.After)), ledgerWatch(both(without.Before, without.After))},
+	)
+	d.summaries = append(d.summaries, fmt.Sprintf("Drain: with the extender the pods went %s, %d with data left behind; without it %s, %d with data left behind.",
+		placement(with.After), len(with.After.RemoteData), placement(without.After), len(without.After.RemoteData)))
+}
+
+// placement lists the nodes that got pods: "4 to node-2" or "2 to node-2, 1 to node-3".
+func placement(res scenario.Result) string {
+	var parts []string
+	for _, n := range res.Nodes {
+		if c := res.PodsPerNode[n]; c > 0 {
+			parts = append(parts, fmt.Sprintf("%d to %s", c, n))
+		}
+	}
+	return strings.Join(parts, ", ")
+}
+
+func (d *demo) summary() {
+	fmt.Fprintf(d.out, "\n== Summary (%s in all) ==\n\n", seconds(time.Since(d.start)))
+	for _, s := range d.summaries {
+		fmt.Fprintln(d.out, "- "+s)
+	}
+	if len(d.broken) == 0 {
+		fmt.Fprintln(d.out, "\nEvery scenario ran to the end and no ledger ever granted more than its limit.")
+	}
+}
+
+// both adds up the ledger monitor's findings of two runs.
+func both(a, b scenario.Result) scenario.Result {
+	return scenario.Result{LedgerVersions: a.LedgerVersions + b.LedgerVersions, Violations: append(append([]string(nil), a.Violations...), b.Violations...)}
+}
+
+// ledgerWatch formats how many ledger versions were watched and whether any
+// was over its limit.
+func ledgerWatch(res scenario.Result) string {
+	if len(res.Violations) == 0 {
+		return fmt.Sprintf("%d; never", res.LedgerVersions)
+	}
+	return fmt.Sprintf("%d; %d times", res.LedgerVersions, len(res.Violations))
+}
+
+// overLimit says how many ledger versions were over their limit.
+func overLimit(violations []string) string {
+	if len(violations) == 0 {
+		return "none was over its limit"
+	}
+	return fmt.Sprintf("%d were over their limit", len(violations))
+}
+
+func neverOver(violations []string) string {
+	if len(violations) == 0 {
+		return "no ledger ever over its limit"
+	}
+	return fmt.Sprintf("%d ledger versions over their limit", len(violations))
+}
+
+// seconds formats a duration in seconds, "2.56s".
+func seconds(d time.Duration) string { return fmt.Sprintf("%.2fs", d.Seconds()) }
+
+// ratio says how many times longer a is than b.
+func ratio(a, b time.Duration) string {
+	if b <= 0 {
+		return "no ratio"
+	}
+	return fmt.Sprintf("%.1f× as long with the extender", a.Seconds()/b.Seconds())
+}

@@ -1,0 +1,118 @@
+package scenario
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	longhornv1 "github.com/longhorn/diskschedule/api/v1beta2"
+)
+
+// Cleanup undoes a scenario run in o.Namespace, in the order a person
+// would: it deletes the pods and waits until they are gone, then the claims,
+// and waits until the volumes behind them, their PersistentVolumes and their
+// replicas are gone. It uncordons every node, and waits until every ledger
+// is Ready and grants nothing (storageScheduled 0, no replica request, every
+// request decided), so that the next scenario starts from an empty cluster.
+// The namespace stays: the sandbox runs no namespace controller to delete it.
+func Cleanup(ctx context.Context, c client.WithWatch, o Common) error {
+	o, err := o.withDefaults()
+	if err != nil {
+		return err
+	}
+	if err := c.DeleteAllOf(ctx, &corev1.Pod{}, client.InNamespace(o.Namespace)); err != nil {
+		return fmt.Errorf("cleanup: deleting the pods: %w", err)
+	}
+	if err := waitEmpty(ctx, c, o, &corev1.PodList{}, o.Namespace, "pods"); err != nil {
+		return err
+	}
+	claims := &corev1.PersistentVolumeClaimList{}
+	if err := c.List(ctx, claims, client.InNamespace(o.Namespace)); err != nil {
+		return fmt.Errorf("cleanup: listing the claims: %w", err)
+	}
+	volumes := map[string]bool{}
+	for _, pvc := range claims.Items {
+		if pvc.Spec.VolumeName != "" {
+			volumes[pvc.Spec.VolumeName] = true
+		}
+	}
+	if err := c.DeleteAllOf(ctx, &corev1.PersistentVolumeClaim{}, client.InNamespace(o.Namespace)); err != nil {
+		return fmt.Errorf("cleanup: deleting the claims: %w", err)
+	}
+	if err := waitEmpty(ctx, c, o, &corev1.PersistentVolumeClaimList{}, o.Namespace, "claims"); err != nil {
+		return err
+	}
+	err = waitAll(ctx, o.Timeout, c, []watched{
+		{&corev1.PersistentVolumeList{}, ""},
+		{&longhornv1.VolumeList{}, o.SystemNamespace},
+		{&longhornv1.ReplicaList{}, o.SystemNamespace},
+	}, func(objs []objects) (bool, string) {
+		var left []string
+		for _, pv := range objs[0] {
+			if volumes[pv.GetName()] {
+				left = append(left, "PersistentVolume "+pv.GetName())
+			}
+		}
+		for _, v := range objs[1] {
+			if volumes[v.GetName()] {
+				left = append(left, "volume "+v.GetName())
+			}
+		}
+		for _, r := range objs[2] {
+			if volumes[r.(*longhornv1.Replica).Spec.VolumeName] {
+				left = append(left, "replica "+r.GetName())
+			}
+		}
+		sort.Strings(left)
+		return len(left) == 0, strings.Join(left, ", ") + " left"
+	})
+	if err != nil {
+		return fmt.Errorf("cleanup: waiting until %d volumes are reclaimed: %w", len(volumes), err)
+	}
+	nodes, err := longhornNodes(ctx, c, o.SystemNamespace)
+	if err != nil {
+		return err
+	}
+	if err := setCordoned(ctx, c, o, nodes); err != nil {
+		return fmt.Errorf("cleanup: %w", err)
+	}
+	var state string
+	err = waitFor(ctx, o.Timeout, c, &longhornv1.DiskScheduleList{}, o.SystemNamespace, func(objs objects) bool {
+		for _, obj := range objs {
+			ds := obj.(*longhornv1.DiskSchedule)
+			if ds.Status.StorageScheduled != 0 || len(ds.Spec.Replicas) > 0 || ds.Status.ObservedGeneration != ds.Generation {
+				state = fmt.Sprintf("DiskSchedule %s (disk %s of node %s) grants %s to %d replica requests, observedGeneration %d of %d",
+					ds.Name, ds.Spec.Name, ds.Spec.NodeID, Bytes(ds.Status.StorageScheduled), len(ds.Spec.Replicas),
+					ds.Status.ObservedGeneration, ds.Generation)
+				return false
+			}
+		}
+		return true
+	})
+	if err != nil {
+		return fmt.Errorf("cleanup: waiting until the ledgers grant nothing (%s): %w", state, err)
+	}
+	o.Logf("cleaned up: %d volumes reclaimed, every ledger empty", len(volumes))
+	return nil
+}
+
+// waitEmpty waits until namespace holds none of list's kind.
+func waitEmpty(ctx context.Context, c client.WithWatch, o Common, list client.ObjectList, namespace, what string) error {
+	var left []string
+	err := waitFor(ctx, o.Timeout, c, list, namespace, func(objs objects) bool {
+		left = left[:0]
+		for k := range objs {
+			left = append(left, k)
+		}
+		return len(left) == 0
+	})
+	if err != nil {
+		sort.Strings(left)
+		return fmt.Errorf("cleanup: waiting until the %s are gone (left: %s): %w", what, strings.Join(left, ", "), err)
+	}
+	return nil
+}

@@ -1,0 +1,181 @@
+package scenario
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	longhornv1 "github.com/longhorn/diskschedule/api/v1beta2"
+)
+
+// DisabledLocalityClass is the StorageClass ConcurrentPVCs uses: one
+// replica, data locality disabled, so a volume is placed as soon as it
+// exists, without waiting for a pod to attach it.
+const DisabledLocalityClass = "longhorn-disabled"
+
+// csiDriver is Longhorn's CSI driver, the provisioner of its classes.
+const csiDriver = "driver.longhorn.io"
+
+// ConcurrentPVCsOptions configures ConcurrentPVCs. Common.StorageClass is
+// ignored: the claims use DisabledLocalityClass.
+type ConcurrentPVCsOptions struct {
+	Common
+	// Claims is how many claims are created at once; zero is 20.
+	Claims int
+	// Size is each claim's size; "" is 100Gi.
+	Size string
+}
+
+// ConcurrentPVCsResult is how the ledgers shared out the space.
+type ConcurrentPVCsResult struct {
+	// Claims is how many claims were created.
+	Claims int
+	// Scheduled counts the volumes placed and granted, Unschedulable those
+	// the volume controller reports Scheduled=False (no disk has room).
+	Scheduled, Unschedulable int
+	// UnschedulableMessage is one unschedulable volume's reason, for people.
+	UnschedulableMessage string
+	// TimeToSettled is the time from the first claim's creation until every
+	// volume was decided one way or the other.
+	TimeToSettled time.Duration
+	// Ledgers, LedgerVersions and Violations are as in Result.
+	Ledgers        []LedgerRow
+	LedgerVersions int
+	Violations     []string
+}
+
+// ConcurrentPVCs creates Claims claims of Size at the same moment, with no
+// pods, more than the cluster holds (twenty 100Gi volumes on four 400Gi
+// disks): every volume controller worker places a replica at once, and only
+// the ledgers stand between them and an overfilled disk. The extender is
+// not involved (no pods). The claims are left for Cleanup.
+func ConcurrentPVCs(ctx context.Context, c client.WithWatch, opts ConcurrentPVCsOptions) (ConcurrentPVCsResult, error) {
+	var out ConcurrentPVCsResult
+	opts.StorageClass = DisabledLocalityClass
+	o, err := opts.Common.withDefaults()
+	if err != nil {
+		return out, err
+	}
+	if opts.Claims == 0 {
+		opts.Claims = 20
+	}
+	if opts.Size == "" {
+		opts.Size = "100Gi"
+	}
+	if err := ensureDisabledLocalityClass(ctx, c); err != nil {
+		return out, err
+	}
+	w, err := newWorkload(c, o, opts.Claims, 1, opts.Size, false)
+	if err != nil {
+		return out, err
+	}
+	if err := ensureNamespace(ctx, c, o.Namespace); err != nil {
+		return out, err
+	}
+	mon, err := startLedgerMonitor(ctx, c, o.SystemNamespace)
+	if err != nil {
+		return out, err
+	}
+	out.Claims = opts.Claims
+	settleErr := w.createAndSettle(ctx, &out)
+	rows, versions, violations, err := mon.stop(ctx)
+	out.Ledgers, out.LedgerVersions, out.Violations = rows, versions, violations
+	if settleErr != nil || err != nil {
+		return out, fmt.Errorf("concurrent claims: %w", errors.Join(settleErr, err))
+	}
+	return out, nil
+}
+
+func (w *workload) createAndSettle(ctx context.Context, out *ConcurrentPVCsResult) error {
+	var claims []client.Object
+	for _, pod := range w.names {
+		claims = append(claims, w.claim(w.pods[pod][0]))
+	}
+	start := time.Now()
+	if err := createAll(ctx, w.c, claims); err != nil {
+		return err
+	}
+	w.o.Logf("created %d claims of %s at once; waiting until every volume is decided", len(claims), w.size.String())
+	err := waitAll(ctx, w.o.Timeout, w.c, []watched{
+		{&corev1.PersistentVolumeClaimList{}, w.o.Namespace},
+		{&longhornv1.VolumeList{}, w.o.SystemNamespace},
+		{&longhornv1.DiskScheduleList{}, w.o.SystemNamespace},
+	}, func(objs []objects) (bool, string) {
+		out.Scheduled, out.Unschedulable = 0, 0
+		for _, claim := range claims {
+			pvc, ok := objs[0][key(claim)].(*corev1.PersistentVolumeClaim)
+			if !ok || pvc.Spec.VolumeName == "" {
+				return false, "claim " + claim.GetName() + " is not bound"
+			}
+			vol, ok := objs[1][w.o.SystemNamespace+"/"+pvc.Spec.VolumeName].(*longhornv1.Volume)
+			if !ok {
+				return false, "volume " + pvc.Spec.VolumeName + " not found"
+			}
+			switch scheduled, ok := decided(vol); {
+			case ok && scheduled:
+				out.Scheduled++
+			case ok:
+				out.Unschedulable++
+				c := meta.FindStatusCondition(vol.Status.Conditions, longhornv1.VolumeConditionScheduled)
+				out.UnschedulableMessage = c.Message
+			default:
+				return false, "volume " + vol.Name + " is not decided"
+			}
+		}
+		for _, obj := range objs[2] {
+			ds := obj.(*longhornv1.DiskSchedule)
+			if ds.Status.ObservedGeneration != ds.Generation {
+				return false, "DiskSchedule " + ds.Name + " has undecided requests"
+			}
+		}
+		return true, ""
+	})
+	out.TimeToSettled = time.Since(start)
+	if err != nil {
+		return fmt.Errorf("waiting until every volume is decided: %w", err)
+	}
+	w.o.Logf("every volume is decided after %s: %d scheduled, %d unschedulable", round(out.TimeToSettled), out.Scheduled, out.Unschedulable)
+	return nil
+}
+
+// decided reports whether a volume is decided (second result) and, if so,
+// whether it is scheduled: Scheduled and DiskAllocation True, or Scheduled
+// False because no disk has room, for its current generation.
+func decided(v *longhornv1.Volume) (scheduled, isDecided bool) {
+	s := meta.FindStatusCondition(v.Status.Conditions, longhornv1.VolumeConditionScheduled)
+	a := meta.FindStatusCondition(v.Status.Conditions, longhornv1.VolumeConditionDiskAllocation)
+	if s == nil || a == nil || s.ObservedGeneration != v.Generation {
+		return false, false
+	}
+	switch {
+	case s.Status == metav1.ConditionTrue && a.Status == metav1.ConditionTrue:
+		return true, true
+	case s.Status == metav1.ConditionFalse && s.Reason == longhornv1.VolumeReasonReplicaSchedulingFailure:
+		return false, true
+	}
+	return false, false
+}
+
+// ensureDisabledLocalityClass creates DisabledLocalityClass unless it exists.
+func ensureDisabledLocalityClass(ctx context.Context, c client.Client) error {
+	sc := &storagev1.StorageClass{
+		ObjectMeta:        metav1.ObjectMeta{Name: DisabledLocalityClass},
+		Provisioner:       csiDriver,
+		Parameters:        map[string]string{"numberOfReplicas": "1", "dataLocality": string(longhornv1.DataLocalityDisabled)},
+		ReclaimPolicy:     ptr.To(corev1.PersistentVolumeReclaimDelete),
+		VolumeBindingMode: ptr.To(storagev1.VolumeBindingImmediate),
+	}
+	if err := c.Create(ctx, sc); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("creating StorageClass %s: %w", sc.Name, err)
+	}
+	return nil
+}

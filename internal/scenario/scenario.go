@@ -1,0 +1,588 @@
+package scenario
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	longhornv1 "github.com/longhorn/diskschedule/api/v1beta2"
+)
+
+// ExtendedResource is the extended resource a pod requests to be sent to
+// the scheduler extender.
+const ExtendedResource corev1.ResourceName = "longhorn.io/scheduler-extender"
+
+// Defaults of Common.
+const (
+	DefaultSystemNamespace = "longhorn-system"
+	DefaultStorageClass    = "longhorn"
+	DefaultTimeout         = 2 * time.Minute
+)
+
+// labelVolume labels each Replica with its volume's name, as Longhorn does.
+const labelVolume = "longhornvolume"
+
+// Common is what every scenario needs.
+type Common struct {
+	// Namespace is where the scenario creates its claims and pods; it is
+	// created when missing. Required.
+	Namespace string
+	// SystemNamespace is Longhorn's namespace; "" is longhorn-system.
+	SystemNamespace string
+	// StorageClass is the class of the claims; "" is longhorn (one
+	// replica, best-effort data locality in the sandbox).
+	StorageClass string
+	// Timeout bounds each wait; zero is two minutes.
+	Timeout time.Duration
+	// Logf receives progress lines; nil discards them.
+	Logf func(format string, args ...any)
+}
+
+func (o Common) withDefaults() (Common, error) {
+	if o.Namespace == "" {
+		return o, errors.New("a scenario needs a namespace")
+	}
+	if o.SystemNamespace == "" {
+		o.SystemNamespace = DefaultSystemNamespace
+	}
+	if o.StorageClass == "" {
+		o.StorageClass = DefaultStorageClass
+	}
+	if o.Timeout <= 0 {
+		o.Timeout = DefaultTimeout
+	}
+	if o.Logf == nil {
+		o.Logf = func(string, ...any) {}
+	}
+	return o, nil
+}
+
+// Result is what happened to one set of pods, from their creation until
+// every one ran (or a wait timed out).
+type Result struct {
+	// UseExtender is whether the pods requested the extender's resource.
+	UseExtender bool
+	// Nodes are the cluster's Longhorn nodes, by name.
+	Nodes []string
+	// PodNodes maps each pod to its node ("" when it got none).
+	PodNodes map[string]string
+	// PodsPerNode counts the pods on each node, every node included.
+	PodsPerNode map[string]int
+	// Unscheduled names the pods kube-scheduler gave no node within the
+	// timeout, with why when it said.
+	Unscheduled []string
+	// NotRunning names the scheduled pods that were not Running within the
+	// timeout (the data plane runs a pod once its volumes are attached to
+	// its node and have a running replica).
+	NotRunning []string
+	// RemoteData names the pods with a volume that has no replica on the
+	// pod's node once every volume settled: their data is read over the
+	// network from another node.
+	RemoteData []string
+	// RemoteVolumes counts the volumes, of all pods, with no replica on
+	// their pod's node once every volume settled.
+	RemoteVolumes int
+	// SurplusReplicas counts the placed replicas the volumes hold beyond
+	// the number they want once every volume settled.
+	SurplusReplicas int
+	// TimeToAllScheduled is the time from the first pod's creation until
+	// the last pod was seen bound to a node.
+	TimeToAllScheduled time.Duration
+	// TimeToAllRunning is the time from the first pod's creation until the
+	// last pod was seen Running.
+	TimeToAllRunning time.Duration
+	// Ledgers are the disks' ledgers at the end, with what they decided
+	// during the run.
+	Ledgers []LedgerRow
+	// LedgerVersions is how many DiskSchedule versions the ledger monitor
+	// looked at during the run.
+	LedgerVersions int
+	// Violations describes every ledger version seen that broke the
+	// ledger's invariant (storageScheduled over storageLimit, or not the
+	// sum of its entries).
+	Violations []string
+}
+
+// OK reports whether every pod was scheduled and ran and no ledger broke
+// its invariant: the run completed, whatever the distribution.
+func (r Result) OK() bool {
+	return len(r.Unscheduled) == 0 && len(r.NotRunning) == 0 && len(r.Violations) == 0
+}
+
+// Distribution returns the pods per node in node order, "4/4/4/4".
+func (r Result) Distribution() string {
+	parts := make([]string, 0, len(r.Nodes))
+	for _, n := range r.Nodes {
+		parts = append(parts, fmt.Sprint(r.PodsPerNode[n]))
+	}
+	return strings.Join(parts, "/")
+}
+
+// MaxPodsPerNode returns the most pods any one node got.
+func (r Result) MaxPodsPerNode() int {
+	most := 0
+	for _, n := range r.PodsPerNode {
+		most = max(most, n)
+	}
+	return most
+}
+
+// workload is a set of pods, each with its claims, created like a
+// StatefulSet's.
+type workload struct {
+	o           Common
+	c           client.WithWatch
+	useExtender bool
+	size        resource.Quantity
+	// pods maps each pod name to its claims, in order.
+	pods  map[string][]string
+	names []string
+}
+
+// newWorkload describes n pods web-0 … web-(n-1) with claims claims per
+// pod (data-web-i, or data-j-web-i when a pod has several).
+func newWorkload(c client.WithWatch, o Common, n, claims int, size string, useExtender bool) (*workload, error) {
+	q, err := resource.ParseQuantity(size)
+	if err != nil {
+		return nil, fmt.Errorf("volume size %q: %w", size, err)
+	}
+	if n < 1 || claims < 1 {
+		return nil, fmt.Errorf("a workload needs at least one pod and one claim per pod, not %d and %d", n, claims)
+	}
+	w := &workload{o: o, c: c, useExtender: useExtender, size: q, pods: map[string][]string{}}
+	for i := range n {
+		pod := fmt.Sprintf("web-%d", i)
+		w.names = append(w.names, pod)
+		for j := range claims {
+			if claims == 1 {
+				w.pods[pod] = append(w.pods[pod], "data-"+pod)
+			} else {
+				w.pods[pod] = append(w.pods[pod], fmt.Sprintf("data-%d-%s", j, pod))
+			}
+		}
+	}
+	return w, nil
+}
+
+// claim returns a claim of the workload.
+func (w *workload) claim(name string) *corev1.PersistentVolumeClaim {
+	return &corev1.PersistentVolumeClaim{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: w.o.Namespace, Labels: map[string]string{"app": "web"}},
+		Spec: corev1.PersistentVolumeClaimSpec{
+			AccessModes:      []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			StorageClassName: ptr.To(w.o.StorageClass),
+			Resources:        corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: w.size}},
+		},
+	}
+}
+
+// pod returns a pod of the workload: a busybox container (never pulled:
+// the sandbox has no kubelet) mounting each of its claims, requesting the
+// extender's resource when the workload uses the extender.
+func (w *workload) pod(name string) *corev1.Pod {
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: w.o.Namespace, Labels: map[string]string{"app": "web"}},
+		Spec: corev1.PodSpec{
+			Containers: []corev1.Container{{
+				Name: "app", Image: "busybox", Command: []string{"sleep", "infinity"},
+			}},
+			TerminationGracePeriodSeconds: ptr.To[int64](0),
+		},
+	}
+	if w.useExtender {
+		one := corev1.ResourceList{ExtendedResource: resource.MustParse("1")}
+		pod.Spec.Containers[0].Resources = corev1.ResourceRequirements{Requests: one, Limits: one}
+	}
+	for i, claim := range w.pods[name] {
+		vol := fmt.Sprintf("data-%d", i)
+		pod.Spec.Volumes = append(pod.Spec.Volumes, corev1.Volume{Name: vol, VolumeSource: corev1.VolumeSource{
+			PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: claim},
+		}})
+		pod.Spec.Containers[0].VolumeMounts = append(pod.Spec.Containers[0].VolumeMounts,
+			corev1.VolumeMount{Name: vol, MountPath: "/" + vol})
+	}
+	return pod
+}
+
+// createClaims creates every claim at once and waits until each is bound
+// to a provisioned volume.
+func (w *workload) createClaims(ctx context.Context) error {
+	if err := ensureNamespace(ctx, w.c, w.o.Namespace); err != nil {
+		return err
+	}
+	var objs []client.Object
+	want := map[string]bool{}
+	for _, pod := range w.names {
+		for _, claim := range w.pods[pod] {
+			objs = append(objs, w.claim(claim))
+			want[w.o.Namespace+"/"+claim] = true
+		}
+	}
+	if err := createAll(ctx, w.c, objs); err != nil {
+		return err
+	}
+	w.o.Logf("created %d claims of %s; waiting until they are bound", len(objs), w.size.String())
+	var unbound []string
+	err := waitFor(ctx, w.o.Timeout, w.c, &corev1.PersistentVolumeClaimList{}, w.o.Namespace, func(objs objects) bool {
+		unbound = unbound[:0]
+		for k := range want {
+			pvc, ok := objs[k].(*corev1.PersistentVolumeClaim)
+			if !ok || pvc.Spec.VolumeName == "" || pvc.Status.Phase != corev1.ClaimBound {
+				unbound = append(unbound, k)
+			}
+		}
+		return len(unbound) == 0
+	})
+	if err != nil {
+		sort.Strings(unbound)
+		return fmt.Errorf("waiting until the claims are bound (still unbound: %s): %w", strings.Join(unbound, ", "), err)
+	}
+	return nil
+}
+
+// createPods creates every pod at once, as a StatefulSet with parallel pod
+// management does, and returns when the creation began.
+func (w *workload) createPods(ctx context.Context) (time.Time, error) {
+	objs := make([]client.Object, 0, len(w.names))
+	for _, name := range w.names {
+		objs = append(objs, w.pod(name))
+	}
+	start := time.Now()
+	if err := createAll(ctx, w.c, objs); err != nil {
+		return start, err
+	}
+	w.o.Logf("created %d pods at once (extender: %v); waiting for kube-scheduler", len(objs), w.useExtender)
+	return start, nil
+}
+
+// createAll creates objs concurrently.
+func createAll(ctx context.Context, c client.Client, objs []client.Object) error {
+	errs := make([]error, len(objs))
+	var wg sync.WaitGroup
+	for i, obj := range objs {
+		wg.Go(func() {
+			if err := c.Create(ctx, obj); err != nil {
+				errs[i] = fmt.Errorf("creating %s %s/%s: %w", kind(obj), obj.GetNamespace(), obj.GetName(), err)
+			}
+		})
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+func kind(obj client.Object) string {
+	return strings.TrimPrefix(fmt.Sprintf("%T", obj), "*v1.")
+}
+
+// ensureNamespace creates a namespace unless it exists.
+func ensureNamespace(ctx context.Context, c client.Client, name string) error {
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}
+	if err := c.Create(ctx, ns); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("creating namespace %s: %w", name, err)
+	}
+	return nil
+}
+
+// waitFor observes list in namespace until check returns true or timeout passes.
+func waitFor(ctx context.Context, timeout time.Duration, c client.WithWatch, list client.ObjectList, namespace string, check func(objects) bool) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	return observe(ctx, c, list, namespace, check)
+}
+
+// run creates the workload's pods (its claims exist), waits until they are
+// scheduled, Running and their volumes settled, and reports the result,
+// with the ledgers' decisions meanwhile. A pod that is not scheduled or not
+// Running in time is reported in the result, not as an error.
+func (w *workload) run(ctx context.Context) (Result, error) {
+	res := Result{UseExtender: w.useExtender, PodNodes: map[string]string{}, PodsPerNode: map[string]int{}}
+	nodes, err := longhornNodes(ctx, w.c, w.o.SystemNamespace)
+	if err != nil {
+		return res, err
+	}
+	res.Nodes = nodes
+	for _, n := range nodes {
+		res.PodsPerNode[n] = 0
+	}
+	mon, err := startLedgerMonitor(ctx, w.c, w.o.SystemNamespace)
+	if err != nil {
+		return res, err
+	}
+	runErr := w.runPods(ctx, &res)
+	rows, versions, violations, err := mon.stop(ctx)
+	res.Ledgers, res.LedgerVersions, res.Violations = rows, versions, violations
+	return res, errors.Join(runErr, err)
+}
+
+func (w *workload) runPods(ctx context.Context, res *Result) error {
+	start, err := w.createPods(ctx)
+	if err != nil {
+		return err
+	}
+	pods := map[string]*corev1.Pod{}
+	track := func(objs objects, done func(*corev1.Pod) bool) bool {
+		all := true
+		for _, name := range w.names {
+			pod, ok := objs[w.o.Namespace+"/"+name].(*corev1.Pod)
+			if ok {
+				pods[name] = pod
+			}
+			all = all && ok && done(pod)
+		}
+		return all
+	}
+	scheduled := func(p *corev1.Pod) bool { return p.Spec.NodeName != "" }
+	err = waitFor(ctx, w.o.Timeout, w.c, &corev1.PodList{}, w.o.Namespace, func(objs objects) bool {
+		return track(objs, scheduled)
+	})
+	res.TimeToAllScheduled = time.Since(start)
+	if err != nil && ctx.Err() != nil {
+		return err
+	}
+	for _, name := range w.names {
+		pod := pods[name]
+		if pod == nil || pod.Spec.NodeName == "" {
+			res.Unscheduled = append(res.Unscheduled, name+unschedulableReason(pod))
+			continue
+		}
+		res.PodNodes[name] = pod.Spec.NodeName
+		res.PodsPerNode[pod.Spec.NodeName]++
+	}
+	if len(res.Unscheduled) > 0 {
+		res.TimeToAllScheduled = 0
+		w.o.Logf("%d of %d pods got no node within %s", len(res.Unscheduled), len(w.names), w.o.Timeout)
+		return nil
+	}
+	w.o.Logf("every pod has a node after %s: %s; waiting until they run", round(res.TimeToAllScheduled), w.distribution(res))
+
+	running := func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodRunning }
+	err = waitFor(ctx, w.o.Timeout, w.c, &corev1.PodList{}, w.o.Namespace, func(objs objects) bool {
+		return track(objs, running)
+	})
+	res.TimeToAllRunning = time.Since(start)
+	if err != nil && ctx.Err() != nil {
+		return err
+	}
+	for _, name := range w.names {
+		if pod := pods[name]; pod == nil || pod.Status.Phase != corev1.PodRunning {
+			res.NotRunning = append(res.NotRunning, name)
+		}
+	}
+	if len(res.NotRunning) > 0 {
+		res.TimeToAllRunning = 0
+		w.o.Logf("%d of %d pods were not Running within %s", len(res.NotRunning), len(w.names), w.o.Timeout)
+		return nil
+	}
+	w.o.Logf("every pod runs after %s; waiting until their volumes settle", round(res.TimeToAllRunning))
+	res.RemoteData, res.RemoteVolumes, res.SurplusReplicas, err = w.settle(ctx, res.PodNodes)
+	return err
+}
+
+// distribution formats the pods per node of res, "node-1 4, node-2 4".
+func (w *workload) distribution(res *Result) string {
+	parts := make([]string, 0, len(res.Nodes))
+	for _, n := range res.Nodes {
+		parts = append(parts, fmt.Sprintf("%s %d", n, res.PodsPerNode[n]))
+	}
+	return strings.Join(parts, ", ")
+}
+
+// unschedulableReason returns kube-scheduler's reason for a pod it did not
+// schedule, as ": message", or "".
+func unschedulableReason(pod *corev1.Pod) string {
+	if pod == nil {
+		return ": not found"
+	}
+	for _, c := range pod.Status.Conditions {
+		if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && c.Message != "" {
+			return ": " + c.Message
+		}
+	}
+	return ""
+}
+
+// settle waits until every volume of the workload is settled (see
+// unsettled) and every ledger decided, and returns the pods with a volume
+// that has no replica on the pod's node, how many such volumes there are,
+// and how many replicas the volumes hold beyond the number they want.
+func (w *workload) settle(ctx context.Context, podNodes map[string]string) ([]string, int, int, error) {
+	volumes := map[string][]string{} // pod → its volumes
+	for _, pod := range w.names {
+		for _, claim := range w.pods[pod] {
+			pvc := &corev1.PersistentVolumeClaim{}
+			if err := w.c.Get(ctx, client.ObjectKey{Namespace: w.o.Namespace, Name: claim}, pvc); err != nil {
+				return nil, 0, 0, fmt.Errorf("getting claim %s: %w", claim, err)
+			}
+			pv := &corev1.PersistentVolume{}
+			if err := w.c.Get(ctx, client.ObjectKey{Name: pvc.Spec.VolumeName}, pv); err != nil {
+				return nil, 0, 0, fmt.Errorf("getting PersistentVolume %s: %w", pvc.Spec.VolumeName, err)
+			}
+			if pv.Spec.CSI != nil {
+				volumes[pod] = append(volumes[pod], pv.Spec.CSI.VolumeHandle)
+			}
+		}
+	}
+	var vols, reps objects
+	err := waitAll(ctx, w.o.Timeout, w.c, []watched{
+		{&longhornv1.VolumeList{}, w.o.SystemNamespace},
+		{&longhornv1.ReplicaList{}, w.o.SystemNamespace},
+		{&longhornv1.DiskScheduleList{}, w.o.SystemNamespace},
+	}, func(objs []objects) (bool, string) {
+		ledgers := objs[2]
+		vols, reps = objs[0], objs[1]
+		for _, pod := range w.names {
+			for _, name := range volumes[pod] {
+				v, ok := vols[w.o.SystemNamespace+"/"+name].(*longhornv1.Volume)
+				if !ok {
+					return false, "volume " + name + " not found"
+				}
+				if why := unsettled(v, replicasOf(reps, name), ledgers); why != "" {
+					return false, fmt.Sprintf("volume %s of pod %s: %s", name, pod, why)
+				}
+			}
+		}
+		for _, obj := range ledgers {
+			if ds := obj.(*longhornv1.DiskSchedule); ds.Status.ObservedGeneration != ds.Generation {
+				return false, fmt.Sprintf("DiskSchedule %s has undecided requests", ds.Name)
+			}
+		}
+		return true, ""
+	})
+	if err != nil {
+		return nil, 0, 0, fmt.Errorf("waiting until the volumes settle: %w", err)
+	}
+	var remotePods []string
+	remoteVolumes, surplus := 0, 0
+	for _, pod := range w.names {
+		remote := 0
+		for _, name := range volumes[pod] {
+			local, placed := false, 0
+			want := vols[w.o.SystemNamespace+"/"+name].(*longhornv1.Volume).Spec.NumberOfReplicas
+			for _, r := range replicasOf(reps, name) {
+				if r.Spec.DiskID != "" {
+					placed++
+					local = local || r.Spec.NodeID == podNodes[pod]
+				}
+			}
+			if !local {
+				remote++
+			}
+			surplus += max(placed-want, 0)
+		}
+		if remote > 0 {
+			remotePods = append(remotePods, pod)
+		}
+		remoteVolumes += remote
+	}
+	return remotePods, remoteVolumes, surplus, nil
+}
+
+// replicasOf returns the replicas of a volume among objs, those being
+// deleted included.
+func replicasOf(objs objects, volume string) []*longhornv1.Replica {
+	var out []*longhornv1.Replica
+	for _, o := range objs {
+		if r := o.(*longhornv1.Replica); r.Spec.VolumeName == volume {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// unsettled says why a volume is not settled yet, or "". A volume is
+// settled when the volume controller has caught up with its current
+// generation, no replica of it is being deleted, every placed replica is
+// granted by its disk's ledger and running, no surplus replica waits for
+// removal next to a local one, and an unplaced replica (one kept for data
+// locality where its node has no room) has been reported unschedulable.
+func unsettled(v *longhornv1.Volume, replicas []*longhornv1.Replica, ledgers objects) string {
+	sched := meta.FindStatusCondition(v.Status.Conditions, longhornv1.VolumeConditionScheduled)
+	if sched == nil || sched.ObservedGeneration != v.Generation {
+		return fmt.Sprintf("the volume controller has not looked at generation %d yet", v.Generation)
+	}
+	placed, unplaced, local := 0, 0, false
+	for _, r := range replicas {
+		switch {
+		case !r.DeletionTimestamp.IsZero():
+			return fmt.Sprintf("replica %s is being deleted", r.Name)
+		case r.Spec.DiskID == "":
+			unplaced++
+			continue
+		}
+		placed++
+		local = local || r.Spec.NodeID == v.Spec.NodeID
+		ds, ok := ledgers[r.Namespace+"/"+r.Spec.DiskID].(*longhornv1.DiskSchedule)
+		if !ok {
+			return fmt.Sprintf("replica %s: DiskSchedule %s not found", r.Name, r.Spec.DiskID)
+		}
+		if st, ok := ds.Status.Replicas[r.Name]; !ok || st.State != longhornv1.RequestStateScheduled || st.ScheduledSize != r.Spec.VolumeSize {
+			return fmt.Sprintf("replica %s is not granted on disk %s of node %s yet", r.Name, ds.Spec.Name, ds.Spec.NodeID)
+		}
+		if r.Status.CurrentState != longhornv1.ReplicaStateRunning {
+			return fmt.Sprintf("replica %s is %q", r.Name, r.Status.CurrentState)
+		}
+	}
+	switch {
+	case local && placed > v.Spec.NumberOfReplicas:
+		return fmt.Sprintf("%d replicas placed, wants %d: a surplus one is to be removed", placed, v.Spec.NumberOfReplicas)
+	case unplaced > 0 && (sched.Status != metav1.ConditionFalse || sched.Reason != longhornv1.VolumeReasonReplicaSchedulingFailure):
+		return fmt.Sprintf("%d replicas not placed yet", unplaced)
+	case unplaced == 0 && placed < v.Spec.NumberOfReplicas:
+		return fmt.Sprintf("%d replicas placed, wants %d", placed, v.Spec.NumberOfReplicas)
+	}
+	return ""
+}
+
+// longhornNodes returns the names of the Longhorn nodes, sorted.
+func longhornNodes(ctx context.Context, c client.Client, namespace string) ([]string, error) {
+	list := &longhornv1.NodeList{}
+	if err := c.List(ctx, list, client.InNamespace(namespace)); err != nil {
+		return nil, fmt.Errorf("listing the Longhorn nodes: %w", err)
+	}
+	names := make([]string, 0, len(list.Items))
+	for _, n := range list.Items {
+		names = append(names, n.Name)
+	}
+	sort.Strings(names)
+	return names, nil
+}
+
+// deletePods deletes the workload's pods and waits until they are gone.
+func (w *workload) deletePods(ctx context.Context) error {
+	for _, name := range w.names {
+		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: w.o.Namespace, Name: name}}
+		if err := w.c.Delete(ctx, pod); client.IgnoreNotFound(err) != nil {
+			return fmt.Errorf("deleting pod %s: %w", name, err)
+		}
+	}
+	var left []string
+	err := waitFor(ctx, w.o.Timeout, w.c, &corev1.PodList{}, w.o.Namespace, func(objs objects) bool {
+		left = left[:0]
+		for _, name := range w.names {
+			if _, ok := objs[w.o.Namespace+"/"+name]; ok {
+				left = append(left, name)
+			}
+		}
+		return len(left) == 0
+	})
+	if err != nil {
+		return fmt.Errorf("waiting until the pods are gone (left: %s): %w", strings.Join(left, ", "), err)
+	}
+	w.o.Logf("deleted the %d pods", len(w.names))
+	return nil
+}
+
+// round rounds a duration for people.
+func round(d time.Duration) time.Duration { return d.Round(10 * time.Millisecond) }
