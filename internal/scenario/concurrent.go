@@ -137,9 +137,9 @@ func (w *workload) createAndSettle(ctx context.Context, out *ConcurrentPVCsResul
 				return false, "DiskSchedule " + ds.Name + " has undecided requests"
 			}
 		}
+		out.TimeToSettled = time.Since(start)
 		return true, ""
 	})
-	out.TimeToSettled = time.Since(start)
 	if err != nil {
 		return fmt.Errorf("waiting until every volume is decided: %w", err)
 	}

@@ -31,9 +31,6 @@ const (
 	DefaultTimeout         = 2 * time.Minute
 )
 
-// labelVolume labels each Replica with its volume's name, as Longhorn does.
-const labelVolume = "longhornvolume"
-
 // Common is what every scenario needs.
 type Common struct {
 	// Namespace is where the scenario creates its claims and pods; it is
@@ -97,11 +94,11 @@ type Result struct {
 	// SurplusReplicas counts the placed replicas the volumes hold beyond
 	// the number they want once every volume settled.
 	SurplusReplicas int
-	// TimeToAllScheduled is the time from the first pod's creation until
-	// the last pod was seen bound to a node.
+	// TimeToAllScheduled is the time from the pods' creation until the
+	// last one was seen bound to a node; 0 when one never was.
 	TimeToAllScheduled time.Duration
-	// TimeToAllRunning is the time from the first pod's creation until the
-	// last pod was seen Running.
+	// TimeToAllRunning is the time from the pods' creation until the last
+	// one was seen Running; 0 when one never was.
 	TimeToAllRunning time.Duration
 	// Ledgers are the disks' ledgers at the end, with what they decided
 	// during the run.
@@ -295,6 +292,12 @@ func ensureNamespace(ctx context.Context, c client.Client, name string) error {
 	return nil
 }
 
+// timedOut reports whether err is a wait's own timeout, not a failure or
+// the caller's cancellation.
+func timedOut(ctx context.Context, err error) bool {
+	return err != nil && ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded)
+}
+
 // waitFor observes list in namespace until check returns true or timeout passes.
 func waitFor(ctx context.Context, timeout time.Duration, c client.WithWatch, list client.ObjectList, namespace string, check func(objects) bool) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
@@ -332,23 +335,31 @@ func (w *workload) runPods(ctx context.Context, res *Result) error {
 		return err
 	}
 	pods := map[string]*corev1.Pod{}
-	track := func(objs objects, done func(*corev1.Pod) bool) bool {
-		all := true
-		for _, name := range w.names {
-			pod, ok := objs[w.o.Namespace+"/"+name].(*corev1.Pod)
-			if ok {
-				pods[name] = pod
+	// waitPods waits until done holds for every pod and returns how long
+	// after start it first did, as the watch saw it.
+	waitPods := func(done func(*corev1.Pod) bool) (time.Duration, error) {
+		var took time.Duration
+		err := waitFor(ctx, w.o.Timeout, w.c, &corev1.PodList{}, w.o.Namespace, func(objs objects) bool {
+			all := true
+			for _, name := range w.names {
+				pod, ok := objs[w.o.Namespace+"/"+name].(*corev1.Pod)
+				if ok {
+					pods[name] = pod
+				}
+				all = all && ok && done(pod)
 			}
-			all = all && ok && done(pod)
+			if all {
+				took = time.Since(start)
+			}
+			return all
+		})
+		if timedOut(ctx, err) {
+			err = nil // reported in the result
 		}
-		return all
+		return took, err
 	}
-	scheduled := func(p *corev1.Pod) bool { return p.Spec.NodeName != "" }
-	err = waitFor(ctx, w.o.Timeout, w.c, &corev1.PodList{}, w.o.Namespace, func(objs objects) bool {
-		return track(objs, scheduled)
-	})
-	res.TimeToAllScheduled = time.Since(start)
-	if err != nil && ctx.Err() != nil {
+	res.TimeToAllScheduled, err = waitPods(func(p *corev1.Pod) bool { return p.Spec.NodeName != "" })
+	if err != nil {
 		return err
 	}
 	for _, name := range w.names {
@@ -361,18 +372,13 @@ func (w *workload) runPods(ctx context.Context, res *Result) error {
 		res.PodsPerNode[pod.Spec.NodeName]++
 	}
 	if len(res.Unscheduled) > 0 {
-		res.TimeToAllScheduled = 0
 		w.o.Logf("%d of %d pods got no node within %s", len(res.Unscheduled), len(w.names), w.o.Timeout)
 		return nil
 	}
 	w.o.Logf("every pod has a node after %s: %s; waiting until they run", round(res.TimeToAllScheduled), w.distribution(res))
 
-	running := func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodRunning }
-	err = waitFor(ctx, w.o.Timeout, w.c, &corev1.PodList{}, w.o.Namespace, func(objs objects) bool {
-		return track(objs, running)
-	})
-	res.TimeToAllRunning = time.Since(start)
-	if err != nil && ctx.Err() != nil {
+	res.TimeToAllRunning, err = waitPods(func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodRunning })
+	if err != nil {
 		return err
 	}
 	for _, name := range w.names {
@@ -381,7 +387,6 @@ func (w *workload) runPods(ctx context.Context, res *Result) error {
 		}
 	}
 	if len(res.NotRunning) > 0 {
-		res.TimeToAllRunning = 0
 		w.o.Logf("%d of %d pods were not Running within %s", len(res.NotRunning), len(w.names), w.o.Timeout)
 		return nil
 	}

@@ -1,0 +1,131 @@
+package scenario
+
+import (
+	"strings"
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	longhornv1 "github.com/longhorn/diskschedule/api/v1beta2"
+)
+
+const gi = int64(1) << 30
+
+func ledger(scheduled, limit int64, replicas map[string]longhornv1.RequestStatus, conds ...metav1.Condition) *longhornv1.DiskSchedule {
+	return &longhornv1.DiskSchedule{
+		ObjectMeta: metav1.ObjectMeta{Name: "disk-uuid", Namespace: "longhorn-system"},
+		Spec:       longhornv1.DiskScheduleSpec{Name: "disk-1", NodeID: "node-1"},
+		Status: longhornv1.DiskScheduleStatus{
+			StorageScheduled: scheduled, StorageLimit: limit, Replicas: replicas, Conditions: conds,
+		},
+	}
+}
+
+func granted(size int64) longhornv1.RequestStatus {
+	return longhornv1.RequestStatus{State: longhornv1.RequestStateScheduled, RequestedSize: size, ScheduledSize: size}
+}
+
+func TestInvariantBroken(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		ds   *longhornv1.DiskSchedule
+		want string
+	}{
+		{"empty", ledger(0, 0, nil), ""},
+		{"full", ledger(400*gi, 400*gi, map[string]longhornv1.RequestStatus{"a": granted(200 * gi), "b": granted(200 * gi)}), ""},
+		{"over the limit", ledger(500*gi, 400*gi, map[string]longhornv1.RequestStatus{"a": granted(500 * gi)}), "over storageLimit"},
+		{"over the limit, adopted", ledger(500*gi, 400*gi, map[string]longhornv1.RequestStatus{"a": granted(500 * gi)},
+			metav1.Condition{Type: longhornv1.DiskScheduleConditionOvercommitted, Status: metav1.ConditionTrue}), ""},
+		{"not the sum of its entries", ledger(100*gi, 400*gi, map[string]longhornv1.RequestStatus{"a": granted(200 * gi)}), "not the sum"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			got := invariantBroken(tt.ds)
+			if (tt.want == "") != (got == "") || !strings.Contains(got, tt.want) {
+				t.Errorf("invariantBroken() = %q, want %q", got, tt.want)
+			}
+		})
+	}
+}
+
+// TestLedgerMonitorCounts checks that the monitor counts each decision once,
+// ignores what the baseline already held, and records violations.
+func TestLedgerMonitorCounts(t *testing.T) {
+	m := &ledgerMonitor{rv: map[string]string{}, states: map[string]map[entry]string{}, rows: map[string]*LedgerRow{}}
+	version := func(rv string, ds *longhornv1.DiskSchedule) *longhornv1.DiskSchedule {
+		ds.ResourceVersion = rv
+		return ds
+	}
+	rejected := longhornv1.RequestStatus{State: longhornv1.RequestStateRejected, RequestedSize: 100 * gi}
+	m.see(version("1", ledger(100*gi, 400*gi, map[string]longhornv1.RequestStatus{"old": granted(100 * gi)})), true)
+	m.see(version("2", ledger(200*gi, 400*gi, map[string]longhornv1.RequestStatus{"old": granted(100 * gi), "r1": granted(100 * gi)})), false)
+	m.see(version("2", ledger(200*gi, 400*gi, map[string]longhornv1.RequestStatus{"old": granted(100 * gi), "r1": granted(100 * gi)})), false)
+	m.see(version("3", ledger(200*gi, 400*gi, map[string]longhornv1.RequestStatus{"old": granted(100 * gi), "r1": granted(100 * gi), "r2": rejected})), false)
+	ds := version("4", ledger(500*gi, 400*gi, map[string]longhornv1.RequestStatus{"r1": granted(500 * gi)}))
+	ds.Status.Reservations = map[string]longhornv1.ReservationStatus{"vol": {State: longhornv1.ReservationStateScheduled}}
+	m.see(ds, false)
+
+	row := m.rows["disk-uuid"]
+	if row.Granted != 1 || row.Rejected != 1 || row.Reserved != 1 {
+		t.Errorf("granted/rejected/reserved = %d/%d/%d, want 1/1/1", row.Granted, row.Rejected, row.Reserved)
+	}
+	if m.versions != 3 {
+		t.Errorf("versions = %d, want 3 (the baseline and a repeated version do not count)", m.versions)
+	}
+	if len(m.violations) != 1 || !strings.Contains(m.violations[0], "version 4") {
+		t.Errorf("violations = %q, want one, of version 4", m.violations)
+	}
+	if row.Scheduled != 500*gi || row.Limit != 400*gi || row.Node != "node-1" || row.Disk != "disk-1" {
+		t.Errorf("row = %+v, want the last version's figures", row)
+	}
+}
+
+func TestUnsettled(t *testing.T) {
+	vol := func(nodeID string, sched metav1.ConditionStatus, reason string) *longhornv1.Volume {
+		return &longhornv1.Volume{
+			ObjectMeta: metav1.ObjectMeta{Name: "vol", Generation: 2},
+			Spec:       longhornv1.VolumeSpec{NumberOfReplicas: 1, NodeID: nodeID},
+			Status: longhornv1.VolumeStatus{Conditions: []metav1.Condition{
+				{Type: longhornv1.VolumeConditionScheduled, Status: sched, Reason: reason, ObservedGeneration: 2},
+			}},
+		}
+	}
+	replica := func(name, node, disk string, state longhornv1.ReplicaState) *longhornv1.Replica {
+		return &longhornv1.Replica{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "longhorn-system"},
+			Spec:       longhornv1.ReplicaSpec{VolumeName: "vol", NodeID: node, DiskID: disk, VolumeSize: 100 * gi},
+			Status:     longhornv1.ReplicaStatus{CurrentState: state},
+		}
+	}
+	ledgers := objects{}
+	for _, d := range []struct{ uuid, node, replica string }{{"d1", "node-1", "local"}, {"d2", "node-2", "remote"}} {
+		ledgers["longhorn-system/"+d.uuid] = &longhornv1.DiskSchedule{
+			ObjectMeta: metav1.ObjectMeta{Name: d.uuid, Namespace: "longhorn-system"},
+			Spec:       longhornv1.DiskScheduleSpec{Name: "disk-1", NodeID: d.node},
+			Status:     longhornv1.DiskScheduleStatus{Replicas: map[string]longhornv1.RequestStatus{d.replica: granted(100 * gi)}},
+		}
+	}
+	running := longhornv1.ReplicaStateRunning
+	for _, tt := range []struct {
+		name     string
+		vol      *longhornv1.Volume
+		replicas []*longhornv1.Replica
+		settled  bool
+	}{
+		{"local and running", vol("node-1", metav1.ConditionTrue, ""), []*longhornv1.Replica{replica("local", "node-1", "d1", running)}, true},
+		{"not running yet", vol("node-1", metav1.ConditionTrue, ""), []*longhornv1.Replica{replica("local", "node-1", "d1", "")}, false},
+		{"not granted", vol("node-1", metav1.ConditionTrue, ""), []*longhornv1.Replica{replica("other", "node-1", "d1", running)}, false},
+		{"remote kept, local replica reported unschedulable", vol("node-1", metav1.ConditionFalse, longhornv1.VolumeReasonReplicaSchedulingFailure),
+			[]*longhornv1.Replica{replica("remote", "node-2", "d2", running), replica("pinned", "", "", "")}, true},
+		{"local replica not placed yet", vol("node-1", metav1.ConditionTrue, ""),
+			[]*longhornv1.Replica{replica("remote", "node-2", "d2", running), replica("pinned", "", "", "")}, false},
+		{"surplus remote next to a local one", vol("node-1", metav1.ConditionTrue, ""),
+			[]*longhornv1.Replica{replica("local", "node-1", "d1", running), replica("remote", "node-2", "d2", running)}, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			why := unsettled(tt.vol, tt.replicas, ledgers)
+			if (why == "") != tt.settled {
+				t.Errorf("unsettled() = %q, want settled %v", why, tt.settled)
+			}
+		})
+	}
+}

@@ -1,0 +1,74 @@
+package e2e_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	"github.com/longhorn/diskschedule/internal/scenario"
+)
+
+// drainRepetitions is how often the node is drained, as the plan says.
+const drainRepetitions = 3
+
+// TestDrain is the plan's node-drain test: on two nodes with a 400Gi disk
+// and two with a 99Gi disk, four pods with a 100Gi volume each start on
+// node-1 (the others cordoned). Every node is uncordoned, then node-1 is
+// drained: through the extender all four pods move to node-2, the only
+// other node whose disk can hold their volumes, and their data follows
+// them. Without the extender where the pods go is only logged.
+func TestDrain(t *testing.T) {
+	cl := startSandbox(t, "drain.yaml")
+	ctx := context.Background()
+	for i := range drainRepetitions {
+		t.Run(fmt.Sprintf("with the extender #%d", i+1), func(t *testing.T) {
+			o := common(t, fmt.Sprintf("drain-with-%d", i+1))
+			defer cl.cleanup(t, o)
+			defer cl.dumpLedgers(t)
+			res, err := scenario.Drain(ctx, cl.c, scenario.DrainOptions{Common: o, Pods: 4, Size: "100Gi", Node: "node-1", UseExtender: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("before the drain %s, after it %s (pods per node)", res.Before.Distribution(), res.After.Distribution())
+			checkRan(t, "before the drain", res.Before)
+			if got := res.Before.PodsPerNode["node-1"]; got != 4 {
+				t.Fatalf("%d pods started on node-1, want all 4 (the others were cordoned): %v", got, res.Before.PodNodes)
+			}
+			checkRan(t, "after the drain", res.After)
+			for pod, node := range res.After.PodNodes {
+				if node != "node-2" {
+					t.Errorf("after the drain of node-1, pod %s went to %s, want node-2 (the 99Gi nodes cannot hold a 100Gi volume)", pod, node)
+				}
+			}
+			if len(res.After.RemoteData) > 0 {
+				t.Errorf("after the drain, pods whose data did not follow them: %v", res.After.RemoteData)
+			}
+			for _, row := range res.After.Ledgers {
+				want := int64(0)
+				if row.Node == "node-2" {
+					want = 400 << 30
+				}
+				if row.Scheduled != want {
+					t.Errorf("after the drain, disk %s of node %s grants %s, want %s", row.Disk, row.Node,
+						scenario.Bytes(row.Scheduled), scenario.Bytes(want))
+				}
+			}
+			checkLedgers(t, "before the drain", res.Before)
+			checkLedgers(t, "after the drain", res.After)
+		})
+	}
+	t.Run("without the extender", func(t *testing.T) {
+		o := common(t, "drain-without")
+		defer cl.cleanup(t, o)
+		res, err := scenario.Drain(ctx, cl.c, scenario.DrainOptions{Common: o, Pods: 4, Size: "100Gi", Node: "node-1"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("without the extender: before the drain %s, after it %s (pods per node); %d pods' data stayed behind",
+			res.Before.Distribution(), res.After.Distribution(), len(res.After.RemoteData))
+		checkRan(t, "before the drain", res.Before)
+		checkRan(t, "after the drain", res.After)
+		checkLedgers(t, "before the drain", res.Before)
+		checkLedgers(t, "after the drain", res.After)
+	})
+}

@@ -1,0 +1,45 @@
+// Package e2e_test runs the Longhorn scheduler extender's test plan end to
+// end: each test starts the sandbox (real etcd, kube-apiserver and
+// kube-scheduler processes configured with the extender, the manager under
+// its generated RBAC, the disk monitors and the simulated data plane) with
+// the plan's topology, runs a scenario of internal/scenario several times,
+// and asserts on where the pods went and what the ledgers granted.
+//
+// It needs the control-plane binaries of `make controlplane` (bin/k8s, or
+// KUBEBUILDER_ASSETS).
+package e2e_test
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"testing"
+
+	"github.com/go-logr/logr"
+	"k8s.io/klog/v2"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+)
+
+var managerLog = flag.String("manager-log", "", "Write the in-process manager's, disk monitors' and data plane's logs to this file (default: discard them).")
+
+func TestMain(m *testing.M) { os.Exit(run(m)) }
+
+func run(m *testing.M) int {
+	flag.Parse()
+	if *managerLog == "" {
+		ctrl.SetLogger(logr.Discard())
+		klog.SetLogger(logr.Discard()) // client-go's leader election logs through klog
+		return m.Run()
+	}
+	f, err := os.Create(*managerLog)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer f.Close()
+	logger := zap.New(zap.WriteTo(f), zap.UseDevMode(true))
+	ctrl.SetLogger(logger)
+	klog.SetLogger(logger)
+	return m.Run()
+}

@@ -1,0 +1,64 @@
+package e2e_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	"github.com/longhorn/diskschedule/internal/scenario"
+)
+
+// multiPVCRepetitions is how often the pod with four claims is placed, as
+// the plan says.
+const multiPVCRepetitions = 10
+
+// TestMultiPVC is the plan's multiple-claims test: on nodes with 1, 2, 3
+// and 4 disks of 100Gi, a pod with four 100Gi claims fits only on the node
+// with four disks, and through the extender it lands there every time,
+// with one replica on each of its disks. Without the extender the node is
+// only logged: kube-scheduler may pick any node.
+func TestMultiPVC(t *testing.T) {
+	cl := startSandbox(t, "multi-disk.yaml")
+	ctx := context.Background()
+	for i := range multiPVCRepetitions {
+		t.Run(fmt.Sprintf("with the extender #%d", i+1), func(t *testing.T) {
+			o := common(t, fmt.Sprintf("multi-pvc-with-%d", i+1))
+			defer cl.cleanup(t, o)
+			defer cl.dumpLedgers(t)
+			res, err := scenario.MultiPVC(ctx, cl.c, scenario.MultiPVCOptions{Common: o, Claims: 4, Size: "100Gi", UseExtender: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("the pod went to %s; scheduled in %s, running in %s", res.Node, res.TimeToAllScheduled, res.TimeToAllRunning)
+			checkRan(t, "multi-PVC", res.Result)
+			if res.Node != "node-4" {
+				t.Errorf("the pod with four 100Gi claims went to %q, want node-4, the only node with four 100Gi disks", res.Node)
+			}
+			if len(res.RemoteData) > 0 {
+				t.Errorf("the pod has a volume with no replica on its node")
+			}
+			for _, row := range res.Ledgers {
+				want := int64(0)
+				if row.Node == "node-4" {
+					want = 100 << 30
+				}
+				if row.Scheduled != want {
+					t.Errorf("disk %s of node %s grants %s, want %s (one 100Gi replica on each disk of node-4, nothing elsewhere)",
+						row.Disk, row.Node, scenario.Bytes(row.Scheduled), scenario.Bytes(want))
+				}
+			}
+			checkLedgers(t, "multi-PVC", res.Result)
+		})
+	}
+	t.Run("without the extender", func(t *testing.T) {
+		o := common(t, "multi-pvc-without")
+		defer cl.cleanup(t, o)
+		res, err := scenario.MultiPVC(ctx, cl.c, scenario.MultiPVCOptions{Common: o, Claims: 4, Size: "100Gi"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("without the extender the pod went to %s; %d of its 4 volumes have their replica on another node", res.Node, res.RemoteVolumes)
+		checkRan(t, "multi-PVC without the extender", res.Result)
+		checkLedgers(t, "multi-PVC without the extender", res.Result)
+	})
+}

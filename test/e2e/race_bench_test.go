@@ -1,0 +1,65 @@
+package e2e_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	"github.com/longhorn/diskschedule/internal/scenario"
+)
+
+// BenchmarkRace times the plan's race, sixteen pods with a 100Gi volume
+// each created at once on four nodes with one 400Gi disk each, with and
+// without the extender, in one sandbox. Each op runs both. It reports the
+// mean seconds until every pod has a node and until every pod runs, their
+// ratios (with ÷ without), and the most pods any node got, as the mean over
+// ops and the worst op.
+//
+//	KUBEBUILDER_ASSETS=$PWD/bin/k8s go test ./test/e2e/ -run '^$' -bench Race -benchtime=5x
+func BenchmarkRace(b *testing.B) {
+	cl := startSandbox(b, "topology.yaml")
+	ctx := context.Background()
+	var sum [2]struct{ scheduled, running, maxPods float64 }
+	var worst [2]int
+	ops := 0
+	for b.Loop() {
+		ops++
+		for j, useExtender := range []bool{true, false} {
+			o := common(b, fmt.Sprintf("bench-%s-%d", withOrWithout(useExtender), ops))
+			o.Logf = nil
+			res, err := scenario.Race(ctx, cl.c, scenario.RaceOptions{Common: o, Pods: 16, Size: "100Gi", UseExtender: useExtender})
+			if err != nil {
+				b.Fatal(err)
+			}
+			if !res.OK() {
+				b.Fatalf("race %s the extender did not complete: unscheduled %v, not running %v, ledger violations %v",
+					withOrWithout(useExtender), res.Unscheduled, res.NotRunning, res.Violations)
+			}
+			sum[j].scheduled += res.TimeToAllScheduled.Seconds()
+			sum[j].running += res.TimeToAllRunning.Seconds()
+			sum[j].maxPods += float64(res.MaxPodsPerNode())
+			worst[j] = max(worst[j], res.MaxPodsPerNode())
+			b.StopTimer()
+			cl.cleanup(b, o)
+			b.StartTimer()
+		}
+	}
+	n := float64(ops)
+	b.ReportMetric(sum[0].scheduled/n, "scheduled-with-s")
+	b.ReportMetric(sum[1].scheduled/n, "scheduled-without-s")
+	b.ReportMetric(sum[0].scheduled/sum[1].scheduled, "scheduled-ratio")
+	b.ReportMetric(sum[0].running/n, "running-with-s")
+	b.ReportMetric(sum[1].running/n, "running-without-s")
+	b.ReportMetric(sum[0].running/sum[1].running, "running-ratio")
+	b.ReportMetric(sum[0].maxPods/n, "max-pods-with")
+	b.ReportMetric(sum[1].maxPods/n, "max-pods-without")
+	b.ReportMetric(float64(worst[0]), "worst-max-pods-with")
+	b.ReportMetric(float64(worst[1]), "worst-max-pods-without")
+}
+
+func withOrWithout(useExtender bool) string {
+	if useExtender {
+		return "with"
+	}
+	return "without"
+}

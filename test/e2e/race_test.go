@@ -1,0 +1,69 @@
+package e2e_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	"github.com/longhorn/diskschedule/internal/scenario"
+)
+
+// raceRepetitions is how often the race runs through the extender, as the
+// plan says; raceWithoutRepetitions how often without it (the plan says 10;
+// three are enough to log the distributions).
+const (
+	raceRepetitions        = 10
+	raceWithoutRepetitions = 3
+)
+
+// TestRace is the plan's race-condition test: on four nodes with one 400Gi
+// disk each, sixteen pods with a 100Gi volume each are created at once.
+// Through the extender every node gets exactly four pods, each pod's data
+// stays on its node, and no ledger is ever over its limit. Without the
+// extender the distribution is only logged: kube-scheduler may well spread
+// the pods evenly by chance.
+func TestRace(t *testing.T) {
+	cl := startSandbox(t, "topology.yaml")
+	ctx := context.Background()
+	for i := range raceRepetitions {
+		t.Run(fmt.Sprintf("with the extender #%d", i+1), func(t *testing.T) {
+			o := common(t, fmt.Sprintf("race-with-%d", i+1))
+			defer cl.cleanup(t, o)
+			defer cl.dumpLedgers(t)
+			res, err := scenario.Race(ctx, cl.c, scenario.RaceOptions{Common: o, Pods: 16, Size: "100Gi", UseExtender: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("pods per node %s; all scheduled in %s, all running in %s; %d ledger versions watched",
+				res.Distribution(), res.TimeToAllScheduled, res.TimeToAllRunning, res.LedgerVersions)
+			checkRan(t, "race", res)
+			for _, n := range res.Nodes {
+				if got := res.PodsPerNode[n]; got != 4 {
+					t.Errorf("node %s got %d pods, want 4 (pods per node %s)", n, got, res.Distribution())
+				}
+			}
+			if len(res.RemoteData) > 0 {
+				t.Errorf("pods whose volume has no replica on their node: %v", res.RemoteData)
+			}
+			if res.LedgerVersions == 0 {
+				t.Errorf("the ledger monitor saw no DiskSchedule version during the race")
+			}
+			checkLedgers(t, "race", res)
+		})
+	}
+	for i := range raceWithoutRepetitions {
+		t.Run(fmt.Sprintf("without the extender #%d", i+1), func(t *testing.T) {
+			o := common(t, fmt.Sprintf("race-without-%d", i+1))
+			defer cl.cleanup(t, o)
+			defer cl.dumpLedgers(t)
+			res, err := scenario.Race(ctx, cl.c, scenario.RaceOptions{Common: o, Pods: 16, Size: "100Gi"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("without the extender: pods per node %s, %d pods with their data on another node; all scheduled in %s, all running in %s",
+				res.Distribution(), len(res.RemoteData), res.TimeToAllScheduled, res.TimeToAllRunning)
+			checkRan(t, "race without the extender", res)
+			checkLedgers(t, "race without the extender", res)
+		})
+	}
+}

@@ -1,0 +1,62 @@
+package e2e_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/longhorn/diskschedule/internal/scenario"
+)
+
+// restartRepetitions is how often the pods are restarted, as the plan says.
+const restartRepetitions = 3
+
+// TestRestart is the plan's pod-restart test: sixteen pods with a 100Gi
+// volume each on four nodes with one 400Gi disk each are deleted and
+// created again with the same names and claims; through the extender each
+// comes back to the node it was on, where its data is. Without the
+// extender the moves are only logged.
+func TestRestart(t *testing.T) {
+	cl := startSandbox(t, "topology.yaml")
+	ctx := context.Background()
+	for i := range restartRepetitions {
+		t.Run(fmt.Sprintf("with the extender #%d", i+1), func(t *testing.T) {
+			o := common(t, fmt.Sprintf("restart-with-%d", i+1))
+			defer cl.cleanup(t, o)
+			defer cl.dumpLedgers(t)
+			res, err := scenario.Restart(ctx, cl.c, scenario.RestartOptions{Common: o, Pods: 16, Size: "100Gi", UseExtender: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("pods per node %s before, %s after the restart; %d moved", res.Before.Distribution(), res.After.Distribution(), len(res.Moved))
+			checkRan(t, "before the restart", res.Before)
+			checkRan(t, "after the restart", res.After)
+			if len(res.After.PodNodes) != 16 {
+				t.Fatalf("%d pods placed after the restart, want 16", len(res.After.PodNodes))
+			}
+			if len(res.Moved) > 0 {
+				t.Errorf("pods that did not come back to their node: %s", strings.Join(res.Moved, ", "))
+			}
+			if len(res.After.RemoteData) > 0 {
+				t.Errorf("after the restart, pods whose volume has no replica on their node: %v", res.After.RemoteData)
+			}
+			checkLedgers(t, "before the restart", res.Before)
+			checkLedgers(t, "after the restart", res.After)
+		})
+	}
+	t.Run("without the extender", func(t *testing.T) {
+		o := common(t, "restart-without")
+		defer cl.cleanup(t, o)
+		res, err := scenario.Restart(ctx, cl.c, scenario.RestartOptions{Common: o, Pods: 16, Size: "100Gi"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("without the extender: pods per node %s before, %s after the restart; moved: %s",
+			res.Before.Distribution(), res.After.Distribution(), strings.Join(res.Moved, ", "))
+		checkRan(t, "before the restart", res.Before)
+		checkRan(t, "after the restart", res.After)
+		checkLedgers(t, "before the restart", res.Before)
+		checkLedgers(t, "after the restart", res.After)
+	})
+}

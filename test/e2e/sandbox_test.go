@@ -1,0 +1,182 @@
+package e2e_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	longhornv1 "github.com/longhorn/diskschedule/api/v1beta2"
+	"github.com/longhorn/diskschedule/internal/sandbox"
+	"github.com/longhorn/diskschedule/internal/scenario"
+	"github.com/longhorn/diskschedule/internal/testenv"
+)
+
+// cluster is a running sandbox and a client of it that can watch.
+type cluster struct {
+	sb *sandbox.Sandbox
+	c  client.WithWatch
+}
+
+// startSandbox starts the sandbox with the extender and the topology file
+// of config/sandbox, and stops it when the test ends. On failure it logs the
+// sandbox's progress and the end of kube-scheduler's log.
+func startSandbox(t testing.TB, topologyFile string) *cluster {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("starts a control plane")
+	}
+	root := testenv.RepoRoot()
+	topo, err := sandbox.LoadTopology(filepath.Join(root, "config", "sandbox", topologyFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	logDir := filepath.Join(t.TempDir(), "logs")
+	out := &syncBuffer{}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	start := time.Now()
+	sb, err := sandbox.Start(ctx, sandbox.Options{
+		Topology:  topo,
+		Extender:  true,
+		ConfigDir: filepath.Join(root, "config"),
+		AssetsDir: testenv.AssetsDir(),
+		LogDir:    logDir,
+		Out:       out,
+	})
+	if err != nil {
+		t.Fatalf("starting the sandbox with %s: %v\n%s", topologyFile, err, out)
+	}
+	t.Logf("sandbox with %s ready in %s", topologyFile, time.Since(start).Round(100*time.Millisecond))
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("sandbox progress:\n%s", out)
+			logTail(t, filepath.Join(logDir, "kube-scheduler.log"))
+		}
+		select {
+		case <-sb.Done():
+			t.Errorf("a component of the sandbox stopped on its own: %v", sb.Err())
+		default:
+		}
+		if err := sb.Stop(); err != nil {
+			t.Errorf("stopping the sandbox: %v", err)
+		}
+		for _, p := range sb.Processes() {
+			if sandbox.ProcessAlive(p.PID) {
+				t.Errorf("%s (pid %d) is still running after Stop", p.Name, p.PID)
+			}
+		}
+	})
+	c, err := client.NewWithWatch(sb.AdminConfig(), client.Options{Scheme: sb.Scheme()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &cluster{sb: sb, c: c}
+}
+
+// common returns the scenario options of one run in its own namespace,
+// logging progress to the test.
+func common(t testing.TB, namespace string) scenario.Common {
+	return scenario.Common{
+		Namespace: namespace,
+		Timeout:   90 * time.Second,
+		Logf: func(format string, args ...any) {
+			t.Helper()
+			t.Logf("  "+namespace+": "+format, args...)
+		},
+	}
+}
+
+// cleanup runs scenario.Cleanup, failing the test when it fails.
+func (cl *cluster) cleanup(t testing.TB, o scenario.Common) {
+	t.Helper()
+	if err := scenario.Cleanup(context.Background(), cl.c, o); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// checkLedgers fails the test when a ledger broke its invariant in any
+// version seen during a run, or ends over its limit.
+func checkLedgers(t testing.TB, what string, res scenario.Result) {
+	t.Helper()
+	for _, v := range res.Violations {
+		t.Errorf("%s: %s", what, v)
+	}
+	for _, row := range res.Ledgers {
+		if row.Scheduled > row.Limit {
+			t.Errorf("%s: the ledger of disk %s of node %s ends over its limit: %s of %s",
+				what, row.Disk, row.Node, scenario.Bytes(row.Scheduled), scenario.Bytes(row.Limit))
+		}
+	}
+}
+
+// checkRan fails the test when a pod was not scheduled or did not run, or
+// a volume was left with more replicas than it wants.
+func checkRan(t testing.TB, what string, res scenario.Result) {
+	t.Helper()
+	if res.SurplusReplicas > 0 {
+		t.Errorf("%s: the volumes hold %d replicas more than they want", what, res.SurplusReplicas)
+	}
+	if len(res.Unscheduled) > 0 {
+		t.Errorf("%s: pods without a node: %s", what, strings.Join(res.Unscheduled, "; "))
+	}
+	if len(res.NotRunning) > 0 {
+		t.Errorf("%s: pods not Running: %s", what, strings.Join(res.NotRunning, ", "))
+	}
+}
+
+// logTail logs the end of a log file.
+func logTail(t testing.TB, path string) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Logf("reading %s: %v", path, err)
+		return
+	}
+	if len(data) > 4000 {
+		data = data[len(data)-4000:]
+	}
+	t.Logf("end of %s:\n%s", path, data)
+}
+
+// syncBuffer is a bytes.Buffer safe for concurrent use.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// dumpLedgers logs every DiskSchedule's spec and status when the test failed.
+func (cl *cluster) dumpLedgers(t testing.TB) {
+	t.Helper()
+	if !t.Failed() {
+		return
+	}
+	list := &longhornv1.DiskScheduleList{}
+	if err := cl.c.List(context.Background(), list, client.InNamespace(sandbox.Namespace)); err != nil {
+		t.Logf("listing the DiskSchedules: %v", err)
+		return
+	}
+	for _, ds := range list.Items {
+		spec, _ := json.Marshal(ds.Spec)
+		status, _ := json.Marshal(ds.Status)
+		t.Logf("DiskSchedule %s (disk %s of node %s), generation %d:\n  spec %s\n  status %s", ds.Name, ds.Spec.Name, ds.Spec.NodeID, ds.Generation, spec, status)
+	}
+}
