@@ -1,0 +1,513 @@
+// Package schedulerbench measures a real kube-scheduler's throughput, in
+// pods per second, with and without the diskschedule extender, in one run:
+// the sandbox (etcd, kube-apiserver, kube-scheduler configured with the
+// extender, the manager, the disk monitors and the simulated data plane) on
+// 100 nodes with one 10Ti disk each, and 1000 pods that each use their own
+// 1Gi claim of the Longhorn StorageClass. In one phase the pods request the
+// longhorn.io/scheduler-extender resource, so kube-scheduler calls the
+// extender for each (filter, prioritize, and the scheduling hold that lets
+// one pod's reservation be decided before the next is filtered); in the
+// other they do not, and kube-scheduler never calls it. In each phase the
+// pods are created while kube-scheduler is paused, and the clock runs from
+// resuming it until the last pod is bound.
+//
+// It holds only benchmarks; the sandbox starts inside the benchmark, so
+// `go test ./...` starts nothing. Figures and the command are in
+// docs/benchmarks.md.
+package schedulerbench
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/rest"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/longhorn/diskschedule/internal/dataplane"
+	"github.com/longhorn/diskschedule/internal/manager"
+	"github.com/longhorn/diskschedule/internal/sandbox"
+	"github.com/longhorn/diskschedule/internal/testenv"
+)
+
+const (
+	nodeCount = 100
+	diskSize  = "10Ti"
+	claimSize = "1Gi"
+	// workers create claims and pods in parallel.
+	workers = 16
+)
+
+var (
+	podCount     = flag.Int("schedulerbench.pods", 1000, "Pods (each with its own claim) scheduled in each phase.")
+	logDir       = flag.String("schedulerbench.logs", "", "Keep etcd's, kube-apiserver's and kube-scheduler's logs in this directory (default: discard them).")
+	phaseTimeout = flag.Duration("schedulerbench.timeout", 10*time.Minute, "How long a phase's pods may take to be bound.")
+)
+
+// TestMain discards the in-process controllers' logs when benchmarks run,
+// to keep the figures readable; without -bench it only runs the (no) tests.
+func TestMain(m *testing.M) {
+	flag.Parse()
+	if f := flag.Lookup("test.bench"); f != nil && f.Value.String() != "" {
+		ctrllog.SetLogger(logr.Discard())
+		klog.SetLogger(logr.Discard())
+	}
+	os.Exit(m.Run())
+}
+
+// BenchmarkKubeSchedulerThroughput reports kube-scheduler's throughput for
+// the same number of pods without and with the extender, and their ratio.
+// Each phase's claims are provisioned first; its pods are then created
+// while kube-scheduler is paused (SIGSTOP), and the time is measured from
+// resuming it (SIGCONT) until the last pod has spec.nodeName, so that the
+// figure is kube-scheduler's and not the pod creation rate. The phase's
+// pods all run (volumes attached, replicas granted and started) before the
+// next phase, so one phase's data plane work does not overlap the other's
+// measurement. The extender phase runs first: the manager's work per pod
+// grows with the number of volumes in the cluster, kube-scheduler's much
+// less, so each phase starts from an empty cluster as far as its own cost
+// is concerned.
+func BenchmarkKubeSchedulerThroughput(b *testing.B) {
+	b.StopTimer()
+	ctx := context.Background()
+	sb, metricsURL := startSandbox(b, ctx)
+	cfg := sb.AdminConfig()
+	cfg.QPS, cfg.Burst = 2000, 4000
+	c, err := client.NewWithWatch(cfg, client.Options{Scheme: sb.Scheme()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	scheduler := 0
+	for _, p := range sb.Processes() {
+		if p.Name == "kube-scheduler" {
+			scheduler = p.PID
+		}
+	}
+	if scheduler == 0 {
+		b.Fatal("the sandbox runs no kube-scheduler")
+	}
+
+	var without, with []time.Duration
+	var ext extenderTimes
+	for i := range b.N {
+		for _, phase := range []struct {
+			extender bool
+			out      *[]time.Duration
+		}{{true, &with}, {false, &without}} {
+			ns := fmt.Sprintf("without-extender-%d", i)
+			if phase.extender {
+				ns = fmt.Sprintf("with-extender-%d", i)
+			}
+			before := readExtenderTimes(b, metricsURL)
+			elapsed, created := runPhase(b, ctx, sb, c, scheduler, ns, phase.extender, *podCount)
+			*phase.out = append(*phase.out, elapsed)
+			if phase.extender {
+				ext = ext.add(readExtenderTimes(b, metricsURL).sub(before))
+			}
+			b.Logf("%s: %d pods bound in %s (%.1f pods/s) once kube-scheduler resumed; creating them took %s",
+				ns, *podCount, elapsed.Round(time.Millisecond), float64(*podCount)/elapsed.Seconds(), created.Round(time.Millisecond))
+		}
+	}
+	select {
+	case <-sb.Done():
+		b.Fatalf("a component of the sandbox stopped on its own: %v", sb.Err())
+	default:
+	}
+	rateWithout, rateWith := rate(without), rate(with)
+	b.ReportMetric(rateWithout, "pods/s-without-extender")
+	b.ReportMetric(rateWith, "pods/s-with-extender")
+	b.ReportMetric(rateWith/rateWithout, "with/without")
+	b.ReportMetric(float64(*podCount), "pods")
+	// Where an extender pod's time goes, as the extender's own histograms
+	// say: the filter call (which includes waiting for the previous pod's
+	// hold), the wait for the pod's binding, and the ledger's decision on
+	// its reservation.
+	b.ReportMetric(ext.mean(ext.filter), "filter-ms")
+	b.ReportMetric(ext.mean(ext.bindingWait), "binding-wait-ms")
+	b.ReportMetric(ext.mean(ext.reservation), "reservation-ms")
+	b.Logf("extender: %.0f filter calls, %.0f pods followed to their node, %.0f reservations decided",
+		ext.filter.count, ext.bindingWait.count, ext.reservation.count)
+}
+
+// histogram is a Prometheus histogram's sum (seconds) and count.
+type histogram struct{ sum, count float64 }
+
+// extenderTimes are the extender's duration histograms.
+type extenderTimes struct{ filter, bindingWait, reservation histogram }
+
+func (e extenderTimes) add(o extenderTimes) extenderTimes {
+	return extenderTimes{
+		filter:      histogram{e.filter.sum + o.filter.sum, e.filter.count + o.filter.count},
+		bindingWait: histogram{e.bindingWait.sum + o.bindingWait.sum, e.bindingWait.count + o.bindingWait.count},
+		reservation: histogram{e.reservation.sum + o.reservation.sum, e.reservation.count + o.reservation.count},
+	}
+}
+
+func (e extenderTimes) sub(o extenderTimes) extenderTimes {
+	return e.add(extenderTimes{
+		filter:      histogram{-o.filter.sum, -o.filter.count},
+		bindingWait: histogram{-o.bindingWait.sum, -o.bindingWait.count},
+		reservation: histogram{-o.reservation.sum, -o.reservation.count},
+	})
+}
+
+// mean returns h's mean in milliseconds, or 0.
+func (extenderTimes) mean(h histogram) float64 {
+	if h.count == 0 {
+		return 0
+	}
+	return h.sum / h.count * 1000
+}
+
+// readExtenderTimes reads the extender's histograms from the manager's
+// metrics endpoint.
+func readExtenderTimes(b *testing.B, url string) extenderTimes {
+	b.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		b.Fatalf("reading the manager's metrics: %v", err)
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(resp.Body)
+	if err != nil {
+		b.Fatalf("reading the manager's metrics: %v", err)
+	}
+	text := string(data)
+	read := func(name, labels string) histogram {
+		return histogram{sum: sample(text, name+"_sum"+labels), count: sample(text, name+"_count"+labels)}
+	}
+	return extenderTimes{
+		filter:      read("longhorn_scheduler_extender_filter_duration_seconds", ""),
+		bindingWait: read("longhorn_scheduler_extender_pod_scheduling_wait_duration_seconds", `{pod_scheduled="true"}`),
+		reservation: read("longhorn_scheduler_extender_node_reservation_duration_seconds", `{replicas_scheduled="true"}`),
+	}
+}
+
+// sample returns the value of the sample named series (name and labels, as
+// exposed) in a text exposition, or 0 when there is none.
+func sample(text, series string) float64 {
+	for _, line := range strings.Split(text, "\n") {
+		if v, ok := strings.CutPrefix(line, series+" "); ok {
+			f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+			if err == nil {
+				return f
+			}
+		}
+	}
+	return 0
+}
+
+// startSandbox starts the sandbox with the extender on a generated
+// topology of nodeCount nodes with one disk of diskSize each, and returns
+// it and the URL of its manager's metrics.
+func startSandbox(b *testing.B, ctx context.Context) (*sandbox.Sandbox, string) {
+	b.Helper()
+	var topo strings.Builder
+	topo.WriteString("nodes:\n")
+	for i := range nodeCount {
+		fmt.Fprintf(&topo, "- name: node-%03d\n  disks: [{name: disk-1, size: %s}]\n", i+1, diskSize)
+	}
+	path := filepath.Join(b.TempDir(), "topology.yaml")
+	if err := os.WriteFile(path, []byte(topo.String()), 0o644); err != nil {
+		b.Fatal(err)
+	}
+	t, err := sandbox.LoadTopology(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	out := &syncBuffer{}
+	var metricsURL string
+	start := time.Now()
+	sb, err := sandbox.Start(ctx, sandbox.Options{
+		Topology:     t,
+		Extender:     true,
+		ConfigDir:    filepath.Join(testenv.RepoRoot(), "config"),
+		AssetsDir:    testenv.AssetsDir(),
+		LogDir:       *logDir,
+		Out:          out,
+		ReadyTimeout: 5 * time.Minute,
+		// The one manager, as the sandbox builds it; only its metrics
+		// address is read.
+		Managers: []sandbox.ManagerHook{func(opts *manager.Options, _ *rest.Config) {
+			metricsURL = "http://" + opts.MetricsBindAddress + "/metrics"
+		}},
+	})
+	if err != nil {
+		b.Fatalf("starting the sandbox: %v\n%s", err, out)
+	}
+	b.Cleanup(func() {
+		if err := sb.Stop(); err != nil {
+			b.Errorf("stopping the sandbox: %v", err)
+		}
+	})
+	b.Logf("the sandbox with %d nodes was ready in %s", nodeCount, time.Since(start).Round(time.Second))
+	return sb, metricsURL
+}
+
+// runPhase provisions n claims in namespace ns, creates n pods using them
+// while kube-scheduler (process scheduler) is paused, and returns the time
+// from resuming kube-scheduler until every pod is bound, and how long
+// creating them took. It returns once every pod runs.
+func runPhase(b *testing.B, ctx context.Context, sb *sandbox.Sandbox, c client.WithWatch, scheduler int, ns string, extender bool, n int) (elapsed, created time.Duration) {
+	b.Helper()
+	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+		b.Fatal(err)
+	}
+	if err := parallel(n, func(i int) error { return c.Create(ctx, claim(ns, i)) }); err != nil {
+		b.Fatalf("creating the claims: %v", err)
+	}
+	waitFor(b, ctx, sb, 10*time.Minute, fmt.Sprintf("the %d claims of %s are bound", n, ns), func(ctx context.Context) (bool, string, error) {
+		list := &corev1.PersistentVolumeClaimList{}
+		if err := c.List(ctx, list, client.InNamespace(ns)); err != nil {
+			return false, "", err
+		}
+		bound := 0
+		for _, pvc := range list.Items {
+			if pvc.Status.Phase == corev1.ClaimBound {
+				bound++
+			}
+		}
+		return bound == n, fmt.Sprintf("%d bound", bound), nil
+	})
+
+	// Follow the pods from before the first is created.
+	list := &corev1.PodList{}
+	if err := c.List(ctx, list, client.InNamespace(ns)); err != nil {
+		b.Fatal(err)
+	}
+	watchCtx, stopWatch := context.WithCancel(ctx)
+	defer stopWatch()
+	allBound := followBindings(watchCtx, c, ns, list.ResourceVersion, n)
+
+	// kube-scheduler is paused while the pods are created, so that the
+	// measurement is of scheduling, not of how fast pods can be created.
+	if err := syscall.Kill(scheduler, syscall.SIGSTOP); err != nil {
+		b.Fatalf("pausing kube-scheduler: %v", err)
+	}
+	resume := func() {
+		if err := syscall.Kill(scheduler, syscall.SIGCONT); err != nil {
+			b.Errorf("resuming kube-scheduler: %v", err)
+		}
+	}
+	createStart := time.Now()
+	err := parallel(n, func(i int) error { return c.Create(ctx, pod(ns, i, extender)) })
+	created = time.Since(createStart)
+	if err != nil {
+		resume()
+		b.Fatalf("creating the pods: %v", err)
+	}
+	b.StartTimer()
+	start := time.Now()
+	resume()
+	select {
+	case res := <-allBound:
+		if res.err != nil {
+			b.Fatalf("following the pods of %s: %v", ns, res.err)
+		}
+		elapsed = res.at.Sub(start)
+	case <-sb.Done():
+		b.Fatalf("a component of the sandbox stopped on its own while the pods of %s were scheduled: %v", ns, sb.Err())
+	case <-time.After(*phaseTimeout):
+		b.Fatalf("the %d pods of %s were not all bound within %s (-schedulerbench.timeout)", n, ns, *phaseTimeout)
+	}
+	b.StopTimer()
+
+	// Let the data plane and the manager finish this phase before the next.
+	waitFor(b, ctx, sb, 10*time.Minute, fmt.Sprintf("the %d pods of %s run", n, ns), func(ctx context.Context) (bool, string, error) {
+		list := &corev1.PodList{}
+		if err := c.List(ctx, list, client.InNamespace(ns)); err != nil {
+			return false, "", err
+		}
+		running := 0
+		nodes := map[string]int{}
+		for _, p := range list.Items {
+			nodes[p.Spec.NodeName]++
+			if p.Status.Phase == corev1.PodRunning {
+				running++
+			}
+		}
+		return running == n, fmt.Sprintf("%d running on %d nodes", running, len(nodes)), nil
+	})
+	return elapsed, created
+}
+
+// bindings is when the last pod was seen bound, or why it was not.
+type bindings struct {
+	at  time.Time
+	err error
+}
+
+// followBindings watches the pods of ns from resourceVersion rv, watching
+// again from where it stopped when the API server ends the watch, and
+// reports when n pods have been seen with spec.nodeName.
+func followBindings(ctx context.Context, c client.WithWatch, ns, rv string, n int) <-chan bindings {
+	out := make(chan bindings, 1)
+	go func() {
+		bound := map[string]bool{}
+		for ctx.Err() == nil {
+			w, err := c.Watch(ctx, &corev1.PodList{}, &client.ListOptions{Namespace: ns, Raw: &metav1.ListOptions{ResourceVersion: rv}})
+			if err != nil {
+				out <- bindings{err: fmt.Errorf("watching from resourceVersion %s: %w", rv, err)}
+				return
+			}
+			for ev := range w.ResultChan() {
+				if ev.Type == watch.Error {
+					w.Stop()
+					out <- bindings{err: fmt.Errorf("watching from resourceVersion %s: %v", rv, ev.Object)}
+					return
+				}
+				p, ok := ev.Object.(*corev1.Pod)
+				if !ok {
+					continue
+				}
+				rv = p.ResourceVersion
+				if p.Spec.NodeName != "" {
+					bound[p.Name] = true
+				}
+				if len(bound) == n {
+					w.Stop()
+					out <- bindings{at: time.Now()}
+					return
+				}
+			}
+			w.Stop()
+		}
+	}()
+	return out
+}
+
+// rate is pods per second over all phases measured.
+func rate(ds []time.Duration) float64 {
+	var total time.Duration
+	for _, d := range ds {
+		total += d
+	}
+	return float64(*podCount*len(ds)) / total.Seconds()
+}
+
+func claim(ns string, i int) *corev1.PersistentVolumeClaim {
+	return &corev1.PersistentVolumeClaim{
+		ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("data-%04d", i), Namespace: ns},
+		Spec: corev1.PersistentVolumeClaimSpec{
+			AccessModes:      []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			StorageClassName: ptr.To(sandbox.StorageClassName),
+			Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{
+				corev1.ResourceStorage: resource.MustParse(claimSize),
+			}},
+		},
+	}
+}
+
+// pod returns the i-th pod of ns, using the i-th claim; with extender it
+// requests the resource that makes kube-scheduler call the extender.
+func pod(ns string, i int, extender bool) *corev1.Pod {
+	p := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("app-%04d", i), Namespace: ns},
+		Spec: corev1.PodSpec{
+			Containers: []corev1.Container{{
+				Name: "app", Image: "busybox",
+				VolumeMounts: []corev1.VolumeMount{{Name: "data", MountPath: "/data"}},
+			}},
+			Volumes: []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{
+				PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: fmt.Sprintf("data-%04d", i)},
+			}}},
+		},
+	}
+	if extender {
+		one := corev1.ResourceList{dataplane.ExtendedResource: resource.MustParse("1")}
+		p.Spec.Containers[0].Resources = corev1.ResourceRequirements{Requests: one, Limits: one}
+	}
+	return p
+}
+
+// parallel runs do for 0..n-1 on workers goroutines and returns the first
+// error and how many calls failed.
+func parallel(n int, do func(i int) error) error {
+	next := make(chan int)
+	var mu sync.Mutex
+	var first error
+	failed := 0
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				if err := do(i); err != nil {
+					mu.Lock()
+					if first == nil {
+						first = err
+					}
+					failed++
+					mu.Unlock()
+				}
+			}
+		}()
+	}
+	for i := range n {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	if first != nil {
+		return fmt.Errorf("%d of %d failed, the first with: %w", failed, n, first)
+	}
+	return nil
+}
+
+// waitFor polls check every 500ms until it is done or timeout passes, or
+// a component of the sandbox stops on its own.
+func waitFor(b *testing.B, ctx context.Context, sb *sandbox.Sandbox, timeout time.Duration, what string, check func(ctx context.Context) (bool, string, error)) {
+	b.Helper()
+	var state string
+	err := wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+		if err := sb.Err(); err != nil {
+			return false, fmt.Errorf("a component of the sandbox stopped on its own: %w", err)
+		}
+		done, s, err := check(ctx)
+		if s != "" {
+			state = s
+		}
+		return done, err
+	})
+	if err != nil {
+		b.Fatalf("waiting up to %s until %s: %v; last: %s", timeout, what, err, state)
+	}
+}
+
+// syncBuffer is a strings.Builder safe for concurrent use.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf strings.Builder
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.buf.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.buf.String()
+}

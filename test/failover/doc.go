@@ -1,0 +1,20 @@
+// Package failover tests the manager's leader failover against a real
+// kube-scheduler: two managers elect a leader in the sandbox, the leader
+// stops during a scheduling burst, and the other must take over the
+// extender, the extender Service's EndpointSlice and the ledgers without
+// losing a granted reservation or overfilling a disk.
+//
+// kube-scheduler calls a fixed URL. In a cluster that URL is the
+// selector-less Service whose EndpointSlice the leader points at itself; in
+// the tests it is a loopback forwarder that, like kube-proxy, sends each new
+// connection to the endpoint the EndpointSlice names at that moment. Each
+// manager advertises its own pod IP (from TEST-NET-1: the API server refuses
+// loopback addresses in an EndpointSlice) and listens on its own loopback
+// port; the forwarder's map from "podIP:9504" to that port stands in for the
+// pod network. The EndpointSlice's address is followed as written, so no
+// manager option is needed.
+//
+// The tests start etcd, kube-apiserver and kube-scheduler; they need the
+// binaries of `make controlplane` (or KUBEBUILDER_ASSETS) and are skipped
+// with -short.
+package failover

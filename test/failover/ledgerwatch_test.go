@@ -1,0 +1,227 @@
+package failover_test
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"sync"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	longhornv1 "github.com/longhorn/diskschedule/api/v1beta2"
+)
+
+// reservationKey names one reservation: a volume's on one disk's ledger.
+type reservationKey struct {
+	disk, volume string
+}
+
+func (k reservationKey) String() string { return k.volume + "@" + k.disk }
+
+// ledgerWatch follows every version of every DiskSchedule from one
+// resourceVersion on, without gaps (a watch that expires is a failure, not
+// a relist), and checks each version against the one before:
+//
+//   - storageScheduled ≤ storageLimit (no ledger here adopts anything), and
+//     storageScheduled is the sum of the scheduled sizes in the status;
+//   - a reservation once scheduled stays in spec and status, and only
+//     becomes fulfilled or expired: it never vanishes nor turns rejected;
+//   - a reservation becomes fulfilled in the same version that grants the
+//     replica taking it over.
+type ledgerWatch struct {
+	cancel context.CancelFunc
+	done   chan struct{}
+
+	mu         sync.Mutex
+	last       map[string]*longhornv1.DiskSchedule
+	versions   int
+	violations []string
+	err        error
+}
+
+// watchLedgers lists the DiskSchedules of namespace and follows them until Stop.
+func watchLedgers(ctx context.Context, c client.WithWatch, namespace string) (*ledgerWatch, error) {
+	list := &longhornv1.DiskScheduleList{}
+	if err := c.List(ctx, list, client.InNamespace(namespace)); err != nil {
+		return nil, fmt.Errorf("listing the DiskSchedules: %w", err)
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	w := &ledgerWatch{cancel: cancel, done: make(chan struct{}), last: map[string]*longhornv1.DiskSchedule{}}
+	for i := range list.Items {
+		ds := &list.Items[i]
+		w.observe(ds, watch.Added)
+	}
+	go w.follow(ctx, c, namespace, list.ResourceVersion)
+	return w, nil
+}
+
+func (w *ledgerWatch) follow(ctx context.Context, c client.WithWatch, namespace, rv string) {
+	defer close(w.done)
+	for ctx.Err() == nil {
+		wi, err := c.Watch(ctx, &longhornv1.DiskScheduleList{}, &client.ListOptions{
+			Namespace: namespace,
+			Raw:       &metav1.ListOptions{ResourceVersion: rv, AllowWatchBookmarks: true},
+		})
+		if err != nil {
+			if ctx.Err() == nil {
+				w.fail(fmt.Errorf("watching the DiskSchedules from resourceVersion %s: %w", rv, err))
+			}
+			return
+		}
+		for ev := range wi.ResultChan() {
+			switch ev.Type {
+			case watch.Error:
+				if ctx.Err() != nil {
+					wi.Stop()
+					return // stopped
+				}
+				err := apierrors.FromObject(ev.Object)
+				w.fail(fmt.Errorf("the DiskSchedule watch from resourceVersion %s failed, versions may be missed: %w", rv, err))
+				wi.Stop()
+				return
+			case watch.Bookmark:
+				if obj, ok := ev.Object.(client.Object); ok {
+					rv = obj.GetResourceVersion()
+				}
+			default:
+				ds, ok := ev.Object.(*longhornv1.DiskSchedule)
+				if !ok {
+					continue
+				}
+				rv = ds.ResourceVersion
+				w.observe(ds, ev.Type)
+			}
+		}
+		wi.Stop()
+	}
+}
+
+func (w *ledgerWatch) fail(err error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.err == nil {
+		w.err = err
+	}
+}
+
+// observe checks a new version of a ledger against the one before it.
+func (w *ledgerWatch) observe(ds *longhornv1.DiskSchedule, t watch.EventType) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.versions++
+	bad := func(format string, args ...any) {
+		w.violations = append(w.violations, fmt.Sprintf("DiskSchedule %s at resourceVersion %s: ", ds.Name, ds.ResourceVersion)+fmt.Sprintf(format, args...))
+	}
+	prev := w.last[ds.Name]
+	if t == watch.Deleted {
+		delete(w.last, ds.Name)
+		bad("deleted while holding %d bytes", ds.Status.StorageScheduled)
+		return
+	}
+	w.last[ds.Name] = ds
+	st := ds.Status
+	if st.StorageScheduled > st.StorageLimit && !meta.IsStatusConditionTrue(st.Conditions, longhornv1.DiskScheduleConditionOvercommitted) {
+		bad("storageScheduled %d is over storageLimit %d", st.StorageScheduled, st.StorageLimit)
+	}
+	var sum int64
+	for _, r := range st.Replicas {
+		sum += r.ScheduledSize
+	}
+	for _, r := range st.BackingImages {
+		sum += r.ScheduledSize
+	}
+	for _, r := range st.Reservations {
+		sum += r.ScheduledSize
+	}
+	if sum != st.StorageScheduled {
+		bad("storageScheduled %d is not the sum of the scheduled sizes, %d", st.StorageScheduled, sum)
+	}
+	for volume, res := range st.Reservations {
+		if res.State != longhornv1.ReservationStateFulfilled {
+			continue
+		}
+		if before, ok := reservationOf(prev, volume); ok && before.State == longhornv1.ReservationStateFulfilled {
+			continue
+		}
+		if r, ok := st.Replicas[res.Replica]; !ok || r.State != longhornv1.RequestStateScheduled {
+			bad("reservation of volume %s became fulfilled by replica %q, which this version does not grant (%+v)", volume, res.Replica, r)
+		}
+	}
+	if prev == nil {
+		return
+	}
+	for volume, before := range prev.Status.Reservations {
+		if before.State != longhornv1.ReservationStateScheduled {
+			continue
+		}
+		now, ok := st.Reservations[volume]
+		switch {
+		case !ok:
+			bad("the granted reservation of volume %s (pod %s) vanished from the status", volume, before.Pod)
+		case now.State != longhornv1.ReservationStateScheduled && now.State != longhornv1.ReservationStateFulfilled &&
+			now.State != longhornv1.ReservationStateExpired:
+			bad("the granted reservation of volume %s (pod %s) became %s: %s", volume, before.Pod, now.State, now.Message)
+		}
+		if _, ok := ds.Spec.Reservations[volume]; !ok {
+			bad("the granted reservation of volume %s (pod %s) vanished from the spec", volume, before.Pod)
+		}
+	}
+}
+
+// reservationOf returns the status of volume's reservation in ds, if any.
+func reservationOf(ds *longhornv1.DiskSchedule, volume string) (longhornv1.ReservationStatus, bool) {
+	if ds == nil {
+		return longhornv1.ReservationStatus{}, false
+	}
+	r, ok := ds.Status.Reservations[volume]
+	return r, ok
+}
+
+// Scheduled returns the reservations granted in the latest versions.
+func (w *ledgerWatch) Scheduled() map[reservationKey]longhornv1.ReservationStatus {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	out := map[reservationKey]longhornv1.ReservationStatus{}
+	for name, ds := range w.last {
+		for volume, res := range ds.Status.Reservations {
+			if res.State == longhornv1.ReservationStateScheduled {
+				out[reservationKey{disk: name, volume: volume}] = res
+			}
+		}
+	}
+	return out
+}
+
+// Reservation returns the latest status of one reservation.
+func (w *ledgerWatch) Reservation(k reservationKey) (longhornv1.ReservationStatus, bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return reservationOf(w.last[k.disk], k.volume)
+}
+
+// Latest returns the latest version of every ledger, by name.
+func (w *ledgerWatch) Latest() map[string]*longhornv1.DiskSchedule {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	out := make(map[string]*longhornv1.DiskSchedule, len(w.last))
+	for k, v := range w.last {
+		out[k] = v.DeepCopy()
+	}
+	return out
+}
+
+// Stop ends the watch and returns the versions seen, every violation found,
+// and the watch's own failure.
+func (w *ledgerWatch) Stop() (versions int, violations []string, err error) {
+	w.cancel()
+	<-w.done
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	violations = append([]string(nil), w.violations...)
+	sort.Strings(violations)
+	return w.versions, violations, w.err
+}
