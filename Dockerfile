@@ -1,5 +1,4 @@
-# Builds the diskschedule manager image (the manager and the disk monitor are
-# the same binary, started with --mode).
+# Builds the diskschedule manager image.
 FROM golang:1.26 AS builder
 ARG TARGETOS
 ARG TARGETARCH

@@ -52,7 +52,7 @@ test: verify vet controlplane ## Check generated files, vet, and run every test 
 SANDBOX_ARGS ?=
 
 .PHONY: sandbox
-sandbox: controlplane ## Run etcd, kube-apiserver, kube-scheduler (with the extender), the manager and a simulated data plane locally until ^C; flags in SANDBOX_ARGS.
+sandbox: controlplane ## Run etcd, kube-apiserver, kube-scheduler (with the extender), the manager and a simulated Longhorn locally until ^C; flags in SANDBOX_ARGS.
 	KUBEBUILDER_ASSETS="$(TEST_ASSETS)" go run ./cmd/sandbox $(SANDBOX_ARGS)
 
 DEMO_ARGS ?=
@@ -68,7 +68,7 @@ build: manifests generate fmt vet ## Build the manager binary.
 	go build -o $(LOCALBIN)/manager ./cmd
 
 .PHONY: docker-build
-docker-build: ## Build the manager image (IMG); the disk monitor is the same image.
+docker-build: ## Build the manager image (IMG).
 	docker build -t $(IMG) .
 
 .PHONY: docker-push
@@ -82,15 +82,15 @@ run: manifests generate fmt vet ## Run the manager against the cluster in ~/.kub
 ##@ Deployment
 
 .PHONY: install
-install: manifests kustomize ## Install the CRDs into the cluster in ~/.kube/config.
+install: manifests kustomize ## Install the DiskSchedule CRD into the cluster in ~/.kube/config.
 	$(KUSTOMIZE) build config/crd | $(KUBECTL) apply --server-side -f -
 
 .PHONY: uninstall
-uninstall: manifests kustomize ## Remove the CRDs from the cluster in ~/.kube/config.
+uninstall: manifests kustomize ## Remove the DiskSchedule CRD from the cluster in ~/.kube/config.
 	$(KUSTOMIZE) build config/crd | $(KUBECTL) delete --ignore-not-found -f -
 
 .PHONY: deploy
-deploy: manifests kustomize ## Deploy the manager, disk monitor and extender to the cluster in ~/.kube/config.
+deploy: manifests kustomize ## Deploy the add-on next to Longhorn (longhorn-system) in the cluster in ~/.kube/config; applies no Longhorn CRD.
 	cd config/default && $(KUSTOMIZE) edit set image controller=$(IMG)
 	$(KUSTOMIZE) build config/default | $(KUBECTL) apply --server-side -f -
 

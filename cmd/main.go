@@ -1,22 +1,30 @@
-// Command manager runs diskschedule: the DiskSchedule ledger and the
-// controllers that write to it (mode "manager", a leader-elected
-// Deployment), or the per-node disk monitor (mode "disk-monitor", a DaemonSet).
+// Command manager runs diskschedule next to Longhorn: the DiskSchedule
+// ledger, the controllers that keep it equal to what Longhorn persisted and
+// the kube-scheduler extender, as a leader-elected Deployment in Longhorn's
+// namespace. It exits with a message when Longhorn's CRDs are missing.
 package main
 
 import (
+	"crypto/tls"
 	"flag"
 	"fmt"
 	"os"
+	"path/filepath"
 
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
+	"github.com/longhorn/diskschedule/internal/controller/mirror"
 	"github.com/longhorn/diskschedule/internal/manager"
 	"github.com/longhorn/diskschedule/internal/scheme"
 )
 
 func main() {
 	if err := run(); err != nil {
+		if manager.IsMissingCRDs(err) {
+			fmt.Fprintf(os.Stderr, "diskschedule cannot start: %v\n", err)
+			os.Exit(2)
+		}
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
@@ -24,39 +32,46 @@ func main() {
 
 func run() error {
 	opts := manager.Options{}
+	var metricsCertPath string
+	var enableHTTP2 bool
 	flag.StringVar(&opts.Namespace, "namespace", envOr("POD_NAMESPACE", "longhorn-system"),
-		"The system namespace holding the longhorn.io objects.")
-	flag.StringVar(&opts.MetricsBindAddress, "metrics-bind-address", ":8080",
-		"The address the Prometheus /metrics endpoint binds to; 0 disables it.")
+		"Longhorn's namespace, holding Longhorn's objects, the DiskSchedules and the ConfigMap diskschedule-config.")
+	flag.StringVar(&opts.MetricsBindAddress, "metrics-bind-address", "0",
+		"The address the /metrics endpoint binds to, e.g. :8443 (HTTPS) or :8080 (HTTP with --metrics-secure=false); 0 disables it.")
+	flag.BoolVar(&opts.MetricsSecure, "metrics-secure", true,
+		"Serve /metrics over HTTPS behind authentication and authorization; false serves plain HTTP.")
+	flag.StringVar(&metricsCertPath, "metrics-cert-path", "",
+		"The directory holding the metrics server's certificate; empty makes a self-signed one.")
+	flag.StringVar(&opts.MetricsCertName, "metrics-cert-name", "tls.crt", "The metrics server's certificate file name.")
+	flag.StringVar(&opts.MetricsKeyName, "metrics-cert-key", "tls.key", "The metrics server's key file name.")
+	flag.BoolVar(&enableHTTP2, "enable-http2", false,
+		"Enable HTTP/2 for the metrics server (off by default against HTTP/2 stream cancellation and rapid reset).")
 	flag.StringVar(&opts.HealthProbeBindAddress, "health-probe-bind-address", ":8081",
 		"The address the /healthz and /readyz endpoints bind to.")
 	flag.BoolVar(&opts.LeaderElection, "leader-elect", false,
-		"Elect a leader, so that only one manager of the deployment runs the controllers.")
+		"Elect a leader, so that only one manager of the deployment runs the controllers and the extender.")
+	flag.IntVar(&opts.LedgerWorkers, "ledger-workers", 4, "How many DiskSchedules are decided in parallel.")
 	flag.StringVar(&opts.ExtenderBindAddress, "extender-bind-address", ":9504",
 		"The address the kube-scheduler extender binds to (on the leader, while scheduler-extender-enabled is true); empty disables it.")
-	opts.AdvertiseIP = os.Getenv("POD_IP")
-	opts.NodeName = os.Getenv("NODE_NAME")
-	flag.IntVar(&opts.LedgerWorkers, "ledger-workers", 4, "How many DiskSchedules are decided in parallel.")
-	mode := flag.String("mode", "manager", "What to run: manager (the controllers, one leader per cluster) or disk-monitor (one per node).")
-	nodeName := flag.String("node-name", os.Getenv("NODE_NAME"), "In disk-monitor mode, the node whose disks are measured.")
+	flag.DurationVar(&opts.GateGrace, "gate-grace", mirror.DefaultGrace,
+		"How long a ledger entry that nothing Longhorn persisted backs is kept before it is released.")
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(flag.CommandLine)
 	flag.Parse()
+	opts.AdvertiseIP = os.Getenv("POD_IP")
+	opts.NodeName = os.Getenv("NODE_NAME")
+	if metricsCertPath != "" {
+		opts.MetricsCertDir = filepath.Clean(metricsCertPath)
+	}
+	if !enableHTTP2 {
+		opts.TLSOpts = append(opts.TLSOpts, func(c *tls.Config) { c.NextProtos = []string{"http/1.1"} })
+	}
+	if opts.GateGrace <= 0 {
+		return fmt.Errorf("--gate-grace must be positive, not %s", opts.GateGrace)
+	}
 
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
 	log := ctrl.Log.WithName("setup")
-
-	switch *mode {
-	case "manager":
-	case "disk-monitor":
-		if *nodeName == "" {
-			return fmt.Errorf("--node-name (or $NODE_NAME) is required in disk-monitor mode")
-		}
-		opts.DiskMonitor = &manager.DiskMonitorOptions{NodeName: *nodeName}
-		opts.LeaderElection = false
-	default:
-		return fmt.Errorf("--mode must be manager or disk-monitor, not %q", *mode)
-	}
 
 	cfg, err := ctrl.GetConfig()
 	if err != nil {
@@ -70,7 +85,8 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	log.Info("Starting", "mode", *mode, "namespace", opts.Namespace, "leaderElection", opts.LeaderElection)
+	log.Info("Starting", "namespace", opts.Namespace, "leaderElection", opts.LeaderElection,
+		"metrics", opts.MetricsBindAddress, "metricsSecure", opts.MetricsSecure, "gateGrace", opts.GateGrace.String())
 	if err := mgr.Start(ctrl.SetupSignalHandler()); err != nil {
 		return fmt.Errorf("running the manager: %w", err)
 	}

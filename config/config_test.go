@@ -33,6 +33,7 @@ type rendered struct {
 	clusterRoleBindings []rbacv1.ClusterRoleBinding
 	roles               []rbacv1.Role
 	roleBindings        []rbacv1.RoleBinding
+	configMaps          []corev1.ConfigMap
 }
 
 func render(t *testing.T) *rendered {
@@ -76,6 +77,9 @@ func render(t *testing.T) *rendered {
 		case "Role":
 			out.roles = append(out.roles, rbacv1.Role{})
 			into = &out.roles[len(out.roles)-1]
+		case "ConfigMap":
+			out.configMaps = append(out.configMaps, corev1.ConfigMap{})
+			into = &out.configMaps[len(out.configMaps)-1]
 		case "RoleBinding":
 			out.roleBindings = append(out.roleBindings, rbacv1.RoleBinding{})
 			into = &out.roleBindings[len(out.roleBindings)-1]
@@ -95,17 +99,17 @@ func render(t *testing.T) *rendered {
 
 func TestDefaultDeployment(t *testing.T) {
 	r := render(t)
-
-	wantCRDs := []string{"backingimages.longhorn.io", "diskschedules.longhorn.io", "nodes.longhorn.io",
-		"replicas.longhorn.io", "settings.longhorn.io", "volumes.longhorn.io"}
-	slices.Sort(r.crds)
-	if !reflect.DeepEqual(r.crds, wantCRDs) {
-		t.Errorf("CRDs = %v, want %v", r.crds, wantCRDs)
+	// An add-on next to Longhorn: the one CRD it owns, no namespace (Longhorn's
+	// is Longhorn's), no DaemonSet (Longhorn measures its disks).
+	if !reflect.DeepEqual(r.crds, []string{"diskschedules.longhorn.io"}) {
+		t.Errorf("CRDs = %v, want only diskschedules.longhorn.io: Longhorn's CRDs are Longhorn's", r.crds)
 	}
-	if !reflect.DeepEqual(r.namespaces, []string{namespace}) {
-		t.Errorf("namespaces = %v, want [%s]", r.namespaces, namespace)
+	if len(r.namespaces) != 0 {
+		t.Errorf("namespaces = %v, want none: %s belongs to Longhorn", r.namespaces, namespace)
 	}
-
+	if len(r.daemonSets) != 0 {
+		t.Errorf("%d DaemonSets, want none", len(r.daemonSets))
+	}
 	// The manager: a leader-elected Deployment of at least two replicas,
 	// bound to the generated manager-role and the leader-election Role.
 	if len(r.deployments) != 1 {
@@ -122,71 +126,58 @@ func TestDefaultDeployment(t *testing.T) {
 	if mgr.Image != "diskschedule:latest" {
 		t.Errorf("the manager's image is %q, want diskschedule:latest (images: in config/default)", mgr.Image)
 	}
+	sa := d.Spec.Template.Spec.ServiceAccountName
 	generated := readClusterRole(t, "rbac/role.yaml")
-	managerRole := clusterRoleBoundTo(t, r, d.Spec.Template.Spec.ServiceAccountName)
+	managerRole := clusterRoleNamed(t, r, "longhorn-diskschedule-manager-role")
 	if !reflect.DeepEqual(managerRole.Rules, generated.Rules) {
 		t.Errorf("the manager's ClusterRole %s rules differ from the generated config/rbac/role.yaml:\n%+v\nwant\n%+v",
 			managerRole.Name, managerRole.Rules, generated.Rules)
 	}
-	if !roleBound(r, d.Spec.Template.Spec.ServiceAccountName, "coordination.k8s.io", "leases") {
+	if !clusterRoleBound(r, sa, managerRole.Name) {
+		t.Errorf("the manager's ServiceAccount %s is not bound to %s", sa, managerRole.Name)
+	}
+	if !roleBound(r, sa, "coordination.k8s.io", "leases") {
 		t.Errorf("no Role in %s lets the manager's ServiceAccount use leases (leader election)", namespace)
 	}
-
-	// The disk monitor: a DaemonSet of the same image in disk-monitor mode,
-	// measuring /var/lib/longhorn of its own node, with a role of its own.
-	if len(r.daemonSets) != 1 {
-		t.Fatalf("%d DaemonSets, want the disk monitor's", len(r.daemonSets))
+	if !slices.ContainsFunc(r.serviceAccounts, func(s corev1.ServiceAccount) bool { return s.Name == sa }) {
+		t.Errorf("ServiceAccount %s is not deployed", sa)
 	}
-	ds := r.daemonSets[0]
-	mon := ds.Spec.Template.Spec.Containers[0]
-	if !slices.Contains(mon.Args, "--mode=disk-monitor") {
-		t.Errorf("the disk monitor's args %v lack --mode=disk-monitor", mon.Args)
-	}
-	if mon.Image != mgr.Image {
-		t.Errorf("the disk monitor's image %q differs from the manager's %q", mon.Image, mgr.Image)
-	}
-	nodeName := false
-	for _, e := range mon.Env {
-		nodeName = nodeName || e.Name == "NODE_NAME" && e.ValueFrom != nil && e.ValueFrom.FieldRef != nil && e.ValueFrom.FieldRef.FieldPath == "spec.nodeName"
-	}
-	if !nodeName {
-		t.Errorf("the disk monitor does not get NODE_NAME from spec.nodeName: %+v", mon.Env)
-	}
-	hostPath := map[string]string{}
-	for _, v := range ds.Spec.Template.Spec.Volumes {
-		if v.HostPath != nil {
-			hostPath[v.Name] = v.HostPath.Path
+	// Nothing the add-on deploys may write a Longhorn kind: on longhorn.io it
+	// writes DiskSchedules only.
+	for _, cr := range r.clusterRoles {
+		for _, rule := range cr.Rules {
+			if !slices.Contains(rule.APIGroups, "longhorn.io") {
+				continue
+			}
+			for _, res := range rule.Resources {
+				if strings.HasPrefix(res, "diskschedules") {
+					continue
+				}
+				for _, verb := range rule.Verbs {
+					if verb != "get" && verb != "list" && verb != "watch" {
+						t.Errorf("ClusterRole %s may %s longhorn.io %s: the add-on only reads Longhorn's kinds", cr.Name, verb, res)
+					}
+				}
+			}
 		}
 	}
-	mounted := false
-	for _, m := range mon.VolumeMounts {
-		mounted = mounted || hostPath[m.Name] == "/var/lib/longhorn" && m.MountPath == "/var/lib/longhorn"
+	// Metrics behind authentication and authorization, as kubebuilder v4 does.
+	if !slices.ContainsFunc(mgr.Args, func(a string) bool { return a == "--metrics-bind-address=:8443" }) {
+		t.Errorf("the manager's args %v do not serve metrics on :8443", mgr.Args)
 	}
-	if !mounted {
-		t.Errorf("the disk monitor does not mount the host's /var/lib/longhorn: %+v, %+v", mon.VolumeMounts, ds.Spec.Template.Spec.Volumes)
+	authRole := clusterRoleNamed(t, r, "longhorn-diskschedule-metrics-auth-role")
+	if !clusterRoleBound(r, sa, authRole.Name) {
+		t.Errorf("the manager cannot review scrapers' tokens: %s not bound to %s", authRole.Name, sa)
 	}
-	monSA := ds.Spec.Template.Spec.ServiceAccountName
-	if monSA == "" || monSA == d.Spec.Template.Spec.ServiceAccountName {
-		t.Errorf("the disk monitor's ServiceAccount %q is not its own", monSA)
-	}
-	wantMonRules := []rbacv1.PolicyRule{
-		{APIGroups: []string{"longhorn.io"}, Resources: []string{"nodes"}, Verbs: []string{"get", "list", "watch"}},
-		{APIGroups: []string{"longhorn.io"}, Resources: []string{"nodes/status"}, Verbs: []string{"patch", "update"}},
-	}
-	if monRole := clusterRoleBoundTo(t, r, monSA); !reflect.DeepEqual(monRole.Rules, wantMonRules) {
-		t.Errorf("the disk monitor's ClusterRole %s rules = %+v, want %+v", monRole.Name, monRole.Rules, wantMonRules)
-	}
-	for _, sa := range []string{d.Spec.Template.Spec.ServiceAccountName, monSA} {
-		if !slices.ContainsFunc(r.serviceAccounts, func(s corev1.ServiceAccount) bool { return s.Name == sa }) {
-			t.Errorf("ServiceAccount %s is not deployed", sa)
-		}
-	}
-
+	clusterRoleNamed(t, r, "longhorn-diskschedule-metrics-reader")
 	// The extender's Service: fixed name, no selector, port 9504.
-	var svc *corev1.Service
+	var svc, metricsSvc *corev1.Service
 	for i := range r.services {
-		if r.services[i].Name == "longhorn-scheduler-extender" {
+		switch r.services[i].Name {
+		case "longhorn-scheduler-extender":
 			svc = &r.services[i]
+		case "longhorn-diskschedule-controller-manager-metrics-service":
+			metricsSvc = &r.services[i]
 		}
 	}
 	if svc == nil {
@@ -198,30 +189,47 @@ func TestDefaultDeployment(t *testing.T) {
 	if len(svc.Spec.Ports) != 1 || svc.Spec.Ports[0].Port != 9504 || svc.Spec.Ports[0].TargetPort.IntValue() != 9504 {
 		t.Errorf("Service ports = %+v, want 9504", svc.Spec.Ports)
 	}
-}
-
-// clusterRoleBoundTo returns the one ClusterRole bound to the
-// ServiceAccount in the deployment's namespace.
-func clusterRoleBoundTo(t *testing.T, r *rendered, sa string) rbacv1.ClusterRole {
-	t.Helper()
-	var names []string
-	for _, b := range r.clusterRoleBindings {
-		for _, s := range b.Subjects {
-			if s.Kind == rbacv1.ServiceAccountKind && s.Name == sa && s.Namespace == namespace {
-				names = append(names, b.RoleRef.Name)
-			}
+	if metricsSvc == nil || len(metricsSvc.Spec.Ports) != 1 || metricsSvc.Spec.Ports[0].Port != 8443 {
+		t.Errorf("metrics Service = %+v, want one on 8443", metricsSvc)
+	}
+	// The extender's settings ConfigMap, with every key at its default.
+	if len(r.configMaps) != 1 || r.configMaps[0].Name != "diskschedule-config" {
+		t.Fatalf("ConfigMaps = %+v, want diskschedule-config", r.configMaps)
+	}
+	for key, want := range map[string]string{
+		"scheduler-extender-enabled":                  "true",
+		"scheduler-extender-pod-scheduling-timeout":   "5",
+		"scheduler-extender-node-reservation-timeout": "5",
+	} {
+		if got := r.configMaps[0].Data[key]; got != want {
+			t.Errorf("diskschedule-config %s = %q, want %q", key, got, want)
 		}
 	}
-	if len(names) != 1 {
-		t.Fatalf("ServiceAccount %s is bound to ClusterRoles %v, want exactly one", sa, names)
-	}
+}
+
+// clusterRoleNamed returns the deployed ClusterRole of that name.
+func clusterRoleNamed(t *testing.T, r *rendered, name string) rbacv1.ClusterRole {
+	t.Helper()
 	for _, cr := range r.clusterRoles {
-		if cr.Name == names[0] {
+		if cr.Name == name {
 			return cr
 		}
 	}
-	t.Fatalf("ClusterRole %s, bound to %s, is not deployed", names[0], sa)
+	t.Fatalf("ClusterRole %s is not deployed", name)
 	return rbacv1.ClusterRole{}
+}
+
+// clusterRoleBound reports whether a ClusterRoleBinding binds the
+// ServiceAccount of the deployment's namespace to the ClusterRole.
+func clusterRoleBound(r *rendered, sa, role string) bool {
+	for _, b := range r.clusterRoleBindings {
+		for _, s := range b.Subjects {
+			if s.Kind == rbacv1.ServiceAccountKind && s.Name == sa && s.Namespace == namespace && b.RoleRef.Name == role {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // roleBound reports whether a Role bound to the ServiceAccount allows

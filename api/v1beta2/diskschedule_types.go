@@ -1,6 +1,7 @@
 package v1beta2
 
 import (
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -192,6 +193,12 @@ type DiskScheduleStatus struct {
 	// +optional
 	// +kubebuilder:validation:Minimum=0
 	StorageLimit int64 `json:"storageLimit,omitempty"`
+	// scheduled is storageScheduled for people, e.g. "300Gi".
+	// +optional
+	Scheduled *resource.Quantity `json:"scheduled,omitempty"`
+	// limit is storageLimit for people, e.g. "400Gi".
+	// +optional
+	Limit *resource.Quantity `json:"limit,omitempty"`
 	// replicas holds the decision on each replica request.
 	// +optional
 	// +kubebuilder:validation:MaxProperties=1024
@@ -221,10 +228,14 @@ type DiskScheduleStatus struct {
 // +kubebuilder:resource:shortName=lhds
 // +kubebuilder:printcolumn:name="Node",type=string,JSONPath=`.spec.nodeID`,description="The node that holds the disk"
 // +kubebuilder:printcolumn:name="Disk",type=string,JSONPath=`.spec.name`,description="The disk's name on the node"
-// +kubebuilder:printcolumn:name="Scheduled",type=integer,JSONPath=`.status.storageScheduled`,description="Bytes granted"
-// +kubebuilder:printcolumn:name="Limit",type=integer,JSONPath=`.status.storageLimit`,description="Bytes that may be granted"
+// +kubebuilder:printcolumn:name="Scheduled",type=string,JSONPath=`.status.scheduled`,description="Granted, for people"
+// +kubebuilder:printcolumn:name="Limit",type=string,JSONPath=`.status.limit`,description="What may be granted, for people"
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`,description="Whether new requests can be granted"
-// +kubebuilder:printcolumn:name="Overcommitted",type=string,JSONPath=`.status.conditions[?(@.type=="Overcommitted")].status`,priority=1,description="Whether adopted allocations exceed the limit"
+// +kubebuilder:printcolumn:name="Overcommitted",type=string,JSONPath=`.status.conditions[?(@.type=="Overcommitted")].status`,description="Whether adopted allocations exceed the limit"
+// +kubebuilder:printcolumn:name="Scheduled-Bytes",type=integer,JSONPath=`.status.storageScheduled`,priority=1,description="Bytes granted"
+// +kubebuilder:printcolumn:name="Limit-Bytes",type=integer,JSONPath=`.status.storageLimit`,priority=1,description="Bytes that may be granted"
+// +kubebuilder:printcolumn:name="Generation",type=integer,JSONPath=`.metadata.generation`,priority=1,description="Spec generation; requests are pending while it is above Decided"
+// +kubebuilder:printcolumn:name="Decided",type=integer,JSONPath=`.status.observedGeneration`,priority=1,description="Spec generation the decisions were made on"
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type DiskSchedule struct {
 	metav1.TypeMeta   `json:",inline"`

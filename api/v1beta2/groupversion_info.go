@@ -1,5 +1,7 @@
-// Package v1beta2 contains the longhorn.io/v1beta2 API types used by
-// diskschedule: the DiskSchedule ledger and the Longhorn kinds that write to it.
+// Package v1beta2 contains the DiskSchedule API, the one kind diskschedule
+// owns. It is registered in longhorn.io/v1beta2, beside Longhorn's own kinds
+// (github.com/longhorn/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2),
+// which diskschedule reads and never writes.
 // +kubebuilder:object:generate=true
 // +groupName=longhorn.io
 package v1beta2
@@ -10,12 +12,12 @@ import (
 )
 
 var (
-	// GroupVersion is the group and version of every kind in this package.
+	// GroupVersion is the group and version of DiskSchedule, shared with Longhorn's kinds.
 	GroupVersion = schema.GroupVersion{Group: "longhorn.io", Version: "v1beta2"}
 
-	// SchemeBuilder adds the kinds of this package to a scheme.
+	// SchemeBuilder adds DiskSchedule to a scheme.
 	SchemeBuilder = &scheme.Builder{GroupVersion: GroupVersion}
 
-	// AddToScheme adds the kinds of this package to a scheme.
+	// AddToScheme adds DiskSchedule to a scheme.
 	AddToScheme = SchemeBuilder.AddToScheme
 )

@@ -16,14 +16,18 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	longhornv1 "github.com/longhorn/diskschedule/api/v1beta2"
+	lhv1 "github.com/longhorn/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
+
+	dsv1 "github.com/longhorn/diskschedule/api/v1beta2"
 	"github.com/longhorn/diskschedule/internal/clusterview"
 	"github.com/longhorn/diskschedule/internal/ledgerclient"
 	"github.com/longhorn/diskschedule/internal/metrics"
 	"github.com/longhorn/diskschedule/internal/settings"
 )
 
-// volumeLabel labels each Replica with its volume's name (set by the volume controller).
+// volumeLabel is the label Longhorn puts on each Replica with its volume's
+// name (longhorn-manager's types.LonghornLabelVolume). The API server can
+// select by it; the cache looks replicas up by index.ReplicaByVolume.
 const volumeLabel = "longhornvolume"
 
 // decisionTimeout bounds how long the extender waits for the ledgers to
@@ -39,6 +43,7 @@ type Extender struct {
 	metrics   *metrics.Extender
 	budget    int
 	resolver  resolver
+	settings  *liveSettings
 
 	// mu serializes decisions, so each reads the reservations of the one before.
 	mu sync.Mutex
@@ -63,7 +68,8 @@ func New(c client.Client, apiReader client.Reader, namespace string, clk clock.P
 	m *metrics.Extender, budget int) *Extender {
 	return &Extender{
 		client: c, apiReader: apiReader, namespace: namespace, clock: clk, metrics: m, budget: budget,
-		resolver: resolver{client: c, namespace: namespace}, background: context.Background(),
+		resolver: resolver{client: c, namespace: namespace}, settings: newLiveSettings(c, namespace),
+		background: context.Background(),
 	}
 }
 
@@ -75,7 +81,7 @@ func (e *Extender) Filter(ctx context.Context, pod *corev1.Pod, candidates []str
 	}
 	defer e.mu.Unlock()
 
-	sched, err := clusterview.Settings(ctx, e.client, e.namespace)
+	sched, err := e.settings.get(ctx)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -121,7 +127,7 @@ func (e *Extender) Prioritize(ctx context.Context, pod *corev1.Pod, candidates [
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	scores := map[string]int64{}
-	sched, err := clusterview.Settings(ctx, e.client, e.namespace)
+	sched, err := e.settings.get(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -176,7 +182,8 @@ func (e *Extender) lockAfterHold(ctx context.Context, pod *corev1.Pod) error {
 	}
 }
 
-// evaluateAll evaluates every candidate node from the cached Nodes and ledgers.
+// evaluateAll evaluates every candidate node from the cached Longhorn Nodes
+// and ledgers.
 func (e *Extender) evaluateAll(ctx context.Context, pod *corev1.Pod, vols []podVolume, candidates []string, sched settings.Scheduling) (map[string]fit, error) {
 	// The lists are only read: skipping the cache's deep copy keeps a filter
 	// over thousands of nodes cheap.
@@ -184,14 +191,14 @@ func (e *Extender) evaluateAll(ctx context.Context, pod *corev1.Pod, vols []podV
 	if err != nil {
 		return nil, err
 	}
-	byNode := map[string]*longhornv1.Node{}
+	byNode := make(map[string]*lhv1.Node, len(view.Nodes))
 	for i := range view.Nodes {
 		byNode[view.Nodes[i].Name] = &view.Nodes[i]
 	}
-	ledgersByNode := map[string]map[string]*longhornv1.DiskSchedule{}
+	ledgersByNode := map[string]map[string]*dsv1.DiskSchedule{}
 	for uuid, ds := range view.Ledgers {
 		if ledgersByNode[ds.Spec.NodeID] == nil {
-			ledgersByNode[ds.Spec.NodeID] = map[string]*longhornv1.DiskSchedule{}
+			ledgersByNode[ds.Spec.NodeID] = map[string]*dsv1.DiskSchedule{}
 		}
 		ledgersByNode[ds.Spec.NodeID][uuid] = ds
 	}
@@ -307,10 +314,10 @@ func (e *Extender) reserve(ctx context.Context, h *hold, f fit) (bool, error) {
 		if err := e.clearSpentReservation(ctx, key, v, size, podKey); err != nil {
 			return false, err
 		}
-		var requested *longhornv1.Replica
+		var requested *lhv1.Replica
 		var checkErr error
-		_, err = ledgerclient.Mutate(ctx, e.apiReader, e.client, key, func(ds *longhornv1.DiskSchedule) bool {
-			want := longhornv1.DiskScheduleReservation{Size: size, Pod: podKey}
+		_, err = ledgerclient.Mutate(ctx, e.apiReader, e.client, key, func(ds *dsv1.DiskSchedule) bool {
+			want := dsv1.DiskScheduleReservation{Size: size, Pod: podKey}
 			if cur, ok := ds.Spec.Reservations[v]; ok && cur.Size == want.Size && cur.Pod == want.Pod {
 				return false
 			}
@@ -325,7 +332,7 @@ func (e *Extender) reserve(ctx context.Context, h *hold, f fit) (bool, error) {
 				return false
 			}
 			if ds.Spec.Reservations == nil {
-				ds.Spec.Reservations = map[string]longhornv1.DiskScheduleReservation{}
+				ds.Spec.Reservations = map[string]dsv1.DiskScheduleReservation{}
 			}
 			ds.Spec.Reservations[v] = want
 			return true
@@ -358,7 +365,7 @@ func (e *Extender) reserve(ctx context.Context, h *hold, f fit) (bool, error) {
 			e.metrics.Reservations.WithLabelValues("undecided").Inc()
 			allGranted = false
 			log.Error(err, "Waiting for a reservation's decision", "volume", v, "diskSchedule", key.Name)
-		case state == longhornv1.ReservationStateRejected:
+		case state == dsv1.ReservationStateRejected:
 			e.metrics.Reservations.WithLabelValues("rejected").Inc()
 			allGranted = false
 			log.Info("Reservation rejected: another request won the space; the pod stays where kube-scheduler put it",
@@ -375,16 +382,16 @@ func (e *Extender) reserve(ctx context.Context, h *hold, f fit) (bool, error) {
 // be written, and waits until the ledger has dropped its decision: written
 // again unchanged, it would keep that old decision.
 func (e *Extender) clearSpentReservation(ctx context.Context, key types.NamespacedName, volume string, size int64, pod string) error {
-	ds := &longhornv1.DiskSchedule{}
+	ds := &dsv1.DiskSchedule{}
 	if err := e.apiReader.Get(ctx, key, ds); err != nil {
 		return client.IgnoreNotFound(err)
 	}
-	res, inSpec := ds.Spec.Reservations[volume]
-	st, decided := ds.Status.Reservations[volume]
-	if !inSpec || !decided || res.Size != size || res.Pod != pod || st.State == longhornv1.ReservationStateScheduled {
+	res := ds.Spec.Reservations[volume]
+	state, decided := reservationDecision(ds, volume)
+	if !decided || res.Size != size || res.Pod != pod || state == dsv1.ReservationStateScheduled {
 		return nil
 	}
-	if _, err := ledgerclient.Mutate(ctx, e.apiReader, e.client, key, func(ds *longhornv1.DiskSchedule) bool {
+	if _, err := ledgerclient.Mutate(ctx, e.apiReader, e.client, key, func(ds *dsv1.DiskSchedule) bool {
 		if _, ok := ds.Spec.Reservations[volume]; !ok {
 			return false
 		}
@@ -404,14 +411,15 @@ func (e *Extender) clearSpentReservation(ctx context.Context, key types.Namespac
 
 // replicaPlaced returns a replica of volume placed on ds's node, listed
 // from the API server after ds was read, or nil.
-func (e *Extender) replicaPlaced(ctx context.Context, ds *longhornv1.DiskSchedule, volume string) (*longhornv1.Replica, error) {
-	replicas := &longhornv1.ReplicaList{}
+func (e *Extender) replicaPlaced(ctx context.Context, ds *dsv1.DiskSchedule, volume string) (*lhv1.Replica, error) {
+	replicas := &lhv1.ReplicaList{}
 	if err := e.apiReader.List(ctx, replicas, client.InNamespace(e.namespace), client.MatchingLabels{volumeLabel: volume}); err != nil {
 		return nil, fmt.Errorf("listing the replicas of volume %s: %w", volume, err)
 	}
 	for i := range replicas.Items {
-		if replicas.Items[i].Spec.NodeID == ds.Spec.NodeID {
-			return &replicas.Items[i], nil
+		rep := &replicas.Items[i]
+		if rep.Spec.VolumeName == volume && rep.Spec.NodeID == ds.Spec.NodeID {
+			return rep, nil
 		}
 	}
 	return nil, nil
@@ -419,21 +427,12 @@ func (e *Extender) replicaPlaced(ctx context.Context, ds *longhornv1.DiskSchedul
 
 // replicaOn returns a replica of volume placed on the disk's node, read
 // from the API server, or nil.
-func (e *Extender) replicaOn(ctx context.Context, volume, diskUUID string) (*longhornv1.Replica, error) {
-	ds := &longhornv1.DiskSchedule{}
+func (e *Extender) replicaOn(ctx context.Context, volume, diskUUID string) (*lhv1.Replica, error) {
+	ds := &dsv1.DiskSchedule{}
 	if err := e.apiReader.Get(ctx, types.NamespacedName{Namespace: e.namespace, Name: diskUUID}, ds); err != nil {
 		return nil, client.IgnoreNotFound(err)
 	}
-	replicas := &longhornv1.ReplicaList{}
-	if err := e.apiReader.List(ctx, replicas, client.InNamespace(e.namespace), client.MatchingLabels{volumeLabel: volume}); err != nil {
-		return nil, fmt.Errorf("listing the replicas of volume %s: %w", volume, err)
-	}
-	for i := range replicas.Items {
-		if replicas.Items[i].Spec.NodeID == ds.Spec.NodeID {
-			return &replicas.Items[i], nil
-		}
-	}
-	return nil, nil
+	return e.replicaPlaced(ctx, ds, volume)
 }
 
 // waitRequestsCached waits until the cache shows each replica's request in
@@ -445,7 +444,7 @@ func (e *Extender) waitRequestsCached(ctx context.Context, replicas map[string]s
 		return nil
 	}
 	requested := func(r client.Reader, disk, replica string) (bool, error) {
-		ds := &longhornv1.DiskSchedule{}
+		ds := &dsv1.DiskSchedule{}
 		if err := r.Get(ctx, types.NamespacedName{Namespace: e.namespace, Name: disk}, ds); err != nil {
 			return false, client.IgnoreNotFound(err)
 		}
@@ -465,7 +464,7 @@ func (e *Extender) waitRequestsCached(ctx context.Context, replicas map[string]s
 			if inAPI, err := requested(e.apiReader, disk, replica); err != nil || inAPI {
 				return false, err
 			}
-			rep := &longhornv1.Replica{}
+			rep := &lhv1.Replica{}
 			if err := e.apiReader.Get(ctx, types.NamespacedName{Namespace: e.namespace, Name: replica}, rep); client.IgnoreNotFound(err) != nil {
 				return false, err
 			} else if err == nil && rep.DeletionTimestamp.IsZero() && rep.Spec.DiskID == disk {
@@ -482,24 +481,40 @@ func (e *Extender) waitRequestsCached(ctx context.Context, replicas map[string]s
 
 // waitDecided waits until the ledger key has decided the reservation of
 // volume for pod, as read both from the API server and from the cache.
-func (e *Extender) waitDecided(ctx context.Context, key types.NamespacedName, volume, pod string) (longhornv1.ReservationState, error) {
-	var state longhornv1.ReservationState
+func (e *Extender) waitDecided(ctx context.Context, key types.NamespacedName, volume, pod string) (dsv1.ReservationState, error) {
+	var state dsv1.ReservationState
 	err := wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, decisionTimeout, true, func(ctx context.Context) (bool, error) {
 		for _, r := range []client.Reader{e.apiReader, e.client} {
-			ds := &longhornv1.DiskSchedule{}
+			ds := &dsv1.DiskSchedule{}
 			if err := r.Get(ctx, key, ds); err != nil {
 				return false, client.IgnoreNotFound(err)
 			}
-			st, ok := ds.Status.Reservations[volume]
-			res, inSpec := ds.Spec.Reservations[volume]
-			if !ok || !inSpec || st.RequestedSize != res.Size || st.Pod != pod {
+			st, decided := reservationDecision(ds, volume)
+			if !decided || ds.Spec.Reservations[volume].Pod != pod {
 				return false, nil
 			}
-			state = st.State
+			state = st
 		}
 		return true, nil
 	})
-	return state, err
+	if err != nil {
+		return "", fmt.Errorf("waiting for DiskSchedule %s to decide the reservation of volume %s: %w", key.Name, volume, err)
+	}
+	return state, nil
+}
+
+// reservationDecision returns the state ds decided for volume's reservation
+// as it is written now (same size, same pod), and false while it is not
+// decided or not requested. The ledger package reads replica and
+// backing-image requests (ledger.ReplicaDecision); reservations, which only
+// the extender writes and waits for, are read here.
+func reservationDecision(ds *dsv1.DiskSchedule, volume string) (dsv1.ReservationState, bool) {
+	res, inSpec := ds.Spec.Reservations[volume]
+	st, decided := ds.Status.Reservations[volume]
+	if !inSpec || !decided || st.RequestedSize != res.Size || st.Pod != res.Pod {
+		return "", false
+	}
+	return st.State, true
 }
 
 // release ends the hold, letting waiting filters go on.

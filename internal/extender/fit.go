@@ -3,20 +3,17 @@ package extender
 import (
 	"fmt"
 	"sort"
+	"strings"
 
+	lhv1 "github.com/longhorn/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
 	"k8s.io/apimachinery/pkg/api/meta"
 
-	longhornv1 "github.com/longhorn/diskschedule/api/v1beta2"
+	dsv1 "github.com/longhorn/diskschedule/api/v1beta2"
 	"github.com/longhorn/diskschedule/internal/extender/packing"
 	"github.com/longhorn/diskschedule/internal/ledger"
 	"github.com/longhorn/diskschedule/internal/placement"
 	"github.com/longhorn/diskschedule/internal/settings"
 )
-
-// untagged is a tag no real disk carries: it marks untagged disks, so that a
-// volume without a disk selector can be limited to them when
-// allow-empty-disk-selector-volume is false.
-const untagged = "\x00untagged"
 
 // fit is the verdict on one node for one pod.
 type fit struct {
@@ -28,7 +25,7 @@ type fit struct {
 	Assignment map[string]string
 	// Sizes are the sizes of the assigned volumes.
 	Sizes map[string]int64
-	// Free is the bytes left free on the node's eligible disks after placement.
+	// Free is the bytes left free on the node's usable disks after placement.
 	Free int64
 	// Steps and Exact report the packing search.
 	Steps int
@@ -36,45 +33,68 @@ type fit struct {
 }
 
 // evaluate decides whether the volumes that have no replica on node fit
-// together on its disks. ledgers are the node's DiskSchedules by UUID; pod
-// ("namespace/name") gets back the space its own reservations hold.
-func evaluate(vols []podVolume, node *longhornv1.Node, ledgers map[string]*longhornv1.DiskSchedule,
+// together on its disks. node is Longhorn's node (nil when there is none);
+// ledgers are its DiskSchedules by disk UUID; pod ("namespace/name") gets
+// back the space its own reservations hold.
+//
+// Whether the node and each disk may take a replica of a volume is
+// placement.NodeFailures and placement.DiskFailures, the one eligibility
+// rule; how much a disk can still take is the ledger's reading
+// (ledger.Free, ledger.HeldForPod). This function only combines them and
+// packs the volumes.
+func evaluate(vols []podVolume, node *lhv1.Node, ledgers map[string]*dsv1.DiskSchedule,
 	sched settings.Scheduling, pod string, budget int) fit {
 	if node == nil {
 		return fit{Reason: "not a Longhorn node"}
 	}
-	if why := nodeIneligible(node); why != "" {
-		return fit{Reason: why}
-	}
-	var items []packing.Item
-	sizes := map[string]int64{}
-	for _, v := range vols {
+	pn := placement.FromLonghorn(node, ledgerSpace(ledgers))
+	var need []int // indexes in vols of the volumes without a replica here
+	for i, v := range vols {
 		if v.ReplicaNodes[node.Name] {
 			continue // a replica is here already: no new space needed
 		}
-		if !placement.TagsMatch(node.Spec.Tags, v.NodeSelector, sched.AllowEmptyNodeSelectorVolume) {
-			return fit{Reason: fmt.Sprintf("volume %s: node tags %v do not match node selector %v", v.Name, node.Spec.Tags, v.NodeSelector)}
+		if why := placement.NodeFailures(pn, v.NodeSelector, sched); len(why) > 0 {
+			return fit{Reason: fmt.Sprintf("volume %s: %s", v.Name, strings.Join(why, " and "))}
 		}
-		selector := v.DiskSelector
-		if len(selector) == 0 && !sched.AllowEmptyDiskSelectorVolume {
-			selector = []string{untagged}
+		need = append(need, i)
+	}
+
+	disks := nodeDisks(node, pn, ledgers, vols, sched, pod)
+	bins := make([]packing.Bin, 0, len(disks))
+	uuids := make(map[string]string, len(disks))
+	var total int64
+	for _, d := range disks {
+		if d.usable() {
+			bins = append(bins, packing.Bin{Name: d.Name, Free: d.free, Tags: d.Tags})
+			uuids[d.Name] = d.UUID
+			total += d.free
 		}
-		items = append(items, packing.Item{Name: v.Name, Size: v.Size, Selector: selector})
+	}
+	sizes := map[string]int64{}
+	items := make([]packing.Item, 0, len(need))
+	for _, i := range need {
+		v := vols[i]
+		item := packing.Item{Name: v.Name, Size: v.Size, Selector: v.DiskSelector, Disks: make([]string, 0, len(disks))}
+		for _, d := range disks {
+			if d.ledgerFailure == "" && len(d.failures[i]) == 0 {
+				item.Disks = append(item.Disks, d.Name)
+			}
+		}
+		if len(item.Disks) == 0 {
+			return fit{Reason: noDiskReason(v.Name, i, disks)}
+		}
+		items = append(items, item)
 		sizes[v.Name] = v.Size
 	}
-	bins, uuids, total := diskBins(node, ledgers, pod)
 	if len(items) == 0 {
 		return fit{OK: true, Assignment: map[string]string{}, Sizes: sizes, Free: total, Exact: true}
-	}
-	if len(bins) == 0 {
-		return fit{Reason: "no schedulable disk"}
 	}
 	res := packing.Pack(items, bins, budget)
 	out := fit{OK: res.Fits, Reason: res.Reason, Steps: res.Steps, Exact: res.Exact, Sizes: sizes}
 	if !res.Fits {
 		return out
 	}
-	out.Assignment = map[string]string{}
+	out.Assignment = make(map[string]string, len(res.Assignment))
 	for volume, disk := range res.Assignment {
 		out.Assignment[volume] = uuids[disk]
 	}
@@ -85,68 +105,94 @@ func evaluate(vols []podVolume, node *longhornv1.Node, ledgers map[string]*longh
 	return out
 }
 
-// nodeIneligible says why no new replica may go to node, or "".
-func nodeIneligible(node *longhornv1.Node) string {
-	switch {
-	case !node.Spec.AllowScheduling:
-		return "scheduling is disabled on the Longhorn node"
-	case node.Spec.EvictionRequested:
-		return "eviction is requested for the Longhorn node"
-	case !meta.IsStatusConditionTrue(node.Status.Conditions, longhornv1.NodeConditionReady):
-		return "the Longhorn node is not ready"
-	case !meta.IsStatusConditionTrue(node.Status.Conditions, longhornv1.NodeConditionSchedulable):
-		return "the Longhorn node is not schedulable"
-	}
-	return ""
+// diskView is one disk of a node with what the extender read about it.
+type diskView struct {
+	placement.Disk
+	// ledgerFailure says why the disk's ledger grants nothing now, or "".
+	ledgerFailure string
+	// failures are placement.DiskFailures for each of the pod's volumes, in
+	// the order of the volumes.
+	failures [][]string
+	// free is what the ledger can still grant, plus what it holds for the pod.
+	free int64
 }
 
-// diskBins returns the node's schedulable disks as packing bins, named by
-// disk name, with what their ledgers can still grant; the UUID of each disk
-// name; and their free bytes in all.
-func diskBins(node *longhornv1.Node, ledgers map[string]*longhornv1.DiskSchedule, pod string) ([]packing.Bin, map[string]string, int64) {
-	var bins []packing.Bin
-	uuids := map[string]string{}
-	var total int64
-	names := make([]string, 0, len(node.Spec.Disks))
-	for name := range node.Spec.Disks {
-		names = append(names, name)
+// usable reports whether some volume of the pod may use the disk.
+func (d *diskView) usable() bool {
+	if d.ledgerFailure != "" {
+		return false
 	}
-	sort.Strings(names)
-	for _, name := range names {
-		spec := node.Spec.Disks[name]
-		status := node.Status.DiskStatus[name]
-		if status == nil || status.DiskUUID == "" || !spec.AllowScheduling || spec.EvictionRequested ||
-			!meta.IsStatusConditionTrue(status.Conditions, longhornv1.DiskConditionSchedulable) {
-			continue
+	for _, f := range d.failures {
+		if len(f) == 0 {
+			return true
 		}
-		ds := ledgers[status.DiskUUID]
-		if ds == nil || !meta.IsStatusConditionTrue(ds.Status.Conditions, longhornv1.DiskScheduleConditionReady) {
-			continue
-		}
-		free := ledger.Free(ds) + heldForPod(ds, pod)
-		tags := spec.Tags
-		if len(tags) == 0 {
-			tags = []string{untagged}
-		}
-		bins = append(bins, packing.Bin{Name: name, Free: free, Tags: tags})
-		uuids[name] = status.DiskUUID
-		total += free
 	}
-	return bins, uuids, total
+	return false
 }
 
-// heldForPod returns the bytes ds's granted reservations hold for pod.
-func heldForPod(ds *longhornv1.DiskSchedule, pod string) int64 {
-	var held int64
-	for volume, res := range ds.Spec.Reservations {
-		if res.Pod != pod {
-			continue
+// nodeDisks returns the disks of pn (Longhorn's node n as placement sees
+// it), sorted by name, each with its ledger's state and free space and the
+// eligibility of each of vols.
+func nodeDisks(n *lhv1.Node, pn placement.Node, ledgers map[string]*dsv1.DiskSchedule,
+	vols []podVolume, sched settings.Scheduling, pod string) []*diskView {
+	out := make([]*diskView, 0, len(pn.Disks))
+	for _, d := range pn.Disks {
+		dv := &diskView{Disk: d, failures: make([][]string, len(vols))}
+		var uuid string
+		if st := n.Status.DiskStatus[d.Name]; st != nil {
+			uuid = st.DiskUUID
 		}
-		if st, ok := ds.Status.Reservations[volume]; ok && st.State == longhornv1.ReservationStateScheduled {
-			held += st.ScheduledSize
+		ds := ledgers[uuid]
+		switch {
+		case uuid == "":
+			// placement.DiskFailures names it.
+		case ds == nil:
+			dv.ledgerFailure = fmt.Sprintf("no DiskSchedule for disk %s yet", uuid)
+		case !meta.IsStatusConditionTrue(ds.Status.Conditions, dsv1.DiskScheduleConditionReady):
+			dv.ledgerFailure = "DiskSchedule is not Ready"
+			if c := meta.FindStatusCondition(ds.Status.Conditions, dsv1.DiskScheduleConditionReady); c != nil && c.Message != "" {
+				dv.ledgerFailure += ": " + c.Message
+			}
+		default:
+			dv.free = ledger.Free(ds) + ledger.HeldForPod(ds, pod)
 		}
+		for i, v := range vols {
+			dv.failures[i] = placement.DiskFailures(d, v.DiskSelector, sched)
+		}
+		out = append(out, dv)
 	}
-	return held
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+// noDiskReason says why no disk of the node may take volume, the i-th
+// volume of the pod.
+func noDiskReason(volume string, i int, disks []*diskView) string {
+	if len(disks) == 0 {
+		return fmt.Sprintf("volume %s: no schedulable disk: the node has no disk", volume)
+	}
+	why := make([]string, 0, len(disks))
+	for _, d := range disks {
+		reason := d.ledgerFailure // the ledger grants nothing there, whatever the disk
+		if reason == "" {
+			reason = strings.Join(d.failures[i], " and ")
+		}
+		why = append(why, d.Name+": "+reason)
+	}
+	return fmt.Sprintf("volume %s: no schedulable disk (%s)", volume, strings.Join(why, "; "))
+}
+
+// ledgerSpace gives placement each disk's space as its ledger counts it:
+// the limit, and what is scheduled plus what is pending. A disk without a
+// ledger has no known space.
+func ledgerSpace(ledgers map[string]*dsv1.DiskSchedule) placement.SpaceFunc {
+	return func(uuid string) (placement.Space, bool) {
+		ds := ledgers[uuid]
+		if ds == nil {
+			return placement.Space{}, false
+		}
+		return placement.Space{Limit: ds.Status.StorageLimit, Scheduled: ds.Status.StorageScheduled + ledger.PendingGrowth(ds)}, true
+	}
 }
 
 // restartNode returns the first (by name) of candidates that holds a replica

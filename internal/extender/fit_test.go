@@ -5,41 +5,54 @@ import (
 	"strings"
 	"testing"
 
+	lhv1 "github.com/longhorn/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	longhornv1 "github.com/longhorn/diskschedule/api/v1beta2"
+	dsv1 "github.com/longhorn/diskschedule/api/v1beta2"
 	"github.com/longhorn/diskschedule/internal/settings"
+	"github.com/longhorn/diskschedule/internal/testenv"
 )
 
 const gi = int64(1) << 30
 
-func readyConditions() []metav1.Condition {
-	return []metav1.Condition{
-		{Type: longhornv1.NodeConditionReady, Status: metav1.ConditionTrue},
-		{Type: longhornv1.NodeConditionSchedulable, Status: metav1.ConditionTrue},
+// longhornNode returns a Longhorn node as longhorn-manager v1.12 writes a
+// healthy one, with filesystem disks disk-1, disk-2, … of the given sizes
+// whose UUIDs are <name>-uuid-1, ….
+func longhornNode(namespace, name string, sizes []int64) *lhv1.Node {
+	f := testenv.NodeFixture{Name: name, Disks: map[string]testenv.Disk{}}
+	for i, size := range sizes {
+		f.Disks[fmt.Sprintf("disk-%d", i+1)] = testenv.Disk{UUID: fmt.Sprintf("%s-uuid-%d", name, i+1), Size: size}
 	}
+	return f.LonghornNode(namespace)
 }
 
-// testNode returns a schedulable node with disks of the given free sizes and
-// their ledgers (limit = size, nothing scheduled but used).
-func testNode(name string, sizes []int64, used []int64) (*longhornv1.Node, map[string]*longhornv1.DiskSchedule) {
-	n := &longhornv1.Node{ObjectMeta: metav1.ObjectMeta{Name: name},
-		Spec:   longhornv1.NodeSpec{AllowScheduling: true, Disks: map[string]longhornv1.DiskSpec{}},
-		Status: longhornv1.NodeStatus{Conditions: readyConditions(), DiskStatus: map[string]*longhornv1.DiskStatus{}}}
-	ledgers := map[string]*longhornv1.DiskSchedule{}
+// Indexes of Longhorn's conditions in the fixtures' nodes and disks.
+const (
+	nodeReady, nodeSchedulable = 0, 1
+	diskReady, diskSchedulable = 0, 1
+)
+
+// readyLedger returns disk's Ready DiskSchedule with the given limit and usage.
+func readyLedger(uuid, disk, node string, limit, scheduled int64) *dsv1.DiskSchedule {
+	return &dsv1.DiskSchedule{ObjectMeta: metav1.ObjectMeta{Name: uuid, Namespace: "longhorn-system"},
+		Spec: dsv1.DiskScheduleSpec{Name: disk, NodeID: node},
+		Status: dsv1.DiskScheduleStatus{StorageLimit: limit, StorageScheduled: scheduled,
+			Conditions: []metav1.Condition{{Type: dsv1.DiskScheduleConditionReady, Status: metav1.ConditionTrue}}}}
+}
+
+// testNode returns a schedulable node with disks of the given sizes and
+// their ledgers (limit = size, used bytes scheduled when used is not nil).
+func testNode(name string, sizes []int64, used []int64) (*lhv1.Node, map[string]*dsv1.DiskSchedule) {
+	n := longhornNode("longhorn-system", name, sizes)
+	ledgers := map[string]*dsv1.DiskSchedule{}
 	for i, size := range sizes {
-		disk, uuid := fmt.Sprintf("disk-%d", i+1), fmt.Sprintf("%s-uuid-%d", name, i+1)
-		n.Spec.Disks[disk] = longhornv1.DiskSpec{Path: "/d", AllowScheduling: true}
-		n.Status.DiskStatus[disk] = &longhornv1.DiskStatus{DiskUUID: uuid, StorageMaximum: size, StorageAvailable: size,
-			Conditions: []metav1.Condition{{Type: longhornv1.DiskConditionSchedulable, Status: metav1.ConditionTrue}}}
-		ds := &longhornv1.DiskSchedule{ObjectMeta: metav1.ObjectMeta{Name: uuid},
-			Spec: longhornv1.DiskScheduleSpec{Name: disk, NodeID: name},
-			Status: longhornv1.DiskScheduleStatus{StorageLimit: size,
-				Conditions: []metav1.Condition{{Type: longhornv1.DiskScheduleConditionReady, Status: metav1.ConditionTrue}}}}
+		disk := fmt.Sprintf("disk-%d", i+1)
+		uuid := n.Status.DiskStatus[disk].DiskUUID
+		var scheduled int64
 		if used != nil {
-			ds.Status.StorageScheduled = used[i]
+			scheduled = used[i]
 		}
-		ledgers[uuid] = ds
+		ledgers[uuid] = readyLedger(uuid, disk, name, size, scheduled)
 	}
 	return n, ledgers
 }
@@ -89,8 +102,8 @@ func TestEvaluateCountsLedgerUsageAndOwnReservations(t *testing.T) {
 	}
 	// The pod's own granted reservation (counted in storageScheduled) is its to use.
 	ds := ledgers["n-uuid-1"]
-	ds.Spec.Reservations = map[string]longhornv1.DiskScheduleReservation{"pvc-0": {Size: 100 * gi, Pod: "default/p"}}
-	ds.Status.Reservations = map[string]longhornv1.ReservationStatus{"pvc-0": {State: longhornv1.ReservationStateScheduled, RequestedSize: 100 * gi, Pod: "default/p", ScheduledSize: 100 * gi}}
+	ds.Spec.Reservations = map[string]dsv1.DiskScheduleReservation{"pvc-0": {Size: 100 * gi, Pod: "default/p"}}
+	ds.Status.Reservations = map[string]dsv1.ReservationStatus{"pvc-0": {State: dsv1.ReservationStateScheduled, RequestedSize: 100 * gi, Pod: "default/p", ScheduledSize: 100 * gi}}
 	if f := evaluate(vols, node, ledgers, sched, "default/p", 0); !f.OK {
 		t.Errorf("the pod's own reservation should count as free for it: %+v", f)
 	}
@@ -100,9 +113,26 @@ func TestEvaluateCountsLedgerUsageAndOwnReservations(t *testing.T) {
 	// Pending requests count as taken.
 	ds.Spec.Reservations, ds.Status.Reservations = nil, nil
 	ds.Status.StorageScheduled = 200 * gi
-	ds.Spec.Replicas = map[string]longhornv1.RequestedBytes{"r-pending": longhornv1.RequestedBytes(150 * gi)}
+	ds.Spec.Replicas = map[string]dsv1.RequestedBytes{"r-pending": dsv1.RequestedBytes(150 * gi)}
 	if f := evaluate(vols, node, ledgers, sched, "default/p", 0); f.OK {
 		t.Errorf("200Gi scheduled + 150Gi pending of 400Gi: 100Gi must not fit: %+v", f)
+	}
+}
+
+// TestEvaluateReadsTheLedgerNotLonghornsTotals checks that free space is the
+// ledger's: Longhorn's own storageScheduled on the node (which Longhorn
+// counts without the ledger) neither adds nor removes space.
+func TestEvaluateReadsTheLedgerNotLonghornsTotals(t *testing.T) {
+	sched := settings.Default()
+	node, ledgers := testNode("n", []int64{400 * gi}, []int64{350 * gi})
+	node.Status.DiskStatus["disk-1"].StorageScheduled = 0
+	if f := evaluate(volumes(1, 100*gi), node, ledgers, sched, "default/p", 0); f.OK {
+		t.Errorf("the ledger has 50Gi free: 100Gi must not fit whatever Longhorn's node says: %+v", f)
+	}
+	node, ledgers = testNode("n", []int64{400 * gi}, nil)
+	node.Status.DiskStatus["disk-1"].StorageScheduled = 400 * gi
+	if f := evaluate(volumes(1, 100*gi), node, ledgers, sched, "default/p", 0); !f.OK {
+		t.Errorf("the ledger has 400Gi free: 100Gi fits whatever Longhorn's node says: %+v", f)
 	}
 }
 
@@ -119,21 +149,49 @@ func TestEvaluateNodeEligibility(t *testing.T) {
 	sched := settings.Default()
 	for _, tc := range []struct {
 		name   string
-		mutate func(*longhornv1.Node)
+		mutate func(*lhv1.Node, map[string]*dsv1.DiskSchedule)
 		want   string
 	}{
-		{"scheduling disabled", func(n *longhornv1.Node) { n.Spec.AllowScheduling = false }, "scheduling is disabled"},
-		{"evicting", func(n *longhornv1.Node) { n.Spec.EvictionRequested = true }, "eviction is requested"},
-		{"not ready", func(n *longhornv1.Node) { n.Status.Conditions[0].Status = metav1.ConditionFalse }, "not ready"},
-		{"cordoned", func(n *longhornv1.Node) { n.Status.Conditions[1].Status = metav1.ConditionFalse }, "not schedulable"},
-		{"node selector", func(n *longhornv1.Node) { n.Spec.Tags = []string{"slow"} }, "do not match node selector"},
-		{"disk pressure", func(n *longhornv1.Node) {
-			n.Status.DiskStatus["disk-1"].Conditions[0].Status = metav1.ConditionFalse
-		}, "no schedulable disk"},
+		{"scheduling disabled", func(n *lhv1.Node, _ map[string]*dsv1.DiskSchedule) { n.Spec.AllowScheduling = false }, "scheduling is disabled on the node"},
+		{"evicting", func(n *lhv1.Node, _ map[string]*dsv1.DiskSchedule) { n.Spec.EvictionRequested = true }, "eviction is requested on the node"},
+		{"not ready", func(n *lhv1.Node, _ map[string]*dsv1.DiskSchedule) {
+			n.Status.Conditions[nodeReady] = testenv.LonghornCondition(lhv1.NodeConditionTypeReady, false, lhv1.NodeConditionReasonKubernetesNodeNotReady, "")
+		}, "node is not ready"},
+		{"cordoned", func(n *lhv1.Node, _ map[string]*dsv1.DiskSchedule) {
+			n.Status.Conditions[nodeSchedulable] = testenv.LonghornCondition(lhv1.NodeConditionTypeSchedulable, false, lhv1.NodeConditionReasonKubernetesNodeCordoned, "")
+		}, "node is cordoned"},
+		{"node selector", func(n *lhv1.Node, _ map[string]*dsv1.DiskSchedule) { n.Spec.Tags = []string{"slow"} }, "do not match selector [fast]"},
+		{"disk pressure", func(n *lhv1.Node, _ map[string]*dsv1.DiskSchedule) {
+			n.Status.DiskStatus["disk-1"].Conditions[diskSchedulable] = testenv.LonghornCondition(lhv1.DiskConditionTypeSchedulable, false, lhv1.DiskConditionReasonDiskPressure, "")
+		}, "no schedulable disk (disk-1: disk is not schedulable)"},
+		{"disk not ready", func(n *lhv1.Node, _ map[string]*dsv1.DiskSchedule) {
+			n.Status.DiskStatus["disk-1"].Conditions[diskReady] = testenv.LonghornCondition(lhv1.DiskConditionTypeReady, false, lhv1.DiskConditionReasonDiskNotReady, "")
+		}, "no schedulable disk (disk-1: disk is not schedulable)"},
+		{"disk scheduling disabled", func(n *lhv1.Node, _ map[string]*dsv1.DiskSchedule) {
+			spec := n.Spec.Disks["disk-1"]
+			spec.AllowScheduling = false
+			n.Spec.Disks["disk-1"] = spec
+		}, "scheduling is disabled on the disk"},
+		{"disk evicting", func(n *lhv1.Node, _ map[string]*dsv1.DiskSchedule) {
+			spec := n.Spec.Disks["disk-1"]
+			spec.EvictionRequested = true
+			n.Spec.Disks["disk-1"] = spec
+		}, "eviction is requested on the disk"},
+		{"block disk", func(n *lhv1.Node, _ map[string]*dsv1.DiskSchedule) {
+			spec := n.Spec.Disks["disk-1"]
+			spec.Type = lhv1.DiskTypeBlock
+			n.Spec.Disks["disk-1"] = spec
+		}, "disk type block"},
+		{"disk without UUID", func(n *lhv1.Node, _ map[string]*dsv1.DiskSchedule) { n.Status.DiskStatus["disk-1"].DiskUUID = "" }, "disk has no UUID"},
+		{"no ledger", func(_ *lhv1.Node, l map[string]*dsv1.DiskSchedule) { delete(l, "n-uuid-1") }, "no DiskSchedule for disk n-uuid-1"},
+		{"ledger not ready", func(_ *lhv1.Node, l map[string]*dsv1.DiskSchedule) {
+			l["n-uuid-1"].Status.Conditions[0].Status = metav1.ConditionFalse
+			l["n-uuid-1"].Status.Conditions[0].Message = "node is cordoned"
+		}, "DiskSchedule is not Ready: node is cordoned"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			node, ledgers := testNode("n", []int64{400 * gi}, nil)
-			tc.mutate(node)
+			tc.mutate(node, ledgers)
 			vols := volumes(1, 10*gi)
 			if tc.name == "node selector" {
 				vols[0].NodeSelector = []string{"fast"}
@@ -142,6 +200,25 @@ func TestEvaluateNodeEligibility(t *testing.T) {
 				t.Errorf("want no fit because %q, got %+v", tc.want, f)
 			}
 		})
+	}
+	t.Run("not a Longhorn node", func(t *testing.T) {
+		if f := evaluate(volumes(1, gi), nil, nil, sched, "default/p", 0); f.OK || f.Reason != "not a Longhorn node" {
+			t.Errorf("no Longhorn node: want no fit, got %+v", f)
+		}
+	})
+}
+
+// TestEvaluateUsesOnlyEligibleDisks checks that an ineligible disk's space
+// is not offered: the volume goes to the one eligible disk or nowhere.
+func TestEvaluateUsesOnlyEligibleDisks(t *testing.T) {
+	node, ledgers := testNode("n", []int64{400 * gi, 50 * gi}, nil)
+	node.Status.DiskStatus["disk-1"].Conditions[diskSchedulable] = testenv.LonghornCondition(lhv1.DiskConditionTypeSchedulable, false, lhv1.DiskConditionReasonDiskPressure, "")
+	sched := settings.Default()
+	if f := evaluate(volumes(1, 40*gi), node, ledgers, sched, "default/p", 0); !f.OK || f.Assignment["pvc-0"] != "n-uuid-2" || f.Free != 10*gi {
+		t.Errorf("40Gi fits only on disk-2, leaving 10Gi: %+v", f)
+	}
+	if f := evaluate(volumes(1, 100*gi), node, ledgers, sched, "default/p", 0); f.OK || !strings.Contains(f.Reason, "50Gi") {
+		t.Errorf("100Gi fits on no eligible disk, the reason should give disk-2's 50Gi: %+v", f)
 	}
 }
 
@@ -156,8 +233,31 @@ func TestEvaluateEmptyDiskSelectorSetting(t *testing.T) {
 		t.Errorf("allow-empty-disk-selector-volume=true: a tagged disk takes a selector-less volume: %+v", f)
 	}
 	sched.AllowEmptyDiskSelectorVolume = false
-	if f := evaluate(vols, node, ledgers, sched, "default/p", 0); f.OK {
+	if f := evaluate(vols, node, ledgers, sched, "default/p", 0); f.OK || !strings.Contains(f.Reason, settings.AllowEmptyDiskSelectorVolume) {
 		t.Errorf("allow-empty-disk-selector-volume=false: a tagged disk must not take a selector-less volume: %+v", f)
+	}
+}
+
+// TestEvaluateDiskSelectorPerVolume checks that each volume uses only the
+// disks its own selector allows, packed together.
+func TestEvaluateDiskSelectorPerVolume(t *testing.T) {
+	node, ledgers := testNode("n", []int64{100 * gi, 100 * gi}, nil)
+	spec := node.Spec.Disks["disk-2"]
+	spec.Tags = []string{"ssd"}
+	node.Spec.Disks["disk-2"] = spec
+	vols := volumes(2, 60*gi)
+	vols[0].DiskSelector = []string{"ssd"}
+	f := evaluate(vols, node, ledgers, settings.Default(), "default/p", 0)
+	if !f.OK || f.Assignment["pvc-0"] != "n-uuid-2" || f.Assignment["pvc-1"] != "n-uuid-1" {
+		t.Errorf("pvc-0 must go to the ssd disk and pvc-1 to the other: %+v", f)
+	}
+	vols[1].DiskSelector = []string{"ssd"}
+	if f := evaluate(vols, node, ledgers, settings.Default(), "default/p", 0); f.OK {
+		t.Errorf("two 60Gi ssd volumes do not fit the one 100Gi ssd disk: %+v", f)
+	}
+	vols[1].DiskSelector = []string{"nvme"}
+	if f := evaluate(vols, node, ledgers, settings.Default(), "default/p", 0); f.OK || !strings.Contains(f.Reason, "volume pvc-1: no schedulable disk") {
+		t.Errorf("no disk has tag nvme: %+v", f)
 	}
 }
 

@@ -12,13 +12,12 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	longhornv1 "github.com/longhorn/diskschedule/api/v1beta2"
 	"github.com/longhorn/diskschedule/internal/metrics"
+	"github.com/longhorn/diskschedule/internal/settings"
 )
 
 // ServiceName is the selector-less Service kube-scheduler calls; the leader
@@ -28,8 +27,8 @@ const ServiceName = "longhorn-scheduler-extender"
 // Port is the extender's port.
 const Port = 9504
 
-// Server serves the extender on the leader while the
-// scheduler-extender-enabled setting is true.
+// Server serves the extender on the leader while scheduler-extender-enabled
+// in the ConfigMap settings.ConfigMapName is true (the default).
 type Server struct {
 	extender  *Extender
 	client    client.Client
@@ -40,7 +39,7 @@ type Server struct {
 	// advertiseIP, when set, is written into the Service's EndpointSlice.
 	advertiseIP string
 	nodeName    string
-	// poll is how often the setting is read.
+	// poll is how often the ConfigMap is read.
 	poll time.Duration
 }
 
@@ -50,7 +49,7 @@ func NewServer(e *Extender, c client.Client, apiReader client.Reader, m *metrics
 		advertiseIP: advertiseIP, nodeName: nodeName, poll: time.Second}
 }
 
-// +kubebuilder:rbac:groups="",resources=pods;persistentvolumeclaims;persistentvolumes,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=pods;persistentvolumeclaims;persistentvolumes;configmaps,verbs=get;list;watch
 // +kubebuilder:rbac:groups=storage.k8s.io,resources=storageclasses,verbs=get;list;watch
 // +kubebuilder:rbac:groups=discovery.k8s.io,resources=endpointslices,verbs=get;list;watch;create;update;patch
 // +kubebuilder:rbac:groups=longhorn.io,resources=diskschedules,verbs=get;list;watch;update;patch
@@ -59,7 +58,8 @@ func NewServer(e *Extender, c client.Client, apiReader client.Reader, m *metrics
 // NeedLeaderElection makes only the leader serve.
 func (s *Server) NeedLeaderElection() bool { return true }
 
-// Start serves while the setting is true and ctx lives.
+// Start serves while scheduler-extender-enabled is true and ctx lives. A
+// failed read of the settings changes nothing.
 func (s *Server) Start(ctx context.Context) error {
 	log := ctrl.LoggerFrom(ctx).WithName("extender")
 	s.extender.background = ctrl.LoggerInto(ctx, log)
@@ -79,12 +79,12 @@ func (s *Server) Start(ctx context.Context) error {
 	defer stop()
 	ticker := time.NewTicker(s.poll)
 	defer ticker.Stop()
+	logCtx := ctrl.LoggerInto(ctx, log)
 	for {
-		enabled, err := s.enabled(ctx)
-		if err != nil {
-			log.Error(err, "Reading the extender setting")
-		}
+		enabled, err := s.enabled(logCtx)
 		switch {
+		case err != nil:
+			log.Error(err, "Reading the extender's settings", "configMap", settings.ConfigMapName)
 		case enabled && srv == nil:
 			srv, err = s.serve(ctx)
 			if err != nil {
@@ -107,16 +107,14 @@ func (s *Server) Start(ctx context.Context) error {
 	}
 }
 
+// enabled reads scheduler-extender-enabled from the ConfigMap (true when
+// the ConfigMap or the key is absent).
 func (s *Server) enabled(ctx context.Context) (bool, error) {
-	setting := &longhornv1.Setting{}
-	err := s.client.Get(ctx, types.NamespacedName{Namespace: s.namespace, Name: longhornv1.SettingSchedulerExtenderEnabled}, setting)
-	if apierrors.IsNotFound(err) {
-		return false, nil
-	}
+	sched, err := s.extender.settings.get(ctx)
 	if err != nil {
 		return false, err
 	}
-	return setting.Value == "true", nil
+	return sched.SchedulerExtenderEnabled, nil
 }
 
 func (s *Server) serve(ctx context.Context) (*http.Server, error) {
@@ -161,11 +159,17 @@ func (s *Server) publishEndpoint(ctx context.Context) error {
 	cur := &discoveryv1.EndpointSlice{}
 	err := s.apiReader.Get(ctx, client.ObjectKeyFromObject(want), cur)
 	if apierrors.IsNotFound(err) {
-		return s.client.Create(ctx, want)
+		if err := s.client.Create(ctx, want); err != nil {
+			return fmt.Errorf("creating EndpointSlice %s: %w", ServiceName, err)
+		}
+		return nil
 	}
 	if err != nil {
-		return err
+		return fmt.Errorf("reading EndpointSlice %s: %w", ServiceName, err)
 	}
 	cur.Labels, cur.AddressType, cur.Endpoints, cur.Ports = want.Labels, want.AddressType, want.Endpoints, want.Ports
-	return s.client.Update(ctx, cur)
+	if err := s.client.Update(ctx, cur); err != nil {
+		return fmt.Errorf("updating EndpointSlice %s: %w", ServiceName, err)
+	}
+	return nil
 }

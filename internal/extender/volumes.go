@@ -12,7 +12,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	longhornv1 "github.com/longhorn/diskschedule/api/v1beta2"
+	lhv1 "github.com/longhorn/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
+
 	"github.com/longhorn/diskschedule/internal/index"
 )
 
@@ -99,18 +100,19 @@ func (r *resolver) claimVolume(ctx context.Context, namespace, claimName string)
 	}, true, nil
 }
 
-// longhornVolume returns the named Volume with the nodes holding its replicas.
+// longhornVolume returns the named Longhorn Volume with the nodes holding
+// its replicas (looked up by the replicas' spec.volumeName).
 func (r *resolver) longhornVolume(ctx context.Context, name string) (podVolume, bool, error) {
-	vol := &longhornv1.Volume{}
+	vol := &lhv1.Volume{}
 	if err := r.client.Get(ctx, types.NamespacedName{Namespace: r.namespace, Name: name}, vol); err != nil {
 		if apierrors.IsNotFound(err) {
 			return podVolume{}, false, fmt.Errorf("longhorn volume %s not found", name)
 		}
 		return podVolume{}, false, fmt.Errorf("getting longhorn volume %s: %w", name, err)
 	}
-	out := podVolume{Name: name, Size: vol.Spec.Size.Value(), NodeSelector: vol.Spec.NodeSelector,
+	out := podVolume{Name: name, Size: vol.Spec.Size, NodeSelector: vol.Spec.NodeSelector,
 		DiskSelector: vol.Spec.DiskSelector, ReplicaNodes: map[string]bool{}}
-	replicas := &longhornv1.ReplicaList{}
+	replicas := &lhv1.ReplicaList{}
 	if err := r.client.List(ctx, replicas, client.InNamespace(r.namespace), client.MatchingFields{index.ReplicaByVolume: name}); err != nil {
 		return podVolume{}, false, fmt.Errorf("listing the replicas of volume %s: %w", name, err)
 	}

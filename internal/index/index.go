@@ -6,16 +6,20 @@ import (
 	"context"
 	"fmt"
 
+	lhv1 "github.com/longhorn/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	longhornv1 "github.com/longhorn/diskschedule/api/v1beta2"
+	dsv1 "github.com/longhorn/diskschedule/api/v1beta2"
 )
 
 const (
-	// ReplicaByDisk indexes Replicas by spec.diskID.
+	// ReplicaByDisk indexes Longhorn Replicas by spec.diskID (the disk's UUID).
 	ReplicaByDisk = "spec.diskID"
-	// ReplicaByVolume indexes Replicas by spec.volumeName.
+	// ReplicaByVolume indexes Longhorn Replicas by spec.volumeName.
 	ReplicaByVolume = "spec.volumeName"
+	// BackingImageByDisk indexes Longhorn BackingImages by every disk UUID
+	// of spec.diskFileSpecMap.
+	BackingImageByDisk = "spec.diskFileSpecMap"
 	// DiskScheduleByNode indexes DiskSchedules by spec.nodeID.
 	DiskScheduleByNode = "spec.nodeID"
 )
@@ -27,9 +31,10 @@ func Register(ctx context.Context, indexer client.FieldIndexer) error {
 		field   string
 		extract client.IndexerFunc
 	}{
-		{&longhornv1.Replica{}, ReplicaByDisk, func(o client.Object) []string { return nonEmpty(o.(*longhornv1.Replica).Spec.DiskID) }},
-		{&longhornv1.Replica{}, ReplicaByVolume, func(o client.Object) []string { return nonEmpty(o.(*longhornv1.Replica).Spec.VolumeName) }},
-		{&longhornv1.DiskSchedule{}, DiskScheduleByNode, func(o client.Object) []string { return nonEmpty(o.(*longhornv1.DiskSchedule).Spec.NodeID) }},
+		{&lhv1.Replica{}, ReplicaByDisk, func(o client.Object) []string { return nonEmpty(o.(*lhv1.Replica).Spec.DiskID) }},
+		{&lhv1.Replica{}, ReplicaByVolume, func(o client.Object) []string { return nonEmpty(o.(*lhv1.Replica).Spec.VolumeName) }},
+		{&lhv1.BackingImage{}, BackingImageByDisk, backingImageDisks},
+		{&dsv1.DiskSchedule{}, DiskScheduleByNode, func(o client.Object) []string { return nonEmpty(o.(*dsv1.DiskSchedule).Spec.NodeID) }},
 	}
 	for _, ix := range indexes {
 		if err := indexer.IndexField(ctx, ix.obj, ix.field, ix.extract); err != nil {
@@ -37,6 +42,19 @@ func Register(ctx context.Context, indexer client.FieldIndexer) error {
 		}
 	}
 	return nil
+}
+
+// backingImageDisks returns the disk UUIDs a BackingImage has a copy on (or
+// is placing one on).
+func backingImageDisks(o client.Object) []string {
+	bi := o.(*lhv1.BackingImage)
+	out := make([]string, 0, len(bi.Spec.DiskFileSpecMap))
+	for uuid := range bi.Spec.DiskFileSpecMap {
+		if uuid != "" {
+			out = append(out, uuid)
+		}
+	}
+	return out
 }
 
 func nonEmpty(s string) []string {

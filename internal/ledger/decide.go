@@ -9,7 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	longhornv1 "github.com/longhorn/diskschedule/api/v1beta2"
+	dsv1 "github.com/longhorn/diskschedule/api/v1beta2"
 )
 
 // Disk is what the decision needs to know of the disk behind a ledger.
@@ -25,20 +25,22 @@ type Disk struct {
 // Input is everything one admission decision depends on.
 type Input struct {
 	// Spec is the requests, as read.
-	Spec longhornv1.DiskScheduleSpec
+	Spec dsv1.DiskScheduleSpec
 	// Generation is the metadata.generation the spec was read at.
 	Generation int64
 	// Previous is the status as read: earlier decisions stay unless their
 	// request changed.
-	Previous longhornv1.DiskScheduleStatus
+	Previous dsv1.DiskScheduleStatus
 	// Disk is the disk's limit and schedulability.
 	Disk Disk
 	// Gone names replicas and backing images whose owner object no longer
 	// exists; their entries are released (rule 4).
 	Gone Owners
-	// Running names replicas already running on this disk: their new requests
-	// are adopted, granted even over the limit (rule 7).
-	Running map[string]bool
+	// Persisted names the replicas and backing-image copies Longhorn has
+	// already persisted on this disk (a Replica whose spec.diskID is this
+	// disk, a BackingImage whose diskFileSpecMap lists it): their new
+	// requests are adopted, granted even over the limit (rule 7).
+	Persisted Owners
 	// ReservationTimeout is how long a granted reservation lives unless a
 	// replica takes it over (rule 6).
 	ReservationTimeout time.Duration
@@ -72,7 +74,7 @@ type Outcome struct {
 // decided, removed and garbage-collected entries freed, and storageScheduled
 // never above the limit except through adoption. It is deterministic: the
 // same input gives the same status.
-func Decide(in Input) (longhornv1.DiskScheduleStatus, Outcome) {
+func Decide(in Input) (dsv1.DiskScheduleStatus, Outcome) {
 	d := decider{in: in, limit: in.Disk.Limit}
 	d.out.ObservedGeneration = in.Generation
 	d.out.StorageLimit = d.limit
@@ -92,6 +94,8 @@ func Decide(in Input) (longhornv1.DiskScheduleStatus, Outcome) {
 	d.countReleased()
 	d.setConditions()
 	d.out.StorageScheduled = d.used
+	d.out.Scheduled = resource.NewQuantity(d.used, resource.BinarySI)
+	d.out.Limit = resource.NewQuantity(d.limit, resource.BinarySI)
 	return d.out, d.outcome
 }
 
@@ -99,33 +103,33 @@ type decider struct {
 	in      Input
 	limit   int64
 	used    int64
-	out     longhornv1.DiskScheduleStatus
+	out     dsv1.DiskScheduleStatus
 	outcome Outcome
 	// handedOff names replica requests decided by a reservation handoff.
 	handedOff map[string]bool
 }
 
-func (d *decider) setReplica(name string, st longhornv1.RequestStatus) {
+func (d *decider) setReplica(name string, st dsv1.RequestStatus) {
 	if d.out.Replicas == nil {
-		d.out.Replicas = map[string]longhornv1.RequestStatus{}
+		d.out.Replicas = map[string]dsv1.RequestStatus{}
 	}
 	d.out.Replicas[name] = st
 	d.used += st.ScheduledSize
 	d.out.StorageScheduled = d.used
 }
 
-func (d *decider) setBackingImage(name string, st longhornv1.RequestStatus) {
+func (d *decider) setBackingImage(name string, st dsv1.RequestStatus) {
 	if d.out.BackingImages == nil {
-		d.out.BackingImages = map[string]longhornv1.RequestStatus{}
+		d.out.BackingImages = map[string]dsv1.RequestStatus{}
 	}
 	d.out.BackingImages[name] = st
 	d.used += st.ScheduledSize
 	d.out.StorageScheduled = d.used
 }
 
-func (d *decider) setReservation(name string, st longhornv1.ReservationStatus) {
+func (d *decider) setReservation(name string, st dsv1.ReservationStatus) {
 	if d.out.Reservations == nil {
-		d.out.Reservations = map[string]longhornv1.ReservationStatus{}
+		d.out.Reservations = map[string]dsv1.ReservationStatus{}
 	}
 	if old, ok := d.out.Reservations[name]; ok {
 		d.used -= old.ScheduledSize
@@ -175,19 +179,19 @@ func (d *decider) shrink() {
 	}
 }
 
-func (d *decider) shrunk(name string, requested int64, previous, decided map[string]longhornv1.RequestStatus, gone map[string]bool) (longhornv1.RequestStatus, bool) {
+func (d *decider) shrunk(name string, requested int64, previous, decided map[string]dsv1.RequestStatus, gone map[string]bool) (dsv1.RequestStatus, bool) {
 	if gone[name] {
-		return longhornv1.RequestStatus{}, false
+		return dsv1.RequestStatus{}, false
 	}
 	if _, done := decided[name]; done {
-		return longhornv1.RequestStatus{}, false
+		return dsv1.RequestStatus{}, false
 	}
 	prev, ok := previous[name]
 	if !ok || requested > prev.ScheduledSize {
-		return longhornv1.RequestStatus{}, false
+		return dsv1.RequestStatus{}, false
 	}
 	d.outcome.Granted++
-	return longhornv1.RequestStatus{State: longhornv1.RequestStateScheduled, RequestedSize: requested, ScheduledSize: requested}, true
+	return dsv1.RequestStatus{State: dsv1.RequestStateScheduled, RequestedSize: requested, ScheduledSize: requested}, true
 }
 
 // holdUndecided counts, for every replica and backing-image request still to
@@ -207,7 +211,7 @@ func (d *decider) holdUndecided() {
 
 // heldBy returns the bytes the previous decision on an undecided request
 // still holds, or 0 when the request is decided or its owner is gone.
-func (d *decider) heldBy(name string, previous, decided map[string]longhornv1.RequestStatus, gone map[string]bool) int64 {
+func (d *decider) heldBy(name string, previous, decided map[string]dsv1.RequestStatus, gone map[string]bool) int64 {
 	if gone[name] {
 		return 0
 	}
@@ -229,13 +233,13 @@ func (d *decider) release(held int64) {
 func (d *decider) expireReservations(spareHandoffs bool) {
 	for _, name := range sortedKeys(d.out.Reservations) {
 		st := d.out.Reservations[name]
-		if st.State != longhornv1.ReservationStateScheduled || st.ExpiresAt == nil || d.in.Now.Before(st.ExpiresAt.Time) {
+		if st.State != dsv1.ReservationStateScheduled || st.ExpiresAt == nil || d.in.Now.Before(st.ExpiresAt.Time) {
 			continue
 		}
 		if spareHandoffs && d.handoffCandidate(name) != "" {
 			continue
 		}
-		st.State = longhornv1.ReservationStateExpired
+		st.State = dsv1.ReservationStateExpired
 		st.Message = fmt.Sprintf("expired at %s: no replica took over %s", st.ExpiresAt.UTC().Format(time.RFC3339), bytes(st.ScheduledSize))
 		st.ScheduledSize = 0
 		st.ExpiresAt = nil
@@ -252,7 +256,7 @@ func (d *decider) handoffCandidate(volume string) string {
 		return ""
 	}
 	st, ok := d.out.Reservations[volume]
-	if !ok || st.State != longhornv1.ReservationStateScheduled {
+	if !ok || st.State != dsv1.ReservationStateScheduled {
 		return ""
 	}
 	if _, inSpec := d.in.Spec.Replicas[res.Replica]; !inSpec || d.in.Gone.Replicas[res.Replica] {
@@ -284,14 +288,14 @@ func (d *decider) handOff() {
 		if requested > held && (!d.in.Disk.Schedulable || d.used-held+requested > d.limit) {
 			continue // decided as an ordinary growth request below
 		}
-		res.State = longhornv1.ReservationStateFulfilled
+		res.State = dsv1.ReservationStateFulfilled
 		res.ScheduledSize = 0
 		res.ExpiresAt = nil
 		res.Replica = replica
 		res.Message = fmt.Sprintf("handed over to replica %s", replica)
 		d.setReservation(volume, res)
 		d.release(replicaHeld)
-		d.setReplica(replica, longhornv1.RequestStatus{State: longhornv1.RequestStateScheduled, RequestedSize: requested, ScheduledSize: requested})
+		d.setReplica(replica, dsv1.RequestStatus{State: dsv1.RequestStateScheduled, RequestedSize: requested, ScheduledSize: requested})
 		if d.handedOff == nil {
 			d.handedOff = map[string]bool{}
 		}
@@ -314,11 +318,12 @@ func (d *decider) grow() {
 		}
 		prev, hadPrev := d.in.Previous.Replicas[name]
 		held := d.heldBy(name, d.in.Previous.Replicas, d.out.Replicas, d.in.Gone.Replicas)
-		if !hadPrev && d.in.Running[name] {
+		if d.in.Persisted.Replicas[name] && neverGranted(prev, hadPrev) {
 			size := int64(d.in.Spec.Replicas[name])
-			d.setReplica(name, longhornv1.RequestStatus{
-				State: longhornv1.RequestStateScheduled, RequestedSize: size, ScheduledSize: size,
-				Message: "adopted: the replica already runs on this disk",
+			d.release(held)
+			d.setReplica(name, dsv1.RequestStatus{
+				State: dsv1.RequestStateScheduled, RequestedSize: size, ScheduledSize: size,
+				Message: "adopted: Longhorn already persisted the replica on this disk",
 			})
 			d.outcome.Granted++
 			d.outcome.Adopted++
@@ -337,6 +342,17 @@ func (d *decider) grow() {
 		}
 		prev, hadPrev := d.in.Previous.BackingImages[name]
 		held := d.heldBy(name, d.in.Previous.BackingImages, d.out.BackingImages, d.in.Gone.BackingImages)
+		if d.in.Persisted.BackingImages[name] && neverGranted(prev, hadPrev) {
+			size := int64(d.in.Spec.BackingImages[name])
+			d.release(held)
+			d.setBackingImage(name, dsv1.RequestStatus{
+				State: dsv1.RequestStateScheduled, RequestedSize: size, ScheduledSize: size,
+				Message: "adopted: Longhorn already placed the backing image's copy on this disk",
+			})
+			d.outcome.Granted++
+			d.outcome.Adopted++
+			continue
+		}
 		st := d.growth(int64(d.in.Spec.BackingImages[name]), prev, hadPrev)
 		d.release(held)
 		d.setBackingImage(name, st)
@@ -346,40 +362,47 @@ func (d *decider) grow() {
 			continue
 		}
 		res := d.in.Spec.Reservations[name]
-		if r, ok := d.out.Replicas[res.Replica]; ok && res.Replica != "" && r.State == longhornv1.RequestStateScheduled {
+		if r, ok := d.out.Replicas[res.Replica]; ok && res.Replica != "" && r.State == dsv1.RequestStateScheduled {
 			// The reservation and the replica taking it over arrived before
 			// either was decided: the replica's grant is the reservation's
 			// fulfilment, so the space is charged once.
-			d.setReservation(name, longhornv1.ReservationStatus{
-				State: longhornv1.ReservationStateFulfilled, RequestedSize: res.Size, Pod: res.Pod, Replica: res.Replica,
+			d.setReservation(name, dsv1.ReservationStatus{
+				State: dsv1.ReservationStateFulfilled, RequestedSize: res.Size, Pod: res.Pod, Replica: res.Replica,
 				Message: fmt.Sprintf("handed over to replica %s", res.Replica),
 			})
 			d.outcome.Granted++
 			continue
 		}
-		st := d.growth(res.Size, longhornv1.RequestStatus{}, false)
-		out := longhornv1.ReservationStatus{RequestedSize: res.Size, Pod: res.Pod, ScheduledSize: st.ScheduledSize, Message: st.Message}
-		if st.State == longhornv1.RequestStateScheduled {
-			out.State = longhornv1.ReservationStateScheduled
+		st := d.growth(res.Size, dsv1.RequestStatus{}, false)
+		out := dsv1.ReservationStatus{RequestedSize: res.Size, Pod: res.Pod, ScheduledSize: st.ScheduledSize, Message: st.Message}
+		if st.State == dsv1.RequestStateScheduled {
+			out.State = dsv1.ReservationStateScheduled
 			expires := metav1.NewTime(d.in.Now.Add(d.in.ReservationTimeout))
 			out.ExpiresAt = &expires
 		} else {
-			out.State = longhornv1.ReservationStateRejected
+			out.State = dsv1.ReservationStateRejected
 		}
 		d.setReservation(name, out)
 	}
 }
 
+// neverGranted reports whether a request holds nothing yet: new, or
+// rejected as a new request. Adoption (rule 7) applies only to such
+// requests; the growth of a persisted replica is decided like any growth.
+func neverGranted(prev dsv1.RequestStatus, hadPrev bool) bool {
+	return !hadPrev || (prev.State == dsv1.RequestStateRejected && prev.ScheduledSize == 0)
+}
+
 // growth decides one request that asks for more than it holds. The bytes
 // prev holds are already counted in d.used (holdUndecided).
-func (d *decider) growth(requested int64, prev longhornv1.RequestStatus, hadPrev bool) longhornv1.RequestStatus {
+func (d *decider) growth(requested int64, prev dsv1.RequestStatus, hadPrev bool) dsv1.RequestStatus {
 	held := int64(0)
 	if hadPrev {
 		held = prev.ScheduledSize
 	}
-	reject := func(msg string) longhornv1.RequestStatus {
+	reject := func(msg string) dsv1.RequestStatus {
 		d.outcome.Rejected++
-		return longhornv1.RequestStatus{State: longhornv1.RequestStateRejected, RequestedSize: requested, ScheduledSize: held, Message: msg}
+		return dsv1.RequestStatus{State: dsv1.RequestStateRejected, RequestedSize: requested, ScheduledSize: held, Message: msg}
 	}
 	if !d.in.Disk.Schedulable {
 		return reject(fmt.Sprintf("disk is not schedulable (%s): %s", d.in.Disk.Reason, d.in.Disk.Message))
@@ -396,7 +419,7 @@ func (d *decider) growth(requested int64, prev longhornv1.RequestStatus, hadPrev
 		return reject(fmt.Sprintf("requested %s, %s free of limit %s", bytes(requested), bytes(free), bytes(d.limit)))
 	}
 	d.outcome.Granted++
-	return longhornv1.RequestStatus{State: longhornv1.RequestStateScheduled, RequestedSize: requested, ScheduledSize: requested}
+	return dsv1.RequestStatus{State: dsv1.RequestStateScheduled, RequestedSize: requested, ScheduledSize: requested}
 }
 
 // countReleased counts entries of the previous status that no longer hold
@@ -418,7 +441,7 @@ func (d *decider) countReleased() {
 		}
 	}
 	for _, st := range d.out.Reservations {
-		if st.State == longhornv1.ReservationStateScheduled && st.ExpiresAt != nil &&
+		if st.State == dsv1.ReservationStateScheduled && st.ExpiresAt != nil &&
 			(d.outcome.NextExpiry.IsZero() || st.ExpiresAt.Time.Before(d.outcome.NextExpiry)) {
 			d.outcome.NextExpiry = st.ExpiresAt.Time
 		}
@@ -427,8 +450,8 @@ func (d *decider) countReleased() {
 
 func (d *decider) setConditions() {
 	ready := metav1.Condition{
-		Type: longhornv1.DiskScheduleConditionReady, Status: metav1.ConditionTrue,
-		Reason: longhornv1.DiskScheduleReasonSchedulable, Message: "new requests can be granted",
+		Type: dsv1.DiskScheduleConditionReady, Status: metav1.ConditionTrue,
+		Reason: dsv1.DiskScheduleReasonSchedulable, Message: "new requests can be granted",
 		ObservedGeneration: d.in.Generation,
 	}
 	if !d.in.Disk.Schedulable {
@@ -437,14 +460,14 @@ func (d *decider) setConditions() {
 		ready.Message = d.in.Disk.Message
 	}
 	over := metav1.Condition{
-		Type: longhornv1.DiskScheduleConditionOvercommitted, Status: metav1.ConditionFalse,
-		Reason:             longhornv1.DiskScheduleReasonWithinLimit,
+		Type: dsv1.DiskScheduleConditionOvercommitted, Status: metav1.ConditionFalse,
+		Reason:             dsv1.DiskScheduleReasonWithinLimit,
 		Message:            fmt.Sprintf("%s scheduled of limit %s", bytes(d.used), bytes(d.limit)),
 		ObservedGeneration: d.in.Generation,
 	}
 	if d.used > d.limit {
 		over.Status = metav1.ConditionTrue
-		over.Reason = longhornv1.DiskScheduleReasonAdoptedOverLimit
+		over.Reason = dsv1.DiskScheduleReasonAdoptedOverLimit
 		over.Message = fmt.Sprintf("adopted replicas hold %s, over the limit %s; new growth is rejected until usage falls below it",
 			bytes(d.used), bytes(d.limit))
 	}

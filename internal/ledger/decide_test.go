@@ -11,37 +11,37 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	longhornv1 "github.com/longhorn/diskschedule/api/v1beta2"
+	dsv1 "github.com/longhorn/diskschedule/api/v1beta2"
 )
 
-type rb = longhornv1.RequestedBytes
+type rb = dsv1.RequestedBytes
 
 var t0 = time.Date(2025, 6, 1, 12, 0, 0, 0, time.UTC)
 
 const timeout = 5 * time.Minute
 
 func okDisk(limit int64) Disk {
-	return Disk{Limit: limit, Schedulable: true, Reason: longhornv1.DiskScheduleReasonSchedulable, Message: "disk is schedulable"}
+	return Disk{Limit: limit, Schedulable: true, Reason: dsv1.DiskScheduleReasonSchedulable, Message: "disk is schedulable"}
 }
 
-func granted(size int64) longhornv1.RequestStatus {
-	return longhornv1.RequestStatus{State: longhornv1.RequestStateScheduled, RequestedSize: size, ScheduledSize: size}
+func granted(size int64) dsv1.RequestStatus {
+	return dsv1.RequestStatus{State: dsv1.RequestStateScheduled, RequestedSize: size, ScheduledSize: size}
 }
 
-func rejected(requested, held int64, msg string) longhornv1.RequestStatus {
-	return longhornv1.RequestStatus{State: longhornv1.RequestStateRejected, RequestedSize: requested, ScheduledSize: held, Message: msg}
+func rejected(requested, held int64, msg string) dsv1.RequestStatus {
+	return dsv1.RequestStatus{State: dsv1.RequestStateRejected, RequestedSize: requested, ScheduledSize: held, Message: msg}
 }
 
-func resScheduled(size int64, pod string, expires time.Time) longhornv1.ReservationStatus {
+func resScheduled(size int64, pod string, expires time.Time) dsv1.ReservationStatus {
 	at := metav1.NewTime(expires)
-	return longhornv1.ReservationStatus{State: longhornv1.ReservationStateScheduled, RequestedSize: size, Pod: pod, ScheduledSize: size, ExpiresAt: &at}
+	return dsv1.ReservationStatus{State: dsv1.ReservationStateScheduled, RequestedSize: size, Pod: pod, ScheduledSize: size, ExpiresAt: &at}
 }
 
 // decide runs Decide and checks what must hold for every decision: it is
 // deterministic, leaves its input alone, storageScheduled is the sum of the
 // entries, the generation and limit are recorded, and deciding the result
 // again changes nothing.
-func decide(t *testing.T, in Input) (longhornv1.DiskScheduleStatus, Outcome) {
+func decide(t *testing.T, in Input) (dsv1.DiskScheduleStatus, Outcome) {
 	t.Helper()
 	specBefore := in.Spec.DeepCopy()
 	prevBefore := in.Previous.DeepCopy()
@@ -64,7 +64,7 @@ func decide(t *testing.T, in Input) (longhornv1.DiskScheduleStatus, Outcome) {
 	if out.StorageLimit != in.Disk.Limit {
 		t.Errorf("storageLimit = %d, want %d", out.StorageLimit, in.Disk.Limit)
 	}
-	for _, typ := range []string{longhornv1.DiskScheduleConditionReady, longhornv1.DiskScheduleConditionOvercommitted} {
+	for _, typ := range []string{dsv1.DiskScheduleConditionReady, dsv1.DiskScheduleConditionOvercommitted} {
 		c := meta.FindStatusCondition(out.Conditions, typ)
 		if c == nil {
 			t.Errorf("condition %s missing", typ)
@@ -85,7 +85,7 @@ func decide(t *testing.T, in Input) (longhornv1.DiskScheduleStatus, Outcome) {
 	return out, oc
 }
 
-func sumScheduled(st longhornv1.DiskScheduleStatus) int64 {
+func sumScheduled(st dsv1.DiskScheduleStatus) int64 {
 	var sum int64
 	for _, r := range st.Replicas {
 		sum += r.ScheduledSize
@@ -99,7 +99,7 @@ func sumScheduled(st longhornv1.DiskScheduleStatus) int64 {
 	return sum
 }
 
-func wantReq(t *testing.T, kind string, got map[string]longhornv1.RequestStatus, name string, want longhornv1.RequestStatus) {
+func wantReq(t *testing.T, kind string, got map[string]dsv1.RequestStatus, name string, want dsv1.RequestStatus) {
 	t.Helper()
 	g, ok := got[name]
 	if !ok {
@@ -111,7 +111,7 @@ func wantReq(t *testing.T, kind string, got map[string]longhornv1.RequestStatus,
 	}
 }
 
-func wantRes(t *testing.T, got map[string]longhornv1.ReservationStatus, name string, want longhornv1.ReservationStatus) {
+func wantRes(t *testing.T, got map[string]dsv1.ReservationStatus, name string, want dsv1.ReservationStatus) {
 	t.Helper()
 	g, ok := got[name]
 	if !ok {
@@ -131,14 +131,14 @@ func wantOutcome(t *testing.T, got Outcome, granted, rejected, released, adopted
 	}
 }
 
-func wantScheduled(t *testing.T, st longhornv1.DiskScheduleStatus, want int64) {
+func wantScheduled(t *testing.T, st dsv1.DiskScheduleStatus, want int64) {
 	t.Helper()
 	if st.StorageScheduled != want {
 		t.Errorf("storageScheduled = %d (%s), want %d (%s)", st.StorageScheduled, bytes(st.StorageScheduled), want, bytes(want))
 	}
 }
 
-func wantCondition(t *testing.T, st longhornv1.DiskScheduleStatus, typ string, status metav1.ConditionStatus, reason string, msgParts ...string) {
+func wantCondition(t *testing.T, st dsv1.DiskScheduleStatus, typ string, status metav1.ConditionStatus, reason string, msgParts ...string) {
 	t.Helper()
 	c := meta.FindStatusCondition(st.Conditions, typ)
 	if c == nil {
@@ -155,91 +155,91 @@ func wantCondition(t *testing.T, st longhornv1.DiskScheduleStatus, typ string, s
 }
 
 func TestDecideFit(t *testing.T) {
-	prev := longhornv1.DiskScheduleStatus{
+	prev := dsv1.DiskScheduleStatus{
 		StorageScheduled: 60 * Gi, StorageLimit: 100 * Gi,
-		Replicas: map[string]longhornv1.RequestStatus{"r-a": granted(60 * Gi)},
+		Replicas: map[string]dsv1.RequestStatus{"r-a": granted(60 * Gi)},
 	}
 	for _, tc := range []struct {
 		name      string
-		spec      longhornv1.DiskScheduleSpec
+		spec      dsv1.DiskScheduleSpec
 		limit     int64
-		check     func(t *testing.T, st longhornv1.DiskScheduleStatus)
+		check     func(t *testing.T, st dsv1.DiskScheduleStatus)
 		scheduled int64
 		granted   int
 		rejected  int
 	}{
 		{
 			name:  "replica exact fit granted",
-			spec:  longhornv1.DiskScheduleSpec{Replicas: map[string]rb{"r-a": 60 * Gi, "r-b": 40 * Gi}},
+			spec:  dsv1.DiskScheduleSpec{Replicas: map[string]rb{"r-a": 60 * Gi, "r-b": 40 * Gi}},
 			limit: 100 * Gi,
-			check: func(t *testing.T, st longhornv1.DiskScheduleStatus) {
+			check: func(t *testing.T, st dsv1.DiskScheduleStatus) {
 				wantReq(t, "replica", st.Replicas, "r-b", granted(40*Gi))
 			},
 			scheduled: 100 * Gi, granted: 1,
 		},
 		{
 			name:  "replica one byte over rejected",
-			spec:  longhornv1.DiskScheduleSpec{Replicas: map[string]rb{"r-a": 60 * Gi, "r-b": 40*Gi + 1}},
+			spec:  dsv1.DiskScheduleSpec{Replicas: map[string]rb{"r-a": 60 * Gi, "r-b": 40*Gi + 1}},
 			limit: 100 * Gi,
-			check: func(t *testing.T, st longhornv1.DiskScheduleStatus) {
+			check: func(t *testing.T, st dsv1.DiskScheduleStatus) {
 				wantReq(t, "replica", st.Replicas, "r-b", rejected(40*Gi+1, 0, "requested 42949672961, 40Gi free of limit 100Gi"))
 			},
 			scheduled: 60 * Gi, rejected: 1,
 		},
 		{
 			name:  "replica one byte over an odd limit",
-			spec:  longhornv1.DiskScheduleSpec{Replicas: map[string]rb{"r-a": 60 * Gi, "r-b": 40*Gi + 1}},
+			spec:  dsv1.DiskScheduleSpec{Replicas: map[string]rb{"r-a": 60 * Gi, "r-b": 40*Gi + 1}},
 			limit: 100*Gi + 1,
-			check: func(t *testing.T, st longhornv1.DiskScheduleStatus) {
+			check: func(t *testing.T, st dsv1.DiskScheduleStatus) {
 				wantReq(t, "replica", st.Replicas, "r-b", granted(40*Gi+1))
 			},
 			scheduled: 100*Gi + 1, granted: 1,
 		},
 		{
 			name:  "backing image exact fit granted",
-			spec:  longhornv1.DiskScheduleSpec{Replicas: map[string]rb{"r-a": 60 * Gi}, BackingImages: map[string]rb{"bi-a": 40 * Gi}},
+			spec:  dsv1.DiskScheduleSpec{Replicas: map[string]rb{"r-a": 60 * Gi}, BackingImages: map[string]rb{"bi-a": 40 * Gi}},
 			limit: 100 * Gi,
-			check: func(t *testing.T, st longhornv1.DiskScheduleStatus) {
+			check: func(t *testing.T, st dsv1.DiskScheduleStatus) {
 				wantReq(t, "backing image", st.BackingImages, "bi-a", granted(40*Gi))
 			},
 			scheduled: 100 * Gi, granted: 1,
 		},
 		{
 			name:  "backing image one byte over rejected",
-			spec:  longhornv1.DiskScheduleSpec{Replicas: map[string]rb{"r-a": 60 * Gi}, BackingImages: map[string]rb{"bi-a": 40*Gi + 1}},
+			spec:  dsv1.DiskScheduleSpec{Replicas: map[string]rb{"r-a": 60 * Gi}, BackingImages: map[string]rb{"bi-a": 40*Gi + 1}},
 			limit: 100 * Gi,
-			check: func(t *testing.T, st longhornv1.DiskScheduleStatus) {
+			check: func(t *testing.T, st dsv1.DiskScheduleStatus) {
 				wantReq(t, "backing image", st.BackingImages, "bi-a", rejected(40*Gi+1, 0, "requested 42949672961, 40Gi free of limit 100Gi"))
 			},
 			scheduled: 60 * Gi, rejected: 1,
 		},
 		{
 			name: "reservation exact fit granted",
-			spec: longhornv1.DiskScheduleSpec{Replicas: map[string]rb{"r-a": 60 * Gi},
-				Reservations: map[string]longhornv1.DiskScheduleReservation{"v": {Size: 40 * Gi, Pod: "ns/p"}}},
+			spec: dsv1.DiskScheduleSpec{Replicas: map[string]rb{"r-a": 60 * Gi},
+				Reservations: map[string]dsv1.DiskScheduleReservation{"v": {Size: 40 * Gi, Pod: "ns/p"}}},
 			limit: 100 * Gi,
-			check: func(t *testing.T, st longhornv1.DiskScheduleStatus) {
+			check: func(t *testing.T, st dsv1.DiskScheduleStatus) {
 				wantRes(t, st.Reservations, "v", resScheduled(40*Gi, "ns/p", t0.Add(timeout)))
 			},
 			scheduled: 100 * Gi, granted: 1,
 		},
 		{
 			name: "reservation one byte over rejected",
-			spec: longhornv1.DiskScheduleSpec{Replicas: map[string]rb{"r-a": 60 * Gi},
-				Reservations: map[string]longhornv1.DiskScheduleReservation{"v": {Size: 40*Gi + 1, Pod: "ns/p"}}},
+			spec: dsv1.DiskScheduleSpec{Replicas: map[string]rb{"r-a": 60 * Gi},
+				Reservations: map[string]dsv1.DiskScheduleReservation{"v": {Size: 40*Gi + 1, Pod: "ns/p"}}},
 			limit: 100 * Gi,
-			check: func(t *testing.T, st longhornv1.DiskScheduleStatus) {
-				wantRes(t, st.Reservations, "v", longhornv1.ReservationStatus{
-					State: longhornv1.ReservationStateRejected, RequestedSize: 40*Gi + 1, Pod: "ns/p",
+			check: func(t *testing.T, st dsv1.DiskScheduleStatus) {
+				wantRes(t, st.Reservations, "v", dsv1.ReservationStatus{
+					State: dsv1.ReservationStateRejected, RequestedSize: 40*Gi + 1, Pod: "ns/p",
 					Message: "requested 42949672961, 40Gi free of limit 100Gi"})
 			},
 			scheduled: 60 * Gi, rejected: 1,
 		},
 		{
 			name:  "new request on a disk already over its limit says 0 free",
-			spec:  longhornv1.DiskScheduleSpec{Replicas: map[string]rb{"r-a": 60 * Gi, "r-b": 1536 * Mi}},
+			spec:  dsv1.DiskScheduleSpec{Replicas: map[string]rb{"r-a": 60 * Gi, "r-b": 1536 * Mi}},
 			limit: 50 * Gi,
-			check: func(t *testing.T, st longhornv1.DiskScheduleStatus) {
+			check: func(t *testing.T, st dsv1.DiskScheduleStatus) {
 				wantReq(t, "replica", st.Replicas, "r-a", granted(60*Gi))
 				wantReq(t, "replica", st.Replicas, "r-b", rejected(1536*Mi, 0, "requested 1536Mi, 0 free of limit 50Gi"))
 			},
@@ -247,9 +247,9 @@ func TestDecideFit(t *testing.T) {
 		},
 		{
 			name:  "zero limit rejects even one byte",
-			spec:  longhornv1.DiskScheduleSpec{Replicas: map[string]rb{"r-a": 60 * Gi, "r-b": 1}},
+			spec:  dsv1.DiskScheduleSpec{Replicas: map[string]rb{"r-a": 60 * Gi, "r-b": 1}},
 			limit: 0,
-			check: func(t *testing.T, st longhornv1.DiskScheduleStatus) {
+			check: func(t *testing.T, st dsv1.DiskScheduleStatus) {
 				wantReq(t, "replica", st.Replicas, "r-b", rejected(1, 0, "requested 1, 0 free of limit 0"))
 			},
 			scheduled: 60 * Gi, rejected: 1,
@@ -268,10 +268,10 @@ func TestDecideFit(t *testing.T) {
 func TestDecideOrder(t *testing.T) {
 	// Five requests of 10Gi, limit 30Gi: replicas first, then backing images,
 	// then reservations, each by name.
-	spec := longhornv1.DiskScheduleSpec{
+	spec := dsv1.DiskScheduleSpec{
 		Replicas:      map[string]rb{"r-b": 10 * Gi, "r-a": 10 * Gi},
 		BackingImages: map[string]rb{"bi-b": 10 * Gi, "bi-a": 10 * Gi},
-		Reservations:  map[string]longhornv1.DiskScheduleReservation{"a-vol": {Size: 10 * Gi, Pod: "ns/p"}},
+		Reservations:  map[string]dsv1.DiskScheduleReservation{"a-vol": {Size: 10 * Gi, Pod: "ns/p"}},
 	}
 	in := Input{Spec: spec, Generation: 1, Disk: okDisk(30 * Gi), ReservationTimeout: timeout, Now: t0}
 	st, oc := decide(t, in)
@@ -279,7 +279,7 @@ func TestDecideOrder(t *testing.T) {
 	wantReq(t, "replica", st.Replicas, "r-b", granted(10*Gi))
 	wantReq(t, "backing image", st.BackingImages, "bi-a", granted(10*Gi))
 	wantReq(t, "backing image", st.BackingImages, "bi-b", rejected(10*Gi, 0, "requested 10Gi, 0 free of limit 30Gi"))
-	wantRes(t, st.Reservations, "a-vol", longhornv1.ReservationStatus{State: longhornv1.ReservationStateRejected,
+	wantRes(t, st.Reservations, "a-vol", dsv1.ReservationStatus{State: dsv1.ReservationStateRejected,
 		RequestedSize: 10 * Gi, Pod: "ns/p", Message: "requested 10Gi, 0 free of limit 30Gi"})
 	wantScheduled(t, st, 30*Gi)
 	wantOutcome(t, oc, 3, 2, 0, 0)
@@ -287,7 +287,7 @@ func TestDecideOrder(t *testing.T) {
 	// Building the same spec with the maps filled in other orders decides
 	// the same.
 	for i := 0; i < 20; i++ {
-		other := longhornv1.DiskScheduleSpec{Replicas: map[string]rb{}, BackingImages: map[string]rb{}, Reservations: map[string]longhornv1.DiskScheduleReservation{}}
+		other := dsv1.DiskScheduleSpec{Replicas: map[string]rb{}, BackingImages: map[string]rb{}, Reservations: map[string]dsv1.DiskScheduleReservation{}}
 		names := [][]string{{"r-a", "r-b"}, {"r-b", "r-a"}}[i%2]
 		for _, k := range names {
 			other.Replicas[k] = 10 * Gi
@@ -311,10 +311,10 @@ func TestDecideOrder(t *testing.T) {
 func TestDecideOrderFirstFit(t *testing.T) {
 	// Requests are taken in order; one that does not fit does not stop a
 	// later smaller one that does.
-	spec := longhornv1.DiskScheduleSpec{
+	spec := dsv1.DiskScheduleSpec{
 		Replicas:      map[string]rb{"r-a": 10 * Gi, "r-b": 20 * Gi, "r-c": 5 * Gi},
 		BackingImages: map[string]rb{"bi-a": 5 * Gi, "bi-b": 1},
-		Reservations:  map[string]longhornv1.DiskScheduleReservation{"v": {Size: 1, Pod: "ns/p"}},
+		Reservations:  map[string]dsv1.DiskScheduleReservation{"v": {Size: 1, Pod: "ns/p"}},
 	}
 	st, oc := decide(t, Input{Spec: spec, Generation: 1, Disk: okDisk(20 * Gi), ReservationTimeout: timeout, Now: t0})
 	wantReq(t, "replica", st.Replicas, "r-a", granted(10*Gi))
@@ -322,7 +322,7 @@ func TestDecideOrderFirstFit(t *testing.T) {
 	wantReq(t, "replica", st.Replicas, "r-c", granted(5*Gi))
 	wantReq(t, "backing image", st.BackingImages, "bi-a", granted(5*Gi))
 	wantReq(t, "backing image", st.BackingImages, "bi-b", rejected(1, 0, "requested 1, 0 free of limit 20Gi"))
-	if got := st.Reservations["v"]; got.State != longhornv1.ReservationStateRejected || got.ScheduledSize != 0 {
+	if got := st.Reservations["v"]; got.State != dsv1.ReservationStateRejected || got.ScheduledSize != 0 {
 		t.Errorf("reservation v = %+v, want rejected", got)
 	}
 	wantScheduled(t, st, 20*Gi)
@@ -330,12 +330,12 @@ func TestDecideOrderFirstFit(t *testing.T) {
 }
 
 func TestDecideShrinkAlwaysGranted(t *testing.T) {
-	prev := longhornv1.DiskScheduleStatus{
+	prev := dsv1.DiskScheduleStatus{
 		StorageScheduled: 90 * Gi, StorageLimit: 100 * Gi,
-		Replicas:      map[string]longhornv1.RequestStatus{"r-a": granted(60 * Gi), "r-b": granted(20 * Gi)},
-		BackingImages: map[string]longhornv1.RequestStatus{"bi-a": granted(10 * Gi)},
+		Replicas:      map[string]dsv1.RequestStatus{"r-a": granted(60 * Gi), "r-b": granted(20 * Gi)},
+		BackingImages: map[string]dsv1.RequestStatus{"bi-a": granted(10 * Gi)},
 	}
-	spec := longhornv1.DiskScheduleSpec{
+	spec := dsv1.DiskScheduleSpec{
 		Replicas:      map[string]rb{"r-a": 50 * Gi, "r-b": 20 * Gi},
 		BackingImages: map[string]rb{"bi-a": 10*Gi - 1},
 	}
@@ -346,7 +346,7 @@ func TestDecideShrinkAlwaysGranted(t *testing.T) {
 		{"within the limit", okDisk(100 * Gi)},
 		{"disk over its limit", okDisk(40 * Gi)},
 		{"zero limit", okDisk(0)},
-		{"disk not schedulable and over its limit", Disk{Limit: 10 * Gi, Reason: longhornv1.DiskScheduleReasonDiskEvictionRequested, Message: "eviction requested"}},
+		{"disk not schedulable and over its limit", Disk{Limit: 10 * Gi, Reason: dsv1.DiskScheduleReasonDiskEvictionRequested, Message: "eviction requested"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			st, oc := decide(t, Input{Spec: spec, Generation: 2, Previous: prev, Disk: tc.disk, ReservationTimeout: timeout, Now: t0})
@@ -361,16 +361,16 @@ func TestDecideShrinkAlwaysGranted(t *testing.T) {
 
 func TestDecideGrowth(t *testing.T) {
 	// r-a holds 30Gi, r-b 50Gi, limit 100Gi: 20Gi free.
-	prev := longhornv1.DiskScheduleStatus{
+	prev := dsv1.DiskScheduleStatus{
 		StorageScheduled: 80 * Gi, StorageLimit: 100 * Gi,
-		Replicas: map[string]longhornv1.RequestStatus{"r-a": granted(30 * Gi), "r-b": granted(50 * Gi)},
+		Replicas: map[string]dsv1.RequestStatus{"r-a": granted(30 * Gi), "r-b": granted(50 * Gi)},
 	}
 	for _, tc := range []struct {
 		name      string
 		replicas  map[string]rb
 		disk      Disk
-		wantA     longhornv1.RequestStatus
-		wantB     longhornv1.RequestStatus
+		wantA     dsv1.RequestStatus
+		wantB     dsv1.RequestStatus
 		scheduled int64
 		granted   int
 		rejected  int
@@ -428,7 +428,7 @@ func TestDecideGrowth(t *testing.T) {
 		{
 			name:      "growth on a disk that is not schedulable rejected, keeping the old size",
 			replicas:  map[string]rb{"r-a": 31 * Gi, "r-b": 50 * Gi},
-			disk:      Disk{Limit: 100 * Gi, Reason: longhornv1.DiskScheduleReasonNodeNotReady, Message: "node n1 is not Ready"},
+			disk:      Disk{Limit: 100 * Gi, Reason: dsv1.DiskScheduleReasonNodeNotReady, Message: "node n1 is not Ready"},
 			wantA:     rejected(31*Gi, 30*Gi, "disk is not schedulable (NodeNotReady): node n1 is not Ready"),
 			wantB:     granted(50 * Gi),
 			scheduled: 80 * Gi, rejected: 1,
@@ -443,7 +443,7 @@ func TestDecideGrowth(t *testing.T) {
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			st, oc := decide(t, Input{Spec: longhornv1.DiskScheduleSpec{Replicas: tc.replicas}, Generation: 2, Previous: prev, Disk: tc.disk, ReservationTimeout: timeout, Now: t0})
+			st, oc := decide(t, Input{Spec: dsv1.DiskScheduleSpec{Replicas: tc.replicas}, Generation: 2, Previous: prev, Disk: tc.disk, ReservationTimeout: timeout, Now: t0})
 			wantReq(t, "replica", st.Replicas, "r-a", tc.wantA)
 			wantReq(t, "replica", st.Replicas, "r-b", tc.wantB)
 			wantScheduled(t, st, tc.scheduled)
@@ -460,21 +460,21 @@ func TestDecideGrowth(t *testing.T) {
 // requests already held: both entries fit, both grow, and the limit must
 // hold whatever the order.
 func TestDecideGrowthKeepsHeldBytes(t *testing.T) {
-	prev := longhornv1.DiskScheduleStatus{
+	prev := dsv1.DiskScheduleStatus{
 		StorageScheduled: 100, StorageLimit: 100,
-		Replicas:      map[string]longhornv1.RequestStatus{"r-a": granted(50)},
-		BackingImages: map[string]longhornv1.RequestStatus{"bi-a": granted(50)},
+		Replicas:      map[string]dsv1.RequestStatus{"r-a": granted(50)},
+		BackingImages: map[string]dsv1.RequestStatus{"bi-a": granted(50)},
 	}
 	for _, tc := range []struct {
 		name string
-		spec longhornv1.DiskScheduleSpec
+		spec dsv1.DiskScheduleSpec
 	}{
-		{"replica grows on a full disk", longhornv1.DiskScheduleSpec{Replicas: map[string]rb{"r-a": 60}, BackingImages: map[string]rb{"bi-a": 50}}},
-		{"backing image grows on a full disk", longhornv1.DiskScheduleSpec{Replicas: map[string]rb{"r-a": 50}, BackingImages: map[string]rb{"bi-a": 60}}},
-		{"both grow", longhornv1.DiskScheduleSpec{Replicas: map[string]rb{"r-a": 60}, BackingImages: map[string]rb{"bi-a": 60}}},
-		{"new request before a held growth", longhornv1.DiskScheduleSpec{Replicas: map[string]rb{"r-0": 40, "r-a": 50}, BackingImages: map[string]rb{"bi-a": 60}}},
-		{"reservation on a full disk whose entries grow", longhornv1.DiskScheduleSpec{Replicas: map[string]rb{"r-a": 51}, BackingImages: map[string]rb{"bi-a": 51},
-			Reservations: map[string]longhornv1.DiskScheduleReservation{"v": {Size: 1, Pod: "ns/p"}}}},
+		{"replica grows on a full disk", dsv1.DiskScheduleSpec{Replicas: map[string]rb{"r-a": 60}, BackingImages: map[string]rb{"bi-a": 50}}},
+		{"backing image grows on a full disk", dsv1.DiskScheduleSpec{Replicas: map[string]rb{"r-a": 50}, BackingImages: map[string]rb{"bi-a": 60}}},
+		{"both grow", dsv1.DiskScheduleSpec{Replicas: map[string]rb{"r-a": 60}, BackingImages: map[string]rb{"bi-a": 60}}},
+		{"new request before a held growth", dsv1.DiskScheduleSpec{Replicas: map[string]rb{"r-0": 40, "r-a": 50}, BackingImages: map[string]rb{"bi-a": 60}}},
+		{"reservation on a full disk whose entries grow", dsv1.DiskScheduleSpec{Replicas: map[string]rb{"r-a": 51}, BackingImages: map[string]rb{"bi-a": 51},
+			Reservations: map[string]dsv1.DiskScheduleReservation{"v": {Size: 1, Pod: "ns/p"}}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			st, oc := decide(t, Input{Spec: tc.spec, Generation: 2, Previous: prev, Disk: okDisk(100), ReservationTimeout: timeout, Now: t0})
@@ -482,13 +482,13 @@ func TestDecideGrowthKeepsHeldBytes(t *testing.T) {
 			if oc.Granted != 0 {
 				t.Errorf("%d granted on a full disk: %+v", oc.Granted, st)
 			}
-			wantCondition(t, st, longhornv1.DiskScheduleConditionOvercommitted, metav1.ConditionFalse, longhornv1.DiskScheduleReasonWithinLimit)
+			wantCondition(t, st, dsv1.DiskScheduleConditionOvercommitted, metav1.ConditionFalse, dsv1.DiskScheduleReasonWithinLimit)
 		})
 	}
 	// With 10 bytes free, the replica's growth by 11 does not fit and the
 	// backing image's growth by 10, decided after it, fits exactly.
 	prev.StorageLimit = 110
-	st, _ := decide(t, Input{Spec: longhornv1.DiskScheduleSpec{Replicas: map[string]rb{"r-a": 61}, BackingImages: map[string]rb{"bi-a": 60}},
+	st, _ := decide(t, Input{Spec: dsv1.DiskScheduleSpec{Replicas: map[string]rb{"r-a": 61}, BackingImages: map[string]rb{"bi-a": 60}},
 		Generation: 3, Previous: prev, Disk: okDisk(110), ReservationTimeout: timeout, Now: t0})
 	wantReq(t, "replica", st.Replicas, "r-a", rejected(61, 50, "expansion from 50 to 61 needs 11 more, 10 free of limit 110"))
 	wantReq(t, "backing image", st.BackingImages, "bi-a", granted(60))
@@ -498,7 +498,7 @@ func TestDecideGrowthKeepsHeldBytes(t *testing.T) {
 func TestDecideRejectedExpansionThenShrinkBack(t *testing.T) {
 	disk := okDisk(100 * Gi)
 	in := Input{
-		Spec:       longhornv1.DiskScheduleSpec{Replicas: map[string]rb{"r-a": 40 * Gi, "r-b": 50 * Gi}},
+		Spec:       dsv1.DiskScheduleSpec{Replicas: map[string]rb{"r-a": 40 * Gi, "r-b": 50 * Gi}},
 		Generation: 1, Disk: disk, ReservationTimeout: timeout, Now: t0,
 	}
 	st, _ := decide(t, in)
@@ -554,29 +554,29 @@ func TestDecideRejectedExpansionThenShrinkBack(t *testing.T) {
 
 func TestDecideRemoval(t *testing.T) {
 	expires := t0.Add(time.Minute)
-	prev := longhornv1.DiskScheduleStatus{
+	prev := dsv1.DiskScheduleStatus{
 		StorageScheduled: 100 * Gi, StorageLimit: 100 * Gi,
-		Replicas: map[string]longhornv1.RequestStatus{
+		Replicas: map[string]dsv1.RequestStatus{
 			"r-a":      granted(60 * Gi),
 			"r-b":      granted(20 * Gi),
 			"r-big":    rejected(500*Gi, 0, "requested 500Gi, 20Gi free of limit 100Gi"),
 			"r-expand": rejected(30*Gi, 10*Gi, "expansion from 10Gi to 30Gi needs 20Gi more, 0 free of limit 100Gi"),
 		},
-		BackingImages: map[string]longhornv1.RequestStatus{"bi-a": granted(5 * Gi)},
-		Reservations: map[string]longhornv1.ReservationStatus{
+		BackingImages: map[string]dsv1.RequestStatus{"bi-a": granted(5 * Gi)},
+		Reservations: map[string]dsv1.ReservationStatus{
 			"v-held":    resScheduled(5*Gi, "ns/p", expires),
-			"v-expired": {State: longhornv1.ReservationStateExpired, RequestedSize: 7 * Gi, Pod: "ns/q", Message: "expired"},
+			"v-expired": {State: dsv1.ReservationStateExpired, RequestedSize: 7 * Gi, Pod: "ns/q", Message: "expired"},
 		},
 	}
-	full := longhornv1.DiskScheduleSpec{
+	full := dsv1.DiskScheduleSpec{
 		Replicas:      map[string]rb{"r-a": 60 * Gi, "r-b": 20 * Gi, "r-big": 500 * Gi, "r-expand": 30 * Gi},
 		BackingImages: map[string]rb{"bi-a": 5 * Gi},
-		Reservations: map[string]longhornv1.DiskScheduleReservation{
+		Reservations: map[string]dsv1.DiskScheduleReservation{
 			"v-held":    {Size: 5 * Gi, Pod: "ns/p"},
 			"v-expired": {Size: 7 * Gi, Pod: "ns/q"},
 		},
 	}
-	in := func(mutate func(*longhornv1.DiskScheduleSpec, *Owners)) Input {
+	in := func(mutate func(*dsv1.DiskScheduleSpec, *Owners)) Input {
 		spec := *full.DeepCopy()
 		var gone Owners
 		mutate(&spec, &gone)
@@ -584,7 +584,7 @@ func TestDecideRemoval(t *testing.T) {
 	}
 
 	t.Run("removed replica frees its space for a new request in the same decision", func(t *testing.T) {
-		st, oc := decide(t, in(func(s *longhornv1.DiskScheduleSpec, _ *Owners) {
+		st, oc := decide(t, in(func(s *dsv1.DiskScheduleSpec, _ *Owners) {
 			delete(s.Replicas, "r-a")
 			s.Replicas["r-new"] = 60 * Gi
 		}))
@@ -596,7 +596,7 @@ func TestDecideRemoval(t *testing.T) {
 		wantOutcome(t, oc, 1, 0, 1, 0)
 	})
 	t.Run("removed rejected entry disappears and frees nothing", func(t *testing.T) {
-		st, oc := decide(t, in(func(s *longhornv1.DiskScheduleSpec, _ *Owners) {
+		st, oc := decide(t, in(func(s *dsv1.DiskScheduleSpec, _ *Owners) {
 			delete(s.Replicas, "r-big")
 			s.Replicas["r-new"] = 1
 		}))
@@ -608,7 +608,7 @@ func TestDecideRemoval(t *testing.T) {
 		wantOutcome(t, oc, 0, 1, 0, 0)
 	})
 	t.Run("removed rejected expansion frees the size it kept", func(t *testing.T) {
-		st, oc := decide(t, in(func(s *longhornv1.DiskScheduleSpec, _ *Owners) {
+		st, oc := decide(t, in(func(s *dsv1.DiskScheduleSpec, _ *Owners) {
 			delete(s.Replicas, "r-expand")
 			s.Replicas["r-new"] = 10 * Gi
 		}))
@@ -620,7 +620,7 @@ func TestDecideRemoval(t *testing.T) {
 		wantOutcome(t, oc, 1, 0, 1, 0)
 	})
 	t.Run("removed backing image and reservations", func(t *testing.T) {
-		st, oc := decide(t, in(func(s *longhornv1.DiskScheduleSpec, _ *Owners) {
+		st, oc := decide(t, in(func(s *dsv1.DiskScheduleSpec, _ *Owners) {
 			s.BackingImages = nil
 			s.Reservations = nil
 		}))
@@ -635,8 +635,8 @@ func TestDecideRemoval(t *testing.T) {
 		}
 	})
 	t.Run("everything removed", func(t *testing.T) {
-		st, oc := decide(t, in(func(s *longhornv1.DiskScheduleSpec, _ *Owners) {
-			*s = longhornv1.DiskScheduleSpec{}
+		st, oc := decide(t, in(func(s *dsv1.DiskScheduleSpec, _ *Owners) {
+			*s = dsv1.DiskScheduleSpec{}
 		}))
 		if len(st.Replicas)+len(st.BackingImages)+len(st.Reservations) != 0 {
 			t.Errorf("status not empty: %+v", st)
@@ -645,7 +645,7 @@ func TestDecideRemoval(t *testing.T) {
 		wantOutcome(t, oc, 0, 0, 5, 0)
 	})
 	t.Run("gone owners are released", func(t *testing.T) {
-		st, oc := decide(t, in(func(s *longhornv1.DiskScheduleSpec, g *Owners) {
+		st, oc := decide(t, in(func(s *dsv1.DiskScheduleSpec, g *Owners) {
 			g.Replicas = map[string]bool{"r-a": true, "r-big": true, "not-in-spec": true}
 			g.BackingImages = map[string]bool{"bi-a": true}
 			s.Replicas["r-new"] = 65 * Gi
@@ -664,7 +664,7 @@ func TestDecideRemoval(t *testing.T) {
 		wantOutcome(t, oc, 1, 0, 2, 0)
 	})
 	t.Run("a gone replica's growth is not decided", func(t *testing.T) {
-		st, oc := decide(t, in(func(s *longhornv1.DiskScheduleSpec, g *Owners) {
+		st, oc := decide(t, in(func(s *dsv1.DiskScheduleSpec, g *Owners) {
 			g.Replicas = map[string]bool{"r-b": true}
 			s.Replicas["r-b"] = 1 * Ti
 		}))
@@ -678,16 +678,16 @@ func TestDecideRemoval(t *testing.T) {
 
 // handoffPrev is a disk exactly full: r-a holds 60Gi, a reservation for
 // volume v holds 40Gi until t0+5m.
-func handoffPrev() longhornv1.DiskScheduleStatus {
-	return longhornv1.DiskScheduleStatus{
+func handoffPrev() dsv1.DiskScheduleStatus {
+	return dsv1.DiskScheduleStatus{
 		StorageScheduled: 100 * Gi, StorageLimit: 100 * Gi,
-		Replicas:     map[string]longhornv1.RequestStatus{"r-a": granted(60 * Gi)},
-		Reservations: map[string]longhornv1.ReservationStatus{"v": resScheduled(40*Gi, "ns/p", t0.Add(timeout))},
+		Replicas:     map[string]dsv1.RequestStatus{"r-a": granted(60 * Gi)},
+		Reservations: map[string]dsv1.ReservationStatus{"v": resScheduled(40*Gi, "ns/p", t0.Add(timeout))},
 	}
 }
 
-func fulfilled(size int64, replica string) longhornv1.ReservationStatus {
-	return longhornv1.ReservationStatus{State: longhornv1.ReservationStateFulfilled, RequestedSize: size, Pod: "ns/p",
+func fulfilled(size int64, replica string) dsv1.ReservationStatus {
+	return dsv1.ReservationStatus{State: dsv1.ReservationStateFulfilled, RequestedSize: size, Pod: "ns/p",
 		Replica: replica, Message: "handed over to replica " + replica}
 }
 
@@ -699,9 +699,9 @@ func TestDecideHandoff(t *testing.T) {
 		rv        int64
 		rival     int64
 		disk      *Disk
-		wantRV    longhornv1.RequestStatus
-		wantRival longhornv1.RequestStatus
-		wantV     longhornv1.ReservationStatus
+		wantRV    dsv1.RequestStatus
+		wantRival dsv1.RequestStatus
+		wantV     dsv1.ReservationStatus
 		scheduled int64
 		granted   int
 		rejected  int
@@ -776,14 +776,14 @@ func TestDecideHandoff(t *testing.T) {
 			limit: 100 * Gi, now: t0.Add(timeout), rv: 40*Gi + 1, rival: 40 * Gi,
 			wantRV:    rejected(40*Gi+1, 0, "requested 42949672961, 0 free of limit 100Gi"),
 			wantRival: granted(40 * Gi),
-			wantV: longhornv1.ReservationStatus{State: longhornv1.ReservationStateExpired, RequestedSize: 40 * Gi, Pod: "ns/p",
+			wantV: dsv1.ReservationStatus{State: dsv1.ReservationStateExpired, RequestedSize: 40 * Gi, Pod: "ns/p",
 				Message: "expired at 2025-06-01T12:05:00Z: no replica took over 40Gi"},
 			scheduled: 100 * Gi, granted: 1, rejected: 1, released: 1,
 		},
 		{
 			name:  "disk not schedulable: the replica still takes what the reservation holds",
 			limit: 100 * Gi, now: t0.Add(time.Minute), rv: 40 * Gi, rival: 1,
-			disk:      &Disk{Limit: 100 * Gi, Reason: longhornv1.DiskScheduleReasonNodeNotReady, Message: "node n1 is not Ready"},
+			disk:      &Disk{Limit: 100 * Gi, Reason: dsv1.DiskScheduleReasonNodeNotReady, Message: "node n1 is not Ready"},
 			wantRV:    granted(40 * Gi),
 			wantRival: rejected(1, 0, "disk is not schedulable (NodeNotReady): node n1 is not Ready"),
 			wantV:     fulfilled(40*Gi, "r-v"),
@@ -792,7 +792,7 @@ func TestDecideHandoff(t *testing.T) {
 		{
 			name:  "disk not schedulable: no new space beyond the reservation",
 			limit: 200 * Gi, now: t0.Add(time.Minute), rv: 41 * Gi, rival: 1,
-			disk:      &Disk{Limit: 200 * Gi, Reason: longhornv1.DiskScheduleReasonDiskSchedulingDisabled, Message: "disk d1 has allowScheduling=false"},
+			disk:      &Disk{Limit: 200 * Gi, Reason: dsv1.DiskScheduleReasonDiskSchedulingDisabled, Message: "disk d1 has allowScheduling=false"},
 			wantRV:    rejected(41*Gi, 0, "disk is not schedulable (DiskSchedulingDisabled): disk d1 has allowScheduling=false"),
 			wantRival: rejected(1, 0, "disk is not schedulable (DiskSchedulingDisabled): disk d1 has allowScheduling=false"),
 			wantV:     resScheduled(40*Gi, "ns/p", t0.Add(timeout)),
@@ -804,9 +804,9 @@ func TestDecideHandoff(t *testing.T) {
 			if tc.disk != nil {
 				disk = *tc.disk
 			}
-			spec := longhornv1.DiskScheduleSpec{
+			spec := dsv1.DiskScheduleSpec{
 				Replicas:     map[string]rb{"r-a": 60 * Gi, "a-rival": rb(tc.rival), "r-v": rb(tc.rv)},
-				Reservations: map[string]longhornv1.DiskScheduleReservation{"v": {Size: 40 * Gi, Pod: "ns/p", Replica: "r-v"}},
+				Reservations: map[string]dsv1.DiskScheduleReservation{"v": {Size: 40 * Gi, Pod: "ns/p", Replica: "r-v"}},
 			}
 			st, oc := decide(t, Input{Spec: spec, Generation: 5, Previous: handoffPrev(), Disk: disk, ReservationTimeout: timeout, Now: tc.now})
 			wantReq(t, "replica", st.Replicas, "r-v", tc.wantRV)
@@ -816,7 +816,7 @@ func TestDecideHandoff(t *testing.T) {
 			wantScheduled(t, st, tc.scheduled)
 			wantOutcome(t, oc, tc.granted, tc.rejected, tc.released, 0)
 			wantNext := time.Time{}
-			if tc.wantV.State == longhornv1.ReservationStateScheduled {
+			if tc.wantV.State == dsv1.ReservationStateScheduled {
 				wantNext = tc.wantV.ExpiresAt.Time
 			}
 			if !oc.NextExpiry.Equal(wantNext) {
@@ -827,16 +827,16 @@ func TestDecideHandoff(t *testing.T) {
 }
 
 func TestDecideNoHandoff(t *testing.T) {
-	spec := func() longhornv1.DiskScheduleSpec {
-		return longhornv1.DiskScheduleSpec{
+	spec := func() dsv1.DiskScheduleSpec {
+		return dsv1.DiskScheduleSpec{
 			Replicas:     map[string]rb{"r-a": 60 * Gi, "r-v": 40 * Gi},
-			Reservations: map[string]longhornv1.DiskScheduleReservation{"v": {Size: 40 * Gi, Pod: "ns/p", Replica: "r-v"}},
+			Reservations: map[string]dsv1.DiskScheduleReservation{"v": {Size: 40 * Gi, Pod: "ns/p", Replica: "r-v"}},
 		}
 	}
 	now := t0.Add(time.Minute)
 	t.Run("reservation names no replica", func(t *testing.T) {
 		s := spec()
-		s.Reservations["v"] = longhornv1.DiskScheduleReservation{Size: 40 * Gi, Pod: "ns/p"}
+		s.Reservations["v"] = dsv1.DiskScheduleReservation{Size: 40 * Gi, Pod: "ns/p"}
 		st, _ := decide(t, Input{Spec: s, Generation: 2, Previous: handoffPrev(), Disk: okDisk(100 * Gi), ReservationTimeout: timeout, Now: now})
 		wantReq(t, "replica", st.Replicas, "r-v", rejected(40*Gi, 0, "requested 40Gi, 0 free of limit 100Gi"))
 		wantRes(t, st.Reservations, "v", resScheduled(40*Gi, "ns/p", t0.Add(timeout)))
@@ -872,7 +872,7 @@ func TestDecideNoHandoff(t *testing.T) {
 
 func TestDecideExpiry(t *testing.T) {
 	in := Input{
-		Spec: longhornv1.DiskScheduleSpec{Reservations: map[string]longhornv1.DiskScheduleReservation{
+		Spec: dsv1.DiskScheduleSpec{Reservations: map[string]dsv1.DiskScheduleReservation{
 			"v-a": {Size: 30 * Gi, Pod: "ns/a"},
 		}},
 		Generation: 1, Disk: okDisk(100 * Gi), ReservationTimeout: timeout, Now: t0,
@@ -886,7 +886,7 @@ func TestDecideExpiry(t *testing.T) {
 
 	// A minute later a second reservation is granted until t0+6m; the
 	// earliest expiry is still v-a's.
-	in.Spec.Reservations["v-b"] = longhornv1.DiskScheduleReservation{Size: 70 * Gi, Pod: "ns/b"}
+	in.Spec.Reservations["v-b"] = dsv1.DiskScheduleReservation{Size: 70 * Gi, Pod: "ns/b"}
 	in.Generation, in.Previous, in.Now = 2, st, t0.Add(time.Minute)
 	st, oc = decide(t, in)
 	wantRes(t, st.Reservations, "v-a", resScheduled(30*Gi, "ns/a", t0.Add(timeout)))
@@ -909,7 +909,7 @@ func TestDecideExpiry(t *testing.T) {
 	in.Spec.Replicas = map[string]rb{"r-y": 30 * Gi}
 	in.Generation, in.Now = 4, t0.Add(timeout)
 	st, oc = decide(t, in)
-	wantRes(t, st.Reservations, "v-a", longhornv1.ReservationStatus{State: longhornv1.ReservationStateExpired, RequestedSize: 30 * Gi,
+	wantRes(t, st.Reservations, "v-a", dsv1.ReservationStatus{State: dsv1.ReservationStateExpired, RequestedSize: 30 * Gi,
 		Pod: "ns/a", Message: "expired at 2025-06-01T12:05:00Z: no replica took over 30Gi"})
 	wantReq(t, "replica", st.Replicas, "r-y", granted(30*Gi))
 	wantRes(t, st.Reservations, "v-b", resScheduled(70*Gi, "ns/b", t0.Add(time.Minute+timeout)))
@@ -923,7 +923,7 @@ func TestDecideExpiry(t *testing.T) {
 	in.Generation, in.Previous, in.Now = 5, st, t0.Add(time.Hour)
 	st, oc = decide(t, in)
 	for _, v := range []string{"v-a", "v-b"} {
-		if got := st.Reservations[v]; got.State != longhornv1.ReservationStateExpired || got.ScheduledSize != 0 || got.ExpiresAt != nil {
+		if got := st.Reservations[v]; got.State != dsv1.ReservationStateExpired || got.ScheduledSize != 0 || got.ExpiresAt != nil {
 			t.Errorf("%s = %+v, want expired", v, got)
 		}
 	}
@@ -938,22 +938,22 @@ func TestDecideReservationRewrittenForAnotherPod(t *testing.T) {
 	expires := t0.Add(timeout)
 	for _, tc := range []struct {
 		name string
-		prev longhornv1.ReservationStatus
+		prev dsv1.ReservationStatus
 	}{
 		{"scheduled", resScheduled(40*Gi, "ns/p1", expires)},
-		{"expired", longhornv1.ReservationStatus{State: longhornv1.ReservationStateExpired, RequestedSize: 40 * Gi, Pod: "ns/p1"}},
-		{"rejected", longhornv1.ReservationStatus{State: longhornv1.ReservationStateRejected, RequestedSize: 40 * Gi, Pod: "ns/p1", Message: "requested 40Gi, 0 free of limit 100Gi"}},
-		{"fulfilled", longhornv1.ReservationStatus{State: longhornv1.ReservationStateFulfilled, RequestedSize: 40 * Gi, Pod: "ns/p1", Replica: "r-old"}},
+		{"expired", dsv1.ReservationStatus{State: dsv1.ReservationStateExpired, RequestedSize: 40 * Gi, Pod: "ns/p1"}},
+		{"rejected", dsv1.ReservationStatus{State: dsv1.ReservationStateRejected, RequestedSize: 40 * Gi, Pod: "ns/p1", Message: "requested 40Gi, 0 free of limit 100Gi"}},
+		{"fulfilled", dsv1.ReservationStatus{State: dsv1.ReservationStateFulfilled, RequestedSize: 40 * Gi, Pod: "ns/p1", Replica: "r-old"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			prev := longhornv1.DiskScheduleStatus{
+			prev := dsv1.DiskScheduleStatus{
 				StorageLimit: 100 * Gi, StorageScheduled: 60*Gi + tc.prev.ScheduledSize,
-				Replicas:     map[string]longhornv1.RequestStatus{"r-a": granted(60 * Gi)},
-				Reservations: map[string]longhornv1.ReservationStatus{"v": tc.prev},
+				Replicas:     map[string]dsv1.RequestStatus{"r-a": granted(60 * Gi)},
+				Reservations: map[string]dsv1.ReservationStatus{"v": tc.prev},
 			}
-			spec := longhornv1.DiskScheduleSpec{
+			spec := dsv1.DiskScheduleSpec{
 				Replicas:     map[string]rb{"r-a": 60 * Gi},
-				Reservations: map[string]longhornv1.DiskScheduleReservation{"v": {Size: 40 * Gi, Pod: "ns/p2"}},
+				Reservations: map[string]dsv1.DiskScheduleReservation{"v": {Size: 40 * Gi, Pod: "ns/p2"}},
 			}
 			now := t0.Add(2 * time.Minute)
 			st, oc := decide(t, Input{Spec: spec, Generation: 4, Previous: prev, Disk: okDisk(100 * Gi), ReservationTimeout: timeout, Now: now})
@@ -966,9 +966,9 @@ func TestDecideReservationRewrittenForAnotherPod(t *testing.T) {
 		})
 	}
 	t.Run("same pod, same size: not decided again", func(t *testing.T) {
-		prev := longhornv1.DiskScheduleStatus{StorageLimit: 100 * Gi,
-			Reservations: map[string]longhornv1.ReservationStatus{"v": {State: longhornv1.ReservationStateRejected, RequestedSize: 40 * Gi, Pod: "ns/p1", Message: "old"}}}
-		spec := longhornv1.DiskScheduleSpec{Reservations: map[string]longhornv1.DiskScheduleReservation{"v": {Size: 40 * Gi, Pod: "ns/p1"}}}
+		prev := dsv1.DiskScheduleStatus{StorageLimit: 100 * Gi,
+			Reservations: map[string]dsv1.ReservationStatus{"v": {State: dsv1.ReservationStateRejected, RequestedSize: 40 * Gi, Pod: "ns/p1", Message: "old"}}}
+		spec := dsv1.DiskScheduleSpec{Reservations: map[string]dsv1.DiskScheduleReservation{"v": {Size: 40 * Gi, Pod: "ns/p1"}}}
 		st, oc := decide(t, Input{Spec: spec, Generation: 4, Previous: prev, Disk: okDisk(100 * Gi), ReservationTimeout: timeout, Now: t0})
 		wantRes(t, st.Reservations, "v", prev.Reservations["v"])
 		wantOutcome(t, oc, 0, 0, 0, 0)
@@ -978,12 +978,12 @@ func TestDecideReservationRewrittenForAnotherPod(t *testing.T) {
 func TestDecideAdoption(t *testing.T) {
 	running := map[string]bool{"r-a": true, "r-b": true}
 	in := Input{
-		Spec:       longhornv1.DiskScheduleSpec{Replicas: map[string]rb{"r-a": 80 * Gi, "r-b": 50 * Gi, "r-c": 1 * Gi}},
-		Generation: 1, Disk: okDisk(100 * Gi), Running: running, ReservationTimeout: timeout, Now: t0,
+		Spec:       dsv1.DiskScheduleSpec{Replicas: map[string]rb{"r-a": 80 * Gi, "r-b": 50 * Gi, "r-c": 1 * Gi}},
+		Generation: 1, Disk: okDisk(100 * Gi), Persisted: Owners{Replicas: running}, ReservationTimeout: timeout, Now: t0,
 	}
-	adopted := func(size int64) longhornv1.RequestStatus {
+	adopted := func(size int64) dsv1.RequestStatus {
 		st := granted(size)
-		st.Message = "adopted: the replica already runs on this disk"
+		st.Message = "adopted: Longhorn already persisted the replica on this disk"
 		return st
 	}
 	st, oc := decide(t, in)
@@ -992,8 +992,8 @@ func TestDecideAdoption(t *testing.T) {
 	wantReq(t, "replica", st.Replicas, "r-c", rejected(1*Gi, 0, "requested 1Gi, 0 free of limit 100Gi"))
 	wantScheduled(t, st, 130*Gi)
 	wantOutcome(t, oc, 2, 1, 0, 2)
-	wantCondition(t, st, longhornv1.DiskScheduleConditionOvercommitted, metav1.ConditionTrue, longhornv1.DiskScheduleReasonAdoptedOverLimit, "130Gi", "100Gi")
-	wantCondition(t, st, longhornv1.DiskScheduleConditionReady, metav1.ConditionTrue, longhornv1.DiskScheduleReasonSchedulable)
+	wantCondition(t, st, dsv1.DiskScheduleConditionOvercommitted, metav1.ConditionTrue, dsv1.DiskScheduleReasonAdoptedOverLimit, "130Gi", "100Gi")
+	wantCondition(t, st, dsv1.DiskScheduleConditionReady, metav1.ConditionTrue, dsv1.DiskScheduleReasonSchedulable)
 
 	// Growth of an adopted replica is rejected while over the limit.
 	in.Spec.Replicas["r-a"] = 81 * Gi
@@ -1002,7 +1002,7 @@ func TestDecideAdoption(t *testing.T) {
 	wantReq(t, "replica", st.Replicas, "r-a", rejected(81*Gi, 80*Gi, "expansion from 80Gi to 81Gi needs 1Gi more, 0 free of limit 100Gi"))
 	wantScheduled(t, st, 130*Gi)
 	wantOutcome(t, oc, 0, 1, 0, 0)
-	wantCondition(t, st, longhornv1.DiskScheduleConditionOvercommitted, metav1.ConditionTrue, longhornv1.DiskScheduleReasonAdoptedOverLimit)
+	wantCondition(t, st, dsv1.DiskScheduleConditionOvercommitted, metav1.ConditionTrue, dsv1.DiskScheduleReasonAdoptedOverLimit)
 
 	// r-b shrinks: usage exactly at the limit, no longer overcommitted, but
 	// there is still no room to grow.
@@ -1014,7 +1014,7 @@ func TestDecideAdoption(t *testing.T) {
 	wantReq(t, "replica", st.Replicas, "r-a", rejected(82*Gi, 80*Gi, "expansion from 80Gi to 82Gi needs 2Gi more, 0 free of limit 100Gi"))
 	wantScheduled(t, st, 100*Gi)
 	wantOutcome(t, oc, 1, 1, 0, 0)
-	wantCondition(t, st, longhornv1.DiskScheduleConditionOvercommitted, metav1.ConditionFalse, longhornv1.DiskScheduleReasonWithinLimit, "100Gi scheduled of limit 100Gi")
+	wantCondition(t, st, dsv1.DiskScheduleConditionOvercommitted, metav1.ConditionFalse, dsv1.DiskScheduleReasonWithinLimit, "100Gi scheduled of limit 100Gi")
 
 	// r-b removed: usage below the limit, growth granted again.
 	delete(in.Spec.Replicas, "r-b")
@@ -1024,7 +1024,7 @@ func TestDecideAdoption(t *testing.T) {
 	wantReq(t, "replica", st.Replicas, "r-a", granted(90*Gi))
 	wantScheduled(t, st, 90*Gi)
 	wantOutcome(t, oc, 1, 0, 1, 0)
-	wantCondition(t, st, longhornv1.DiskScheduleConditionOvercommitted, metav1.ConditionFalse, longhornv1.DiskScheduleReasonWithinLimit, "90Gi scheduled of limit 100Gi")
+	wantCondition(t, st, dsv1.DiskScheduleConditionOvercommitted, metav1.ConditionFalse, dsv1.DiskScheduleReasonWithinLimit, "90Gi scheduled of limit 100Gi")
 
 	// A running replica that already has a decision is not adopted again.
 	in.Spec.Replicas["r-a"] = 200 * Gi
@@ -1037,39 +1037,39 @@ func TestDecideAdoption(t *testing.T) {
 func TestDecideAdoptionOnUnschedulableDisk(t *testing.T) {
 	// A replica that already runs holds its space whatever the disk's state.
 	st, oc := decide(t, Input{
-		Spec:       longhornv1.DiskScheduleSpec{Replicas: map[string]rb{"r-a": 10 * Gi, "r-b": 10 * Gi}},
-		Generation: 1, Running: map[string]bool{"r-a": true},
-		Disk:               Disk{Limit: 5 * Gi, Reason: longhornv1.DiskScheduleReasonNodeNotReady, Message: "node n1 is not Ready"},
+		Spec:       dsv1.DiskScheduleSpec{Replicas: map[string]rb{"r-a": 10 * Gi, "r-b": 10 * Gi}},
+		Generation: 1, Persisted: Owners{Replicas: map[string]bool{"r-a": true}},
+		Disk:               Disk{Limit: 5 * Gi, Reason: dsv1.DiskScheduleReasonNodeNotReady, Message: "node n1 is not Ready"},
 		ReservationTimeout: timeout, Now: t0,
 	})
-	if got := st.Replicas["r-a"]; got.State != longhornv1.RequestStateScheduled || got.ScheduledSize != 10*Gi {
+	if got := st.Replicas["r-a"]; got.State != dsv1.RequestStateScheduled || got.ScheduledSize != 10*Gi {
 		t.Errorf("r-a = %+v, want adopted", got)
 	}
 	wantReq(t, "replica", st.Replicas, "r-b", rejected(10*Gi, 0, "disk is not schedulable (NodeNotReady): node n1 is not Ready"))
 	wantOutcome(t, oc, 1, 1, 0, 1)
-	wantCondition(t, st, longhornv1.DiskScheduleConditionOvercommitted, metav1.ConditionTrue, longhornv1.DiskScheduleReasonAdoptedOverLimit)
-	wantCondition(t, st, longhornv1.DiskScheduleConditionReady, metav1.ConditionFalse, longhornv1.DiskScheduleReasonNodeNotReady, "node n1 is not Ready")
+	wantCondition(t, st, dsv1.DiskScheduleConditionOvercommitted, metav1.ConditionTrue, dsv1.DiskScheduleReasonAdoptedOverLimit)
+	wantCondition(t, st, dsv1.DiskScheduleConditionReady, metav1.ConditionFalse, dsv1.DiskScheduleReasonNodeNotReady, "node n1 is not Ready")
 }
 
 func TestDecideUnschedulable(t *testing.T) {
-	prev := longhornv1.DiskScheduleStatus{
+	prev := dsv1.DiskScheduleStatus{
 		StorageScheduled: 50 * Gi, StorageLimit: 100 * Gi,
-		Replicas: map[string]longhornv1.RequestStatus{"r-a": granted(30 * Gi), "r-b": granted(10 * Gi), "r-d": granted(10 * Gi)},
+		Replicas: map[string]dsv1.RequestStatus{"r-a": granted(30 * Gi), "r-b": granted(10 * Gi), "r-d": granted(10 * Gi)},
 	}
-	spec := longhornv1.DiskScheduleSpec{
+	spec := dsv1.DiskScheduleSpec{
 		Replicas:      map[string]rb{"r-a": 30 * Gi, "r-b": 5 * Gi, "r-c": 10 * Gi, "r-d": 20 * Gi},
 		BackingImages: map[string]rb{"bi-x": 1},
-		Reservations:  map[string]longhornv1.DiskScheduleReservation{"v": {Size: 1 * Gi, Pod: "ns/p"}},
+		Reservations:  map[string]dsv1.DiskScheduleReservation{"v": {Size: 1 * Gi, Pod: "ns/p"}},
 	}
 	for _, tc := range []struct{ reason, message string }{
-		{longhornv1.DiskScheduleReasonDiskNotFound, "node n1 has no disk d1"},
-		{longhornv1.DiskScheduleReasonNodeNotReady, "node n1 is not Ready"},
-		{longhornv1.DiskScheduleReasonNodeUnschedulable, "node n1 is cordoned"},
-		{longhornv1.DiskScheduleReasonNodeSchedulingDisabled, "node n1 has allowScheduling=false"},
-		{longhornv1.DiskScheduleReasonNodeEvictionRequested, "eviction requested for node n1"},
-		{longhornv1.DiskScheduleReasonDiskSchedulingDisabled, "disk d1 has allowScheduling=false"},
-		{longhornv1.DiskScheduleReasonDiskEvictionRequested, "eviction requested for disk d1"},
-		{longhornv1.DiskScheduleReasonDiskNotReady, "disk d1 is not Ready"},
+		{dsv1.DiskScheduleReasonDiskNotFound, "node n1 has no disk d1"},
+		{dsv1.DiskScheduleReasonNodeNotReady, "node n1 is not Ready"},
+		{dsv1.DiskScheduleReasonNodeUnschedulable, "node n1 is cordoned"},
+		{dsv1.DiskScheduleReasonNodeSchedulingDisabled, "node n1 has allowScheduling=false"},
+		{dsv1.DiskScheduleReasonNodeEvictionRequested, "eviction requested for node n1"},
+		{dsv1.DiskScheduleReasonDiskSchedulingDisabled, "disk d1 has allowScheduling=false"},
+		{dsv1.DiskScheduleReasonDiskEvictionRequested, "eviction requested for disk d1"},
+		{dsv1.DiskScheduleReasonDiskNotReady, "disk d1 is not Ready"},
 	} {
 		t.Run(tc.reason, func(t *testing.T) {
 			disk := Disk{Limit: 100 * Gi, Schedulable: false, Reason: tc.reason, Message: tc.message}
@@ -1080,26 +1080,26 @@ func TestDecideUnschedulable(t *testing.T) {
 			wantReq(t, "replica", st.Replicas, "r-c", rejected(10*Gi, 0, msg))
 			wantReq(t, "replica", st.Replicas, "r-d", rejected(20*Gi, 10*Gi, msg))
 			wantReq(t, "backing image", st.BackingImages, "bi-x", rejected(1, 0, msg))
-			wantRes(t, st.Reservations, "v", longhornv1.ReservationStatus{State: longhornv1.ReservationStateRejected, RequestedSize: 1 * Gi, Pod: "ns/p", Message: msg})
+			wantRes(t, st.Reservations, "v", dsv1.ReservationStatus{State: dsv1.ReservationStateRejected, RequestedSize: 1 * Gi, Pod: "ns/p", Message: msg})
 			wantScheduled(t, st, 45*Gi)
 			wantOutcome(t, oc, 1, 4, 0, 0)
-			wantCondition(t, st, longhornv1.DiskScheduleConditionReady, metav1.ConditionFalse, tc.reason, tc.message)
-			if c := meta.FindStatusCondition(st.Conditions, longhornv1.DiskScheduleConditionReady); c.Message != tc.message || !c.LastTransitionTime.Time.Equal(t0) {
+			wantCondition(t, st, dsv1.DiskScheduleConditionReady, metav1.ConditionFalse, tc.reason, tc.message)
+			if c := meta.FindStatusCondition(st.Conditions, dsv1.DiskScheduleConditionReady); c.Message != tc.message || !c.LastTransitionTime.Time.Equal(t0) {
 				t.Errorf("Ready condition %+v", c)
 			}
-			wantCondition(t, st, longhornv1.DiskScheduleConditionOvercommitted, metav1.ConditionFalse, longhornv1.DiskScheduleReasonWithinLimit)
+			wantCondition(t, st, dsv1.DiskScheduleConditionOvercommitted, metav1.ConditionFalse, dsv1.DiskScheduleReasonWithinLimit)
 		})
 	}
 }
 
 func TestDecideConditions(t *testing.T) {
-	spec := longhornv1.DiskScheduleSpec{Replicas: map[string]rb{"r-a": 10 * Gi}}
+	spec := dsv1.DiskScheduleSpec{Replicas: map[string]rb{"r-a": 10 * Gi}}
 	st, _ := decide(t, Input{Spec: spec, Generation: 7, Disk: okDisk(100 * Gi), ReservationTimeout: timeout, Now: t0})
 	if st.ObservedGeneration != 7 {
 		t.Errorf("observedGeneration = %d, want 7", st.ObservedGeneration)
 	}
-	wantCondition(t, st, longhornv1.DiskScheduleConditionReady, metav1.ConditionTrue, longhornv1.DiskScheduleReasonSchedulable)
-	wantCondition(t, st, longhornv1.DiskScheduleConditionOvercommitted, metav1.ConditionFalse, longhornv1.DiskScheduleReasonWithinLimit, "10Gi scheduled of limit 100Gi")
+	wantCondition(t, st, dsv1.DiskScheduleConditionReady, metav1.ConditionTrue, dsv1.DiskScheduleReasonSchedulable)
+	wantCondition(t, st, dsv1.DiskScheduleConditionOvercommitted, metav1.ConditionFalse, dsv1.DiskScheduleReasonWithinLimit, "10Gi scheduled of limit 100Gi")
 	if len(st.Conditions) != 2 {
 		t.Errorf("conditions = %+v, want Ready and Overcommitted", st.Conditions)
 	}
@@ -1119,8 +1119,8 @@ func TestDecideConditions(t *testing.T) {
 
 	// Ready flips: its transition time moves.
 	st3, _ := decide(t, Input{Spec: spec, Generation: 9, Previous: st2,
-		Disk: Disk{Limit: 100 * Gi, Reason: longhornv1.DiskScheduleReasonDiskNotReady, Message: "disk d1 is not Ready"}, ReservationTimeout: timeout, Now: t1})
-	ready := meta.FindStatusCondition(st3.Conditions, longhornv1.DiskScheduleConditionReady)
+		Disk: Disk{Limit: 100 * Gi, Reason: dsv1.DiskScheduleReasonDiskNotReady, Message: "disk d1 is not Ready"}, ReservationTimeout: timeout, Now: t1})
+	ready := meta.FindStatusCondition(st3.Conditions, dsv1.DiskScheduleConditionReady)
 	if ready.Status != metav1.ConditionFalse || !ready.LastTransitionTime.Time.Equal(t1) || ready.ObservedGeneration != 9 {
 		t.Errorf("Ready = %+v, want False since %v at generation 9", ready, t1)
 	}
@@ -1151,8 +1151,8 @@ type ledgerModel struct {
 	// storageScheduled ≤ storageLimit must hold after every step.
 	strict bool
 
-	spec    longhornv1.DiskScheduleSpec
-	status  longhornv1.DiskScheduleStatus
+	spec    dsv1.DiskScheduleSpec
+	status  dsv1.DiskScheduleStatus
 	disk    Disk
 	now     time.Time
 	gen     int64
@@ -1289,7 +1289,7 @@ func (m *ledgerModel) mutate() {
 	case 9, 10: // add a reservation
 		if v, ok := pickFree(rng, volumePool, func(v string) bool { _, in := m.spec.Reservations[v]; return in }); ok {
 			m.pods++
-			m.spec.Reservations[v] = longhornv1.DiskScheduleReservation{Size: m.size(), Pod: fmt.Sprintf("ns/pod-%d", m.pods)}
+			m.spec.Reservations[v] = dsv1.DiskScheduleReservation{Size: m.size(), Pod: fmt.Sprintf("ns/pod-%d", m.pods)}
 		}
 	case 11: // remove a reservation
 		if v, ok := pick(rng, m.spec.Reservations); ok {
@@ -1309,7 +1309,7 @@ func (m *ledgerModel) mutate() {
 	case 13, 14: // hand a granted reservation over to a new replica request
 		var candidates []string
 		for _, v := range sortedKeys(m.spec.Reservations) {
-			if m.spec.Reservations[v].Replica == "" && m.status.Reservations[v].State == longhornv1.ReservationStateScheduled &&
+			if m.spec.Reservations[v].Replica == "" && m.status.Reservations[v].State == dsv1.ReservationStateScheduled &&
 				reservationDecided(m.spec.Reservations[v], m.status.Reservations[v]) {
 				candidates = append(candidates, v)
 			}
@@ -1375,9 +1375,9 @@ func (m *ledgerModel) mutate() {
 		m.disk.Limit = limit
 	case 18: // schedulability flips
 		if m.disk.Schedulable && rng.IntN(2) == 0 {
-			m.disk.Schedulable, m.disk.Reason, m.disk.Message = false, longhornv1.DiskScheduleReasonNodeNotReady, "node n1 is not Ready"
+			m.disk.Schedulable, m.disk.Reason, m.disk.Message = false, dsv1.DiskScheduleReasonNodeNotReady, "node n1 is not Ready"
 		} else {
-			m.disk.Schedulable, m.disk.Reason, m.disk.Message = true, longhornv1.DiskScheduleReasonSchedulable, "disk is schedulable"
+			m.disk.Schedulable, m.disk.Reason, m.disk.Message = true, dsv1.DiskScheduleReasonSchedulable, "disk is schedulable"
 		}
 	case 19: // an owner disappears; the key stays until someone removes it
 		if rng.IntN(2) == 0 {
@@ -1407,7 +1407,7 @@ func (m *ledgerModel) mutate() {
 	case 22, 23: // requesters give up on rejections: a new request is withdrawn, an expansion taken back
 		for _, r := range sortedKeys(m.status.Replicas) {
 			st := m.status.Replicas[r]
-			if st.State != longhornv1.RequestStateRejected || int64(m.spec.Replicas[r]) != st.RequestedSize || rng.IntN(2) == 0 {
+			if st.State != dsv1.RequestStateRejected || int64(m.spec.Replicas[r]) != st.RequestedSize || rng.IntN(2) == 0 {
 				continue
 			}
 			if st.ScheduledSize == 0 {
@@ -1418,12 +1418,12 @@ func (m *ledgerModel) mutate() {
 		}
 		for _, b := range sortedKeys(m.status.BackingImages) {
 			st := m.status.BackingImages[b]
-			if st.State == longhornv1.RequestStateRejected && int64(m.spec.BackingImages[b]) == st.RequestedSize && rng.IntN(2) == 0 {
+			if st.State == dsv1.RequestStateRejected && int64(m.spec.BackingImages[b]) == st.RequestedSize && rng.IntN(2) == 0 {
 				delete(m.spec.BackingImages, b)
 			}
 		}
 		for _, v := range sortedKeys(m.status.Reservations) {
-			if m.status.Reservations[v].State == longhornv1.ReservationStateRejected && rng.IntN(2) == 0 {
+			if m.status.Reservations[v].State == dsv1.ReservationStateRejected && rng.IntN(2) == 0 {
 				delete(m.spec.Reservations, v)
 			}
 		}
@@ -1444,7 +1444,7 @@ func (m *ledgerModel) input() Input {
 	}
 	return Input{
 		Spec: *m.spec.DeepCopy(), Generation: m.gen, Previous: *m.status.DeepCopy(),
-		Disk: m.disk, Gone: gone, Running: running, ReservationTimeout: timeout, Now: m.now,
+		Disk: m.disk, Gone: gone, Persisted: Owners{Replicas: running}, ReservationTimeout: timeout, Now: m.now,
 	}
 }
 
@@ -1500,8 +1500,8 @@ func (m *ledgerModel) decide() {
 	}
 
 	// Conditions.
-	over := meta.FindStatusCondition(out.Conditions, longhornv1.DiskScheduleConditionOvercommitted)
-	ready := meta.FindStatusCondition(out.Conditions, longhornv1.DiskScheduleConditionReady)
+	over := meta.FindStatusCondition(out.Conditions, dsv1.DiskScheduleConditionOvercommitted)
+	ready := meta.FindStatusCondition(out.Conditions, dsv1.DiskScheduleConditionReady)
 	if over == nil || ready == nil || over.ObservedGeneration != m.gen || ready.ObservedGeneration != m.gen {
 		m.fail("conditions %+v", out.Conditions)
 	}
@@ -1513,8 +1513,8 @@ func (m *ledgerModel) decide() {
 	}
 
 	newGrants, newRejections, released, adopted := 0, 0, 0, 0
-	count := func(st longhornv1.RequestStatus) {
-		if st.State == longhornv1.RequestStateScheduled {
+	count := func(st dsv1.RequestStatus) {
+		if st.State == dsv1.RequestStateScheduled {
 			newGrants++
 		} else {
 			newRejections++
@@ -1523,7 +1523,7 @@ func (m *ledgerModel) decide() {
 
 	// Every spec key has a status entry (gone owners none), every status
 	// entry a spec key, and each entry is well formed.
-	checkRequests := func(kind string, spec map[string]rb, status, previous map[string]longhornv1.RequestStatus, gone map[string]bool) {
+	checkRequests := func(kind string, spec map[string]rb, status, previous map[string]dsv1.RequestStatus, gone map[string]bool) {
 		for name, size := range spec {
 			st, ok := status[name]
 			if gone[name] {
@@ -1539,11 +1539,11 @@ func (m *ledgerModel) decide() {
 				m.fail("%s %s: requestedSize %d, spec %d", kind, name, st.RequestedSize, size)
 			}
 			switch st.State {
-			case longhornv1.RequestStateScheduled:
+			case dsv1.RequestStateScheduled:
 				if st.ScheduledSize != st.RequestedSize {
 					m.fail("%s %s: scheduled %+v", kind, name, st)
 				}
-			case longhornv1.RequestStateRejected:
+			case dsv1.RequestStateRejected:
 				if st.ScheduledSize >= st.RequestedSize || st.ScheduledSize < 0 || st.Message == "" {
 					m.fail("%s %s: rejected %+v", kind, name, st)
 				}
@@ -1560,17 +1560,17 @@ func (m *ledgerModel) decide() {
 			}
 			// A new decision.
 			count(st)
-			if had && st.State == longhornv1.RequestStateRejected && st.ScheduledSize != p.ScheduledSize {
+			if had && st.State == dsv1.RequestStateRejected && st.ScheduledSize != p.ScheduledSize {
 				m.fail("%s %s: rejected change lost the granted size: %+v -> %+v", kind, name, p, st)
 			}
-			if had && int64(size) <= p.ScheduledSize && st.State != longhornv1.RequestStateScheduled {
+			if had && int64(size) <= p.ScheduledSize && st.State != dsv1.RequestStateScheduled {
 				m.fail("%s %s: shrink not granted: %+v -> %+v", kind, name, p, st)
 			}
-			if !m.disk.Schedulable && st.State == longhornv1.RequestStateScheduled && int64(size) > p.ScheduledSize &&
-				!(kind == "replica" && (in.Running[name] && !had || m.handedOff(name, out))) {
+			if !m.disk.Schedulable && st.State == dsv1.RequestStateScheduled && int64(size) > p.ScheduledSize &&
+				!(kind == "replica" && (in.Persisted.Replicas[name] && neverGranted(p, had) || m.handedOff(name, out))) {
 				m.fail("%s %s: granted new space on a disk that is not schedulable: %+v", kind, name, st)
 			}
-			if kind == "replica" && !had && in.Running[name] {
+			if kind == "replica" && neverGranted(p, had) && in.Persisted.Replicas[name] {
 				adopted++
 			}
 		}
@@ -1598,14 +1598,14 @@ func (m *ledgerModel) decide() {
 			m.fail("reservation %s: status %+v for spec %+v", v, st, res)
 		}
 		switch st.State {
-		case longhornv1.ReservationStateScheduled:
+		case dsv1.ReservationStateScheduled:
 			if st.ScheduledSize != st.RequestedSize || st.ExpiresAt == nil || !m.now.Before(st.ExpiresAt.Time) {
 				m.fail("reservation %s: scheduled %+v (expiresAt %v) at %v", v, st, st.ExpiresAt, m.now)
 			}
 			if nextExpiry.IsZero() || st.ExpiresAt.Time.Before(nextExpiry) {
 				nextExpiry = st.ExpiresAt.Time
 			}
-		case longhornv1.ReservationStateRejected, longhornv1.ReservationStateExpired, longhornv1.ReservationStateFulfilled:
+		case dsv1.ReservationStateRejected, dsv1.ReservationStateExpired, dsv1.ReservationStateFulfilled:
 			if st.ScheduledSize != 0 || st.ExpiresAt != nil {
 				m.fail("reservation %s: %+v holds space", v, st)
 			}
@@ -1616,12 +1616,12 @@ func (m *ledgerModel) decide() {
 		if !had || !reservationDecided(res, p) {
 			// A new decision.
 			switch st.State {
-			case longhornv1.ReservationStateScheduled:
+			case dsv1.ReservationStateScheduled:
 				newGrants++
 				if !st.ExpiresAt.Time.Equal(m.now.Add(timeout)) {
 					m.fail("reservation %s: granted until %v, want now+timeout", v, st.ExpiresAt)
 				}
-			case longhornv1.ReservationStateRejected:
+			case dsv1.ReservationStateRejected:
 				newRejections++
 			default:
 				m.fail("reservation %s: newly decided as %s", v, st.State)
@@ -1630,16 +1630,16 @@ func (m *ledgerModel) decide() {
 		}
 		switch {
 		case reflect.DeepEqual(p, st):
-		case p.State == longhornv1.ReservationStateScheduled && st.State == longhornv1.ReservationStateExpired:
+		case p.State == dsv1.ReservationStateScheduled && st.State == dsv1.ReservationStateExpired:
 			if m.now.Before(p.ExpiresAt.Time) {
 				m.fail("reservation %s expired early: %v < %v", v, m.now, p.ExpiresAt)
 			}
 			released++
 			m.expiries++
-		case p.State == longhornv1.ReservationStateScheduled && st.State == longhornv1.ReservationStateFulfilled:
+		case p.State == dsv1.ReservationStateScheduled && st.State == dsv1.ReservationStateFulfilled:
 			r := res.Replica
 			rs, ok := out.Replicas[r]
-			if r == "" || st.Replica != r || !ok || rs.State != longhornv1.RequestStateScheduled {
+			if r == "" || st.Replica != r || !ok || rs.State != dsv1.RequestStateScheduled {
 				m.fail("reservation %s fulfilled by %q, replica status %+v", v, st.Replica, rs)
 			}
 			if pr, had := prev.Replicas[r]; had && pr.RequestedSize == rs.RequestedSize {
@@ -1691,9 +1691,9 @@ func (m *ledgerModel) decide() {
 }
 
 // handedOff reports whether replica r took over a reservation in out.
-func (m *ledgerModel) handedOff(r string, out longhornv1.DiskScheduleStatus) bool {
+func (m *ledgerModel) handedOff(r string, out dsv1.DiskScheduleStatus) bool {
 	for v, res := range m.spec.Reservations {
-		if res.Replica == r && out.Reservations[v].State == longhornv1.ReservationStateFulfilled && out.Reservations[v].Replica == r {
+		if res.Replica == r && out.Reservations[v].State == dsv1.ReservationStateFulfilled && out.Reservations[v].Replica == r {
 			return true
 		}
 	}
@@ -1711,8 +1711,8 @@ func TestDecideProperties(t *testing.T) {
 		t.Run(fmt.Sprintf("seed=%d/strict=%v", tc.seed, tc.strict), func(t *testing.T) {
 			m := &ledgerModel{
 				t: t, rng: rand.New(rand.NewPCG(tc.seed, 0x1ed9e7)), strict: tc.strict,
-				spec: longhornv1.DiskScheduleSpec{Name: "d1", NodeID: "n1",
-					Replicas: map[string]rb{}, BackingImages: map[string]rb{}, Reservations: map[string]longhornv1.DiskScheduleReservation{}},
+				spec: dsv1.DiskScheduleSpec{Name: "d1", NodeID: "n1",
+					Replicas: map[string]rb{}, BackingImages: map[string]rb{}, Reservations: map[string]dsv1.DiskScheduleReservation{}},
 				disk:    okDisk(0),
 				now:     t0,
 				gone:    Owners{Replicas: map[string]bool{}, BackingImages: map[string]bool{}},
@@ -1740,20 +1740,20 @@ func TestDecideProperties(t *testing.T) {
 // reservation was decided: the space is charged once, to the replica.
 func TestDecideHandoffBeforeTheReservationIsDecided(t *testing.T) {
 	in := Input{
-		Spec: longhornv1.DiskScheduleSpec{
+		Spec: dsv1.DiskScheduleSpec{
 			Name: "disk-1", NodeID: "node-1",
-			Replicas:     map[string]longhornv1.RequestedBytes{"r-local": longhornv1.RequestedBytes(100 * Gi)},
-			Reservations: map[string]longhornv1.DiskScheduleReservation{"vol": {Size: 100 * Gi, Pod: "default/p", Replica: "r-local"}},
+			Replicas:     map[string]dsv1.RequestedBytes{"r-local": dsv1.RequestedBytes(100 * Gi)},
+			Reservations: map[string]dsv1.DiskScheduleReservation{"vol": {Size: 100 * Gi, Pod: "default/p", Replica: "r-local"}},
 		},
 		Generation: 1,
 		Disk:       Disk{Limit: 150 * Gi, Schedulable: true},
 		Now:        time.Unix(1000, 0),
 	}
 	st, _ := Decide(in)
-	if r := st.Replicas["r-local"]; r.State != longhornv1.RequestStateScheduled || r.ScheduledSize != 100*Gi {
+	if r := st.Replicas["r-local"]; r.State != dsv1.RequestStateScheduled || r.ScheduledSize != 100*Gi {
 		t.Errorf("replica: %+v, want scheduled at 100Gi", r)
 	}
-	if res := st.Reservations["vol"]; res.State != longhornv1.ReservationStateFulfilled || res.ScheduledSize != 0 || res.Replica != "r-local" {
+	if res := st.Reservations["vol"]; res.State != dsv1.ReservationStateFulfilled || res.ScheduledSize != 0 || res.Replica != "r-local" {
 		t.Errorf("reservation: %+v, want fulfilled by r-local with 0 bytes", res)
 	}
 	if st.StorageScheduled != 100*Gi {

@@ -4,7 +4,7 @@ import (
 	"math"
 	"math/bits"
 
-	longhornv1 "github.com/longhorn/diskschedule/api/v1beta2"
+	dsv1 "github.com/longhorn/diskschedule/api/v1beta2"
 )
 
 // Limit returns a disk's ledger limit: (storageMaximum − storageReserved) ×
@@ -35,7 +35,7 @@ func Limit(storageMaximum, storageReserved, overProvisioningPercentage int64) in
 // reservation will be handed to counts only beyond the reservation's size.
 // Requesters count it as taken when they look for free space, so two of them
 // do not aim at the same bytes.
-func PendingGrowth(ds *longhornv1.DiskSchedule) int64 {
+func PendingGrowth(ds *dsv1.DiskSchedule) int64 {
 	heldFor := map[string]int64{} // replica name -> bytes a granted reservation holds for it
 	var pending int64
 	for volume, res := range ds.Spec.Reservations {
@@ -47,11 +47,11 @@ func PendingGrowth(ds *longhornv1.DiskSchedule) int64 {
 			pending += res.Size
 			continue
 		}
-		if res.Replica != "" && st.State == longhornv1.ReservationStateScheduled {
+		if res.Replica != "" && st.State == dsv1.ReservationStateScheduled {
 			heldFor[res.Replica] += st.ScheduledSize
 		}
 	}
-	growth := func(requested int64, decided longhornv1.RequestStatus, ok bool) int64 {
+	growth := func(requested int64, decided dsv1.RequestStatus, ok bool) int64 {
 		switch {
 		case !ok:
 			return requested
@@ -75,7 +75,7 @@ func PendingGrowth(ds *longhornv1.DiskSchedule) int64 {
 
 // Free returns the bytes ds can still grant: storageLimit − storageScheduled
 // − PendingGrowth, or 0 when that is negative.
-func Free(ds *longhornv1.DiskSchedule) int64 {
+func Free(ds *dsv1.DiskSchedule) int64 {
 	free := ds.Status.StorageLimit - ds.Status.StorageScheduled - PendingGrowth(ds)
 	if free < 0 {
 		return 0
@@ -84,6 +84,6 @@ func Free(ds *longhornv1.DiskSchedule) int64 {
 }
 
 // reservationDecided reports whether st is the decision on res as written now.
-func reservationDecided(res longhornv1.DiskScheduleReservation, st longhornv1.ReservationStatus) bool {
+func reservationDecided(res dsv1.DiskScheduleReservation, st dsv1.ReservationStatus) bool {
 	return st.RequestedSize == res.Size && st.Pod == res.Pod
 }

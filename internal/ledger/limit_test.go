@@ -9,7 +9,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	longhornv1 "github.com/longhorn/diskschedule/api/v1beta2"
+	dsv1 "github.com/longhorn/diskschedule/api/v1beta2"
 )
 
 // Binary units, untyped so they fit both int64 and RequestedBytes.
@@ -115,179 +115,179 @@ func TestLimitMatchesExactArithmetic(t *testing.T) {
 	}
 }
 
-func dsWith(spec longhornv1.DiskScheduleSpec, status longhornv1.DiskScheduleStatus) *longhornv1.DiskSchedule {
-	return &longhornv1.DiskSchedule{Spec: spec, Status: status}
+func dsWith(spec dsv1.DiskScheduleSpec, status dsv1.DiskScheduleStatus) *dsv1.DiskSchedule {
+	return &dsv1.DiskSchedule{Spec: spec, Status: status}
 }
 
 func TestPendingGrowthAndFree(t *testing.T) {
 	expires := metav1.NewTime(time.Date(2025, 6, 1, 12, 5, 0, 0, time.UTC))
-	scheduledRes := func(size int64, pod string) longhornv1.ReservationStatus {
-		return longhornv1.ReservationStatus{State: longhornv1.ReservationStateScheduled, RequestedSize: size, Pod: pod, ScheduledSize: size, ExpiresAt: &expires}
+	scheduledRes := func(size int64, pod string) dsv1.ReservationStatus {
+		return dsv1.ReservationStatus{State: dsv1.ReservationStateScheduled, RequestedSize: size, Pod: pod, ScheduledSize: size, ExpiresAt: &expires}
 	}
-	type rb = longhornv1.RequestedBytes
+	type rb = dsv1.RequestedBytes
 	for _, tc := range []struct {
 		name        string
-		spec        longhornv1.DiskScheduleSpec
-		status      longhornv1.DiskScheduleStatus
+		spec        dsv1.DiskScheduleSpec
+		status      dsv1.DiskScheduleStatus
 		wantPending int64
 		wantFree    int64
 	}{
 		{
 			name:        "empty ledger",
-			status:      longhornv1.DiskScheduleStatus{StorageLimit: 100 * Gi},
+			status:      dsv1.DiskScheduleStatus{StorageLimit: 100 * Gi},
 			wantPending: 0, wantFree: 100 * Gi,
 		},
 		{
 			name:        "undecided new replica counted in full",
-			spec:        longhornv1.DiskScheduleSpec{Replicas: map[string]rb{"r-a": 30 * Gi}},
-			status:      longhornv1.DiskScheduleStatus{StorageLimit: 100 * Gi},
+			spec:        dsv1.DiskScheduleSpec{Replicas: map[string]rb{"r-a": 30 * Gi}},
+			status:      dsv1.DiskScheduleStatus{StorageLimit: 100 * Gi},
 			wantPending: 30 * Gi, wantFree: 70 * Gi,
 		},
 		{
 			name: "undecided growth counted as its delta",
-			spec: longhornv1.DiskScheduleSpec{Replicas: map[string]rb{"r-a": 45 * Gi}},
-			status: longhornv1.DiskScheduleStatus{StorageLimit: 100 * Gi, StorageScheduled: 30 * Gi,
-				Replicas: map[string]longhornv1.RequestStatus{"r-a": granted(30 * Gi)}},
+			spec: dsv1.DiskScheduleSpec{Replicas: map[string]rb{"r-a": 45 * Gi}},
+			status: dsv1.DiskScheduleStatus{StorageLimit: 100 * Gi, StorageScheduled: 30 * Gi,
+				Replicas: map[string]dsv1.RequestStatus{"r-a": granted(30 * Gi)}},
 			wantPending: 15 * Gi, wantFree: 55 * Gi,
 		},
 		{
 			name: "undecided shrink counts nothing",
-			spec: longhornv1.DiskScheduleSpec{Replicas: map[string]rb{"r-a": 10 * Gi}},
-			status: longhornv1.DiskScheduleStatus{StorageLimit: 100 * Gi, StorageScheduled: 30 * Gi,
-				Replicas: map[string]longhornv1.RequestStatus{"r-a": granted(30 * Gi)}},
+			spec: dsv1.DiskScheduleSpec{Replicas: map[string]rb{"r-a": 10 * Gi}},
+			status: dsv1.DiskScheduleStatus{StorageLimit: 100 * Gi, StorageScheduled: 30 * Gi,
+				Replicas: map[string]dsv1.RequestStatus{"r-a": granted(30 * Gi)}},
 			wantPending: 0, wantFree: 70 * Gi,
 		},
 		{
 			name: "decided entries count nothing: granted and rejected",
-			spec: longhornv1.DiskScheduleSpec{
+			spec: dsv1.DiskScheduleSpec{
 				Replicas:      map[string]rb{"r-a": 30 * Gi, "r-b": 90 * Gi},
 				BackingImages: map[string]rb{"bi-a": 2 * Gi},
 			},
-			status: longhornv1.DiskScheduleStatus{StorageLimit: 100 * Gi, StorageScheduled: 32 * Gi,
-				Replicas: map[string]longhornv1.RequestStatus{
+			status: dsv1.DiskScheduleStatus{StorageLimit: 100 * Gi, StorageScheduled: 32 * Gi,
+				Replicas: map[string]dsv1.RequestStatus{
 					"r-a": granted(30 * Gi),
-					"r-b": {State: longhornv1.RequestStateRejected, RequestedSize: 90 * Gi, Message: "requested 90Gi, 68Gi free of limit 100Gi"},
+					"r-b": {State: dsv1.RequestStateRejected, RequestedSize: 90 * Gi, Message: "requested 90Gi, 68Gi free of limit 100Gi"},
 				},
-				BackingImages: map[string]longhornv1.RequestStatus{"bi-a": granted(2 * Gi)}},
+				BackingImages: map[string]dsv1.RequestStatus{"bi-a": granted(2 * Gi)}},
 			wantPending: 0, wantFree: 68 * Gi,
 		},
 		{
 			name: "rejected expansion at the same size is decided",
-			spec: longhornv1.DiskScheduleSpec{Replicas: map[string]rb{"r-a": 80 * Gi}},
-			status: longhornv1.DiskScheduleStatus{StorageLimit: 100 * Gi, StorageScheduled: 30 * Gi,
-				Replicas: map[string]longhornv1.RequestStatus{"r-a": {State: longhornv1.RequestStateRejected, RequestedSize: 80 * Gi, ScheduledSize: 30 * Gi}}},
+			spec: dsv1.DiskScheduleSpec{Replicas: map[string]rb{"r-a": 80 * Gi}},
+			status: dsv1.DiskScheduleStatus{StorageLimit: 100 * Gi, StorageScheduled: 30 * Gi,
+				Replicas: map[string]dsv1.RequestStatus{"r-a": {State: dsv1.RequestStateRejected, RequestedSize: 80 * Gi, ScheduledSize: 30 * Gi}}},
 			wantPending: 0, wantFree: 70 * Gi,
 		},
 		{
 			name: "rejected expansion asked again at another size counts beyond the held size",
-			spec: longhornv1.DiskScheduleSpec{Replicas: map[string]rb{"r-a": 60 * Gi}},
-			status: longhornv1.DiskScheduleStatus{StorageLimit: 100 * Gi, StorageScheduled: 30 * Gi,
-				Replicas: map[string]longhornv1.RequestStatus{"r-a": {State: longhornv1.RequestStateRejected, RequestedSize: 80 * Gi, ScheduledSize: 30 * Gi}}},
+			spec: dsv1.DiskScheduleSpec{Replicas: map[string]rb{"r-a": 60 * Gi}},
+			status: dsv1.DiskScheduleStatus{StorageLimit: 100 * Gi, StorageScheduled: 30 * Gi,
+				Replicas: map[string]dsv1.RequestStatus{"r-a": {State: dsv1.RequestStateRejected, RequestedSize: 80 * Gi, ScheduledSize: 30 * Gi}}},
 			wantPending: 30 * Gi, wantFree: 40 * Gi,
 		},
 		{
 			name: "backing images: new in full, growth as delta, shrink nothing",
-			spec: longhornv1.DiskScheduleSpec{BackingImages: map[string]rb{"bi-new": 3 * Gi, "bi-grow": 5 * Gi, "bi-shrink": 1 * Gi}},
-			status: longhornv1.DiskScheduleStatus{StorageLimit: 20 * Gi, StorageScheduled: 6 * Gi,
-				BackingImages: map[string]longhornv1.RequestStatus{"bi-grow": granted(4 * Gi), "bi-shrink": granted(2 * Gi)}},
+			spec: dsv1.DiskScheduleSpec{BackingImages: map[string]rb{"bi-new": 3 * Gi, "bi-grow": 5 * Gi, "bi-shrink": 1 * Gi}},
+			status: dsv1.DiskScheduleStatus{StorageLimit: 20 * Gi, StorageScheduled: 6 * Gi,
+				BackingImages: map[string]dsv1.RequestStatus{"bi-grow": granted(4 * Gi), "bi-shrink": granted(2 * Gi)}},
 			wantPending: 4 * Gi, wantFree: 10 * Gi,
 		},
 		{
 			name: "undecided reservation counted; decided one not",
-			spec: longhornv1.DiskScheduleSpec{Reservations: map[string]longhornv1.DiskScheduleReservation{
+			spec: dsv1.DiskScheduleSpec{Reservations: map[string]dsv1.DiskScheduleReservation{
 				"v-new": {Size: 7 * Gi, Pod: "ns/p1"},
 				"v-old": {Size: 5 * Gi, Pod: "ns/p2"},
 			}},
-			status: longhornv1.DiskScheduleStatus{StorageLimit: 20 * Gi, StorageScheduled: 5 * Gi,
-				Reservations: map[string]longhornv1.ReservationStatus{"v-old": scheduledRes(5*Gi, "ns/p2")}},
+			status: dsv1.DiskScheduleStatus{StorageLimit: 20 * Gi, StorageScheduled: 5 * Gi,
+				Reservations: map[string]dsv1.ReservationStatus{"v-old": scheduledRes(5*Gi, "ns/p2")}},
 			wantPending: 7 * Gi, wantFree: 8 * Gi,
 		},
 		{
 			name: "reservation re-written for another pod is undecided",
-			spec: longhornv1.DiskScheduleSpec{Reservations: map[string]longhornv1.DiskScheduleReservation{
+			spec: dsv1.DiskScheduleSpec{Reservations: map[string]dsv1.DiskScheduleReservation{
 				"v": {Size: 5 * Gi, Pod: "ns/other"},
 			}},
-			status: longhornv1.DiskScheduleStatus{StorageLimit: 20 * Gi, StorageScheduled: 5 * Gi,
-				Reservations: map[string]longhornv1.ReservationStatus{"v": scheduledRes(5*Gi, "ns/p")}},
+			status: dsv1.DiskScheduleStatus{StorageLimit: 20 * Gi, StorageScheduled: 5 * Gi,
+				Reservations: map[string]dsv1.ReservationStatus{"v": scheduledRes(5*Gi, "ns/p")}},
 			wantPending: 5 * Gi, wantFree: 10 * Gi,
 		},
 		{
 			name: "pending replica named by a granted reservation of the same size counts nothing",
-			spec: longhornv1.DiskScheduleSpec{
+			spec: dsv1.DiskScheduleSpec{
 				Replicas:     map[string]rb{"r-v": 40 * Gi},
-				Reservations: map[string]longhornv1.DiskScheduleReservation{"v": {Size: 40 * Gi, Pod: "ns/p", Replica: "r-v"}},
+				Reservations: map[string]dsv1.DiskScheduleReservation{"v": {Size: 40 * Gi, Pod: "ns/p", Replica: "r-v"}},
 			},
-			status: longhornv1.DiskScheduleStatus{StorageLimit: 100 * Gi, StorageScheduled: 100 * Gi,
-				Replicas:     map[string]longhornv1.RequestStatus{"r-a": granted(60 * Gi)},
-				Reservations: map[string]longhornv1.ReservationStatus{"v": scheduledRes(40*Gi, "ns/p")}},
+			status: dsv1.DiskScheduleStatus{StorageLimit: 100 * Gi, StorageScheduled: 100 * Gi,
+				Replicas:     map[string]dsv1.RequestStatus{"r-a": granted(60 * Gi)},
+				Reservations: map[string]dsv1.ReservationStatus{"v": scheduledRes(40*Gi, "ns/p")}},
 			wantPending: 0, wantFree: 0,
 		},
 		{
 			name: "pending replica named by a granted reservation counts only beyond it",
-			spec: longhornv1.DiskScheduleSpec{
+			spec: dsv1.DiskScheduleSpec{
 				Replicas:     map[string]rb{"r-v": 50 * Gi},
-				Reservations: map[string]longhornv1.DiskScheduleReservation{"v": {Size: 40 * Gi, Pod: "ns/p", Replica: "r-v"}},
+				Reservations: map[string]dsv1.DiskScheduleReservation{"v": {Size: 40 * Gi, Pod: "ns/p", Replica: "r-v"}},
 			},
-			status: longhornv1.DiskScheduleStatus{StorageLimit: 100 * Gi, StorageScheduled: 40 * Gi,
-				Reservations: map[string]longhornv1.ReservationStatus{"v": scheduledRes(40*Gi, "ns/p")}},
+			status: dsv1.DiskScheduleStatus{StorageLimit: 100 * Gi, StorageScheduled: 40 * Gi,
+				Reservations: map[string]dsv1.ReservationStatus{"v": scheduledRes(40*Gi, "ns/p")}},
 			wantPending: 10 * Gi, wantFree: 50 * Gi,
 		},
 		{
 			name: "pending replica smaller than its reservation counts nothing",
-			spec: longhornv1.DiskScheduleSpec{
+			spec: dsv1.DiskScheduleSpec{
 				Replicas:     map[string]rb{"r-v": 30 * Gi},
-				Reservations: map[string]longhornv1.DiskScheduleReservation{"v": {Size: 40 * Gi, Pod: "ns/p", Replica: "r-v"}},
+				Reservations: map[string]dsv1.DiskScheduleReservation{"v": {Size: 40 * Gi, Pod: "ns/p", Replica: "r-v"}},
 			},
-			status: longhornv1.DiskScheduleStatus{StorageLimit: 100 * Gi, StorageScheduled: 40 * Gi,
-				Reservations: map[string]longhornv1.ReservationStatus{"v": scheduledRes(40*Gi, "ns/p")}},
+			status: dsv1.DiskScheduleStatus{StorageLimit: 100 * Gi, StorageScheduled: 40 * Gi,
+				Reservations: map[string]dsv1.ReservationStatus{"v": scheduledRes(40*Gi, "ns/p")}},
 			wantPending: 0, wantFree: 60 * Gi,
 		},
 		{
 			name: "replica named by an expired reservation counts in full",
-			spec: longhornv1.DiskScheduleSpec{
+			spec: dsv1.DiskScheduleSpec{
 				Replicas:     map[string]rb{"r-v": 40 * Gi},
-				Reservations: map[string]longhornv1.DiskScheduleReservation{"v": {Size: 40 * Gi, Pod: "ns/p", Replica: "r-v"}},
+				Reservations: map[string]dsv1.DiskScheduleReservation{"v": {Size: 40 * Gi, Pod: "ns/p", Replica: "r-v"}},
 			},
-			status: longhornv1.DiskScheduleStatus{StorageLimit: 100 * Gi,
-				Reservations: map[string]longhornv1.ReservationStatus{"v": {State: longhornv1.ReservationStateExpired, RequestedSize: 40 * Gi, Pod: "ns/p"}}},
+			status: dsv1.DiskScheduleStatus{StorageLimit: 100 * Gi,
+				Reservations: map[string]dsv1.ReservationStatus{"v": {State: dsv1.ReservationStateExpired, RequestedSize: 40 * Gi, Pod: "ns/p"}}},
 			wantPending: 40 * Gi, wantFree: 60 * Gi,
 		},
 		{
 			name: "replica named by an undecided reservation: charged once, to the replica",
-			spec: longhornv1.DiskScheduleSpec{
+			spec: dsv1.DiskScheduleSpec{
 				Replicas:     map[string]rb{"r-v": 40 * Gi},
-				Reservations: map[string]longhornv1.DiskScheduleReservation{"v": {Size: 40 * Gi, Pod: "ns/p", Replica: "r-v"}},
+				Reservations: map[string]dsv1.DiskScheduleReservation{"v": {Size: 40 * Gi, Pod: "ns/p", Replica: "r-v"}},
 			},
-			status:      longhornv1.DiskScheduleStatus{StorageLimit: 100 * Gi},
+			status:      dsv1.DiskScheduleStatus{StorageLimit: 100 * Gi},
 			wantPending: 40 * Gi, wantFree: 60 * Gi,
 		},
 		{
 			name: "a reservation that names a replica not in the spec holds nothing for others",
-			spec: longhornv1.DiskScheduleSpec{
+			spec: dsv1.DiskScheduleSpec{
 				Replicas:     map[string]rb{"r-other": 10 * Gi},
-				Reservations: map[string]longhornv1.DiskScheduleReservation{"v": {Size: 40 * Gi, Pod: "ns/p", Replica: "r-v"}},
+				Reservations: map[string]dsv1.DiskScheduleReservation{"v": {Size: 40 * Gi, Pod: "ns/p", Replica: "r-v"}},
 			},
-			status: longhornv1.DiskScheduleStatus{StorageLimit: 100 * Gi, StorageScheduled: 40 * Gi,
-				Reservations: map[string]longhornv1.ReservationStatus{"v": scheduledRes(40*Gi, "ns/p")}},
+			status: dsv1.DiskScheduleStatus{StorageLimit: 100 * Gi, StorageScheduled: 40 * Gi,
+				Reservations: map[string]dsv1.ReservationStatus{"v": scheduledRes(40*Gi, "ns/p")}},
 			wantPending: 10 * Gi, wantFree: 50 * Gi,
 		},
 		{
 			name: "free never negative: over the limit",
-			spec: longhornv1.DiskScheduleSpec{Replicas: map[string]rb{"r-a": 80 * Gi, "r-b": 1}},
-			status: longhornv1.DiskScheduleStatus{StorageLimit: 50 * Gi, StorageScheduled: 80 * Gi,
-				Replicas: map[string]longhornv1.RequestStatus{"r-a": granted(80 * Gi)}},
+			spec: dsv1.DiskScheduleSpec{Replicas: map[string]rb{"r-a": 80 * Gi, "r-b": 1}},
+			status: dsv1.DiskScheduleStatus{StorageLimit: 50 * Gi, StorageScheduled: 80 * Gi,
+				Replicas: map[string]dsv1.RequestStatus{"r-a": granted(80 * Gi)}},
 			wantPending: 1, wantFree: 0,
 		},
 		{
 			name:        "free never negative: pending beyond the limit",
-			spec:        longhornv1.DiskScheduleSpec{Replicas: map[string]rb{"r-a": 100*Gi + 1}},
-			status:      longhornv1.DiskScheduleStatus{StorageLimit: 100 * Gi},
+			spec:        dsv1.DiskScheduleSpec{Replicas: map[string]rb{"r-a": 100*Gi + 1}},
+			status:      dsv1.DiskScheduleStatus{StorageLimit: 100 * Gi},
 			wantPending: 100*Gi + 1, wantFree: 0,
 		},
 		{
 			name:        "free exactly zero",
-			spec:        longhornv1.DiskScheduleSpec{Replicas: map[string]rb{"r-a": 100 * Gi}},
-			status:      longhornv1.DiskScheduleStatus{StorageLimit: 100 * Gi},
+			spec:        dsv1.DiskScheduleSpec{Replicas: map[string]rb{"r-a": 100 * Gi}},
+			status:      dsv1.DiskScheduleStatus{StorageLimit: 100 * Gi},
 			wantPending: 100 * Gi, wantFree: 0,
 		},
 	} {
@@ -306,18 +306,18 @@ func TestPendingGrowthAndFree(t *testing.T) {
 // TestFreeAgreesWithDecide checks the promise requesters rely on: a request
 // that fits in Free is granted by the next decision.
 func TestFreeAgreesWithDecide(t *testing.T) {
-	type rb = longhornv1.RequestedBytes
+	type rb = dsv1.RequestedBytes
 	now := time.Date(2025, 6, 1, 12, 0, 0, 0, time.UTC)
 	expires := metav1.NewTime(now.Add(time.Minute))
-	spec := longhornv1.DiskScheduleSpec{
+	spec := dsv1.DiskScheduleSpec{
 		Replicas:      map[string]rb{"r-a": 30 * Gi, "r-b": 20 * Gi, "r-v": 25 * Gi},
 		BackingImages: map[string]rb{"bi-a": 5 * Gi},
-		Reservations:  map[string]longhornv1.DiskScheduleReservation{"v": {Size: 20 * Gi, Pod: "ns/p", Replica: "r-v"}},
+		Reservations:  map[string]dsv1.DiskScheduleReservation{"v": {Size: 20 * Gi, Pod: "ns/p", Replica: "r-v"}},
 	}
-	status := longhornv1.DiskScheduleStatus{
+	status := dsv1.DiskScheduleStatus{
 		StorageLimit: 100 * Gi, StorageScheduled: 40 * Gi,
-		Replicas:     map[string]longhornv1.RequestStatus{"r-a": granted(20 * Gi)},
-		Reservations: map[string]longhornv1.ReservationStatus{"v": {State: longhornv1.ReservationStateScheduled, RequestedSize: 20 * Gi, Pod: "ns/p", ScheduledSize: 20 * Gi, ExpiresAt: &expires}},
+		Replicas:     map[string]dsv1.RequestStatus{"r-a": granted(20 * Gi)},
+		Reservations: map[string]dsv1.ReservationStatus{"v": {State: dsv1.ReservationStateScheduled, RequestedSize: 20 * Gi, Pod: "ns/p", ScheduledSize: 20 * Gi, ExpiresAt: &expires}},
 	}
 	// Pending: r-a +10Gi, r-b 20Gi, r-v 5Gi beyond its reservation, bi-a 5Gi.
 	free := Free(dsWith(spec, status))

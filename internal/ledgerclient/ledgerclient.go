@@ -13,7 +13,7 @@ import (
 	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	longhornv1 "github.com/longhorn/diskschedule/api/v1beta2"
+	dsv1 "github.com/longhorn/diskschedule/api/v1beta2"
 )
 
 // conflictBackoff retries a conflicting write many times with jitter: busy
@@ -25,8 +25,8 @@ var conflictBackoff = wait.Backoff{Steps: 200, Duration: 5 * time.Millisecond, F
 // that won), and writes it with writer when change reports a change. It
 // returns the written (or unchanged) object.
 func Mutate(ctx context.Context, reader client.Reader, writer client.Writer, key client.ObjectKey,
-	change func(ds *longhornv1.DiskSchedule) bool) (*longhornv1.DiskSchedule, error) {
-	ds := &longhornv1.DiskSchedule{}
+	change func(ds *dsv1.DiskSchedule) bool) (*dsv1.DiskSchedule, error) {
+	ds := &dsv1.DiskSchedule{}
 	err := retry.RetryOnConflict(conflictBackoff, func() error {
 		if err := reader.Get(ctx, key, ds); err != nil {
 			return err
@@ -43,22 +43,22 @@ func Mutate(ctx context.Context, reader client.Reader, writer client.Writer, key
 }
 
 // SetReplica returns a change that requests size bytes for replica.
-func SetReplica(replica string, size int64) func(*longhornv1.DiskSchedule) bool {
-	return func(ds *longhornv1.DiskSchedule) bool {
+func SetReplica(replica string, size int64) func(*dsv1.DiskSchedule) bool {
+	return func(ds *dsv1.DiskSchedule) bool {
 		if cur, ok := ds.Spec.Replicas[replica]; ok && int64(cur) == size {
 			return false
 		}
 		if ds.Spec.Replicas == nil {
-			ds.Spec.Replicas = map[string]longhornv1.RequestedBytes{}
+			ds.Spec.Replicas = map[string]dsv1.RequestedBytes{}
 		}
-		ds.Spec.Replicas[replica] = longhornv1.RequestedBytes(size)
+		ds.Spec.Replicas[replica] = dsv1.RequestedBytes(size)
 		return true
 	}
 }
 
 // RemoveReplica returns a change that removes replica's request.
-func RemoveReplica(replica string) func(*longhornv1.DiskSchedule) bool {
-	return func(ds *longhornv1.DiskSchedule) bool {
+func RemoveReplica(replica string) func(*dsv1.DiskSchedule) bool {
+	return func(ds *dsv1.DiskSchedule) bool {
 		if _, ok := ds.Spec.Replicas[replica]; !ok {
 			return false
 		}
@@ -68,22 +68,22 @@ func RemoveReplica(replica string) func(*longhornv1.DiskSchedule) bool {
 }
 
 // SetBackingImage returns a change that requests size bytes for a copy of image.
-func SetBackingImage(image string, size int64) func(*longhornv1.DiskSchedule) bool {
-	return func(ds *longhornv1.DiskSchedule) bool {
+func SetBackingImage(image string, size int64) func(*dsv1.DiskSchedule) bool {
+	return func(ds *dsv1.DiskSchedule) bool {
 		if cur, ok := ds.Spec.BackingImages[image]; ok && int64(cur) == size {
 			return false
 		}
 		if ds.Spec.BackingImages == nil {
-			ds.Spec.BackingImages = map[string]longhornv1.RequestedBytes{}
+			ds.Spec.BackingImages = map[string]dsv1.RequestedBytes{}
 		}
-		ds.Spec.BackingImages[image] = longhornv1.RequestedBytes(size)
+		ds.Spec.BackingImages[image] = dsv1.RequestedBytes(size)
 		return true
 	}
 }
 
 // RemoveBackingImage returns a change that removes image's request.
-func RemoveBackingImage(image string) func(*longhornv1.DiskSchedule) bool {
-	return func(ds *longhornv1.DiskSchedule) bool {
+func RemoveBackingImage(image string) func(*dsv1.DiskSchedule) bool {
+	return func(ds *dsv1.DiskSchedule) bool {
 		if _, ok := ds.Spec.BackingImages[image]; !ok {
 			return false
 		}

@@ -10,8 +10,8 @@ import (
 
 // Ledger holds the DiskSchedule controller's metrics.
 type Ledger struct {
-	// Decisions counts ledger decisions by kind (replica, backingImage,
-	// reservation) and result (granted, rejected, released, adopted).
+	// Decisions counts ledger decisions by result (granted, rejected,
+	// released, adopted).
 	Decisions *prometheus.CounterVec
 	// Pending is the number of undecided requests per disk, as last seen.
 	Pending *prometheus.GaugeVec
@@ -47,6 +47,30 @@ func NewLedger(reg prometheus.Registerer) *Ledger {
 		StatusWrites: register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "longhorn_diskschedule_status_writes_total",
 			Help: "Ledger status writes by result: ok, conflict or error.",
+		}, []string{"result"})),
+	}
+}
+
+// Mirror holds the mirror's metrics.
+type Mirror struct {
+	// Changes counts ledger entries changed by the mirror, by action:
+	// adopted, raised, lowered or released.
+	Changes *prometheus.CounterVec
+	// Writes counts the mirror's spec writes by result (ok, conflict, error).
+	Writes *prometheus.CounterVec
+}
+
+// NewMirror creates the mirror metrics and registers them with reg, sharing
+// collectors already registered.
+func NewMirror(reg prometheus.Registerer) *Mirror {
+	return &Mirror{
+		Changes: register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "longhorn_diskschedule_mirror_changes_total",
+			Help: "Ledger entries the mirror changed to match what Longhorn persisted, by action: adopted, raised, lowered or released.",
+		}, []string{"action"})),
+		Writes: register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "longhorn_diskschedule_mirror_writes_total",
+			Help: "Ledger spec writes of the mirror by result: ok, conflict or error.",
 		}, []string{"result"})),
 	}
 }

@@ -6,7 +6,9 @@ import (
 	"slices"
 	"strings"
 
-	longhornv1 "github.com/longhorn/diskschedule/api/v1beta2"
+	lhv1 "github.com/longhorn/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
+
+	"github.com/longhorn/diskschedule/internal/settings"
 )
 
 // Place chooses a disk for each of req.Count new replicas of req.Volume,
@@ -55,7 +57,7 @@ func precheck(req Request) (res Result, done bool) {
 	if size := requestSize(req); size <= 0 {
 		return invalid(fmt.Sprintf("volume %s requests %d bytes per replica; the size must be positive", req.Volume.Name, size)), true
 	}
-	if spec.DataLocality == longhornv1.DataLocalityStrictLocal && req.HardNodeAffinity != "" && req.HardNodeAffinity != spec.NodeID {
+	if spec.DataLocality == lhv1.DataLocalityStrictLocal && req.HardNodeAffinity != "" && req.HardNodeAffinity != spec.NodeID {
 		return invalid(fmt.Sprintf("volume %s is strict-local on node %s but the replica is pinned to node %s",
 			req.Volume.Name, spec.NodeID, req.HardNodeAffinity)), true
 	}
@@ -69,8 +71,8 @@ func invalid(message string) Result {
 
 // localityNeedsNode reports whether replicas of a volume with this data
 // locality wait until the volume is attached (Longhorn #11007).
-func localityNeedsNode(l longhornv1.DataLocality) bool {
-	return l == longhornv1.DataLocalityBestEffort || l == longhornv1.DataLocalityStrictLocal
+func localityNeedsNode(l lhv1.DataLocality) bool {
+	return l == lhv1.DataLocalityBestEffort || l == lhv1.DataLocalityStrictLocal
 }
 
 // requestSize returns the bytes each new replica requests.
@@ -78,7 +80,7 @@ func requestSize(req Request) int64 {
 	if req.Size != 0 {
 		return req.Size
 	}
-	return req.Volume.Spec.Size.Value()
+	return req.Volume.Spec.Size
 }
 
 // stage is an anti-affinity stage; lower stages are tried first.
@@ -135,18 +137,18 @@ func newView(req Request) *view {
 	v := &view{
 		req:          req,
 		size:         requestSize(req),
-		nodeSoft:     SoftAntiAffinity(spec.ReplicaSoftAntiAffinity, s.ReplicaSoftAntiAffinity),
-		zoneSoft:     SoftAntiAffinity(spec.ReplicaZoneSoftAntiAffinity, s.ReplicaZoneSoftAntiAffinity),
-		diskSoft:     SoftAntiAffinity(spec.ReplicaDiskSoftAntiAffinity, s.ReplicaDiskSoftAntiAffinity),
+		nodeSoft:     SoftAntiAffinity(string(spec.ReplicaSoftAntiAffinity), s.ReplicaSoftAntiAffinity),
+		zoneSoft:     SoftAntiAffinity(string(spec.ReplicaZoneSoftAntiAffinity), s.ReplicaZoneSoftAntiAffinity),
+		diskSoft:     SoftAntiAffinity(string(spec.ReplicaDiskSoftAntiAffinity), s.ReplicaDiskSoftAntiAffinity),
 		pinned:       req.HardNodeAffinity,
 		nodeReplicas: map[string]int{},
 		nodeHealthy:  map[string]int{},
 		zoneReplicas: map[string]int{},
 	}
 	switch spec.DataLocality {
-	case longhornv1.DataLocalityStrictLocal:
+	case lhv1.DataLocalityStrictLocal:
 		v.pinned = spec.NodeID
-	case longhornv1.DataLocalityBestEffort:
+	case lhv1.DataLocalityBestEffort:
 		v.local = spec.NodeID
 	}
 	diskReplicas := v.countReplicas()
@@ -208,6 +210,13 @@ func (v *view) newNodeState(n Node, diskReplicas map[string]int) *nodeState {
 
 // nodeFailures returns why node n can never take a replica of the volume.
 func (v *view) nodeFailures(n Node) []string {
+	return NodeFailures(n, v.req.Volume.Spec.NodeSelector, v.req.Settings)
+}
+
+// NodeFailures is the one node-eligibility rule (DESIGN §5): why node n can
+// never take a replica of a volume with nodeSelector, whatever its disks'
+// space; empty when it can.
+func NodeFailures(n Node, nodeSelector []string, s settings.Scheduling) []string {
 	var reasons []string
 	if !n.Ready {
 		reasons = append(reasons, "node is not ready")
@@ -221,8 +230,8 @@ func (v *view) nodeFailures(n Node) []string {
 	if n.EvictionRequested {
 		reasons = append(reasons, "eviction is requested on the node")
 	}
-	if r := tagsFailure(n.Tags, v.req.Volume.Spec.NodeSelector, v.req.Settings.AllowEmptyNodeSelectorVolume,
-		longhornv1.SettingAllowEmptyNodeSelectorVolume); r != "" {
+	if r := tagsFailure(n.Tags, nodeSelector, s.AllowEmptyNodeSelectorVolume,
+		settings.AllowEmptyNodeSelectorVolume); r != "" {
 		reasons = append(reasons, r)
 	}
 	return reasons
@@ -231,9 +240,16 @@ func (v *view) nodeFailures(n Node) []string {
 // diskStaticFailures returns why disk d can never take a replica of the
 // volume, whatever its space.
 func (v *view) diskStaticFailures(d Disk) []string {
+	return DiskFailures(d, v.req.Volume.Spec.DiskSelector, v.req.Settings)
+}
+
+// DiskFailures is the one disk-eligibility rule (DESIGN §5): why disk d can
+// never take a replica of a volume with diskSelector, whatever its space;
+// empty when it can.
+func DiskFailures(d Disk, diskSelector []string, s settings.Scheduling) []string {
 	var reasons []string
-	if t := cmp.Or(d.Type, longhornv1.DiskTypeFilesystem); t != longhornv1.DiskTypeFilesystem {
-		reasons = append(reasons, fmt.Sprintf("disk type %s does not match the volume's %s", t, longhornv1.DiskTypeFilesystem))
+	if t := cmp.Or(d.Type, lhv1.DiskTypeFilesystem); t != lhv1.DiskTypeFilesystem {
+		reasons = append(reasons, fmt.Sprintf("disk type %s does not match the volume's %s", t, lhv1.DiskTypeFilesystem))
 	}
 	if d.UUID == "" {
 		reasons = append(reasons, "disk has no UUID")
@@ -247,8 +263,8 @@ func (v *view) diskStaticFailures(d Disk) []string {
 	if !d.Schedulable {
 		reasons = append(reasons, "disk is not schedulable")
 	}
-	if r := tagsFailure(d.Tags, v.req.Volume.Spec.DiskSelector, v.req.Settings.AllowEmptyDiskSelectorVolume,
-		longhornv1.SettingAllowEmptyDiskSelectorVolume); r != "" {
+	if r := tagsFailure(d.Tags, diskSelector, s.AllowEmptyDiskSelectorVolume,
+		settings.AllowEmptyDiskSelectorVolume); r != "" {
 		reasons = append(reasons, r)
 	}
 	return reasons

@@ -7,10 +7,9 @@ import (
 	"strings"
 	"testing"
 
-	"k8s.io/apimachinery/pkg/api/resource"
+	lhv1 "github.com/longhorn/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	longhornv1 "github.com/longhorn/diskschedule/api/v1beta2"
 	"github.com/longhorn/diskschedule/internal/settings"
 )
 
@@ -20,7 +19,7 @@ const gi = int64(1) << 30
 // available space are all size, changed by opts.
 func mkDisk(name string, size int64, opts ...func(*Disk)) Disk {
 	d := Disk{
-		Name: name, Path: "/mnt/" + name, Type: longhornv1.DiskTypeFilesystem,
+		Name: name, Path: "/mnt/" + name, Type: lhv1.DiskTypeFilesystem,
 		AllowScheduling: true, Schedulable: true,
 		StorageMaximum: size, StorageAvailable: size, StorageLimit: size,
 	}
@@ -62,12 +61,12 @@ func rep(node, disk string) Replica {
 }
 
 // mkVolume returns a 10Gi volume named vol, changed by f when f is not nil.
-func mkVolume(f func(*longhornv1.VolumeSpec)) *longhornv1.Volume {
-	v := &longhornv1.Volume{
+func mkVolume(f func(*lhv1.VolumeSpec)) *lhv1.Volume {
+	v := &lhv1.Volume{
 		ObjectMeta: metav1.ObjectMeta{Name: "vol"},
-		Spec: longhornv1.VolumeSpec{
-			Size: *resource.NewQuantity(10*gi, resource.BinarySI), NumberOfReplicas: 3,
-			DataLocality: longhornv1.DataLocalityDisabled,
+		Spec: lhv1.VolumeSpec{
+			Size: 10 * gi, NumberOfReplicas: 3,
+			DataLocality: lhv1.DataLocalityDisabled,
 		},
 	}
 	if f != nil {
@@ -89,7 +88,7 @@ type placeCase struct {
 	name     string
 	nodes    []Node
 	existing []Replica
-	spec     func(*longhornv1.VolumeSpec)
+	spec     func(*lhv1.VolumeSpec)
 	set      func(*settings.Scheduling)
 	count    int // 0 means 1
 	size     int64
@@ -307,7 +306,7 @@ func TestPlaceVolumeOverrides(t *testing.T) {
 		{
 			name:     "node enabled overrides a hard setting",
 			set:      soft(false, true, true),
-			spec:     func(s *longhornv1.VolumeSpec) { s.ReplicaSoftAntiAffinity = longhornv1.AntiAffinityEnabled },
+			spec:     func(s *lhv1.VolumeSpec) { s.ReplicaSoftAntiAffinity = lhv1.ReplicaSoftAntiAffinityEnabled },
 			nodes:    oneNodeWithReplica,
 			existing: []Replica{rep("a", "d1")},
 			want:     []string{"a/d2"},
@@ -315,7 +314,7 @@ func TestPlaceVolumeOverrides(t *testing.T) {
 		{
 			name:     "node disabled overrides a soft setting",
 			set:      soft(true, true, true),
-			spec:     func(s *longhornv1.VolumeSpec) { s.ReplicaSoftAntiAffinity = longhornv1.AntiAffinityDisabled },
+			spec:     func(s *lhv1.VolumeSpec) { s.ReplicaSoftAntiAffinity = lhv1.ReplicaSoftAntiAffinityDisabled },
 			nodes:    oneNodeWithReplica,
 			existing: []Replica{rep("a", "d1")},
 			wantMsg:  []string{"node anti-affinity is hard"},
@@ -323,7 +322,7 @@ func TestPlaceVolumeOverrides(t *testing.T) {
 		{
 			name:     "node ignored uses the soft setting",
 			set:      soft(true, true, true),
-			spec:     func(s *longhornv1.VolumeSpec) { s.ReplicaSoftAntiAffinity = longhornv1.AntiAffinityIgnored },
+			spec:     func(s *lhv1.VolumeSpec) { s.ReplicaSoftAntiAffinity = lhv1.ReplicaSoftAntiAffinityDefault },
 			nodes:    oneNodeWithReplica,
 			existing: []Replica{rep("a", "d1")},
 			want:     []string{"a/d2"},
@@ -331,7 +330,7 @@ func TestPlaceVolumeOverrides(t *testing.T) {
 		{
 			name:     "zone disabled overrides a soft setting",
 			set:      soft(false, true, true),
-			spec:     func(s *longhornv1.VolumeSpec) { s.ReplicaZoneSoftAntiAffinity = longhornv1.AntiAffinityDisabled },
+			spec:     func(s *lhv1.VolumeSpec) { s.ReplicaZoneSoftAntiAffinity = lhv1.ReplicaZoneSoftAntiAffinityDisabled },
 			nodes:    twoNodesOneZone,
 			existing: []Replica{rep("a", "d1")},
 			wantMsg:  []string{`b: zone "z1" already holds a replica`},
@@ -339,7 +338,7 @@ func TestPlaceVolumeOverrides(t *testing.T) {
 		{
 			name:     "zone enabled overrides a hard setting",
 			set:      soft(false, false, true),
-			spec:     func(s *longhornv1.VolumeSpec) { s.ReplicaZoneSoftAntiAffinity = longhornv1.AntiAffinityEnabled },
+			spec:     func(s *lhv1.VolumeSpec) { s.ReplicaZoneSoftAntiAffinity = lhv1.ReplicaZoneSoftAntiAffinityEnabled },
 			nodes:    twoNodesOneZone,
 			existing: []Replica{rep("a", "d1")},
 			want:     []string{"b/d1"},
@@ -347,7 +346,7 @@ func TestPlaceVolumeOverrides(t *testing.T) {
 		{
 			name:     "disk disabled overrides a soft setting",
 			set:      soft(true, true, true),
-			spec:     func(s *longhornv1.VolumeSpec) { s.ReplicaDiskSoftAntiAffinity = longhornv1.AntiAffinityDisabled },
+			spec:     func(s *lhv1.VolumeSpec) { s.ReplicaDiskSoftAntiAffinity = lhv1.ReplicaDiskSoftAntiAffinityDisabled },
 			nodes:    []Node{mkNode("a", "z1", mkDisk("d1", 100*gi))},
 			existing: []Replica{rep("a", "d1")},
 			wantMsg:  []string{"a/d1: disk already holds a replica of the volume and disk anti-affinity is hard"},
@@ -355,7 +354,7 @@ func TestPlaceVolumeOverrides(t *testing.T) {
 		{
 			name:     "disk enabled overrides a hard setting",
 			set:      soft(true, true, false),
-			spec:     func(s *longhornv1.VolumeSpec) { s.ReplicaDiskSoftAntiAffinity = longhornv1.AntiAffinityEnabled },
+			spec:     func(s *lhv1.VolumeSpec) { s.ReplicaDiskSoftAntiAffinity = lhv1.ReplicaDiskSoftAntiAffinityEnabled },
 			nodes:    []Node{mkNode("a", "z1", mkDisk("d1", 100*gi))},
 			existing: []Replica{rep("a", "d1")},
 			want:     []string{"a/d1"},
@@ -370,7 +369,7 @@ func TestPlaceTags(t *testing.T) {
 	runPlaceCases(t, []placeCase{
 		{
 			name: "node selector needs every tag",
-			spec: func(s *longhornv1.VolumeSpec) { s.NodeSelector = []string{"ssd", "fast"} },
+			spec: func(s *lhv1.VolumeSpec) { s.NodeSelector = []string{"ssd", "fast"} },
 			nodes: []Node{
 				tagged(mkNode("a", "z1", mkDisk("d1", 500*gi)), "fast"),
 				tagged(mkNode("b", "z2", mkDisk("d1", 100*gi)), "x", "fast", "ssd"),
@@ -379,7 +378,7 @@ func TestPlaceTags(t *testing.T) {
 		},
 		{
 			name:    "node selector not met is reported",
-			spec:    func(s *longhornv1.VolumeSpec) { s.NodeSelector = []string{"ssd", "fast"} },
+			spec:    func(s *lhv1.VolumeSpec) { s.NodeSelector = []string{"ssd", "fast"} },
 			nodes:   []Node{tagged(mkNode("a", "z1", mkDisk("d1", 500*gi)), "fast")},
 			wantMsg: []string{"a: tags [fast] do not match selector [fast ssd]"},
 		},
@@ -408,7 +407,7 @@ func TestPlaceTags(t *testing.T) {
 		},
 		{
 			name: "disk selector needs every tag",
-			spec: func(s *longhornv1.VolumeSpec) { s.DiskSelector = []string{"nvme", "fast"} },
+			spec: func(s *lhv1.VolumeSpec) { s.DiskSelector = []string{"nvme", "fast"} },
 			nodes: []Node{mkNode("a", "z1",
 				mkDisk("d1", 500*gi, diskTags("fast")),
 				mkDisk("d2", 100*gi, diskTags("nvme", "fast")),
@@ -417,7 +416,7 @@ func TestPlaceTags(t *testing.T) {
 		},
 		{
 			name:    "disk selector not met is reported",
-			spec:    func(s *longhornv1.VolumeSpec) { s.DiskSelector = []string{"nvme"} },
+			spec:    func(s *lhv1.VolumeSpec) { s.DiskSelector = []string{"nvme"} },
 			nodes:   []Node{mkNode("a", "z1", mkDisk("d1", 500*gi, diskTags("fast")))},
 			wantMsg: []string{"a/d1: tags [fast] do not match selector [nvme]"},
 		},
@@ -501,7 +500,7 @@ func TestPlaceEligibility(t *testing.T) {
 			nodes: []Node{mkNode("a", "z1",
 				mkDisk("d1", 500*gi, diskEdit(func(d *Disk) { d.AllowScheduling = false })),
 				mkDisk("d2", 500*gi, diskEdit(func(d *Disk) { d.Schedulable = false })),
-				mkDisk("d3", 500*gi, diskEdit(func(d *Disk) { d.Type = longhornv1.DiskTypeBlock })),
+				mkDisk("d3", 500*gi, diskEdit(func(d *Disk) { d.Type = lhv1.DiskTypeBlock })),
 				mkDisk("d4", 10*gi),
 			)},
 			want: []string{"a/d4"},
@@ -511,7 +510,7 @@ func TestPlaceEligibility(t *testing.T) {
 			nodes: []Node{mkNode("a", "z1",
 				mkDisk("d1", 500*gi, diskEdit(func(d *Disk) { d.AllowScheduling = false })),
 				mkDisk("d2", 500*gi, diskEdit(func(d *Disk) { d.Schedulable = false })),
-				mkDisk("d3", 500*gi, diskEdit(func(d *Disk) { d.Type = longhornv1.DiskTypeBlock })),
+				mkDisk("d3", 500*gi, diskEdit(func(d *Disk) { d.Type = lhv1.DiskTypeBlock })),
 			), edit(mkNode("b", "z1"), func(n *Node) { n.Disks = []Disk{mkDisk("d1", 500*gi)} })},
 			wantMsg: []string{
 				"a/d1: scheduling is disabled on the disk",
@@ -620,7 +619,7 @@ func TestPlaceDiskAntiAffinity(t *testing.T) {
 		},
 		{
 			name: "hard: Y unsuitable fails", set: soft(true, true, false),
-			spec:  func(s *longhornv1.VolumeSpec) { s.DiskSelector = []string{"fast"} },
+			spec:  func(s *lhv1.VolumeSpec) { s.DiskSelector = []string{"fast"} },
 			nodes: nodeA(), existing: existing,
 			wantMsg: []string{
 				"A/X: disk already holds a replica of the volume and disk anti-affinity is hard",
@@ -633,7 +632,7 @@ func TestPlaceDiskAntiAffinity(t *testing.T) {
 		},
 		{
 			name: "soft: X when Y is unsuitable", set: soft(true, true, true),
-			spec:  func(s *longhornv1.VolumeSpec) { s.DiskSelector = []string{"fast"} },
+			spec:  func(s *lhv1.VolumeSpec) { s.DiskSelector = []string{"fast"} },
 			nodes: nodeA(), existing: existing, want: []string{"A/X"},
 		},
 		{
@@ -717,12 +716,12 @@ func TestPlaceChoice(t *testing.T) {
 }
 
 func TestPlaceLocality(t *testing.T) {
-	bestEffort := func(node string) func(*longhornv1.VolumeSpec) {
-		return func(s *longhornv1.VolumeSpec) { s.DataLocality, s.NodeID = longhornv1.DataLocalityBestEffort, node }
+	bestEffort := func(node string) func(*lhv1.VolumeSpec) {
+		return func(s *lhv1.VolumeSpec) { s.DataLocality, s.NodeID = lhv1.DataLocalityBestEffort, node }
 	}
-	strictLocal := func(node string) func(*longhornv1.VolumeSpec) {
-		return func(s *longhornv1.VolumeSpec) {
-			s.DataLocality, s.NodeID, s.NumberOfReplicas = longhornv1.DataLocalityStrictLocal, node, 1
+	strictLocal := func(node string) func(*lhv1.VolumeSpec) {
+		return func(s *lhv1.VolumeSpec) {
+			s.DataLocality, s.NodeID, s.NumberOfReplicas = lhv1.DataLocalityStrictLocal, node, 1
 		}
 	}
 	threeNodes := []Node{
@@ -820,7 +819,7 @@ func TestPlaceInvalidRequests(t *testing.T) {
 	}{
 		{"no count", Request{Count: 0}, "", ""},
 		{"no volume", Request{Count: 1}, ReasonReplicaSchedulingFailure, "the request names no volume"},
-		{"zero size", Request{Count: 1, Volume: mkVolume(func(s *longhornv1.VolumeSpec) { s.Size = resource.Quantity{} })},
+		{"zero size", Request{Count: 1, Volume: mkVolume(func(s *lhv1.VolumeSpec) { s.Size = 0 })},
 			ReasonReplicaSchedulingFailure, "volume vol requests 0 bytes per replica"},
 	}
 	for _, c := range cases {

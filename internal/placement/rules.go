@@ -4,8 +4,6 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
-
-	longhornv1 "github.com/longhorn/diskschedule/api/v1beta2"
 )
 
 // NodeSchedulable returns the value of a node's Schedulable condition: a
@@ -18,11 +16,13 @@ func NodeSchedulable(cordoned, disableOnCordoned bool) bool {
 // SoftAntiAffinity returns whether an anti-affinity is soft for a volume:
 // the volume's override when it is enabled (soft) or disabled (hard), the
 // setting when it is ignored or empty.
-func SoftAntiAffinity(override longhornv1.AntiAffinityMode, setting bool) bool {
+// Longhorn's three override types (ReplicaSoftAntiAffinity,
+// ReplicaZoneSoftAntiAffinity, ReplicaDiskSoftAntiAffinity) share these values.
+func SoftAntiAffinity(override string, setting bool) bool {
 	switch override {
-	case longhornv1.AntiAffinityEnabled:
+	case "enabled":
 		return true
-	case longhornv1.AntiAffinityDisabled:
+	case "disabled":
 		return false
 	default:
 		return setting

@@ -3,7 +3,6 @@ package placement
 import (
 	"testing"
 
-	longhornv1 "github.com/longhorn/diskschedule/api/v1beta2"
 	"github.com/longhorn/diskschedule/internal/settings"
 )
 
@@ -105,16 +104,16 @@ func TestNodeSchedulable(t *testing.T) {
 
 func TestSoftAntiAffinity(t *testing.T) {
 	cases := []struct {
-		override longhornv1.AntiAffinityMode
+		override string
 		setting  bool
 		want     bool
 	}{
-		{longhornv1.AntiAffinityEnabled, false, true},
-		{longhornv1.AntiAffinityEnabled, true, true},
-		{longhornv1.AntiAffinityDisabled, true, false},
-		{longhornv1.AntiAffinityDisabled, false, false},
-		{longhornv1.AntiAffinityIgnored, true, true},
-		{longhornv1.AntiAffinityIgnored, false, false},
+		{"enabled", false, true},
+		{"enabled", true, true},
+		{"disabled", true, false},
+		{"disabled", false, false},
+		{"ignored", true, true},
+		{"ignored", false, false},
 		{"", true, true},
 		{"", false, false},
 	}

@@ -3,7 +3,8 @@ package placement
 import (
 	"strings"
 
-	longhornv1 "github.com/longhorn/diskschedule/api/v1beta2"
+	lhv1 "github.com/longhorn/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
+
 	"github.com/longhorn/diskschedule/internal/settings"
 )
 
@@ -14,10 +15,10 @@ const (
 	// ReasonWaitingForAttachment means the volume has data locality
 	// best-effort or strict-local and is not attached yet: no replica is
 	// placed until spec.nodeID is set.
-	ReasonWaitingForAttachment = longhornv1.VolumeReasonWaitingForAttachment
+	ReasonWaitingForAttachment = "WaitingForAttachment"
 	// ReasonReplicaSchedulingFailure means some replica found no disk; the
 	// Result's Message and Failures say why each candidate failed.
-	ReasonReplicaSchedulingFailure = longhornv1.VolumeReasonReplicaSchedulingFailure
+	ReasonReplicaSchedulingFailure = "ReplicaSchedulingFailure"
 )
 
 // Node is one Longhorn node as the caller sees it. Pass every node, eligible
@@ -54,7 +55,7 @@ type Disk struct {
 	// Path is the disk's spec path.
 	Path string
 	// Type is the disk's spec diskType; empty means filesystem.
-	Type longhornv1.DiskType
+	Type lhv1.DiskType
 	// AllowScheduling is the disk's spec allowScheduling.
 	AllowScheduling bool
 	// EvictionRequested is the disk's spec evictionRequested.
@@ -97,7 +98,7 @@ type Request struct {
 	// Volume is the volume. Place reads its name, spec.size,
 	// spec.dataLocality, spec.nodeID, spec.nodeSelector, spec.diskSelector
 	// and the three anti-affinity overrides. Required.
-	Volume *longhornv1.Volume
+	Volume *lhv1.Volume
 	// Size is the bytes each new replica requests; 0 means spec.size.
 	Size int64
 	// ActualSize is the bytes of data a new replica holds once rebuilt

@@ -3,11 +3,9 @@ package sandbox
 import (
 	"context"
 	"fmt"
-	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/utils/ptr"
@@ -16,7 +14,8 @@ import (
 	"sigs.k8s.io/kustomize/kyaml/filesys"
 	"sigs.k8s.io/yaml"
 
-	"github.com/longhorn/diskschedule/internal/dataplane"
+	"github.com/longhorn/diskschedule/internal/scheme"
+	"github.com/longhorn/diskschedule/internal/simlonghorn"
 )
 
 // FieldOwner is the field manager of what the sandbox applies.
@@ -49,52 +48,46 @@ func RenderDeployment(dir string) ([]*unstructured.Unstructured, error) {
 
 // identities are the ServiceAccounts the deployment runs its workloads as.
 type identities struct {
-	namespace   string
-	manager     string
-	diskMonitor string
+	namespace string
+	manager   string
 }
 
 // installKinds are the kinds of the deployment the sandbox installs; the
-// CRDs come from envtest, and the workloads run in-process instead.
+// CRDs come from envtest, and the manager runs in-process instead.
 var installKinds = map[string]bool{
-	"Namespace": true, "ServiceAccount": true, "Service": true,
+	"ServiceAccount": true, "Service": true, "ConfigMap": true,
 	"ClusterRole": true, "ClusterRoleBinding": true, "Role": true, "RoleBinding": true,
 }
 
-// installDeployment applies the namespace, ServiceAccounts, RBAC and
-// Service of the deployment in dir, and returns the ServiceAccounts of its
-// manager Deployment and disk monitor DaemonSet.
+// installDeployment creates the deployment's namespace (Longhorn's, which
+// the add-on never installs), applies the ServiceAccounts, RBAC, Services
+// and ConfigMap of the deployment in dir, and returns the ServiceAccount of
+// its manager Deployment.
 func installDeployment(ctx context.Context, c client.Client, dir string) (identities, error) {
 	objs, err := RenderDeployment(dir)
 	if err != nil {
 		return identities{}, err
 	}
 	var ids identities
-	// Namespaces first: the namespaced objects go into them.
-	for _, pass := range []func(kind string) bool{
-		func(kind string) bool { return kind == "Namespace" },
-		func(kind string) bool { return kind != "Namespace" && installKinds[kind] },
-	} {
-		for _, u := range objs {
-			if !pass(u.GetKind()) {
-				continue
-			}
-			if err := c.Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner(FieldOwner), client.ForceOwnership); err != nil {
-				return identities{}, fmt.Errorf("applying %s %s: %w", u.GetKind(), u.GetName(), err)
-			}
+	for _, u := range objs {
+		if u.GetKind() == "Deployment" {
+			ids.manager, _, _ = unstructured.NestedString(u.Object, "spec", "template", "spec", "serviceAccountName")
+			ids.namespace = u.GetNamespace()
 		}
+	}
+	if ids.manager == "" {
+		return identities{}, fmt.Errorf("the deployment in %s names no ServiceAccount for the manager Deployment", dir)
+	}
+	if err := scheme.EnsureNamespace(ctx, c, ids.namespace); err != nil {
+		return identities{}, err
 	}
 	for _, u := range objs {
-		sa, _, _ := unstructured.NestedString(u.Object, "spec", "template", "spec", "serviceAccountName")
-		switch u.GetKind() {
-		case "Deployment":
-			ids.manager, ids.namespace = sa, u.GetNamespace()
-		case "DaemonSet":
-			ids.diskMonitor = sa
+		if !installKinds[u.GetKind()] {
+			continue
 		}
-	}
-	if ids.manager == "" || ids.diskMonitor == "" {
-		return identities{}, fmt.Errorf("the deployment in %s names no ServiceAccount for the manager Deployment or the disk monitor DaemonSet", dir)
+		if err := c.Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner(FieldOwner), client.ForceOwnership); err != nil {
+			return identities{}, fmt.Errorf("applying %s %s: %w", u.GetKind(), u.GetName(), err)
+		}
 	}
 	return ids, nil
 }
@@ -115,27 +108,13 @@ func StorageClass() *storagev1.StorageClass {
 			Name:        StorageClassName,
 			Annotations: map[string]string{"storageclass.kubernetes.io/is-default-class": "true"},
 		},
-		Provisioner: dataplane.CSIDriver,
+		Provisioner: simlonghorn.CSIDriver,
 		Parameters: map[string]string{
-			dataplane.ParamNumberOfReplicas: "1",
-			dataplane.ParamDataLocality:     "best-effort",
+			simlonghorn.ParamNumberOfReplicas: "1",
+			simlonghorn.ParamDataLocality:     "best-effort",
 		},
 		ReclaimPolicy:        ptr.To(corev1.PersistentVolumeReclaimDelete),
 		VolumeBindingMode:    ptr.To(storagev1.VolumeBindingImmediate),
 		AllowVolumeExpansion: ptr.To(true),
 	}
-}
-
-// createTopology creates each node's Kubernetes Node and Longhorn Node.
-// The data plane's kubelet makes the Kubernetes Nodes Ready; the disk
-// monitors measure the Longhorn Nodes' disks.
-func createTopology(ctx context.Context, c client.Client, t *Topology, namespace string) error {
-	for _, n := range t.Nodes {
-		for _, obj := range []client.Object{n.KubeNode(), n.LonghornNode(namespace)} {
-			if err := c.Create(ctx, obj); err != nil && !apierrors.IsAlreadyExists(err) {
-				return fmt.Errorf("creating %s %s: %w", strings.TrimPrefix(fmt.Sprintf("%T", obj), "*"), n.Name, err)
-			}
-		}
-	}
-	return nil
 }

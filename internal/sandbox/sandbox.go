@@ -12,9 +12,9 @@ import (
 	"sync"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/rest"
@@ -25,19 +25,29 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
-	longhornv1 "github.com/longhorn/diskschedule/api/v1beta2"
-	"github.com/longhorn/diskschedule/internal/dataplane"
+	dsv1 "github.com/longhorn/diskschedule/api/v1beta2"
+	"github.com/longhorn/diskschedule/internal/longhorncrds"
 	"github.com/longhorn/diskschedule/internal/manager"
 	"github.com/longhorn/diskschedule/internal/scheme"
+	"github.com/longhorn/diskschedule/internal/settings"
+	"github.com/longhorn/diskschedule/internal/simlonghorn"
 )
 
 // Options configures a sandbox.
 type Options struct {
 	// Topology is the simulated cluster. Required.
 	Topology *Topology
-	// Extender registers the diskschedule extender with kube-scheduler and
-	// turns the scheduler-extender-enabled setting on.
+	// Extender registers the diskschedule extender with kube-scheduler;
+	// without it, scheduler-extender-enabled is "false" in the extender's
+	// ConfigMap.
 	Extender bool
+	// LonghornNodesOnly is the sandbox's --simulated-longhorn=false: the
+	// topology's Longhorn Nodes and disks exist and report their space, but
+	// nothing creates or places replicas.
+	LonghornNodesOnly bool
+	// NoGate is the sandbox's --gate=false: Longhorn's writes do not ask
+	// the ledger, as with Longhorn today.
+	NoGate bool
 	// KubeconfigPath is where an administrator's kubeconfig is written (and
 	// removed again by Stop); "" writes none.
 	KubeconfigPath string
@@ -52,8 +62,6 @@ type Options struct {
 	LogDir string
 	// Out receives progress lines; nil discards them.
 	Out io.Writer
-	// DiskMonitorInterval is how often the disk monitors measure; zero is 10 seconds.
-	DiskMonitorInterval time.Duration
 	// ReadyTimeout bounds the wait for every ledger to be Ready; zero is 2 minutes.
 	ReadyTimeout time.Duration
 	// Managers, when not empty, runs one manager per entry instead of one,
@@ -88,8 +96,8 @@ type Sandbox struct {
 	env    *envtest.Environment
 	admin  client.Client
 
-	adminConfig, managerConfig, diskMonitorConfig *rest.Config
-	managerUser                                   string
+	adminConfig, managerConfig *rest.Config
+	managerUser                string
 
 	workDir     string
 	logs        []*os.File
@@ -141,8 +149,8 @@ func (r *runner) stop() error {
 }
 
 // Start starts a sandbox and returns once it is ready: kube-scheduler is
-// healthy, every disk's DiskSchedule is Ready (so the disk monitors, the
-// node and DiskSchedule controllers and the data plane's kubelet all work)
+// healthy, every disk's DiskSchedule is Ready (so the simulated Longhorn's
+// nodes, the node and DiskSchedule controllers and the kubelets all work)
 // and, with the extender, the extender answers. ctx bounds the start only:
 // the sandbox runs until Stop. On error, whatever was started is stopped
 // again.
@@ -169,9 +177,6 @@ func Start(ctx context.Context, opts Options) (_ *Sandbox, retErr error) {
 		}
 		opts.KubeconfigPath = abs
 	}
-	if opts.DiskMonitorInterval <= 0 {
-		opts.DiskMonitorInterval = 10 * time.Second
-	}
 	if opts.ReadyTimeout <= 0 {
 		opts.ReadyTimeout = 2 * time.Minute
 	}
@@ -194,7 +199,7 @@ func Start(ctx context.Context, opts Options) (_ *Sandbox, retErr error) {
 		return nil, fmt.Errorf("creating the sandbox's directory: %w", err)
 	}
 	for _, step := range []func(context.Context) error{
-		s.startControlPlane, s.install, s.startDataPlane, s.startDiskMonitors, s.startManager, s.startScheduler, s.waitReady,
+		s.startControlPlane, s.install, s.startLonghorn, s.startManager, s.startScheduler, s.waitReady,
 	} {
 		if err := step(ctx); err != nil {
 			return nil, err
@@ -227,7 +232,8 @@ func (s *Sandbox) logFile(name string) (io.Writer, error) {
 	return f, nil
 }
 
-// startControlPlane starts etcd and kube-apiserver with the CRDs installed,
+// startControlPlane starts etcd and kube-apiserver with Longhorn v1.12.0's
+// own CRDs (from the longhorn-manager module) and DiskSchedule's installed,
 // finds their PIDs, and provisions the administrator, whose kubeconfig it
 // writes.
 func (s *Sandbox) startControlPlane(context.Context) error {
@@ -240,7 +246,12 @@ func (s *Sandbox) startControlPlane(context.Context) error {
 	if err != nil {
 		return err
 	}
+	longhorn, err := longhorncrds.Load()
+	if err != nil {
+		return fmt.Errorf("loading Longhorn's CRDs: %w", err)
+	}
 	s.env = &envtest.Environment{
+		CRDs:                  longhorn,
 		CRDDirectoryPaths:     []string{filepath.Join(s.opts.ConfigDir, "crd", "bases")},
 		ErrorIfCRDPathMissing: true,
 		BinaryAssetsDirectory: s.opts.AssetsDir,
@@ -319,46 +330,33 @@ func (s *Sandbox) install(ctx context.Context) error {
 		return fmt.Errorf("adding the manager's user: %w", err)
 	}
 	s.managerConfig, s.managerUser = tune(mgrUser.Config()), name
-	name, groups = serviceAccountUser(ids.namespace, ids.diskMonitor)
-	dmUser, err := s.env.ControlPlane.AddUser(envtest.User{Name: name, Groups: groups}, s.env.Config)
-	if err != nil {
-		return fmt.Errorf("adding the disk monitor's user: %w", err)
-	}
-	s.diskMonitorConfig = tune(dmUser.Config())
-	s.progress("installed the CRDs and the RBAC of %s; the manager runs as %s", dir, s.managerUser)
+	s.progress("installed Longhorn v1.12.0's CRDs, DiskSchedule's and the RBAC of %s; the manager runs as %s", dir, s.managerUser)
 
 	if err := s.admin.Create(ctx, StorageClass()); err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("creating StorageClass %s: %w", StorageClassName, err)
 	}
-	if s.opts.Extender {
-		if err := s.enableExtender(ctx); err != nil {
-			return err
-		}
-	}
-	if err := createTopology(ctx, s.admin, s.opts.Topology, Namespace); err != nil {
+	if err := s.setExtenderEnabled(ctx, s.opts.Extender); err != nil {
 		return err
 	}
-	s.progress("created StorageClass %s and %d nodes with %d disks", StorageClassName, len(s.opts.Topology.Nodes), s.opts.Topology.DiskCount())
+	s.progress("created StorageClass %s", StorageClassName)
 	return nil
 }
 
-// enableExtender sets scheduler-extender-enabled to "true".
-func (s *Sandbox) enableExtender(ctx context.Context) error {
-	setting := &longhornv1.Setting{
-		ObjectMeta: metav1.ObjectMeta{Name: longhornv1.SettingSchedulerExtenderEnabled, Namespace: Namespace},
-		Value:      "true",
+// setExtenderEnabled sets scheduler-extender-enabled in the extender's
+// ConfigMap, which the deployment installed.
+func (s *Sandbox) setExtenderEnabled(ctx context.Context, enabled bool) error {
+	cm := &corev1.ConfigMap{}
+	key := client.ObjectKey{Namespace: Namespace, Name: settings.ConfigMapName}
+	if err := s.admin.Get(ctx, key, cm); err != nil {
+		return fmt.Errorf("reading ConfigMap %s: %w", key.Name, err)
 	}
-	err := s.admin.Create(ctx, setting)
-	if apierrors.IsAlreadyExists(err) {
-		existing := &longhornv1.Setting{}
-		if err := s.admin.Get(ctx, client.ObjectKeyFromObject(setting), existing); err != nil {
-			return fmt.Errorf("getting setting %s: %w", setting.Name, err)
-		}
-		existing.Value = "true"
-		err = s.admin.Update(ctx, existing)
+	patch := client.MergeFrom(cm.DeepCopy())
+	if cm.Data == nil {
+		cm.Data = map[string]string{}
 	}
-	if err != nil {
-		return fmt.Errorf("enabling the scheduler extender: %w", err)
+	cm.Data[settings.SchedulerExtenderEnabled] = strconv.FormatBool(enabled)
+	if err := s.admin.Patch(ctx, cm, patch); err != nil {
+		return fmt.Errorf("setting %s in ConfigMap %s: %w", settings.SchedulerExtenderEnabled, key.Name, err)
 	}
 	return nil
 }
@@ -387,9 +385,10 @@ func (s *Sandbox) fail(err error) {
 	})
 }
 
-// startDataPlane runs the simulated data plane in its own manager with the
-// administrator's credentials, like the cluster components it stands in for.
-func (s *Sandbox) startDataPlane(context.Context) error {
+// startLonghorn runs the simulated Longhorn (longhorn-manager v1.12, its
+// CSI driver and the nodes' kubelets) in its own manager with the
+// administrator's credentials, like the components it stands in for.
+func (s *Sandbox) startLonghorn(context.Context) error {
 	mgr, err := ctrl.NewManager(s.adminConfig, ctrl.Options{
 		Scheme:                 s.scheme,
 		Metrics:                metricsserver.Options{BindAddress: "0"},
@@ -397,39 +396,21 @@ func (s *Sandbox) startDataPlane(context.Context) error {
 		Controller:             config.Controller{SkipNameValidation: ptr.To(true)},
 	})
 	if err != nil {
-		return fmt.Errorf("creating the data plane's manager: %w", err)
+		return fmt.Errorf("creating the simulated Longhorn's manager: %w", err)
 	}
-	var nodes []string
-	for _, n := range s.opts.Topology.Nodes {
-		nodes = append(nodes, n.Name)
-	}
-	if err := dataplane.Setup(mgr, dataplane.Options{Namespace: Namespace, Nodes: nodes}); err != nil {
+	if err := simlonghorn.Setup(mgr, simlonghorn.Options{
+		Namespace:     Namespace,
+		Nodes:         s.opts.Topology.Longhorn(),
+		PlaceReplicas: !s.opts.LonghornNodesOnly,
+	}); err != nil {
 		return err
 	}
-	s.run("the data plane", mgr)
-	s.progress("started the data plane: kubelets, provisioner, attacher, instance managers")
-	return nil
-}
-
-// startDiskMonitors runs one disk monitor per node, each in its own
-// manager under the disk monitor's user, as the DaemonSet would.
-func (s *Sandbox) startDiskMonitors(context.Context) error {
-	for _, n := range s.opts.Topology.Nodes {
-		mgr, err := manager.New(s.diskMonitorConfig, s.scheme, manager.Options{
-			Namespace:                    Namespace,
-			MetricsBindAddress:           "0",
-			HealthProbeBindAddress:       "0",
-			SkipControllerNameValidation: true,
-			DiskMonitor: &manager.DiskMonitorOptions{
-				NodeName: n.Name, Source: n.Source(), Interval: s.opts.DiskMonitorInterval,
-			},
-		})
-		if err != nil {
-			return fmt.Errorf("creating the disk monitor of node %s: %w", n.Name, err)
-		}
-		s.run("the disk monitor of node "+n.Name, mgr)
+	s.run("the simulated Longhorn", mgr)
+	if s.opts.LonghornNodesOnly {
+		s.progress("started the simulated Longhorn: %d nodes with %d disks, no replica placement", len(s.opts.Topology.Nodes), s.opts.Topology.DiskCount())
+	} else {
+		s.progress("started the simulated Longhorn: %d nodes with %d disks, CSI, volumes, replicas, kubelets", len(s.opts.Topology.Nodes), s.opts.Topology.DiskCount())
 	}
-	s.progress("started %d disk monitors", len(s.opts.Topology.Nodes))
 	return nil
 }
 
@@ -573,13 +554,13 @@ func (s *Sandbox) waitReady(ctx context.Context) error {
 		}
 		for _, n := range s.opts.Topology.Nodes {
 			for _, d := range n.Disks {
-				ds := &longhornv1.DiskSchedule{}
+				ds := &dsv1.DiskSchedule{}
 				key := client.ObjectKey{Namespace: Namespace, Name: DiskUUID(n.Name, d.Name)}
 				if err := s.admin.Get(ctx, key, ds); err != nil {
 					notReady = fmt.Sprintf("disk %s of node %s has no DiskSchedule %s yet", d.Name, n.Name, key.Name)
 					return false, client.IgnoreNotFound(err)
 				}
-				if !meta.IsStatusConditionTrue(ds.Status.Conditions, longhornv1.DiskScheduleConditionReady) {
+				if !meta.IsStatusConditionTrue(ds.Status.Conditions, dsv1.DiskScheduleConditionReady) {
 					notReady = fmt.Sprintf("DiskSchedule %s (disk %s of node %s) is not Ready", key.Name, d.Name, n.Name)
 					return false, nil
 				}
@@ -617,8 +598,8 @@ func (s *Sandbox) waitReady(ctx context.Context) error {
 	return nil
 }
 
-// Stop stops kube-scheduler, the manager, the disk monitors, the data
-// plane, kube-apiserver and etcd, in that order, waits until every one has
+// Stop stops kube-scheduler, the manager, the simulated Longhorn,
+// kube-apiserver and etcd, in that order, waits until every one has
 // stopped, and removes the kubeconfig it wrote. It may be called more than
 // once.
 func (s *Sandbox) Stop() error {
@@ -627,7 +608,7 @@ func (s *Sandbox) Stop() error {
 		if s.scheduler != nil {
 			errs = append(errs, s.scheduler.stop(10*time.Second))
 		}
-		// Stop in reverse order of start: the manager before the data plane.
+		// Stop in reverse order of start: the manager before the simulated Longhorn.
 		for i := len(s.runners) - 1; i >= 0; i-- {
 			errs = append(errs, s.runners[i].stop())
 		}

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	lhv1 "github.com/longhorn/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -24,10 +25,10 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	longhornv1 "github.com/longhorn/diskschedule/api/v1beta2"
-	"github.com/longhorn/diskschedule/internal/dataplane"
+	dsv1 "github.com/longhorn/diskschedule/api/v1beta2"
 	"github.com/longhorn/diskschedule/internal/manager"
 	"github.com/longhorn/diskschedule/internal/sandbox"
+	"github.com/longhorn/diskschedule/internal/simlonghorn"
 	"github.com/longhorn/diskschedule/internal/testenv"
 )
 
@@ -136,7 +137,7 @@ func testWorkload(t *testing.T, sb *sandbox.Sandbox) {
 			Resources:        corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: size}},
 		},
 	}
-	one := corev1.ResourceList{dataplane.ExtendedResource: resource.MustParse("1")}
+	one := corev1.ResourceList{simlonghorn.ExtendedResource: resource.MustParse("1")}
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: "app", Namespace: ns.Name},
 		Spec: corev1.PodSpec{
@@ -198,21 +199,22 @@ func testWorkload(t *testing.T, sb *sandbox.Sandbox) {
 	if pvc.Spec.VolumeName != volKey.Name {
 		t.Errorf("the claim is bound to %s, want %s", pvc.Spec.VolumeName, volKey.Name)
 	}
-	vol := &longhornv1.Volume{}
+	vol := &lhv1.Volume{}
 	eventually(t, "the volume is attached to the pod's node", func(ctx context.Context) (bool, string, error) {
 		if err := c.Get(ctx, volKey, vol); err != nil {
 			return false, "", client.IgnoreNotFound(err)
 		}
 		return vol.Spec.NodeID == node, fmt.Sprintf("nodeID %q", vol.Spec.NodeID), nil
 	})
-	if vol.Spec.Size.Cmp(size) != 0 || vol.Spec.NumberOfReplicas != 1 || vol.Spec.DataLocality != longhornv1.DataLocalityBestEffort {
+	if vol.Spec.Size != size.Value() || vol.Spec.NumberOfReplicas != 1 || vol.Spec.DataLocality != lhv1.DataLocalityBestEffort {
 		t.Errorf("volume spec = %+v, want 10Gi, 1 replica, best-effort (from the StorageClass)", vol.Spec)
 	}
 
-	// The manager places the replica on the pod's node through the ledger;
-	// the data plane starts it once granted, then the pod.
+	// Longhorn places the replica on the pod's node (best-effort locality);
+	// the manager's ledger grants it (the extender's reservation handed over,
+	// or the mirror adopting it); Longhorn starts it, then the pod.
 	disk := sandbox.DiskUUID(node, "disk-1")
-	var rep longhornv1.Replica
+	var rep lhv1.Replica
 	eventually(t, "a replica is granted on the pod's node's disk and running", func(ctx context.Context) (bool, string, error) {
 		reps, err := volumeReplicas(ctx, c, vol.Name)
 		if err != nil || len(reps) != 1 {
@@ -222,15 +224,15 @@ func testWorkload(t *testing.T, sb *sandbox.Sandbox) {
 		if rep.Spec.NodeID != node || rep.Spec.DiskID != disk {
 			return false, fmt.Sprintf("replica %s on node %q disk %q", rep.Name, rep.Spec.NodeID, rep.Spec.DiskID), nil
 		}
-		ds := &longhornv1.DiskSchedule{}
+		ds := &dsv1.DiskSchedule{}
 		if err := c.Get(ctx, client.ObjectKey{Namespace: sandbox.Namespace, Name: disk}, ds); err != nil {
 			return false, "", err
 		}
 		entry, ok := ds.Status.Replicas[rep.Name]
-		if !ok || entry.State != longhornv1.RequestStateScheduled || entry.ScheduledSize != size.Value() || rep.Spec.VolumeSize != size.Value() {
+		if !ok || entry.State != dsv1.RequestStateScheduled || entry.ScheduledSize != size.Value() || rep.Spec.VolumeSize != size.Value() {
 			return false, fmt.Sprintf("ledger entry %+v, replica size %d", entry, rep.Spec.VolumeSize), nil
 		}
-		return rep.Status.CurrentState == longhornv1.ReplicaStateRunning, fmt.Sprintf("replica state %q", rep.Status.CurrentState), nil
+		return rep.Status.CurrentState == lhv1.InstanceStateRunning, fmt.Sprintf("replica state %q", rep.Status.CurrentState), nil
 	})
 	eventually(t, "the pod is Running", func(ctx context.Context) (bool, string, error) {
 		if err := c.Get(ctx, client.ObjectKeyFromObject(pod), pod); err != nil {
@@ -260,7 +262,7 @@ func testWorkload(t *testing.T, sb *sandbox.Sandbox) {
 	eventually(t, "the claim, its PersistentVolume, the volume and the ledger entry are gone", func(ctx context.Context) (bool, string, error) {
 		var left []string
 		for _, obj := range []client.Object{&corev1.PersistentVolumeClaim{ObjectMeta: pvc.ObjectMeta},
-			&corev1.PersistentVolume{ObjectMeta: metav1.ObjectMeta{Name: volKey.Name}}, &longhornv1.Volume{ObjectMeta: metav1.ObjectMeta{Namespace: volKey.Namespace, Name: volKey.Name}}} {
+			&corev1.PersistentVolume{ObjectMeta: metav1.ObjectMeta{Name: volKey.Name}}, &lhv1.Volume{ObjectMeta: metav1.ObjectMeta{Namespace: volKey.Namespace, Name: volKey.Name}}} {
 			err := c.Get(ctx, client.ObjectKeyFromObject(obj), obj)
 			if client.IgnoreNotFound(err) != nil {
 				return false, "", err
@@ -269,7 +271,7 @@ func testWorkload(t *testing.T, sb *sandbox.Sandbox) {
 				left = append(left, fmt.Sprintf("%T %s", obj, obj.GetName()))
 			}
 		}
-		ds := &longhornv1.DiskSchedule{}
+		ds := &dsv1.DiskSchedule{}
 		if err := c.Get(ctx, client.ObjectKey{Namespace: sandbox.Namespace, Name: disk}, ds); err != nil {
 			return false, "", err
 		}
@@ -304,7 +306,13 @@ func testManagerRBAC(t *testing.T, sb *sandbox.Sandbox) {
 		want  bool
 	}{
 		{authorizationv1.ResourceAttributes{Namespace: sandbox.Namespace, Verb: "update", Group: "longhorn.io", Resource: "diskschedules", Subresource: "status"}, true},
-		{authorizationv1.ResourceAttributes{Namespace: sandbox.Namespace, Verb: "create", Group: "longhorn.io", Resource: "replicas"}, true},
+		{authorizationv1.ResourceAttributes{Namespace: sandbox.Namespace, Verb: "list", Group: "longhorn.io", Resource: "replicas"}, true},
+		// Longhorn's kinds are Longhorn's: read, never written.
+		{authorizationv1.ResourceAttributes{Namespace: sandbox.Namespace, Verb: "create", Group: "longhorn.io", Resource: "replicas"}, false},
+		{authorizationv1.ResourceAttributes{Namespace: sandbox.Namespace, Verb: "update", Group: "longhorn.io", Resource: "replicas"}, false},
+		{authorizationv1.ResourceAttributes{Namespace: sandbox.Namespace, Verb: "patch", Group: "longhorn.io", Resource: "volumes"}, false},
+		{authorizationv1.ResourceAttributes{Namespace: sandbox.Namespace, Verb: "update", Group: "longhorn.io", Resource: "nodes", Subresource: "status"}, false},
+		{authorizationv1.ResourceAttributes{Namespace: sandbox.Namespace, Verb: "create", Group: "longhorn.io", Resource: "settings"}, false},
 		{authorizationv1.ResourceAttributes{Namespace: sandbox.Namespace, Verb: "update", Group: "coordination.k8s.io", Resource: "leases"}, true},
 		{authorizationv1.ResourceAttributes{Verb: "delete", Resource: "namespaces"}, false},
 		{authorizationv1.ResourceAttributes{Namespace: "default", Verb: "create", Resource: "pods"}, false},
@@ -331,7 +339,7 @@ func testManagerRBAC(t *testing.T, sb *sandbox.Sandbox) {
 	if lease.Spec.HolderIdentity == nil || *lease.Spec.HolderIdentity == "" {
 		t.Errorf("nobody holds the manager's lease")
 	}
-	list := &longhornv1.DiskScheduleList{}
+	list := &dsv1.DiskScheduleList{}
 	if err := c.List(ctx, list, client.InNamespace(sandbox.Namespace)); err != nil {
 		t.Fatal(err)
 	}
@@ -339,7 +347,7 @@ func testManagerRBAC(t *testing.T, sb *sandbox.Sandbox) {
 		t.Errorf("%d DiskSchedules, want one per disk (2)", len(list.Items))
 	}
 	for _, ds := range list.Items {
-		if ds.Status.ObservedGeneration != ds.Generation || !meta.IsStatusConditionTrue(ds.Status.Conditions, longhornv1.DiskScheduleConditionReady) {
+		if ds.Status.ObservedGeneration != ds.Generation || !meta.IsStatusConditionTrue(ds.Status.Conditions, dsv1.DiskScheduleConditionReady) {
 			t.Errorf("DiskSchedule %s is not decided: observedGeneration %d of %d, conditions %v",
 				ds.Name, ds.Status.ObservedGeneration, ds.Generation, ds.Status.Conditions)
 		}
@@ -389,12 +397,12 @@ func testStop(t *testing.T, sb *sandbox.Sandbox) {
 }
 
 // volumeReplicas returns the live replicas of a volume.
-func volumeReplicas(ctx context.Context, c client.Client, volume string) ([]longhornv1.Replica, error) {
-	list := &longhornv1.ReplicaList{}
+func volumeReplicas(ctx context.Context, c client.Client, volume string) ([]lhv1.Replica, error) {
+	list := &lhv1.ReplicaList{}
 	if err := c.List(ctx, list, client.InNamespace(sandbox.Namespace)); err != nil {
 		return nil, err
 	}
-	var out []longhornv1.Replica
+	var out []lhv1.Replica
 	for _, r := range list.Items {
 		if r.Spec.VolumeName == volume && r.DeletionTimestamp.IsZero() {
 			out = append(out, r)

@@ -21,7 +21,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
 
-	"github.com/longhorn/diskschedule/internal/dataplane"
+	"github.com/longhorn/diskschedule/internal/simlonghorn"
 )
 
 // SchedulerConfig returns kube-scheduler's configuration for the sandbox:
@@ -44,7 +44,7 @@ func SchedulerConfig(kubeconfig, extenderURL string) *schedulerconfigv1.KubeSche
 			Ignorable:        false,
 			HTTPTimeout:      metav1.Duration{Duration: 30 * time.Second},
 			ManagedResources: []schedulerconfigv1.ExtenderManagedResource{
-				{Name: string(dataplane.ExtendedResource), IgnoredByScheduler: true},
+				{Name: string(simlonghorn.ExtendedResource), IgnoredByScheduler: true},
 			},
 		}}
 	}

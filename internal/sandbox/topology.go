@@ -10,13 +10,10 @@ import (
 	"regexp"
 
 	"go.yaml.in/yaml/v3"
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 
-	longhornv1 "github.com/longhorn/diskschedule/api/v1beta2"
-	"github.com/longhorn/diskschedule/internal/diskmonitor"
+	"github.com/longhorn/diskschedule/internal/simlonghorn"
 )
 
 // Topology is a simulated cluster: its nodes and their disks. It is read
@@ -250,44 +247,18 @@ func DiskUUID(node, disk string) string {
 	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16])
 }
 
-// KubeNode returns the node's Kubernetes Node as it is created: hostname,
-// zone and region labels. Its status is the kubelet stand-in's job.
-func (n Node) KubeNode() *corev1.Node {
-	kn := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n.Name, Labels: map[string]string{corev1.LabelHostname: n.Name}}}
-	if n.Zone != "" {
-		kn.Labels[corev1.LabelTopologyZone] = n.Zone
-	}
-	if n.Region != "" {
-		kn.Labels[corev1.LabelTopologyRegion] = n.Region
-	}
-	return kn
-}
-
-// LonghornNode returns the node's Longhorn Node in namespace: scheduling
-// allowed, every disk a schedulable filesystem disk under /var/lib/longhorn.
-func (n Node) LonghornNode(namespace string) *longhornv1.Node {
-	ln := &longhornv1.Node{
-		ObjectMeta: metav1.ObjectMeta{Name: n.Name, Namespace: namespace},
-		Spec:       longhornv1.NodeSpec{AllowScheduling: true, Tags: n.Tags, Disks: map[string]longhornv1.DiskSpec{}},
-	}
-	for _, d := range n.Disks {
-		ln.Spec.Disks[d.Name] = longhornv1.DiskSpec{
-			Path: DiskPath(d.Name), DiskType: longhornv1.DiskTypeFilesystem,
-			AllowScheduling: true, StorageReserved: d.Reserved, Tags: d.Tags,
+// Longhorn returns the topology as the simulated Longhorn's node list: each
+// disk with its stable UUID, size, reservation and tags.
+func (t *Topology) Longhorn() []simlonghorn.NodeSpec {
+	out := make([]simlonghorn.NodeSpec, 0, len(t.Nodes))
+	for _, n := range t.Nodes {
+		spec := simlonghorn.NodeSpec{Name: n.Name, Zone: n.Zone, Region: n.Region, Tags: n.Tags}
+		for _, d := range n.Disks {
+			spec.Disks = append(spec.Disks, simlonghorn.DiskSpec{
+				Name: d.Name, UUID: DiskUUID(n.Name, d.Name), Size: d.Size, Reserved: d.Reserved, Tags: d.Tags,
+			})
 		}
+		out = append(out, spec)
 	}
-	return ln
-}
-
-// Source returns the static disk-monitor source of the node's disks: each
-// disk has its stable UUID and is as large, and as free, as its size.
-func (n Node) Source() diskmonitor.Static {
-	src := diskmonitor.Static{}
-	for _, d := range n.Disks {
-		src[d.Name] = diskmonitor.Measurement{
-			UUID: DiskUUID(n.Name, d.Name), Type: longhornv1.DiskTypeFilesystem,
-			StorageMaximum: d.Size, StorageAvailable: d.Size,
-		}
-	}
-	return src
+	return out
 }

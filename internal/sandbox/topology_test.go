@@ -8,8 +8,8 @@ import (
 
 	"k8s.io/apimachinery/pkg/util/validation"
 
-	longhornv1 "github.com/longhorn/diskschedule/api/v1beta2"
 	"github.com/longhorn/diskschedule/internal/sandbox"
+	"github.com/longhorn/diskschedule/internal/simlonghorn"
 	"github.com/longhorn/diskschedule/internal/testenv"
 )
 
@@ -211,9 +211,8 @@ nodes:
 	if err != nil {
 		t.Fatal(err)
 	}
-	n := topo.Nodes[0]
 
-	kn := n.KubeNode()
+	kn := simlonghorn.KubernetesNode(topo.Longhorn()[0])
 	wantLabels := map[string]string{
 		"kubernetes.io/hostname": "node-1", "topology.kubernetes.io/zone": "zone-a", "topology.kubernetes.io/region": "region-1",
 	}
@@ -221,25 +220,16 @@ nodes:
 		t.Errorf("Kubernetes node labels = %v, want %v", kn.Labels, wantLabels)
 	}
 
-	ln := n.LonghornNode("longhorn-system")
-	if ln.Namespace != "longhorn-system" || !ln.Spec.AllowScheduling || !reflect.DeepEqual(ln.Spec.Tags, []string{"main"}) {
-		t.Errorf("Longhorn node = %+v", ln)
+	ln := topo.Longhorn()[0]
+	wantNode := simlonghorn.NodeSpec{
+		Name: "node-1", Zone: "zone-a", Region: "region-1", Tags: []string{"main"},
+		Disks: []simlonghorn.DiskSpec{
+			{Name: "disk-1", UUID: sandbox.DiskUUID("node-1", "disk-1"), Size: 400 * gi, Reserved: gi, Tags: []string{"ssd"}},
+			{Name: "disk-2", UUID: sandbox.DiskUUID("node-1", "disk-2"), Size: 100 * gi},
+		},
 	}
-	wantDisk := longhornv1.DiskSpec{
-		Path: "/var/lib/longhorn/disk-1", DiskType: longhornv1.DiskTypeFilesystem, AllowScheduling: true,
-		StorageReserved: gi, Tags: []string{"ssd"},
-	}
-	if got := ln.Spec.Disks["disk-1"]; !reflect.DeepEqual(got, wantDisk) {
-		t.Errorf("disk-1 spec = %+v, want %+v", got, wantDisk)
-	}
-
-	src := n.Source()
-	m, err := src.Measure("disk-2", ln.Spec.Disks["disk-2"])
-	if err != nil {
-		t.Fatal(err)
-	}
-	if m.StorageMaximum != 100*gi || m.StorageAvailable != 100*gi || m.UUID != sandbox.DiskUUID("node-1", "disk-2") {
-		t.Errorf("disk-2 measurement = %+v", m)
+	if !reflect.DeepEqual(ln, wantNode) {
+		t.Errorf("the simulated Longhorn's node = %+v, want %+v", ln, wantNode)
 	}
 
 	// Disk UUIDs name DiskSchedules: stable, distinct per node and disk, valid names.

@@ -3,13 +3,14 @@ package scenario
 import (
 	"context"
 	"fmt"
+	lhv1 "github.com/longhorn/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
 	"sort"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	longhornv1 "github.com/longhorn/diskschedule/api/v1beta2"
+	dsv1 "github.com/longhorn/diskschedule/api/v1beta2"
 )
 
 // Cleanup undoes a scenario run in o.Namespace, in the order a person
@@ -48,8 +49,8 @@ func Cleanup(ctx context.Context, c client.WithWatch, o Common) error {
 	}
 	err = waitAll(ctx, o.Timeout, c, []watched{
 		{&corev1.PersistentVolumeList{}, ""},
-		{&longhornv1.VolumeList{}, o.SystemNamespace},
-		{&longhornv1.ReplicaList{}, o.SystemNamespace},
+		{&lhv1.VolumeList{}, o.SystemNamespace},
+		{&lhv1.ReplicaList{}, o.SystemNamespace},
 	}, func(objs []objects) (bool, string) {
 		var left []string
 		for _, pv := range objs[0] {
@@ -63,7 +64,7 @@ func Cleanup(ctx context.Context, c client.WithWatch, o Common) error {
 			}
 		}
 		for _, r := range objs[2] {
-			if volumes[r.(*longhornv1.Replica).Spec.VolumeName] {
+			if volumes[r.(*lhv1.Replica).Spec.VolumeName] {
 				left = append(left, "replica "+r.GetName())
 			}
 		}
@@ -81,9 +82,9 @@ func Cleanup(ctx context.Context, c client.WithWatch, o Common) error {
 		return fmt.Errorf("cleanup: %w", err)
 	}
 	var state string
-	err = waitFor(ctx, o.Timeout, c, &longhornv1.DiskScheduleList{}, o.SystemNamespace, func(objs objects) bool {
+	err = waitFor(ctx, o.Timeout, c, &dsv1.DiskScheduleList{}, o.SystemNamespace, func(objs objects) bool {
 		for _, obj := range objs {
-			ds := obj.(*longhornv1.DiskSchedule)
+			ds := obj.(*dsv1.DiskSchedule)
 			if ds.Status.StorageScheduled != 0 || len(ds.Spec.Replicas) > 0 || ds.Status.ObservedGeneration != ds.Generation {
 				state = fmt.Sprintf("DiskSchedule %s (disk %s of node %s) grants %s to %d replica requests, observedGeneration %d of %d",
 					ds.Name, ds.Spec.Name, ds.Spec.NodeID, Bytes(ds.Status.StorageScheduled), len(ds.Spec.Replicas),

@@ -4,17 +4,17 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	lhv1 "github.com/longhorn/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	longhornv1 "github.com/longhorn/diskschedule/api/v1beta2"
+	dsv1 "github.com/longhorn/diskschedule/api/v1beta2"
 )
 
 // DisabledLocalityClass is the StorageClass ConcurrentPVCs uses: one
@@ -107,8 +107,8 @@ func (w *workload) createAndSettle(ctx context.Context, out *ConcurrentPVCsResul
 	w.o.Logf("created %d claims of %s at once; waiting until every volume is decided", len(claims), w.size.String())
 	err := waitAll(ctx, w.o.Timeout, w.c, []watched{
 		{&corev1.PersistentVolumeClaimList{}, w.o.Namespace},
-		{&longhornv1.VolumeList{}, w.o.SystemNamespace},
-		{&longhornv1.DiskScheduleList{}, w.o.SystemNamespace},
+		{&lhv1.VolumeList{}, w.o.SystemNamespace},
+		{&dsv1.DiskScheduleList{}, w.o.SystemNamespace},
 	}, func(objs []objects) (bool, string) {
 		out.Scheduled, out.Unschedulable = 0, 0
 		for _, claim := range claims {
@@ -116,7 +116,7 @@ func (w *workload) createAndSettle(ctx context.Context, out *ConcurrentPVCsResul
 			if !ok || pvc.Spec.VolumeName == "" {
 				return false, "claim " + claim.GetName() + " is not bound"
 			}
-			vol, ok := objs[1][w.o.SystemNamespace+"/"+pvc.Spec.VolumeName].(*longhornv1.Volume)
+			vol, ok := objs[1][w.o.SystemNamespace+"/"+pvc.Spec.VolumeName].(*lhv1.Volume)
 			if !ok {
 				return false, "volume " + pvc.Spec.VolumeName + " not found"
 			}
@@ -125,14 +125,13 @@ func (w *workload) createAndSettle(ctx context.Context, out *ConcurrentPVCsResul
 				out.Scheduled++
 			case ok:
 				out.Unschedulable++
-				c := meta.FindStatusCondition(vol.Status.Conditions, longhornv1.VolumeConditionScheduled)
-				out.UnschedulableMessage = c.Message
+				out.UnschedulableMessage = longhornCondition(vol.Status.Conditions, lhv1.VolumeConditionTypeScheduled).Message
 			default:
 				return false, "volume " + vol.Name + " is not decided"
 			}
 		}
 		for _, obj := range objs[2] {
-			ds := obj.(*longhornv1.DiskSchedule)
+			ds := obj.(*dsv1.DiskSchedule)
 			if ds.Status.ObservedGeneration != ds.Generation {
 				return false, "DiskSchedule " + ds.Name + " has undecided requests"
 			}
@@ -148,18 +147,14 @@ func (w *workload) createAndSettle(ctx context.Context, out *ConcurrentPVCsResul
 }
 
 // decided reports whether a volume is decided (second result) and, if so,
-// whether it is scheduled: Scheduled and DiskAllocation True, or Scheduled
-// False because no disk has room, for its current generation.
-func decided(v *longhornv1.Volume) (scheduled, isDecided bool) {
-	s := meta.FindStatusCondition(v.Status.Conditions, longhornv1.VolumeConditionScheduled)
-	a := meta.FindStatusCondition(v.Status.Conditions, longhornv1.VolumeConditionDiskAllocation)
-	if s == nil || a == nil || s.ObservedGeneration != v.Generation {
-		return false, false
-	}
+// whether it is scheduled: Longhorn's Scheduled condition True with every
+// replica placed, or False with a scheduling failure.
+func decided(v *lhv1.Volume) (scheduled, isDecided bool) {
+	s := longhornCondition(v.Status.Conditions, lhv1.VolumeConditionTypeScheduled)
 	switch {
-	case s.Status == metav1.ConditionTrue && a.Status == metav1.ConditionTrue:
+	case s.Status == lhv1.ConditionStatusTrue:
 		return true, true
-	case s.Status == metav1.ConditionFalse && s.Reason == longhornv1.VolumeReasonReplicaSchedulingFailure:
+	case s.Status == lhv1.ConditionStatusFalse && s.Reason != "":
 		return false, true
 	}
 	return false, false
@@ -170,7 +165,7 @@ func ensureDisabledLocalityClass(ctx context.Context, c client.Client) error {
 	sc := &storagev1.StorageClass{
 		ObjectMeta:        metav1.ObjectMeta{Name: DisabledLocalityClass},
 		Provisioner:       csiDriver,
-		Parameters:        map[string]string{"numberOfReplicas": "1", "dataLocality": string(longhornv1.DataLocalityDisabled)},
+		Parameters:        map[string]string{"numberOfReplicas": "1", "dataLocality": string(lhv1.DataLocalityDisabled)},
 		ReclaimPolicy:     ptr.To(corev1.PersistentVolumeReclaimDelete),
 		VolumeBindingMode: ptr.To(storagev1.VolumeBindingImmediate),
 	}

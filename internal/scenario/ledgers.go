@@ -11,7 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	longhornv1 "github.com/longhorn/diskschedule/api/v1beta2"
+	dsv1 "github.com/longhorn/diskschedule/api/v1beta2"
 )
 
 // LedgerRow is one disk's DiskSchedule ledger after a run, with what it
@@ -71,7 +71,7 @@ func startLedgerMonitor(ctx context.Context, c client.WithWatch, namespace strin
 		c: c, namespace: namespace, done: make(chan error, 1),
 		rv: map[string]string{}, states: map[string]map[entry]string{}, rows: map[string]*LedgerRow{},
 	}
-	list := &longhornv1.DiskScheduleList{}
+	list := &dsv1.DiskScheduleList{}
 	if err := c.List(ctx, list, client.InNamespace(namespace)); err != nil {
 		return nil, fmt.Errorf("listing the DiskSchedules: %w", err)
 	}
@@ -81,9 +81,9 @@ func startLedgerMonitor(ctx context.Context, c client.WithWatch, namespace strin
 	wctx, cancel := context.WithCancel(context.Background())
 	m.cancel = cancel
 	go func() {
-		m.done <- observe(wctx, c, &longhornv1.DiskScheduleList{}, namespace, func(objs objects) bool {
+		m.done <- observe(wctx, c, &dsv1.DiskScheduleList{}, namespace, func(objs objects) bool {
 			for _, o := range objs {
-				m.see(o.(*longhornv1.DiskSchedule), false)
+				m.see(o.(*dsv1.DiskSchedule), false)
 			}
 			return false
 		})
@@ -93,7 +93,7 @@ func startLedgerMonitor(ctx context.Context, c client.WithWatch, namespace strin
 
 // see looks at one DiskSchedule version, once per resourceVersion. The
 // baseline version only records the states of its entries.
-func (m *ledgerMonitor) see(ds *longhornv1.DiskSchedule, baseline bool) {
+func (m *ledgerMonitor) see(ds *dsv1.DiskSchedule, baseline bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.rv[ds.Name] == ds.ResourceVersion {
@@ -124,11 +124,11 @@ func (m *ledgerMonitor) see(ds *longhornv1.DiskSchedule, baseline bool) {
 				continue
 			}
 			switch {
-			case state == string(longhornv1.RequestStateRejected) && k.kind != kindBackingImage:
+			case state == string(dsv1.RequestStateRejected) && k.kind != kindBackingImage:
 				row.Rejected++
-			case state == string(longhornv1.ReservationStateScheduled) && k.kind == kindReservation:
+			case state == string(dsv1.ReservationStateScheduled) && k.kind == kindReservation:
 				row.Reserved++
-			case state == string(longhornv1.RequestStateScheduled) && k.kind == kindReplica:
+			case state == string(dsv1.RequestStateScheduled) && k.kind == kindReplica:
 				row.Granted++
 			}
 		}
@@ -143,7 +143,7 @@ func (m *ledgerMonitor) see(ds *longhornv1.DiskSchedule, baseline bool) {
 // invariantBroken says how a ledger version breaks the ledger's rules, or
 // "": storageScheduled over storageLimit without adopted allocations (rule
 // 2), or not the sum of the scheduled sizes of its entries.
-func invariantBroken(ds *longhornv1.DiskSchedule) string {
+func invariantBroken(ds *dsv1.DiskSchedule) string {
 	st := ds.Status
 	var sum int64
 	for _, e := range st.Replicas {
@@ -156,7 +156,7 @@ func invariantBroken(ds *longhornv1.DiskSchedule) string {
 		sum += e.ScheduledSize
 	}
 	switch {
-	case st.StorageScheduled > st.StorageLimit && !meta.IsStatusConditionTrue(st.Conditions, longhornv1.DiskScheduleConditionOvercommitted):
+	case st.StorageScheduled > st.StorageLimit && !meta.IsStatusConditionTrue(st.Conditions, dsv1.DiskScheduleConditionOvercommitted):
 		return fmt.Sprintf("storageScheduled %s is over storageLimit %s", Bytes(st.StorageScheduled), Bytes(st.StorageLimit))
 	case sum != st.StorageScheduled:
 		return fmt.Sprintf("storageScheduled %s is not the sum of its entries' scheduled sizes, %s", Bytes(st.StorageScheduled), Bytes(sum))
@@ -173,7 +173,7 @@ func (m *ledgerMonitor) stop(ctx context.Context) ([]LedgerRow, int, []string, e
 	if errors.Is(err, context.Canceled) {
 		err = nil
 	}
-	list := &longhornv1.DiskScheduleList{}
+	list := &dsv1.DiskScheduleList{}
 	if lerr := m.c.List(ctx, list, client.InNamespace(m.namespace)); lerr != nil {
 		return nil, 0, nil, errors.Join(err, fmt.Errorf("listing the DiskSchedules: %w", lerr))
 	}

@@ -3,6 +3,7 @@ package scenario
 import (
 	"context"
 	"fmt"
+	lhv1 "github.com/longhorn/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
 	"sort"
 	"strings"
 
@@ -10,7 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	longhornv1 "github.com/longhorn/diskschedule/api/v1beta2"
+	dsv1 "github.com/longhorn/diskschedule/api/v1beta2"
 )
 
 // setCordoned cordons (spec.unschedulable) the Kubernetes Nodes named in
@@ -51,10 +52,10 @@ func setCordoned(ctx context.Context, c client.WithWatch, o Common, nodes []stri
 // cordoned.
 func waitLonghornSchedulable(ctx context.Context, c client.WithWatch, o Common, cordoned map[string]bool) error {
 	var state string
-	err := waitFor(ctx, o.Timeout, c, &longhornv1.NodeList{}, o.SystemNamespace, func(objs objects) bool {
+	err := waitFor(ctx, o.Timeout, c, &lhv1.NodeList{}, o.SystemNamespace, func(objs objects) bool {
 		for _, obj := range objs {
-			n := obj.(*longhornv1.Node)
-			if got := meta.IsStatusConditionTrue(n.Status.Conditions, longhornv1.NodeConditionSchedulable); got == cordoned[n.Name] {
+			n := obj.(*lhv1.Node)
+			if got := longhornCondition(n.Status.Conditions, lhv1.NodeConditionTypeSchedulable).Status == lhv1.ConditionStatusTrue; got == cordoned[n.Name] {
 				state = fmt.Sprintf("Longhorn node %s Schedulable=%v", n.Name, got)
 				return false
 			}
@@ -64,10 +65,10 @@ func waitLonghornSchedulable(ctx context.Context, c client.WithWatch, o Common, 
 	if err != nil {
 		return fmt.Errorf("waiting for Longhorn to see the cordons (%s): %w", state, err)
 	}
-	err = waitFor(ctx, o.Timeout, c, &longhornv1.DiskScheduleList{}, o.SystemNamespace, func(objs objects) bool {
+	err = waitFor(ctx, o.Timeout, c, &dsv1.DiskScheduleList{}, o.SystemNamespace, func(objs objects) bool {
 		for _, obj := range objs {
-			ds := obj.(*longhornv1.DiskSchedule)
-			if got := meta.IsStatusConditionTrue(ds.Status.Conditions, longhornv1.DiskScheduleConditionReady); got == cordoned[ds.Spec.NodeID] {
+			ds := obj.(*dsv1.DiskSchedule)
+			if got := meta.IsStatusConditionTrue(ds.Status.Conditions, dsv1.DiskScheduleConditionReady); got == cordoned[ds.Spec.NodeID] {
 				state = fmt.Sprintf("DiskSchedule %s (disk %s of node %s) Ready=%v", ds.Name, ds.Spec.Name, ds.Spec.NodeID, got)
 				return false
 			}
@@ -83,7 +84,7 @@ func waitLonghornSchedulable(ctx context.Context, c client.WithWatch, o Common, 
 // largestNode returns the first node, by name, with the most disk space
 // (storageMaximum over its disks).
 func largestNode(ctx context.Context, c client.Client, namespace string) (string, error) {
-	list := &longhornv1.NodeList{}
+	list := &lhv1.NodeList{}
 	if err := c.List(ctx, list, client.InNamespace(namespace)); err != nil {
 		return "", fmt.Errorf("listing the Longhorn nodes: %w", err)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	lhv1 "github.com/longhorn/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
 	"sort"
 	"strings"
 	"sync"
@@ -11,13 +12,12 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	longhornv1 "github.com/longhorn/diskschedule/api/v1beta2"
+	dsv1 "github.com/longhorn/diskschedule/api/v1beta2"
 )
 
 // ExtendedResource is the extended resource a pod requests to be sent to
@@ -441,15 +441,15 @@ func (w *workload) settle(ctx context.Context, podNodes map[string]string) ([]st
 	}
 	var vols, reps objects
 	err := waitAll(ctx, w.o.Timeout, w.c, []watched{
-		{&longhornv1.VolumeList{}, w.o.SystemNamespace},
-		{&longhornv1.ReplicaList{}, w.o.SystemNamespace},
-		{&longhornv1.DiskScheduleList{}, w.o.SystemNamespace},
+		{&lhv1.VolumeList{}, w.o.SystemNamespace},
+		{&lhv1.ReplicaList{}, w.o.SystemNamespace},
+		{&dsv1.DiskScheduleList{}, w.o.SystemNamespace},
 	}, func(objs []objects) (bool, string) {
 		ledgers := objs[2]
 		vols, reps = objs[0], objs[1]
 		for _, pod := range w.names {
 			for _, name := range volumes[pod] {
-				v, ok := vols[w.o.SystemNamespace+"/"+name].(*longhornv1.Volume)
+				v, ok := vols[w.o.SystemNamespace+"/"+name].(*lhv1.Volume)
 				if !ok {
 					return false, "volume " + name + " not found"
 				}
@@ -459,7 +459,7 @@ func (w *workload) settle(ctx context.Context, podNodes map[string]string) ([]st
 			}
 		}
 		for _, obj := range ledgers {
-			if ds := obj.(*longhornv1.DiskSchedule); ds.Status.ObservedGeneration != ds.Generation {
+			if ds := obj.(*dsv1.DiskSchedule); ds.Status.ObservedGeneration != ds.Generation {
 				return false, fmt.Sprintf("DiskSchedule %s has undecided requests", ds.Name)
 			}
 		}
@@ -474,7 +474,7 @@ func (w *workload) settle(ctx context.Context, podNodes map[string]string) ([]st
 		remote := 0
 		for _, name := range volumes[pod] {
 			local, placed := false, 0
-			want := vols[w.o.SystemNamespace+"/"+name].(*longhornv1.Volume).Spec.NumberOfReplicas
+			want := vols[w.o.SystemNamespace+"/"+name].(*lhv1.Volume).Spec.NumberOfReplicas
 			for _, r := range replicasOf(reps, name) {
 				if r.Spec.DiskID != "" {
 					placed++
@@ -496,10 +496,10 @@ func (w *workload) settle(ctx context.Context, podNodes map[string]string) ([]st
 
 // replicasOf returns the replicas of a volume among objs, those being
 // deleted included.
-func replicasOf(objs objects, volume string) []*longhornv1.Replica {
-	var out []*longhornv1.Replica
+func replicasOf(objs objects, volume string) []*lhv1.Replica {
+	var out []*lhv1.Replica
 	for _, o := range objs {
-		if r := o.(*longhornv1.Replica); r.Spec.VolumeName == volume {
+		if r := o.(*lhv1.Replica); r.Spec.VolumeName == volume {
 			out = append(out, r)
 		}
 	}
@@ -507,15 +507,15 @@ func replicasOf(objs objects, volume string) []*longhornv1.Replica {
 }
 
 // unsettled says why a volume is not settled yet, or "". A volume is
-// settled when the volume controller has caught up with its current
-// generation, no replica of it is being deleted, every placed replica is
+// settled when Longhorn's volume controller has reported its Scheduled
+// condition, no replica of it is being deleted, every placed replica is
 // granted by its disk's ledger and running, no surplus replica waits for
 // removal next to a local one, and an unplaced replica (one kept for data
 // locality where its node has no room) has been reported unschedulable.
-func unsettled(v *longhornv1.Volume, replicas []*longhornv1.Replica, ledgers objects) string {
-	sched := meta.FindStatusCondition(v.Status.Conditions, longhornv1.VolumeConditionScheduled)
-	if sched == nil || sched.ObservedGeneration != v.Generation {
-		return fmt.Sprintf("the volume controller has not looked at generation %d yet", v.Generation)
+func unsettled(v *lhv1.Volume, replicas []*lhv1.Replica, ledgers objects) string {
+	sched := longhornCondition(v.Status.Conditions, lhv1.VolumeConditionTypeScheduled)
+	if sched.Status == "" {
+		return "the volume controller has not reported the Scheduled condition yet"
 	}
 	placed, unplaced, local := 0, 0, false
 	for _, r := range replicas {
@@ -528,21 +528,21 @@ func unsettled(v *longhornv1.Volume, replicas []*longhornv1.Replica, ledgers obj
 		}
 		placed++
 		local = local || r.Spec.NodeID == v.Spec.NodeID
-		ds, ok := ledgers[r.Namespace+"/"+r.Spec.DiskID].(*longhornv1.DiskSchedule)
+		ds, ok := ledgers[r.Namespace+"/"+r.Spec.DiskID].(*dsv1.DiskSchedule)
 		if !ok {
 			return fmt.Sprintf("replica %s: DiskSchedule %s not found", r.Name, r.Spec.DiskID)
 		}
-		if st, ok := ds.Status.Replicas[r.Name]; !ok || st.State != longhornv1.RequestStateScheduled || st.ScheduledSize != r.Spec.VolumeSize {
+		if st, ok := ds.Status.Replicas[r.Name]; !ok || st.State != dsv1.RequestStateScheduled || st.ScheduledSize != r.Spec.VolumeSize {
 			return fmt.Sprintf("replica %s is not granted on disk %s of node %s yet", r.Name, ds.Spec.Name, ds.Spec.NodeID)
 		}
-		if r.Status.CurrentState != longhornv1.ReplicaStateRunning {
+		if r.Status.CurrentState != lhv1.InstanceStateRunning {
 			return fmt.Sprintf("replica %s is %q", r.Name, r.Status.CurrentState)
 		}
 	}
 	switch {
 	case local && placed > v.Spec.NumberOfReplicas:
 		return fmt.Sprintf("%d replicas placed, wants %d: a surplus one is to be removed", placed, v.Spec.NumberOfReplicas)
-	case unplaced > 0 && (sched.Status != metav1.ConditionFalse || sched.Reason != longhornv1.VolumeReasonReplicaSchedulingFailure):
+	case unplaced > 0 && (sched.Status != lhv1.ConditionStatusFalse || sched.Reason == ""):
 		return fmt.Sprintf("%d replicas not placed yet", unplaced)
 	case unplaced == 0 && placed < v.Spec.NumberOfReplicas:
 		return fmt.Sprintf("%d replicas placed, wants %d", placed, v.Spec.NumberOfReplicas)
@@ -550,9 +550,20 @@ func unsettled(v *longhornv1.Volume, replicas []*longhornv1.Replica, ledgers obj
 	return ""
 }
 
+// longhornCondition returns Longhorn's condition typ of conds, or one with
+// an empty status when there is none.
+func longhornCondition(conds []lhv1.Condition, typ string) lhv1.Condition {
+	for _, c := range conds {
+		if c.Type == typ {
+			return c
+		}
+	}
+	return lhv1.Condition{Type: typ}
+}
+
 // longhornNodes returns the names of the Longhorn nodes, sorted.
 func longhornNodes(ctx context.Context, c client.Client, namespace string) ([]string, error) {
-	list := &longhornv1.NodeList{}
+	list := &lhv1.NodeList{}
 	if err := c.List(ctx, list, client.InNamespace(namespace)); err != nil {
 		return nil, fmt.Errorf("listing the Longhorn nodes: %w", err)
 	}

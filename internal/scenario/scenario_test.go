@@ -1,42 +1,43 @@
 package scenario
 
 import (
+	lhv1 "github.com/longhorn/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
 	"strings"
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	longhornv1 "github.com/longhorn/diskschedule/api/v1beta2"
+	dsv1 "github.com/longhorn/diskschedule/api/v1beta2"
 )
 
 const gi = int64(1) << 30
 
-func ledger(scheduled, limit int64, replicas map[string]longhornv1.RequestStatus, conds ...metav1.Condition) *longhornv1.DiskSchedule {
-	return &longhornv1.DiskSchedule{
+func ledger(scheduled, limit int64, replicas map[string]dsv1.RequestStatus, conds ...metav1.Condition) *dsv1.DiskSchedule {
+	return &dsv1.DiskSchedule{
 		ObjectMeta: metav1.ObjectMeta{Name: "disk-uuid", Namespace: "longhorn-system"},
-		Spec:       longhornv1.DiskScheduleSpec{Name: "disk-1", NodeID: "node-1"},
-		Status: longhornv1.DiskScheduleStatus{
+		Spec:       dsv1.DiskScheduleSpec{Name: "disk-1", NodeID: "node-1"},
+		Status: dsv1.DiskScheduleStatus{
 			StorageScheduled: scheduled, StorageLimit: limit, Replicas: replicas, Conditions: conds,
 		},
 	}
 }
 
-func granted(size int64) longhornv1.RequestStatus {
-	return longhornv1.RequestStatus{State: longhornv1.RequestStateScheduled, RequestedSize: size, ScheduledSize: size}
+func granted(size int64) dsv1.RequestStatus {
+	return dsv1.RequestStatus{State: dsv1.RequestStateScheduled, RequestedSize: size, ScheduledSize: size}
 }
 
 func TestInvariantBroken(t *testing.T) {
 	for _, tt := range []struct {
 		name string
-		ds   *longhornv1.DiskSchedule
+		ds   *dsv1.DiskSchedule
 		want string
 	}{
 		{"empty", ledger(0, 0, nil), ""},
-		{"full", ledger(400*gi, 400*gi, map[string]longhornv1.RequestStatus{"a": granted(200 * gi), "b": granted(200 * gi)}), ""},
-		{"over the limit", ledger(500*gi, 400*gi, map[string]longhornv1.RequestStatus{"a": granted(500 * gi)}), "over storageLimit"},
-		{"over the limit, adopted", ledger(500*gi, 400*gi, map[string]longhornv1.RequestStatus{"a": granted(500 * gi)},
-			metav1.Condition{Type: longhornv1.DiskScheduleConditionOvercommitted, Status: metav1.ConditionTrue}), ""},
-		{"not the sum of its entries", ledger(100*gi, 400*gi, map[string]longhornv1.RequestStatus{"a": granted(200 * gi)}), "not the sum"},
+		{"full", ledger(400*gi, 400*gi, map[string]dsv1.RequestStatus{"a": granted(200 * gi), "b": granted(200 * gi)}), ""},
+		{"over the limit", ledger(500*gi, 400*gi, map[string]dsv1.RequestStatus{"a": granted(500 * gi)}), "over storageLimit"},
+		{"over the limit, adopted", ledger(500*gi, 400*gi, map[string]dsv1.RequestStatus{"a": granted(500 * gi)},
+			metav1.Condition{Type: dsv1.DiskScheduleConditionOvercommitted, Status: metav1.ConditionTrue}), ""},
+		{"not the sum of its entries", ledger(100*gi, 400*gi, map[string]dsv1.RequestStatus{"a": granted(200 * gi)}), "not the sum"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			got := invariantBroken(tt.ds)
@@ -51,17 +52,17 @@ func TestInvariantBroken(t *testing.T) {
 // ignores what the baseline already held, and records violations.
 func TestLedgerMonitorCounts(t *testing.T) {
 	m := &ledgerMonitor{rv: map[string]string{}, states: map[string]map[entry]string{}, rows: map[string]*LedgerRow{}}
-	version := func(rv string, ds *longhornv1.DiskSchedule) *longhornv1.DiskSchedule {
+	version := func(rv string, ds *dsv1.DiskSchedule) *dsv1.DiskSchedule {
 		ds.ResourceVersion = rv
 		return ds
 	}
-	rejected := longhornv1.RequestStatus{State: longhornv1.RequestStateRejected, RequestedSize: 100 * gi}
-	m.see(version("1", ledger(100*gi, 400*gi, map[string]longhornv1.RequestStatus{"old": granted(100 * gi)})), true)
-	m.see(version("2", ledger(200*gi, 400*gi, map[string]longhornv1.RequestStatus{"old": granted(100 * gi), "r1": granted(100 * gi)})), false)
-	m.see(version("2", ledger(200*gi, 400*gi, map[string]longhornv1.RequestStatus{"old": granted(100 * gi), "r1": granted(100 * gi)})), false)
-	m.see(version("3", ledger(200*gi, 400*gi, map[string]longhornv1.RequestStatus{"old": granted(100 * gi), "r1": granted(100 * gi), "r2": rejected})), false)
-	ds := version("4", ledger(500*gi, 400*gi, map[string]longhornv1.RequestStatus{"r1": granted(500 * gi)}))
-	ds.Status.Reservations = map[string]longhornv1.ReservationStatus{"vol": {State: longhornv1.ReservationStateScheduled}}
+	rejected := dsv1.RequestStatus{State: dsv1.RequestStateRejected, RequestedSize: 100 * gi}
+	m.see(version("1", ledger(100*gi, 400*gi, map[string]dsv1.RequestStatus{"old": granted(100 * gi)})), true)
+	m.see(version("2", ledger(200*gi, 400*gi, map[string]dsv1.RequestStatus{"old": granted(100 * gi), "r1": granted(100 * gi)})), false)
+	m.see(version("2", ledger(200*gi, 400*gi, map[string]dsv1.RequestStatus{"old": granted(100 * gi), "r1": granted(100 * gi)})), false)
+	m.see(version("3", ledger(200*gi, 400*gi, map[string]dsv1.RequestStatus{"old": granted(100 * gi), "r1": granted(100 * gi), "r2": rejected})), false)
+	ds := version("4", ledger(500*gi, 400*gi, map[string]dsv1.RequestStatus{"r1": granted(500 * gi)}))
+	ds.Status.Reservations = map[string]dsv1.ReservationStatus{"vol": {State: dsv1.ReservationStateScheduled}}
 	m.see(ds, false)
 
 	row := m.rows["disk-uuid"]
@@ -80,46 +81,48 @@ func TestLedgerMonitorCounts(t *testing.T) {
 }
 
 func TestUnsettled(t *testing.T) {
-	vol := func(nodeID string, sched metav1.ConditionStatus, reason string) *longhornv1.Volume {
-		return &longhornv1.Volume{
+	vol := func(nodeID string, sched lhv1.ConditionStatus, reason string) *lhv1.Volume {
+		return &lhv1.Volume{
 			ObjectMeta: metav1.ObjectMeta{Name: "vol", Generation: 2},
-			Spec:       longhornv1.VolumeSpec{NumberOfReplicas: 1, NodeID: nodeID},
-			Status: longhornv1.VolumeStatus{Conditions: []metav1.Condition{
-				{Type: longhornv1.VolumeConditionScheduled, Status: sched, Reason: reason, ObservedGeneration: 2},
+			Spec:       lhv1.VolumeSpec{NumberOfReplicas: 1, NodeID: nodeID},
+			Status: lhv1.VolumeStatus{Conditions: []lhv1.Condition{
+				{Type: lhv1.VolumeConditionTypeScheduled, Status: sched, Reason: reason},
 			}},
 		}
 	}
-	replica := func(name, node, disk string, state longhornv1.ReplicaState) *longhornv1.Replica {
-		return &longhornv1.Replica{
+	replica := func(name, node, disk string, state lhv1.InstanceState) *lhv1.Replica {
+		r := &lhv1.Replica{
 			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "longhorn-system"},
-			Spec:       longhornv1.ReplicaSpec{VolumeName: "vol", NodeID: node, DiskID: disk, VolumeSize: 100 * gi},
-			Status:     longhornv1.ReplicaStatus{CurrentState: state},
+			Spec:       lhv1.ReplicaSpec{DiskID: disk},
 		}
+		r.Spec.VolumeName, r.Spec.VolumeSize, r.Spec.NodeID = "vol", 100*gi, node
+		r.Status.CurrentState = state
+		return r
 	}
 	ledgers := objects{}
 	for _, d := range []struct{ uuid, node, replica string }{{"d1", "node-1", "local"}, {"d2", "node-2", "remote"}} {
-		ledgers["longhorn-system/"+d.uuid] = &longhornv1.DiskSchedule{
+		ledgers["longhorn-system/"+d.uuid] = &dsv1.DiskSchedule{
 			ObjectMeta: metav1.ObjectMeta{Name: d.uuid, Namespace: "longhorn-system"},
-			Spec:       longhornv1.DiskScheduleSpec{Name: "disk-1", NodeID: d.node},
-			Status:     longhornv1.DiskScheduleStatus{Replicas: map[string]longhornv1.RequestStatus{d.replica: granted(100 * gi)}},
+			Spec:       dsv1.DiskScheduleSpec{Name: "disk-1", NodeID: d.node},
+			Status:     dsv1.DiskScheduleStatus{Replicas: map[string]dsv1.RequestStatus{d.replica: granted(100 * gi)}},
 		}
 	}
-	running := longhornv1.ReplicaStateRunning
+	running := lhv1.InstanceStateRunning
 	for _, tt := range []struct {
 		name     string
-		vol      *longhornv1.Volume
-		replicas []*longhornv1.Replica
+		vol      *lhv1.Volume
+		replicas []*lhv1.Replica
 		settled  bool
 	}{
-		{"local and running", vol("node-1", metav1.ConditionTrue, ""), []*longhornv1.Replica{replica("local", "node-1", "d1", running)}, true},
-		{"not running yet", vol("node-1", metav1.ConditionTrue, ""), []*longhornv1.Replica{replica("local", "node-1", "d1", "")}, false},
-		{"not granted", vol("node-1", metav1.ConditionTrue, ""), []*longhornv1.Replica{replica("other", "node-1", "d1", running)}, false},
-		{"remote kept, local replica reported unschedulable", vol("node-1", metav1.ConditionFalse, longhornv1.VolumeReasonReplicaSchedulingFailure),
-			[]*longhornv1.Replica{replica("remote", "node-2", "d2", running), replica("pinned", "", "", "")}, true},
-		{"local replica not placed yet", vol("node-1", metav1.ConditionTrue, ""),
-			[]*longhornv1.Replica{replica("remote", "node-2", "d2", running), replica("pinned", "", "", "")}, false},
-		{"surplus remote next to a local one", vol("node-1", metav1.ConditionTrue, ""),
-			[]*longhornv1.Replica{replica("local", "node-1", "d1", running), replica("remote", "node-2", "d2", running)}, false},
+		{"local and running", vol("node-1", lhv1.ConditionStatusTrue, ""), []*lhv1.Replica{replica("local", "node-1", "d1", running)}, true},
+		{"not running yet", vol("node-1", lhv1.ConditionStatusTrue, ""), []*lhv1.Replica{replica("local", "node-1", "d1", "")}, false},
+		{"not granted", vol("node-1", lhv1.ConditionStatusTrue, ""), []*lhv1.Replica{replica("other", "node-1", "d1", running)}, false},
+		{"remote kept, local replica reported unschedulable", vol("node-1", lhv1.ConditionStatusFalse, lhv1.VolumeConditionReasonReplicaSchedulingFailure),
+			[]*lhv1.Replica{replica("remote", "node-2", "d2", running), replica("pinned", "", "", "")}, true},
+		{"local replica not placed yet", vol("node-1", lhv1.ConditionStatusTrue, ""),
+			[]*lhv1.Replica{replica("remote", "node-2", "d2", running), replica("pinned", "", "", "")}, false},
+		{"surplus remote next to a local one", vol("node-1", lhv1.ConditionStatusTrue, ""),
+			[]*lhv1.Replica{replica("local", "node-1", "d1", running), replica("remote", "node-2", "d2", running)}, false},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			why := unsettled(tt.vol, tt.replicas, ledgers)

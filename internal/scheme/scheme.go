@@ -1,11 +1,13 @@
 // Package scheme builds the runtime.Scheme every component of diskschedule
-// uses: the built-in Kubernetes kinds plus longhorn.io/v1beta2.
+// uses: the built-in Kubernetes kinds, Longhorn's own longhorn.io/v1beta2
+// kinds (from longhorn-manager v1.12.0) and DiskSchedule.
 package scheme
 
 import (
 	"context"
 	"fmt"
 
+	lhv1 "github.com/longhorn/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -13,17 +15,20 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	longhornv1 "github.com/longhorn/diskschedule/api/v1beta2"
+	dsv1 "github.com/longhorn/diskschedule/api/v1beta2"
 )
 
-// New returns a scheme with the built-in kinds and longhorn.io/v1beta2.
+// New returns a scheme with the built-in kinds, Longhorn's kinds and DiskSchedule.
 func New() (*runtime.Scheme, error) {
 	s := runtime.NewScheme()
 	if err := clientgoscheme.AddToScheme(s); err != nil {
 		return nil, fmt.Errorf("adding the built-in kinds to the scheme: %w", err)
 	}
-	if err := longhornv1.AddToScheme(s); err != nil {
-		return nil, fmt.Errorf("adding longhorn.io/v1beta2 to the scheme: %w", err)
+	if err := lhv1.AddToScheme(s); err != nil {
+		return nil, fmt.Errorf("adding Longhorn's longhorn.io/v1beta2 kinds to the scheme: %w", err)
+	}
+	if err := dsv1.AddToScheme(s); err != nil {
+		return nil, fmt.Errorf("adding DiskSchedule to the scheme: %w", err)
 	}
 	return s, nil
 }

@@ -1,4 +1,6 @@
-// Package settings parses Longhorn's scheduling settings (Setting objects
-// named by the setting, holding a string value) into typed values with the
-// documented defaults. It has no client: callers pass the objects they read.
+// Package settings parses the scheduling settings into typed values with
+// their defaults: Longhorn's own (Setting objects of Longhorn's namespace,
+// read only, Longhorn v1.12's defaults when missing) and the extender's
+// (keys of the ConfigMap diskschedule-config). It has no client: callers
+// pass the objects they read.
 package settings

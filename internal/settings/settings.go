@@ -5,7 +5,31 @@ import (
 	"strconv"
 	"time"
 
-	longhornv1 "github.com/longhorn/diskschedule/api/v1beta2"
+	lhv1 "github.com/longhorn/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
+	corev1 "k8s.io/api/core/v1"
+)
+
+// Longhorn's scheduling settings: Setting objects in Longhorn's namespace,
+// read only.
+const (
+	StorageOverProvisioningPercentage = "storage-over-provisioning-percentage"
+	StorageMinimalAvailablePercentage = "storage-minimal-available-percentage"
+	ReplicaSoftAntiAffinity           = "replica-soft-anti-affinity"
+	ReplicaZoneSoftAntiAffinity       = "replica-zone-soft-anti-affinity"
+	ReplicaDiskSoftAntiAffinity       = "replica-disk-soft-anti-affinity"
+	AllowEmptyNodeSelectorVolume      = "allow-empty-node-selector-volume"
+	AllowEmptyDiskSelectorVolume      = "allow-empty-disk-selector-volume"
+	DisableSchedulingOnCordonedNode   = "disable-scheduling-on-cordoned-node"
+)
+
+// The extender's settings: keys of the ConfigMap ConfigMapName in the
+// manager's namespace (Longhorn v1.12 refuses Settings it does not know).
+const (
+	// ConfigMapName is the ConfigMap holding the extender's settings.
+	ConfigMapName                           = "diskschedule-config"
+	SchedulerExtenderEnabled                = "scheduler-extender-enabled"
+	SchedulerExtenderPodSchedulingTimeout   = "scheduler-extender-pod-scheduling-timeout"
+	SchedulerExtenderNodeReservationTimeout = "scheduler-extender-node-reservation-timeout"
 )
 
 // Scheduling holds the typed values of every scheduling setting.
@@ -54,19 +78,19 @@ type definition struct {
 
 func definitions() map[string]definition {
 	return map[string]definition{
-		longhornv1.SettingStorageOverProvisioningPercentage: {kindCount, "100", func(s *Scheduling, v int64, _ bool) { s.OverProvisioningPercentage = v }},
-		longhornv1.SettingStorageMinimalAvailablePercentage: {kindPercentage, "25", func(s *Scheduling, v int64, _ bool) { s.MinimalAvailablePercentage = v }},
-		longhornv1.SettingReplicaSoftAntiAffinity:           {kindBool, "false", func(s *Scheduling, _ int64, b bool) { s.ReplicaSoftAntiAffinity = b }},
-		longhornv1.SettingReplicaZoneSoftAntiAffinity:       {kindBool, "true", func(s *Scheduling, _ int64, b bool) { s.ReplicaZoneSoftAntiAffinity = b }},
-		longhornv1.SettingReplicaDiskSoftAntiAffinity:       {kindBool, "true", func(s *Scheduling, _ int64, b bool) { s.ReplicaDiskSoftAntiAffinity = b }},
-		longhornv1.SettingAllowEmptyNodeSelectorVolume:      {kindBool, "true", func(s *Scheduling, _ int64, b bool) { s.AllowEmptyNodeSelectorVolume = b }},
-		longhornv1.SettingAllowEmptyDiskSelectorVolume:      {kindBool, "true", func(s *Scheduling, _ int64, b bool) { s.AllowEmptyDiskSelectorVolume = b }},
-		longhornv1.SettingDisableSchedulingOnCordonedNode:   {kindBool, "true", func(s *Scheduling, _ int64, b bool) { s.DisableSchedulingOnCordonedNode = b }},
-		longhornv1.SettingSchedulerExtenderEnabled:          {kindBool, "false", func(s *Scheduling, _ int64, b bool) { s.SchedulerExtenderEnabled = b }},
-		longhornv1.SettingSchedulerExtenderPodSchedulingTimeout: {kindSeconds, "5", func(s *Scheduling, v int64, _ bool) {
+		StorageOverProvisioningPercentage: {kindCount, "100", func(s *Scheduling, v int64, _ bool) { s.OverProvisioningPercentage = v }},
+		StorageMinimalAvailablePercentage: {kindPercentage, "25", func(s *Scheduling, v int64, _ bool) { s.MinimalAvailablePercentage = v }},
+		ReplicaSoftAntiAffinity:           {kindBool, "false", func(s *Scheduling, _ int64, b bool) { s.ReplicaSoftAntiAffinity = b }},
+		ReplicaZoneSoftAntiAffinity:       {kindBool, "true", func(s *Scheduling, _ int64, b bool) { s.ReplicaZoneSoftAntiAffinity = b }},
+		ReplicaDiskSoftAntiAffinity:       {kindBool, "true", func(s *Scheduling, _ int64, b bool) { s.ReplicaDiskSoftAntiAffinity = b }},
+		AllowEmptyNodeSelectorVolume:      {kindBool, "true", func(s *Scheduling, _ int64, b bool) { s.AllowEmptyNodeSelectorVolume = b }},
+		AllowEmptyDiskSelectorVolume:      {kindBool, "true", func(s *Scheduling, _ int64, b bool) { s.AllowEmptyDiskSelectorVolume = b }},
+		DisableSchedulingOnCordonedNode:   {kindBool, "true", func(s *Scheduling, _ int64, b bool) { s.DisableSchedulingOnCordonedNode = b }},
+		SchedulerExtenderEnabled:          {kindBool, "true", func(s *Scheduling, _ int64, b bool) { s.SchedulerExtenderEnabled = b }},
+		SchedulerExtenderPodSchedulingTimeout: {kindSeconds, "5", func(s *Scheduling, v int64, _ bool) {
 			s.PodSchedulingTimeout = time.Duration(v) * time.Second
 		}},
-		longhornv1.SettingSchedulerExtenderNodeReservationTimeout: {kindSeconds, "5", func(s *Scheduling, v int64, _ bool) {
+		SchedulerExtenderNodeReservationTimeout: {kindSeconds, "5", func(s *Scheduling, v int64, _ bool) {
 			s.NodeReservationTimeout = time.Duration(v) * time.Second
 		}},
 	}
@@ -133,13 +157,35 @@ func Parse(values map[string]string) (Scheduling, map[string]error) {
 	return s, invalid
 }
 
-// FromObjects parses the given Setting objects, as Parse does.
-func FromObjects(objects []longhornv1.Setting) (Scheduling, map[string]error) {
+// FromObjects parses Longhorn's Setting objects and the extender's
+// ConfigMap (nil when absent), as Parse does. Only Longhorn's scheduling
+// settings are taken from Settings and only the extender's from the
+// ConfigMap.
+func FromObjects(objects []lhv1.Setting, config *corev1.ConfigMap) (Scheduling, map[string]error) {
 	values := make(map[string]string, len(objects))
 	for i := range objects {
-		values[objects[i].Name] = objects[i].Value
+		if IsLonghorn(objects[i].Name) {
+			values[objects[i].Name] = objects[i].Value
+		}
+	}
+	if config != nil {
+		for name, value := range config.Data {
+			if IsScheduling(name) && !IsLonghorn(name) {
+				values[name] = value
+			}
+		}
 	}
 	return Parse(values)
+}
+
+// IsLonghorn reports whether name is one of Longhorn's own scheduling
+// settings (a Setting object), rather than one of the extender's keys.
+func IsLonghorn(name string) bool {
+	switch name {
+	case SchedulerExtenderEnabled, SchedulerExtenderPodSchedulingTimeout, SchedulerExtenderNodeReservationTimeout:
+		return false
+	}
+	return IsScheduling(name)
 }
 
 func parseValue(k kind, value string) (int64, bool, error) {

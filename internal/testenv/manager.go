@@ -5,12 +5,10 @@ import (
 	"fmt"
 	"sync"
 
-	"k8s.io/client-go/rest"
-
-	"github.com/longhorn/diskschedule/internal/manager"
+	ctrl "sigs.k8s.io/controller-runtime"
 )
 
-// RunningManager is a manager started by StartManager.
+// RunningManager is a manager started by Env.RunManager.
 type RunningManager struct {
 	cancel context.CancelFunc
 	done   chan error
@@ -18,18 +16,11 @@ type RunningManager struct {
 	err    error
 }
 
-// StartManager builds the project's manager with opts against cfg and starts
-// it; metrics and health endpoints are off unless opts sets them. Stop it
-// with Stop.
-func (e *Env) StartManager(cfg *rest.Config, opts manager.Options) (*RunningManager, error) {
-	if opts.MetricsBindAddress == "" {
-		opts.MetricsBindAddress = "0"
-	}
-	opts.SkipControllerNameValidation = true
-	mgr, err := manager.New(cfg, e.Scheme, opts)
-	if err != nil {
-		return nil, err
-	}
+// RunManager starts mgr and waits until its cache has synced. Stop it with
+// Stop. (internal/manager/managertest builds the project's manager and runs
+// it here; testenv does not import the manager, so the manager's own
+// packages can use testenv in their tests.)
+func (e *Env) RunManager(mgr ctrl.Manager) (*RunningManager, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	rm := &RunningManager{cancel: cancel, done: make(chan error, 1)}
 	go func() { rm.done <- mgr.Start(ctx) }()

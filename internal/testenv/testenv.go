@@ -1,7 +1,10 @@
 // Package testenv starts a real kube-apiserver and etcd (controller-runtime's
-// envtest) with the project's CRDs installed, for every test suite that
-// needs an API server. The binaries come from KUBEBUILDER_ASSETS when set,
-// else from bin/k8s, which `make controlplane` builds from Go modules.
+// envtest) with Longhorn v1.12.0's own CRDs and the DiskSchedule CRD
+// installed, for every test suite that needs an API server, and runs the
+// project's manager against it (StartManager). Its fixtures (longhorn.go)
+// write Longhorn's objects the way longhorn-manager v1.12 does, so tests can
+// play Longhorn. The binaries come from KUBEBUILDER_ASSETS when set, else
+// from bin/k8s, which `make controlplane` builds from Go modules.
 package testenv
 
 import (
@@ -19,6 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
+	"github.com/longhorn/diskschedule/internal/longhorncrds"
 	"github.com/longhorn/diskschedule/internal/scheme"
 )
 
@@ -28,7 +32,7 @@ type Env struct {
 	Config *rest.Config
 	// Client is a direct (uncached) client with the project's scheme.
 	Client client.Client
-	// Scheme knows the built-in kinds and longhorn.io/v1beta2.
+	// Scheme knows the built-in kinds, Longhorn's kinds and DiskSchedule.
 	Scheme *k8sruntime.Scheme
 	// RepoRoot is the repository's root directory.
 	RepoRoot string
@@ -54,7 +58,8 @@ func AssetsDir() string {
 	return filepath.Join(RepoRoot(), "bin", "k8s")
 }
 
-// Start starts etcd and kube-apiserver and installs the CRDs from
+// Start starts etcd and kube-apiserver and installs Longhorn v1.12.0's own
+// CRDs (from the longhorn-manager module) and the DiskSchedule CRD from
 // config/crd/bases. Callers must call Stop.
 func Start() (*Env, error) {
 	root := RepoRoot()
@@ -66,7 +71,12 @@ func Start() (*Env, error) {
 	if err != nil {
 		return nil, err
 	}
+	longhorn, err := longhorncrds.Load()
+	if err != nil {
+		return nil, fmt.Errorf("loading Longhorn's CRDs: %w", err)
+	}
 	env := &envtest.Environment{
+		CRDs:                  longhorn,
 		CRDDirectoryPaths:     []string{filepath.Join(root, "config", "crd", "bases")},
 		ErrorIfCRDPathMissing: true,
 		BinaryAssetsDirectory: assets,

@@ -13,7 +13,7 @@ import (
 
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	longhornv1 "github.com/longhorn/diskschedule/api/v1beta2"
+	dsv1 "github.com/longhorn/diskschedule/api/v1beta2"
 	"github.com/longhorn/diskschedule/internal/sandbox"
 	"github.com/longhorn/diskschedule/internal/scenario"
 	"github.com/longhorn/diskschedule/internal/testenv"
@@ -169,7 +169,7 @@ func (cl *cluster) dumpLedgers(t testing.TB) {
 	if !t.Failed() {
 		return
 	}
-	list := &longhornv1.DiskScheduleList{}
+	list := &dsv1.DiskScheduleList{}
 	if err := cl.c.List(context.Background(), list, client.InNamespace(sandbox.Namespace)); err != nil {
 		t.Logf("listing the DiskSchedules: %v", err)
 		return

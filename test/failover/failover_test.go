@@ -6,6 +6,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	lhv1 "github.com/longhorn/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
 	"io"
 	"net"
 	"net/http"
@@ -31,11 +32,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
-	longhornv1 "github.com/longhorn/diskschedule/api/v1beta2"
-	"github.com/longhorn/diskschedule/internal/dataplane"
+	dsv1 "github.com/longhorn/diskschedule/api/v1beta2"
 	"github.com/longhorn/diskschedule/internal/extender"
 	"github.com/longhorn/diskschedule/internal/manager"
 	"github.com/longhorn/diskschedule/internal/sandbox"
+	"github.com/longhorn/diskschedule/internal/simlonghorn"
 	"github.com/longhorn/diskschedule/internal/testenv"
 )
 
@@ -296,7 +297,7 @@ func testFailover(t *testing.T, cut bool) {
 
 	// Stop the leader mid-burst, while it holds granted reservations.
 	var boundAtStop int
-	var granted map[reservationKey]longhornv1.ReservationStatus
+	var granted map[reservationKey]dsv1.ReservationStatus
 	eventually(t, time.Minute, fmt.Sprintf("%d pods are bound and a reservation is granted", stopAfter), func(ctx context.Context) (bool, string, error) {
 		pods, err := listPods(ctx, c, ns.Name)
 		if err != nil {
@@ -387,7 +388,7 @@ func testFailover(t *testing.T, cut bool) {
 		for name, ds := range ledgers.Latest() {
 			total += ds.Status.StorageScheduled
 			for v, r := range ds.Status.Reservations {
-				if r.State == longhornv1.ReservationStateScheduled {
+				if r.State == dsv1.ReservationStateScheduled {
 					held = append(held, reservationKey{disk: name, volume: v}.String())
 				}
 			}
@@ -396,7 +397,7 @@ func testFailover(t *testing.T, cut bool) {
 		want := podCount * size.Value()
 		return total == want && len(held) == 0, fmt.Sprintf("%d bytes granted (want %d), reservations still held: %v", total, want, held), nil
 	})
-	states := map[longhornv1.ReservationState]int{}
+	states := map[dsv1.ReservationState]int{}
 	for k, before := range granted {
 		now, ok := ledgers.Reservation(k)
 		if !ok {
@@ -404,7 +405,7 @@ func testFailover(t *testing.T, cut bool) {
 			continue
 		}
 		states[now.State]++
-		if now.State != longhornv1.ReservationStateFulfilled && now.State != longhornv1.ReservationStateExpired {
+		if now.State != dsv1.ReservationStateFulfilled && now.State != dsv1.ReservationStateExpired {
 			t.Errorf("reservation %s (pod %s), granted before the failover, is %s: %s", k, before.Pod, now.State, now.Message)
 		}
 	}
@@ -438,11 +439,11 @@ func testFailover(t *testing.T, cut bool) {
 // its disk's ledger, and reports how many sit on their pod's node.
 func checkReplicas(ctx context.Context, t *testing.T, c client.Client, pods []corev1.Pod) {
 	t.Helper()
-	replicas := &longhornv1.ReplicaList{}
+	replicas := &lhv1.ReplicaList{}
 	if err := c.List(ctx, replicas, client.InNamespace(sandbox.Namespace)); err != nil {
 		t.Fatal(err)
 	}
-	byVolume := map[string][]longhornv1.Replica{}
+	byVolume := map[string][]lhv1.Replica{}
 	for _, r := range replicas.Items {
 		byVolume[r.Spec.VolumeName] = append(byVolume[r.Spec.VolumeName], r)
 	}
@@ -458,11 +459,11 @@ func checkReplicas(ctx context.Context, t *testing.T, c client.Client, pods []co
 			continue
 		}
 		r := reps[0]
-		ds := &longhornv1.DiskSchedule{}
+		ds := &dsv1.DiskSchedule{}
 		if err := c.Get(ctx, client.ObjectKey{Namespace: sandbox.Namespace, Name: r.Spec.DiskID}, ds); err != nil {
 			t.Fatal(err)
 		}
-		if st := ds.Status.Replicas[r.Name]; st.State != longhornv1.RequestStateScheduled || st.ScheduledSize != r.Spec.VolumeSize {
+		if st := ds.Status.Replicas[r.Name]; st.State != dsv1.RequestStateScheduled || st.ScheduledSize != r.Spec.VolumeSize {
 			t.Errorf("replica %s of pod %s's volume is not granted on disk %s: %+v", r.Name, p.Name, r.Spec.DiskID, st)
 		}
 		if r.Spec.NodeID == p.Spec.NodeName {
@@ -546,7 +547,7 @@ func claim(ns, name string) *corev1.PersistentVolumeClaim {
 
 // pod returns a pod using claim that asks kube-scheduler for the extender.
 func pod(ns, name, claim string) *corev1.Pod {
-	one := corev1.ResourceList{dataplane.ExtendedResource: resource.MustParse("1")}
+	one := corev1.ResourceList{simlonghorn.ExtendedResource: resource.MustParse("1")}
 	return &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
 		Spec: corev1.PodSpec{
@@ -580,7 +581,7 @@ func countBound(pods []corev1.Pod) int {
 	return n
 }
 
-func keys(m map[reservationKey]longhornv1.ReservationStatus) []string {
+func keys(m map[reservationKey]dsv1.ReservationStatus) []string {
 	var out []string
 	for k := range m {
 		out = append(out, k.String())

@@ -12,7 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	longhornv1 "github.com/longhorn/diskschedule/api/v1beta2"
+	dsv1 "github.com/longhorn/diskschedule/api/v1beta2"
 )
 
 // reservationKey names one reservation: a volume's on one disk's ledger.
@@ -37,7 +37,7 @@ type ledgerWatch struct {
 	done   chan struct{}
 
 	mu         sync.Mutex
-	last       map[string]*longhornv1.DiskSchedule
+	last       map[string]*dsv1.DiskSchedule
 	versions   int
 	violations []string
 	err        error
@@ -45,12 +45,12 @@ type ledgerWatch struct {
 
 // watchLedgers lists the DiskSchedules of namespace and follows them until Stop.
 func watchLedgers(ctx context.Context, c client.WithWatch, namespace string) (*ledgerWatch, error) {
-	list := &longhornv1.DiskScheduleList{}
+	list := &dsv1.DiskScheduleList{}
 	if err := c.List(ctx, list, client.InNamespace(namespace)); err != nil {
 		return nil, fmt.Errorf("listing the DiskSchedules: %w", err)
 	}
 	ctx, cancel := context.WithCancel(ctx)
-	w := &ledgerWatch{cancel: cancel, done: make(chan struct{}), last: map[string]*longhornv1.DiskSchedule{}}
+	w := &ledgerWatch{cancel: cancel, done: make(chan struct{}), last: map[string]*dsv1.DiskSchedule{}}
 	for i := range list.Items {
 		ds := &list.Items[i]
 		w.observe(ds, watch.Added)
@@ -62,7 +62,7 @@ func watchLedgers(ctx context.Context, c client.WithWatch, namespace string) (*l
 func (w *ledgerWatch) follow(ctx context.Context, c client.WithWatch, namespace, rv string) {
 	defer close(w.done)
 	for ctx.Err() == nil {
-		wi, err := c.Watch(ctx, &longhornv1.DiskScheduleList{}, &client.ListOptions{
+		wi, err := c.Watch(ctx, &dsv1.DiskScheduleList{}, &client.ListOptions{
 			Namespace: namespace,
 			Raw:       &metav1.ListOptions{ResourceVersion: rv, AllowWatchBookmarks: true},
 		})
@@ -88,7 +88,7 @@ func (w *ledgerWatch) follow(ctx context.Context, c client.WithWatch, namespace,
 					rv = obj.GetResourceVersion()
 				}
 			default:
-				ds, ok := ev.Object.(*longhornv1.DiskSchedule)
+				ds, ok := ev.Object.(*dsv1.DiskSchedule)
 				if !ok {
 					continue
 				}
@@ -109,7 +109,7 @@ func (w *ledgerWatch) fail(err error) {
 }
 
 // observe checks a new version of a ledger against the one before it.
-func (w *ledgerWatch) observe(ds *longhornv1.DiskSchedule, t watch.EventType) {
+func (w *ledgerWatch) observe(ds *dsv1.DiskSchedule, t watch.EventType) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.versions++
@@ -124,7 +124,7 @@ func (w *ledgerWatch) observe(ds *longhornv1.DiskSchedule, t watch.EventType) {
 	}
 	w.last[ds.Name] = ds
 	st := ds.Status
-	if st.StorageScheduled > st.StorageLimit && !meta.IsStatusConditionTrue(st.Conditions, longhornv1.DiskScheduleConditionOvercommitted) {
+	if st.StorageScheduled > st.StorageLimit && !meta.IsStatusConditionTrue(st.Conditions, dsv1.DiskScheduleConditionOvercommitted) {
 		bad("storageScheduled %d is over storageLimit %d", st.StorageScheduled, st.StorageLimit)
 	}
 	var sum int64
@@ -141,13 +141,13 @@ func (w *ledgerWatch) observe(ds *longhornv1.DiskSchedule, t watch.EventType) {
 		bad("storageScheduled %d is not the sum of the scheduled sizes, %d", st.StorageScheduled, sum)
 	}
 	for volume, res := range st.Reservations {
-		if res.State != longhornv1.ReservationStateFulfilled {
+		if res.State != dsv1.ReservationStateFulfilled {
 			continue
 		}
-		if before, ok := reservationOf(prev, volume); ok && before.State == longhornv1.ReservationStateFulfilled {
+		if before, ok := reservationOf(prev, volume); ok && before.State == dsv1.ReservationStateFulfilled {
 			continue
 		}
-		if r, ok := st.Replicas[res.Replica]; !ok || r.State != longhornv1.RequestStateScheduled {
+		if r, ok := st.Replicas[res.Replica]; !ok || r.State != dsv1.RequestStateScheduled {
 			bad("reservation of volume %s became fulfilled by replica %q, which this version does not grant (%+v)", volume, res.Replica, r)
 		}
 	}
@@ -155,15 +155,15 @@ func (w *ledgerWatch) observe(ds *longhornv1.DiskSchedule, t watch.EventType) {
 		return
 	}
 	for volume, before := range prev.Status.Reservations {
-		if before.State != longhornv1.ReservationStateScheduled {
+		if before.State != dsv1.ReservationStateScheduled {
 			continue
 		}
 		now, ok := st.Reservations[volume]
 		switch {
 		case !ok:
 			bad("the granted reservation of volume %s (pod %s) vanished from the status", volume, before.Pod)
-		case now.State != longhornv1.ReservationStateScheduled && now.State != longhornv1.ReservationStateFulfilled &&
-			now.State != longhornv1.ReservationStateExpired:
+		case now.State != dsv1.ReservationStateScheduled && now.State != dsv1.ReservationStateFulfilled &&
+			now.State != dsv1.ReservationStateExpired:
 			bad("the granted reservation of volume %s (pod %s) became %s: %s", volume, before.Pod, now.State, now.Message)
 		}
 		if _, ok := ds.Spec.Reservations[volume]; !ok {
@@ -173,22 +173,22 @@ func (w *ledgerWatch) observe(ds *longhornv1.DiskSchedule, t watch.EventType) {
 }
 
 // reservationOf returns the status of volume's reservation in ds, if any.
-func reservationOf(ds *longhornv1.DiskSchedule, volume string) (longhornv1.ReservationStatus, bool) {
+func reservationOf(ds *dsv1.DiskSchedule, volume string) (dsv1.ReservationStatus, bool) {
 	if ds == nil {
-		return longhornv1.ReservationStatus{}, false
+		return dsv1.ReservationStatus{}, false
 	}
 	r, ok := ds.Status.Reservations[volume]
 	return r, ok
 }
 
 // Scheduled returns the reservations granted in the latest versions.
-func (w *ledgerWatch) Scheduled() map[reservationKey]longhornv1.ReservationStatus {
+func (w *ledgerWatch) Scheduled() map[reservationKey]dsv1.ReservationStatus {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	out := map[reservationKey]longhornv1.ReservationStatus{}
+	out := map[reservationKey]dsv1.ReservationStatus{}
 	for name, ds := range w.last {
 		for volume, res := range ds.Status.Reservations {
-			if res.State == longhornv1.ReservationStateScheduled {
+			if res.State == dsv1.ReservationStateScheduled {
 				out[reservationKey{disk: name, volume: volume}] = res
 			}
 		}
@@ -197,17 +197,17 @@ func (w *ledgerWatch) Scheduled() map[reservationKey]longhornv1.ReservationStatu
 }
 
 // Reservation returns the latest status of one reservation.
-func (w *ledgerWatch) Reservation(k reservationKey) (longhornv1.ReservationStatus, bool) {
+func (w *ledgerWatch) Reservation(k reservationKey) (dsv1.ReservationStatus, bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return reservationOf(w.last[k.disk], k.volume)
 }
 
 // Latest returns the latest version of every ledger, by name.
-func (w *ledgerWatch) Latest() map[string]*longhornv1.DiskSchedule {
+func (w *ledgerWatch) Latest() map[string]*dsv1.DiskSchedule {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	out := make(map[string]*longhornv1.DiskSchedule, len(w.last))
+	out := make(map[string]*dsv1.DiskSchedule, len(w.last))
 	for k, v := range w.last {
 		out[k] = v.DeepCopy()
 	}

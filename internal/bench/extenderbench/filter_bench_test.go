@@ -20,6 +20,7 @@ import (
 	"testing"
 	"time"
 
+	lhv1 "github.com/longhorn/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -30,12 +31,12 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	longhornv1 "github.com/longhorn/diskschedule/api/v1beta2"
+	dsv1 "github.com/longhorn/diskschedule/api/v1beta2"
 	"github.com/longhorn/diskschedule/internal/extender"
 	"github.com/longhorn/diskschedule/internal/extender/packing"
 	"github.com/longhorn/diskschedule/internal/index"
 	"github.com/longhorn/diskschedule/internal/metrics"
-	"github.com/longhorn/diskschedule/internal/nodestatus"
+	"github.com/longhorn/diskschedule/internal/settings"
 	"github.com/longhorn/diskschedule/internal/testenv"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -144,8 +145,8 @@ func newHandler(b *testing.B, ctx context.Context) http.Handler {
 	if err := index.Register(ctx, c); err != nil {
 		b.Fatal(err)
 	}
-	for _, obj := range []client.Object{&longhornv1.Node{}, &longhornv1.DiskSchedule{}, &longhornv1.Setting{}, &longhornv1.Replica{},
-		&longhornv1.Volume{}, &corev1.PersistentVolumeClaim{}, &storagev1.StorageClass{}} {
+	for _, obj := range []client.Object{&lhv1.Node{}, &dsv1.DiskSchedule{}, &lhv1.Setting{}, &lhv1.Replica{},
+		&lhv1.Volume{}, &corev1.PersistentVolumeClaim{}, &storagev1.StorageClass{}, &corev1.ConfigMap{}} {
 		if _, err := c.GetInformer(ctx, obj); err != nil {
 			b.Fatal(err)
 		}
@@ -160,7 +161,7 @@ func newHandler(b *testing.B, ctx context.Context) http.Handler {
 	}
 	// Wait until the cache holds every ledger.
 	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
-		list := &longhornv1.DiskScheduleList{}
+		list := &dsv1.DiskScheduleList{}
 		return cached.List(ctx, list) == nil && len(list.Items) == nodeCount*disksPerNode, nil
 	})
 	if err != nil {
@@ -171,9 +172,10 @@ func newHandler(b *testing.B, ctx context.Context) http.Handler {
 	return extender.NewHandler(ext, m.FilterDuration)
 }
 
-// populate creates the cluster: nodes with disks and Ready ledgers, the
-// scheduling settings, a Longhorn StorageClass and a pod with four unbound
-// claims. It returns the pod, the node names and the Node objects.
+// populate creates the cluster: Longhorn nodes with disks (as
+// longhorn-manager writes them) and Ready ledgers, the extender's ConfigMap,
+// a Longhorn StorageClass and a pod with four unbound claims. It returns the
+// pod, the node names and the Node objects.
 func populate(b *testing.B, ctx context.Context) (*corev1.Pod, []string, *corev1.NodeList) {
 	b.Helper()
 	c := env.Client
@@ -182,8 +184,9 @@ func populate(b *testing.B, ctx context.Context) (*corev1.Pod, []string, *corev1
 			b.Fatal(err)
 		}
 	}
-	timeout := &longhornv1.Setting{ObjectMeta: metav1.ObjectMeta{Name: longhornv1.SettingSchedulerExtenderPodSchedulingTimeout, Namespace: ns}, Value: "0"}
-	if err := c.Create(ctx, timeout); err != nil {
+	config := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: settings.ConfigMapName, Namespace: ns},
+		Data: map[string]string{settings.SchedulerExtenderPodSchedulingTimeout: "0"}}
+	if err := c.Create(ctx, config); err != nil {
 		b.Fatal(err)
 	}
 	sc := &storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: "longhorn"}, Provisioner: extender.CSIDriver}
@@ -207,38 +210,28 @@ func populate(b *testing.B, ctx context.Context) (*corev1.Pod, []string, *corev1
 	var names []string
 	nodes := &corev1.NodeList{}
 	now := metav1.Now()
-	ready := []metav1.Condition{
-		{Type: longhornv1.NodeConditionReady, Status: metav1.ConditionTrue, Reason: "Bench", LastTransitionTime: now},
-		{Type: longhornv1.NodeConditionSchedulable, Status: metav1.ConditionTrue, Reason: "Bench", LastTransitionTime: now},
-	}
 	for n := range nodeCount {
 		name := fmt.Sprintf("node-%04d", n)
 		names = append(names, name)
 		nodes.Items = append(nodes.Items, corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name,
 			Labels: map[string]string{corev1.LabelHostname: name, corev1.LabelTopologyZone: fmt.Sprintf("zone-%d", n%3)}}})
-		ln := &longhornv1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
-			Spec: longhornv1.NodeSpec{AllowScheduling: true, Disks: map[string]longhornv1.DiskSpec{}}}
-		status := longhornv1.NodeStatus{Conditions: ready, DiskStatus: map[string]*longhornv1.DiskStatus{}}
+		fixture := testenv.NodeFixture{Name: name, Zone: fmt.Sprintf("zone-%d", n%3), Disks: map[string]testenv.Disk{}}
 		for d := range disksPerNode {
 			disk, uuid := fmt.Sprintf("disk-%d", d), fmt.Sprintf("%s-disk-%d", name, d)
-			ln.Spec.Disks[disk] = longhornv1.DiskSpec{Path: "/var/lib/longhorn/" + disk, AllowScheduling: true}
-			status.DiskStatus[disk] = &longhornv1.DiskStatus{DiskUUID: uuid, StorageMaximum: 400 * gi, StorageAvailable: 400 * gi,
-				Conditions: []metav1.Condition{{Type: longhornv1.DiskConditionSchedulable, Status: metav1.ConditionTrue, Reason: "Bench", LastTransitionTime: now}}}
-			ds := &longhornv1.DiskSchedule{ObjectMeta: metav1.ObjectMeta{Name: uuid, Namespace: ns},
-				Spec: longhornv1.DiskScheduleSpec{Name: disk, NodeID: name}}
+			fixture.Disks[disk] = testenv.Disk{UUID: uuid, Size: 400 * gi}
+			ds := &dsv1.DiskSchedule{ObjectMeta: metav1.ObjectMeta{Name: uuid, Namespace: ns},
+				Spec: dsv1.DiskScheduleSpec{Name: disk, NodeID: name}}
 			if err := c.Create(ctx, ds); err != nil {
 				b.Fatal(err)
 			}
-			ds.Status = longhornv1.DiskScheduleStatus{StorageLimit: 400 * gi, StorageScheduled: int64(n%4) * 100 * gi,
-				Conditions: []metav1.Condition{{Type: longhornv1.DiskScheduleConditionReady, Status: metav1.ConditionTrue, Reason: "Bench", LastTransitionTime: now}}}
+			ds.Status = dsv1.DiskScheduleStatus{StorageLimit: 400 * gi, StorageScheduled: int64(n%4) * 100 * gi,
+				Conditions: []metav1.Condition{{Type: dsv1.DiskScheduleConditionReady, Status: metav1.ConditionTrue, Reason: "Bench", LastTransitionTime: now}}}
 			if err := c.Status().Update(ctx, ds); err != nil {
 				b.Fatal(err)
 			}
 		}
-		if err := c.Create(ctx, ln); err != nil {
-			b.Fatal(err)
-		}
-		if err := nodestatus.Apply(ctx, c, ns, name, nodestatus.NodeControllerManager, status); err != nil {
+		// The bench plays longhorn-manager, which writes its Nodes and their status.
+		if err := testenv.CreateLonghorn(ctx, c, fixture.LonghornNode(ns)); err != nil {
 			b.Fatal(err)
 		}
 		if (n+1)%250 == 0 {

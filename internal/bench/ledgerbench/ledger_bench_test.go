@@ -21,6 +21,7 @@ import (
 	"testing"
 	"time"
 
+	lhv1 "github.com/longhorn/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -35,6 +36,7 @@ import (
 	longhornv1 "github.com/longhorn/diskschedule/api/v1beta2"
 	"github.com/longhorn/diskschedule/internal/ledgerclient"
 	"github.com/longhorn/diskschedule/internal/manager"
+	"github.com/longhorn/diskschedule/internal/manager/managertest"
 	"github.com/longhorn/diskschedule/internal/testenv"
 )
 
@@ -229,7 +231,7 @@ func ratio(a, b time.Duration) float64 {
 
 // fixture is one shape's objects: a raw namespace with plain DiskSchedules
 // and no controller, and a ledger namespace with Ready nodes, their
-// DiskSchedules, the Replicas the requests name and a running manager.
+// DiskSchedules and a running manager.
 type fixture struct {
 	disks, writers int
 
@@ -292,14 +294,13 @@ func (f *fixture) setUp(ctx context.Context) error {
 		f.rawDisks = append(f.rawDisks, ds.Name)
 	}
 
-	m, err := env.StartManager(env.Config, manager.Options{Namespace: f.ledgerNS, LedgerWorkers: 4})
+	// The requests name no Longhorn object; a mirror grace period longer
+	// than the benchmark keeps them for the ledger to decide.
+	m, err := managertest.Start(env, env.Config, manager.Options{Namespace: f.ledgerNS, LedgerWorkers: 4, GateGrace: time.Hour})
 	if err != nil {
 		return fmt.Errorf("starting the manager: %w", err)
 	}
 	f.manager = m
-	if err := f.createReplicas(ctx); err != nil {
-		return err
-	}
 	var fixtures []testenv.NodeFixture
 	for n := 0; n*disksPerNode < f.disks; n++ {
 		nf := testenv.NodeFixture{Name: fmt.Sprintf("%s-node-%d", base, n), Disks: map[string]testenv.Disk{}}
@@ -328,29 +329,6 @@ func (f *fixture) setUp(ctx context.Context) error {
 	return nil
 }
 
-// createReplicas creates the Replica of every request key, so that the
-// ledger's garbage collection keeps the requests.
-func (f *fixture) createReplicas(ctx context.Context) error {
-	for w := range f.writers {
-		seen := map[int]bool{}
-		for k := range f.disks {
-			d := f.diskOf(w, k)
-			if seen[d] {
-				continue
-			}
-			seen[d] = true
-			r := &longhornv1.Replica{
-				ObjectMeta: metav1.ObjectMeta{Name: replicaName(w, d), Namespace: f.ledgerNS},
-				Spec:       longhornv1.ReplicaSpec{VolumeName: fmt.Sprintf("vol-w%d-d%d", w, d), VolumeSize: requestSize},
-			}
-			if err := env.Client.Create(ctx, r); err != nil {
-				return fmt.Errorf("creating replica %s: %w", r.Name, err)
-			}
-		}
-	}
-	return nil
-}
-
 // startTracker starts a shared informer on the ledger namespace's
 // DiskSchedules, as a requester's controller would watch them.
 func (f *fixture) startTracker(ctx context.Context) error {
@@ -374,7 +352,7 @@ func (f *fixture) startTracker(ctx context.Context) error {
 	}); err != nil {
 		return fmt.Errorf("watching DiskSchedules: %w", err)
 	}
-	nodes, err := c.GetInformer(cctx, &longhornv1.Node{})
+	nodes, err := c.GetInformer(cctx, &lhv1.Node{})
 	if err != nil {
 		return fmt.Errorf("getting the Node informer: %w", err)
 	}
@@ -616,8 +594,8 @@ func (s statusWriter) Update(ctx context.Context, obj client.Object, _ ...client
 
 // tracker follows every DiskSchedule version the informer delivers, wakes
 // writers whose request is decided, and counts the ledgers' status writes and
-// the Longhorn Node writes (the node controller mirrors each ledger into its
-// Node's status) made meanwhile.
+// the Longhorn Node writes made meanwhile (none: the manager never writes a
+// Longhorn Node; a non-zero figure would be a bug).
 type tracker struct {
 	mu         sync.Mutex
 	latest     map[string]*longhornv1.DiskSchedule
@@ -696,7 +674,7 @@ func (t *tracker) await(ctx context.Context, disk, name string, size, generation
 
 // observeNode counts a new version of a Longhorn Node.
 func (t *tracker) observeNode(obj any) {
-	if _, ok := obj.(*longhornv1.Node); !ok {
+	if _, ok := obj.(*lhv1.Node); !ok {
 		return
 	}
 	t.mu.Lock()

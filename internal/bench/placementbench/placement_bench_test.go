@@ -1,13 +1,17 @@
-// Package placementbench runs one concurrent volume workload two ways in
-// the same run against the same API server: the stateless path Longhorn
-// takes today (each volume controller places its replica from its own cached
-// view of disk usage and writes the Replica directly, with no lock) and the
-// ledger path (the project's manager: placement, then a DiskSchedule request
-// the ledger decides). It reports, side by side, how many disks end over
-// their limit and how long until every volume is decided.
+// Package placementbench measures Longhorn's stateless replica placement
+// under a concurrent volume workload: the simulated Longhorn v1.12 (package
+// simlonghorn) places each volume's replica from its own cached view of
+// disk usage (the Longhorn Nodes' status storageScheduled) and writes the
+// Replica with no lock, as longhorn-manager's volume controller workers do.
+// It reports how many disks end over their limit, how many volumes were
+// placed, the fullest disk and how long until every volume was decided.
+//
+// The ledger side of the comparison (the same workload with the admission
+// gate granting each placement from a DiskSchedule) runs once the gate
+// exists; until then this is the stateless baseline.
 //
 // It holds only benchmarks; the test control plane starts only when -bench is
-// given. Figures and the command are in docs/benchmarks.md.
+// given.
 package placementbench
 
 import (
@@ -18,17 +22,16 @@ import (
 	"testing"
 	"time"
 
-	"k8s.io/apimachinery/pkg/api/meta"
+	lhv1 "github.com/longhorn/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
+	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	longhornv1 "github.com/longhorn/diskschedule/api/v1beta2"
-	"github.com/longhorn/diskschedule/internal/manager"
-	"github.com/longhorn/diskschedule/internal/placement"
-	"github.com/longhorn/diskschedule/internal/settings"
+	"github.com/longhorn/diskschedule/internal/simlonghorn"
 	"github.com/longhorn/diskschedule/internal/testenv"
 )
 
@@ -62,6 +65,8 @@ type outcome struct {
 	seconds float64
 }
 
+// outcomeOf sums the bytes placed on each disk (by UUID) into an outcome;
+// every disk's limit is diskSize (over-provisioning 100%, nothing reserved).
 func outcomeOf(used map[string]int64, seconds float64) outcome {
 	o := outcome{seconds: seconds}
 	for _, bytes := range used {
@@ -74,76 +79,47 @@ func outcomeOf(used map[string]int64, seconds float64) outcome {
 	return o
 }
 
-// BenchmarkStatelessVersusLedger runs the workload through both paths once
-// per iteration and reports, for each, the disks over their limit, the
+// BenchmarkSimulatedLonghorn runs the workload through the simulated
+// Longhorn once per iteration and reports the disks over their limit, the
 // volumes placed, the fullest disk and the seconds until every volume was
 // decided.
-func BenchmarkStatelessVersusLedger(b *testing.B) {
-	var stateless, ledger outcome
+func BenchmarkSimulatedLonghorn(b *testing.B) {
+	var sum outcome
 	for range b.N {
 		runs++
-		s := runStateless(b, fmt.Sprintf("stateless-%d", runs))
-		l := runLedger(b, fmt.Sprintf("ledger-%d", runs))
-		stateless.overLimit += s.overLimit
-		stateless.placed += s.placed
-		stateless.fullest = max(stateless.fullest, s.fullest)
-		stateless.seconds += s.seconds
-		ledger.overLimit += l.overLimit
-		ledger.placed += l.placed
-		ledger.fullest = max(ledger.fullest, l.fullest)
-		ledger.seconds += l.seconds
+		o := runWorkload(b, fmt.Sprintf("placementbench-%d", runs))
+		sum.overLimit += o.overLimit
+		sum.placed += o.placed
+		sum.fullest = max(sum.fullest, o.fullest)
+		sum.seconds += o.seconds
 	}
 	n := float64(b.N)
-	for _, m := range []struct {
-		name string
-		o    outcome
-	}{{"stateless", stateless}, {"ledger", ledger}} {
-		b.ReportMetric(float64(m.o.overLimit)/n, m.name+"-disks-over-limit")
-		b.ReportMetric(float64(m.o.placed)/n, m.name+"-volumes-placed")
-		b.ReportMetric(m.o.fullest, m.name+"-fullest-disk-%")
-		b.ReportMetric(m.o.seconds/n, m.name+"-s-to-decided")
-	}
-	b.ReportMetric(ledger.seconds/stateless.seconds, "ledger/stateless-time")
+	b.ReportMetric(float64(sum.overLimit)/n, "disks-over-limit")
+	b.ReportMetric(float64(sum.placed)/n, "volumes-placed")
+	b.ReportMetric(sum.fullest, "fullest-disk-%")
+	b.ReportMetric(sum.seconds/n, "s-to-decided")
 }
 
-// setUp creates the namespace and the nodes (whose ledgers the node
-// controller creates once a manager runs).
-func setUp(b *testing.B, ns string) []testenv.NodeFixture {
-	b.Helper()
-	ctx := context.Background()
-	if err := env.CreateNamespace(ctx, ns); err != nil {
-		b.Fatal(err)
-	}
-	var out []testenv.NodeFixture
-	for i := range nodes {
-		f := testenv.NodeFixture{Name: fmt.Sprintf("%s-n%d", ns, i),
-			Disks: map[string]testenv.Disk{"disk-1": {UUID: fmt.Sprintf("%s-d%d", ns, i), Size: diskSize}}}
-		if err := f.CreateNode(ctx, env.Client, ns); err != nil {
-			b.Fatal(err)
-		}
-		out = append(out, f)
-	}
-	return out
-}
-
-// runStateless places each volume's replica from a shared informer cache of
-// Replicas, as Longhorn's volume controllers do, and writes the Replica with
-// its placement directly. It returns the disks whose placed bytes exceed
-// their limit and the seconds it took.
-func runStateless(b *testing.B, ns string) outcome {
+// runWorkload starts the simulated Longhorn on fresh nodes in namespace ns,
+// creates every volume at once, waits until each is Scheduled=True or
+// Scheduled=False for lack of space, and returns what the replicas hold.
+func runWorkload(b *testing.B, ns string) outcome {
 	b.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	fixtures := setUp(b, ns)
-	replicaCache, err := cache.New(env.Config, cache.Options{Scheme: env.Scheme, DefaultNamespaces: map[string]cache.Config{ns: {}}})
-	if err != nil {
+	if err := env.CreateNamespace(ctx, ns); err != nil {
 		b.Fatal(err)
 	}
-	if _, err := replicaCache.GetInformer(ctx, &longhornv1.Replica{}); err != nil {
-		b.Fatal(err)
+	var specs []simlonghorn.NodeSpec
+	var nodeNames []string
+	for i := range nodes {
+		name := fmt.Sprintf("%s-n%d", ns, i)
+		nodeNames = append(nodeNames, name)
+		specs = append(specs, simlonghorn.NodeSpec{Name: name, Disks: []simlonghorn.DiskSpec{{Name: "disk-1", Size: diskSize}}})
 	}
-	go func() { _ = replicaCache.Start(ctx) }()
-	replicaCache.WaitForCacheSync(ctx)
+	stop := startSim(b, ns, specs)
+	defer stop()
+	waitNodes(ctx, b, ns, nodeNames)
 
 	start := time.Now()
 	var wg sync.WaitGroup
@@ -151,113 +127,24 @@ func runStateless(b *testing.B, ns string) outcome {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			vol := &longhornv1.Volume{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("vol-%02d", v), Namespace: ns},
-				Spec: longhornv1.VolumeSpec{Size: *resource.NewQuantity(volumeSize, resource.BinarySI), NumberOfReplicas: 1}}
-			list := &longhornv1.ReplicaList{}
-			if err := replicaCache.List(ctx, list); err != nil {
-				b.Error(err)
-				return
-			}
-			used := map[string]int64{}
-			for _, r := range list.Items {
-				used[r.Spec.DiskID] += r.Spec.VolumeSize
-			}
-			res := placement.Place(placement.Request{Volume: vol, Size: volumeSize, Count: 1,
-				Nodes: statelessView(fixtures, used), Settings: settings.Default()})
-			if len(res.Choices) == 0 {
-				return // decided: unschedulable
-			}
-			c := res.Choices[0]
-			rep := &longhornv1.Replica{ObjectMeta: metav1.ObjectMeta{Name: vol.Name + "-r", Namespace: ns},
-				Spec: longhornv1.ReplicaSpec{VolumeName: vol.Name, VolumeSize: volumeSize, NodeID: c.NodeID, DiskID: c.DiskUUID}}
-			if err := env.Client.Create(ctx, rep); err != nil {
+			if err := env.Client.Create(ctx, volume(ns, fmt.Sprintf("vol-%02d", v))); err != nil {
 				b.Error(err)
 			}
 		}()
 	}
 	wg.Wait()
-	elapsed := time.Since(start).Seconds()
-
-	list := &longhornv1.ReplicaList{}
-	if err := env.Client.List(ctx, list, client.InNamespace(ns)); err != nil {
-		b.Fatal(err)
-	}
-	used := map[string]int64{}
-	for _, r := range list.Items {
-		used[r.Spec.DiskID] += r.Spec.VolumeSize
-	}
-	return outcomeOf(used, elapsed)
-}
-
-// statelessView is the nodes as a stateless volume controller sees them:
-// scheduled bytes summed from its cached Replicas.
-func statelessView(fixtures []testenv.NodeFixture, used map[string]int64) []placement.Node {
-	var out []placement.Node
-	for _, f := range fixtures {
-		n := placement.Node{Name: f.Name, Ready: true, Schedulable: true, AllowScheduling: true}
-		for name, d := range f.Disks {
-			n.Disks = append(n.Disks, placement.Disk{Name: name, UUID: d.UUID, Path: "/var/lib/longhorn/" + name,
-				Type: longhornv1.DiskTypeFilesystem, AllowScheduling: true, Schedulable: true,
-				StorageMaximum: d.Size, StorageAvailable: d.Size, StorageLimit: d.Size, StorageScheduled: used[d.UUID]})
-		}
-		out = append(out, n)
-	}
-	return out
-}
-
-// runLedger creates the same volumes with the project's manager running and
-// waits until each is Scheduled=True or Scheduled=False for lack of space.
-func runLedger(b *testing.B, ns string) outcome {
-	b.Helper()
-	ctx := context.Background()
-	m, err := env.StartManager(env.Config, manager.Options{Namespace: ns})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer func() { _ = m.Stop() }()
-	setUp(b, ns)
-	err = wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
-		list := &longhornv1.DiskScheduleList{}
-		if err := env.Client.List(ctx, list, client.InNamespace(ns)); err != nil {
-			return false, err
-		}
-		ready := 0
-		for _, ds := range list.Items {
-			if meta.IsStatusConditionTrue(ds.Status.Conditions, longhornv1.DiskScheduleConditionReady) && ds.Status.StorageLimit > 0 {
-				ready++
-			}
-		}
-		return ready == nodes, nil
-	})
-	if err != nil {
-		b.Fatalf("waiting for the ledgers: %v", err)
-	}
-
-	start := time.Now()
-	var wg sync.WaitGroup
-	for v := range volumes {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			vol := &longhornv1.Volume{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("vol-%02d", v), Namespace: ns},
-				Spec: longhornv1.VolumeSpec{Size: *resource.NewQuantity(volumeSize, resource.BinarySI), NumberOfReplicas: 1,
-					DataLocality: longhornv1.DataLocalityDisabled}}
-			if err := env.Client.Create(ctx, vol); err != nil {
-				b.Error(err)
-			}
-		}()
-	}
-	wg.Wait()
-	err = wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
-		list := &longhornv1.VolumeList{}
+	err := wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		list := &lhv1.VolumeList{}
 		if err := env.Client.List(ctx, list, client.InNamespace(ns)); err != nil {
 			return false, err
 		}
 		decided := 0
 		for _, v := range list.Items {
-			c := meta.FindStatusCondition(v.Status.Conditions, longhornv1.VolumeConditionScheduled)
-			if c != nil && (c.Status == metav1.ConditionTrue || c.Reason == longhornv1.VolumeReasonReplicaSchedulingFailure) {
-				decided++
+			for _, c := range v.Status.Conditions {
+				if c.Type == lhv1.VolumeConditionTypeScheduled && (c.Status == lhv1.ConditionStatusTrue ||
+					c.Reason == lhv1.VolumeConditionReasonReplicaSchedulingFailure) {
+					decided++
+				}
 			}
 		}
 		return decided == volumes, nil
@@ -267,8 +154,7 @@ func runLedger(b *testing.B, ns string) outcome {
 	}
 	elapsed := time.Since(start).Seconds()
 
-	// Count what the replicas hold, as for the stateless path.
-	list := &longhornv1.ReplicaList{}
+	list := &lhv1.ReplicaList{}
 	if err := env.Client.List(ctx, list, client.InNamespace(ns)); err != nil {
 		b.Fatal(err)
 	}
@@ -279,4 +165,70 @@ func runLedger(b *testing.B, ns string) outcome {
 		}
 	}
 	return outcomeOf(used, elapsed)
+}
+
+// startSim runs the simulated Longhorn for namespace ns in its own manager
+// and returns the function that stops it.
+func startSim(b *testing.B, ns string, specs []simlonghorn.NodeSpec) func() {
+	b.Helper()
+	mgr, err := simlonghorn.NewManager(env.Config, env.Scheme, simlonghorn.Options{Namespace: ns, Nodes: specs, PlaceReplicas: true})
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(ctx) }()
+	return func() {
+		cancel()
+		if err := <-done; err != nil {
+			b.Errorf("the simulated Longhorn stopped with %v", err)
+		}
+	}
+}
+
+// waitNodes waits until every Longhorn node reports its disk schedulable.
+func waitNodes(ctx context.Context, b *testing.B, ns string, names []string) {
+	b.Helper()
+	err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		for _, name := range names {
+			n := &lhv1.Node{}
+			if err := env.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, n); err != nil {
+				return false, client.IgnoreNotFound(err)
+			}
+			st := n.Status.DiskStatus["disk-1"]
+			if st == nil || st.StorageMaximum != diskSize || !schedulable(st.Conditions) {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+	if err != nil {
+		b.Fatalf("waiting for the Longhorn nodes: %v", err)
+	}
+}
+
+// schedulable reports whether Longhorn's Schedulable condition is True.
+func schedulable(conds []lhv1.Condition) bool {
+	for _, c := range conds {
+		if c.Type == lhv1.DiskConditionTypeSchedulable {
+			return c.Status == lhv1.ConditionStatusTrue
+		}
+	}
+	return false
+}
+
+// volume returns a one-replica volume of volumeSize named pvc-<name>, as
+// Longhorn's CSI driver creates it.
+func volume(ns, name string) *lhv1.Volume {
+	pvc := &corev1.PersistentVolumeClaim{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "bench", UID: types.UID(name)},
+		Spec: corev1.PersistentVolumeClaimSpec{Resources: corev1.VolumeResourceRequirements{
+			Requests: corev1.ResourceList{corev1.ResourceStorage: *resource.NewQuantity(volumeSize, resource.BinarySI)}}},
+	}
+	class := &storagev1.StorageClass{Parameters: map[string]string{simlonghorn.ParamNumberOfReplicas: "1"}}
+	v, err := simlonghorn.VolumeFor(pvc, class, ns)
+	if err != nil {
+		panic(err) // the claim above always requests storage
+	}
+	return v
 }

@@ -43,9 +43,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
-	"github.com/longhorn/diskschedule/internal/dataplane"
 	"github.com/longhorn/diskschedule/internal/manager"
 	"github.com/longhorn/diskschedule/internal/sandbox"
+	"github.com/longhorn/diskschedule/internal/simlonghorn"
 	"github.com/longhorn/diskschedule/internal/testenv"
 )
 
@@ -433,7 +433,7 @@ func pod(ns string, i int, extender bool) *corev1.Pod {
 		},
 	}
 	if extender {
-		one := corev1.ResourceList{dataplane.ExtendedResource: resource.MustParse("1")}
+		one := corev1.ResourceList{simlonghorn.ExtendedResource: resource.MustParse("1")}
 		p.Spec.Containers[0].Resources = corev1.ResourceRequirements{Requests: one, Limits: one}
 	}
 	return p

@@ -1,6 +1,9 @@
 // Package diskschedule is the DiskSchedule controller, the only writer of
-// DiskSchedule status. It reads each ledger's spec, the disk's facts from the
-// Node and the settings, asks the pure ledger.Decide for the next status and
-// writes it with the resourceVersion it read, so a decision computed from a
-// stale view fails with a conflict and is made again.
+// DiskSchedule status. For each ledger it reads the spec, the disk's limit
+// and schedulability from Longhorn's Node (ledger.DiskOf), the replicas and
+// backing-image copies Longhorn has persisted on the disk (adopted, rule 7),
+// the over-provisioning Setting and the reservation timeout, asks the pure
+// ledger.Decide for the next status and writes it with the resourceVersion
+// it read, so a decision computed from a stale view fails with a conflict
+// and is made again. It never writes a spec, nor any Longhorn object.
 package diskschedule

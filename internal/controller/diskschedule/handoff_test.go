@@ -3,18 +3,19 @@ package diskschedule_test
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	longhornv1 "github.com/longhorn/diskschedule/api/v1beta2"
+	dsv1 "github.com/longhorn/diskschedule/api/v1beta2"
+	"github.com/longhorn/diskschedule/internal/controller/config"
+	"github.com/longhorn/diskschedule/internal/settings"
 	"github.com/longhorn/diskschedule/internal/testenv"
 )
 
@@ -25,17 +26,17 @@ import (
 // and frees its space.
 func TestHandoffAndExpiry(t *testing.T) {
 	ctx := t.Context()
-	l := newLedger(t, ctx, 100*gi, "r-base", "r-local", "r-competitor")
+	l := newLedger(t, ctx, 100*gi)
 	// Long enough that the first reservation cannot expire before its handoff.
-	l.setSetting(longhornv1.SettingSchedulerExtenderNodeReservationTimeout, "60")
+	l.setReservationTimeout(60)
 	rec := watchLedgers(t, ctx, l.ns)
 
-	ds := l.write(func(s *longhornv1.DiskScheduleSpec) {
-		s.Replicas = map[string]longhornv1.RequestedBytes{"r-base": longhornv1.RequestedBytes(60 * gi)}
-		s.Reservations = map[string]longhornv1.DiskScheduleReservation{"vol-1": {Size: 40 * gi, Pod: l.ns + "/pod-1"}}
+	ds := l.write(func(s *dsv1.DiskScheduleSpec) {
+		s.Replicas = map[string]dsv1.RequestedBytes{"r-base": dsv1.RequestedBytes(60 * gi)}
+		s.Reservations = map[string]dsv1.DiskScheduleReservation{"vol-1": {Size: 40 * gi, Pod: l.ns + "/pod-1"}}
 	})
-	l.expectReplica(ds, "r-base", longhornv1.RequestStateScheduled, 60*gi)
-	if st := ds.Status.Reservations["vol-1"]; st.State != longhornv1.ReservationStateScheduled || st.ScheduledSize != 40*gi || st.ExpiresAt == nil {
+	l.expectReplica(ds, "r-base", dsv1.RequestStateScheduled, 60*gi)
+	if st := ds.Status.Reservations["vol-1"]; st.State != dsv1.ReservationStateScheduled || st.ScheduledSize != 40*gi || st.ExpiresAt == nil {
 		t.Fatalf("reservation vol-1: %+v, want scheduled 40Gi with expiresAt", st)
 	}
 	l.expectScheduled(ds, 100*gi)
@@ -43,43 +44,43 @@ func TestHandoffAndExpiry(t *testing.T) {
 	// One update: the handoff replica, a competitor for the same bytes, and
 	// the reservation naming its replica. The competitor sorts before
 	// r-local, so only the handoff rule keeps it from taking the space.
-	ds = l.write(func(s *longhornv1.DiskScheduleSpec) {
-		s.Replicas["r-local"] = longhornv1.RequestedBytes(40 * gi)
-		s.Replicas["r-competitor"] = longhornv1.RequestedBytes(40 * gi)
+	ds = l.write(func(s *dsv1.DiskScheduleSpec) {
+		s.Replicas["r-local"] = dsv1.RequestedBytes(40 * gi)
+		s.Replicas["r-competitor"] = dsv1.RequestedBytes(40 * gi)
 		res := s.Reservations["vol-1"]
 		res.Replica = "r-local"
 		s.Reservations["vol-1"] = res
 	})
-	l.expectReplica(ds, "r-local", longhornv1.RequestStateScheduled, 40*gi)
-	l.expectReplica(ds, "r-base", longhornv1.RequestStateScheduled, 60*gi)
-	st := l.expectReplica(ds, "r-competitor", longhornv1.RequestStateRejected, 0)
+	l.expectReplica(ds, "r-local", dsv1.RequestStateScheduled, 40*gi)
+	l.expectReplica(ds, "r-base", dsv1.RequestStateScheduled, 60*gi)
+	st := l.expectReplica(ds, "r-competitor", dsv1.RequestStateRejected, 0)
 	if !strings.Contains(st.Message, "40Gi") || !strings.Contains(st.Message, "100Gi") {
 		t.Errorf("r-competitor's rejection %q does not give the requested size and the limit", st.Message)
 	}
 	res := ds.Status.Reservations["vol-1"]
-	if res.State != longhornv1.ReservationStateFulfilled || res.ScheduledSize != 0 || res.Replica != "r-local" || res.ExpiresAt != nil {
+	if res.State != dsv1.ReservationStateFulfilled || res.ScheduledSize != 0 || res.Replica != "r-local" || res.ExpiresAt != nil {
 		t.Errorf("reservation vol-1: %+v, want fulfilled by r-local with 0 and no expiresAt", res)
 	}
 	l.expectScheduled(ds, 100*gi)
 
 	// Removing a spec key frees its space in the same status write.
-	ds = l.write(func(s *longhornv1.DiskScheduleSpec) { delete(s.Replicas, "r-base") })
+	ds = l.write(func(s *dsv1.DiskScheduleSpec) { delete(s.Replicas, "r-base") })
 	if _, found := ds.Status.Replicas["r-base"]; found {
 		t.Errorf("the removed r-base is still in status: %+v", ds.Status.Replicas["r-base"])
 	}
 	l.expectScheduled(ds, 40*gi)
 
 	// A reservation no replica takes over expires and frees its space.
-	l.setSetting(longhornv1.SettingSchedulerExtenderNodeReservationTimeout, "1")
+	l.setReservationTimeout(1)
 	written := time.Now()
-	ds = l.write(func(s *longhornv1.DiskScheduleSpec) {
-		s.Reservations["vol-2"] = longhornv1.DiskScheduleReservation{Size: 20 * gi, Pod: l.ns + "/pod-2"}
+	ds = l.write(func(s *dsv1.DiskScheduleSpec) {
+		s.Reservations["vol-2"] = dsv1.DiskScheduleReservation{Size: 20 * gi, Pod: l.ns + "/pod-2"}
 	})
 	res = ds.Status.Reservations["vol-2"]
 	switch {
-	case res.State == longhornv1.ReservationStateExpired:
+	case res.State == dsv1.ReservationStateExpired:
 		// Decided and expired before this read: the expiry is checked below.
-	case res.State != longhornv1.ReservationStateScheduled || res.ScheduledSize != 20*gi || res.ExpiresAt == nil:
+	case res.State != dsv1.ReservationStateScheduled || res.ScheduledSize != 20*gi || res.ExpiresAt == nil:
 		t.Fatalf("reservation vol-2: %+v, want scheduled 20Gi with expiresAt", res)
 	default:
 		// expiresAt has whole seconds: admission + 1s, truncated.
@@ -88,17 +89,17 @@ func TestHandoffAndExpiry(t *testing.T) {
 		}
 		l.expectScheduled(ds, 60*gi)
 	}
-	ds = l.waitFor("reservation vol-2 expires", func(ds *longhornv1.DiskSchedule) bool {
-		return ds.Status.Reservations["vol-2"].State == longhornv1.ReservationStateExpired
+	ds = l.waitFor("reservation vol-2 expires", func(ds *dsv1.DiskSchedule) bool {
+		return ds.Status.Reservations["vol-2"].State == dsv1.ReservationStateExpired
 	})
 	res = ds.Status.Reservations["vol-2"]
 	if res.ScheduledSize != 0 || res.ExpiresAt != nil || res.Message == "" {
 		t.Errorf("expired reservation vol-2: %+v, want 0 bytes, no expiresAt and a message", res)
 	}
-	if ds.Status.Reservations["vol-1"].State != longhornv1.ReservationStateFulfilled {
+	if ds.Status.Reservations["vol-1"].State != dsv1.ReservationStateFulfilled {
 		t.Errorf("the fulfilled reservation vol-1 changed: %+v", ds.Status.Reservations["vol-1"])
 	}
-	l.expectReplica(ds, "r-local", longhornv1.RequestStateScheduled, 40*gi)
+	l.expectReplica(ds, "r-local", dsv1.RequestStateScheduled, 40*gi)
 	l.expectScheduled(ds, 40*gi)
 	rec.report(t)
 }
@@ -109,40 +110,40 @@ func TestHandoffAndExpiry(t *testing.T) {
 // again at a new size is a new request.
 func TestDecisionsAreFinal(t *testing.T) {
 	ctx := t.Context()
-	l := newLedger(t, ctx, 100*gi, "r-1", "r-2", "r-3", "r-4")
+	l := newLedger(t, ctx, 100*gi)
 	rec := watchLedgers(t, ctx, l.ns)
 
-	ds := l.write(func(s *longhornv1.DiskScheduleSpec) {
-		s.Replicas = map[string]longhornv1.RequestedBytes{"r-1": longhornv1.RequestedBytes(60 * gi), "r-2": longhornv1.RequestedBytes(40 * gi)}
+	ds := l.write(func(s *dsv1.DiskScheduleSpec) {
+		s.Replicas = map[string]dsv1.RequestedBytes{"r-1": dsv1.RequestedBytes(60 * gi), "r-2": dsv1.RequestedBytes(40 * gi)}
 	})
-	l.expectReplica(ds, "r-1", longhornv1.RequestStateScheduled, 60*gi)
-	l.expectReplica(ds, "r-2", longhornv1.RequestStateScheduled, 40*gi)
+	l.expectReplica(ds, "r-1", dsv1.RequestStateScheduled, 60*gi)
+	l.expectReplica(ds, "r-2", dsv1.RequestStateScheduled, 40*gi)
 	l.expectScheduled(ds, 100*gi)
 
-	ds = l.write(func(s *longhornv1.DiskScheduleSpec) { s.Replicas["r-3"] = longhornv1.RequestedBytes(10 * gi) })
-	st := l.expectReplica(ds, "r-3", longhornv1.RequestStateRejected, 0)
+	ds = l.write(func(s *dsv1.DiskScheduleSpec) { s.Replicas["r-3"] = dsv1.RequestedBytes(10 * gi) })
+	st := l.expectReplica(ds, "r-3", dsv1.RequestStateRejected, 0)
 	if !strings.Contains(st.Message, "10Gi") || !strings.Contains(st.Message, "100Gi") {
 		t.Errorf("r-3's rejection %q does not give the requested size and the limit", st.Message)
 	}
 	l.expectScheduled(ds, 100*gi)
 
-	ds = l.write(func(s *longhornv1.DiskScheduleSpec) { delete(s.Replicas, "r-2") })
+	ds = l.write(func(s *dsv1.DiskScheduleSpec) { delete(s.Replicas, "r-2") })
 	if _, found := ds.Status.Replicas["r-2"]; found {
 		t.Errorf("the removed r-2 is still in status: %+v", ds.Status.Replicas["r-2"])
 	}
-	l.expectReplica(ds, "r-3", longhornv1.RequestStateRejected, 0)
+	l.expectReplica(ds, "r-3", dsv1.RequestStateRejected, 0)
 	l.expectScheduled(ds, 60*gi)
 
 	// A later decision with free space grants a new request, and still
 	// leaves r-3 rejected.
-	ds = l.write(func(s *longhornv1.DiskScheduleSpec) { s.Replicas["r-4"] = longhornv1.RequestedBytes(5 * gi) })
-	l.expectReplica(ds, "r-4", longhornv1.RequestStateScheduled, 5*gi)
-	l.expectReplica(ds, "r-3", longhornv1.RequestStateRejected, 0)
+	ds = l.write(func(s *dsv1.DiskScheduleSpec) { s.Replicas["r-4"] = dsv1.RequestedBytes(5 * gi) })
+	l.expectReplica(ds, "r-4", dsv1.RequestStateScheduled, 5*gi)
+	l.expectReplica(ds, "r-3", dsv1.RequestStateRejected, 0)
 	l.expectScheduled(ds, 65*gi)
 
 	// Asking again at another size is a new request, decided again.
-	ds = l.write(func(s *longhornv1.DiskScheduleSpec) { s.Replicas["r-3"] = longhornv1.RequestedBytes(11 * gi) })
-	l.expectReplica(ds, "r-3", longhornv1.RequestStateScheduled, 11*gi)
+	ds = l.write(func(s *dsv1.DiskScheduleSpec) { s.Replicas["r-3"] = dsv1.RequestedBytes(11 * gi) })
+	l.expectReplica(ds, "r-3", dsv1.RequestStateScheduled, 11*gi)
 	l.expectScheduled(ds, 76*gi)
 	rec.report(t)
 }
@@ -156,9 +157,8 @@ type ledgerUnderTest struct {
 }
 
 // newLedger starts a manager in a new namespace, creates a node with one
-// disk of size bytes and a Replica object for each name (so the ledger keeps
-// their requests), and waits until the disk's ledger is Ready.
-func newLedger(t *testing.T, ctx context.Context, size int64, replicas ...string) *ledgerUnderTest {
+// disk of size bytes, and waits until the disk's ledger is Ready.
+func newLedger(t *testing.T, ctx context.Context, size int64) *ledgerUnderTest {
 	t.Helper()
 	ns := newNamespace(t)
 	startManagers(t, ns, 1)
@@ -167,26 +167,19 @@ func newLedger(t *testing.T, ctx context.Context, size int64, replicas ...string
 	if err := f.CreateNode(ctx, env.Client, ns); err != nil {
 		t.Fatal(err)
 	}
-	for _, name := range replicas {
-		r := &longhornv1.Replica{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
-			Spec: longhornv1.ReplicaSpec{VolumeName: "vol-" + name, VolumeSize: gi}}
-		if err := env.Client.Create(ctx, r); err != nil {
-			t.Fatal(err)
-		}
-	}
-	l.waitFor(fmt.Sprintf("the ledger is Ready with limit %d", size), func(ds *longhornv1.DiskSchedule) bool {
-		return meta.IsStatusConditionTrue(ds.Status.Conditions, longhornv1.DiskScheduleConditionReady) && ds.Status.StorageLimit == size
+	l.waitFor(fmt.Sprintf("the ledger is Ready with limit %d", size), func(ds *dsv1.DiskSchedule) bool {
+		return meta.IsStatusConditionTrue(ds.Status.Conditions, dsv1.DiskScheduleConditionReady) && ds.Status.StorageLimit == size
 	})
 	return l
 }
 
 // write changes the ledger's spec in one update (retried on conflict) and
 // returns the ledger once it has decided the generation that update produced.
-func (l *ledgerUnderTest) write(mutate func(*longhornv1.DiskScheduleSpec)) *longhornv1.DiskSchedule {
+func (l *ledgerUnderTest) write(mutate func(*dsv1.DiskScheduleSpec)) *dsv1.DiskSchedule {
 	l.t.Helper()
 	var generation int64
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		ds := &longhornv1.DiskSchedule{}
+		ds := &dsv1.DiskSchedule{}
 		if err := env.Client.Get(l.ctx, client.ObjectKey{Namespace: l.ns, Name: l.uuid}, ds); err != nil {
 			return err
 		}
@@ -200,17 +193,17 @@ func (l *ledgerUnderTest) write(mutate func(*longhornv1.DiskScheduleSpec)) *long
 	if err != nil {
 		l.t.Fatalf("writing the spec of DiskSchedule %s: %v", l.uuid, err)
 	}
-	return l.waitFor(fmt.Sprintf("generation %d is decided", generation), func(ds *longhornv1.DiskSchedule) bool {
+	return l.waitFor(fmt.Sprintf("generation %d is decided", generation), func(ds *dsv1.DiskSchedule) bool {
 		return ds.Status.ObservedGeneration >= generation
 	})
 }
 
 // waitFor polls the ledger until done accepts it and returns it.
-func (l *ledgerUnderTest) waitFor(what string, done func(*longhornv1.DiskSchedule) bool) *longhornv1.DiskSchedule {
+func (l *ledgerUnderTest) waitFor(what string, done func(*dsv1.DiskSchedule) bool) *dsv1.DiskSchedule {
 	l.t.Helper()
-	ds := &longhornv1.DiskSchedule{}
+	ds := &dsv1.DiskSchedule{}
 	err := wait.PollUntilContextTimeout(l.ctx, 50*time.Millisecond, 20*time.Second, true, func(ctx context.Context) (bool, error) {
-		got := &longhornv1.DiskSchedule{}
+		got := &dsv1.DiskSchedule{}
 		if err := env.Client.Get(ctx, client.ObjectKey{Namespace: l.ns, Name: l.uuid}, got); err != nil {
 			return false, client.IgnoreNotFound(err)
 		}
@@ -224,7 +217,7 @@ func (l *ledgerUnderTest) waitFor(what string, done func(*longhornv1.DiskSchedul
 }
 
 // expectReplica checks the decision on a replica request and returns it.
-func (l *ledgerUnderTest) expectReplica(ds *longhornv1.DiskSchedule, name string, state longhornv1.RequestState, scheduled int64) longhornv1.RequestStatus {
+func (l *ledgerUnderTest) expectReplica(ds *dsv1.DiskSchedule, name string, state dsv1.RequestState, scheduled int64) dsv1.RequestStatus {
 	l.t.Helper()
 	st, ok := ds.Status.Replicas[name]
 	if !ok || st.State != state || st.ScheduledSize != scheduled || st.RequestedSize != int64(ds.Spec.Replicas[name]) {
@@ -235,41 +228,20 @@ func (l *ledgerUnderTest) expectReplica(ds *longhornv1.DiskSchedule, name string
 }
 
 // expectScheduled checks storageScheduled and that it stays within the limit.
-func (l *ledgerUnderTest) expectScheduled(ds *longhornv1.DiskSchedule, want int64) {
+func (l *ledgerUnderTest) expectScheduled(ds *dsv1.DiskSchedule, want int64) {
 	l.t.Helper()
 	if ds.Status.StorageScheduled != want || ds.Status.StorageScheduled > ds.Status.StorageLimit {
 		l.t.Errorf("storageScheduled %d of limit %d, want %d", ds.Status.StorageScheduled, ds.Status.StorageLimit, want)
 	}
 }
 
-// setSetting sets a Setting the manager created and waits until the manager
-// has seen the new value: the setting controller reads the manager's cache,
-// so once it has judged the new generation every controller sees it.
-func (l *ledgerUnderTest) setSetting(name, value string) {
+// setReservationTimeout writes scheduler-extender-node-reservation-timeout
+// into the ConfigMap diskschedule-config and waits until the manager has
+// applied it (its SettingsApplied Event says so).
+func (l *ledgerUnderTest) setReservationTimeout(seconds int) {
 	l.t.Helper()
-	key := client.ObjectKey{Namespace: l.ns, Name: name}
-	var generation int64
-	err := wait.PollUntilContextTimeout(l.ctx, 50*time.Millisecond, 20*time.Second, true, func(ctx context.Context) (bool, error) {
-		s := &longhornv1.Setting{}
-		if err := env.Client.Get(ctx, key, s); err != nil {
-			return false, client.IgnoreNotFound(err) // the manager creates it at start
-		}
-		if s.Value != value {
-			s.Value = value
-			if err := env.Client.Update(ctx, s); err != nil {
-				if apierrors.IsConflict(err) {
-					return false, nil
-				}
-				return false, err
-			}
-		}
-		if generation == 0 {
-			generation = s.Generation
-		}
-		c := meta.FindStatusCondition(s.Status.Conditions, longhornv1.SettingConditionValid)
-		return c != nil && c.Status == metav1.ConditionTrue && c.ObservedGeneration >= generation, nil
-	})
-	if err != nil {
-		l.t.Fatalf("setting %s to %s: %v", name, value, err)
-	}
+	setConfig(l.t, l.ctx, l.ns, map[string]string{settings.SchedulerExtenderNodeReservationTimeout: strconv.Itoa(seconds)})
+	want := config.DefaultExtender()
+	want.NodeReservationTimeout = time.Duration(seconds) * time.Second
+	waitSettingsApplied(l.t, l.ctx, l.ns, want)
 }

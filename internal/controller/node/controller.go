@@ -3,36 +3,29 @@ package node
 import (
 	"context"
 	"fmt"
-	"sort"
+	"maps"
+	"slices"
 
+	lhv1 "github.com/longhorn/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/klog/v2"
-	"k8s.io/utils/clock"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
-	"sigs.k8s.io/controller-runtime/pkg/handler"
-	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
-	longhornv1 "github.com/longhorn/diskschedule/api/v1beta2"
-	"github.com/longhorn/diskschedule/internal/clusterview"
+	dsv1 "github.com/longhorn/diskschedule/api/v1beta2"
 	"github.com/longhorn/diskschedule/internal/index"
-	"github.com/longhorn/diskschedule/internal/nodestatus"
-	"github.com/longhorn/diskschedule/internal/placement"
-	"github.com/longhorn/diskschedule/internal/settings"
 )
 
 // LabelNode labels each DiskSchedule with the name of its node.
 const LabelNode = "longhorn.io/node"
 
-// Event reasons of the node controller.
+// Event reasons of the node controller, on DiskSchedules.
 const (
-	// ReasonDiskStillAllocated: a disk left the node while its ledger still grants space.
+	// ReasonDiskStillAllocated: a disk left its node while its ledger still grants space.
 	ReasonDiskStillAllocated = "DiskStillAllocated"
 	// ReasonDiskScheduleCreated: a ledger was created for a new disk.
 	ReasonDiskScheduleCreated = "DiskScheduleCreated"
@@ -40,280 +33,165 @@ const (
 	ReasonDiskScheduleDeleted = "DiskScheduleDeleted"
 )
 
-// Reconciler reconciles Longhorn Nodes.
+// Reconciler keeps the DiskSchedules of Longhorn Nodes.
 type Reconciler struct {
-	client    client.Client
-	recorder  events.EventRecorder
-	clock     clock.PassiveClock
-	namespace string
+	client   client.Client
+	recorder events.EventRecorder
 }
 
-// NewReconciler returns a node Reconciler for the Nodes in namespace.
-func NewReconciler(c client.Client, recorder events.EventRecorder, clk clock.PassiveClock, namespace string) *Reconciler {
-	return &Reconciler{client: c, recorder: recorder, clock: clk, namespace: namespace}
+// NewReconciler returns a node Reconciler; c reads from the manager's cache
+// and writes DiskSchedules.
+func NewReconciler(c client.Client, recorder events.EventRecorder) *Reconciler {
+	return &Reconciler{client: c, recorder: recorder}
 }
 
 // +kubebuilder:rbac:groups=longhorn.io,resources=nodes,verbs=get;list;watch
-// +kubebuilder:rbac:groups=longhorn.io,resources=nodes/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=longhorn.io,resources=diskschedules,verbs=get;list;watch;create;delete
-// +kubebuilder:rbac:groups=longhorn.io,resources=replicas;settings,verbs=get;list;watch
-// +kubebuilder:rbac:groups="",resources=nodes,verbs=get;list;watch
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
-// Reconcile brings one Node's ledgers and derived status up to date.
+// Reconcile creates the ledgers of a Node's new disks and deletes those of
+// disks that are gone and grant nothing.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
-	node := &longhornv1.Node{}
+	node := &lhv1.Node{}
 	if err := r.client.Get(ctx, req.NamespacedName, node); err != nil {
-		return ctrl.Result{}, client.IgnoreNotFound(err)
-	}
-	if !node.DeletionTimestamp.IsZero() {
-		return ctrl.Result{}, nil // the DiskSchedules go with it, by owner reference
-	}
-	sched, err := clusterview.Settings(ctx, r.client, node.Namespace)
-	if err != nil {
-		return ctrl.Result{}, err
-	}
-	ledgers, err := r.syncDiskSchedules(ctx, node)
-	if err != nil {
-		return ctrl.Result{}, err
-	}
-	kubeNode := &corev1.Node{}
-	if err := r.client.Get(ctx, types.NamespacedName{Name: node.Name}, kubeNode); err != nil {
 		if !apierrors.IsNotFound(err) {
-			return ctrl.Result{}, fmt.Errorf("getting Kubernetes node %s: %w", node.Name, err)
+			return ctrl.Result{}, fmt.Errorf("reading Longhorn node %s: %w", req.Name, err)
 		}
-		kubeNode = nil
+		node = nil // every ledger of the node is of a disk that is gone
 	}
-	status := DerivedStatus(node, kubeNode, ledgers, sched, metav1.NewTime(r.clock.Now()))
-	if err := nodestatus.Apply(ctx, r.client, node.Namespace, node.Name, nodestatus.NodeControllerManager, status); err != nil {
-		return ctrl.Result{}, err
+	list := &dsv1.DiskScheduleList{}
+	if err := r.client.List(ctx, list, client.InNamespace(req.Namespace), client.MatchingFields{index.DiskScheduleByNode: req.Name}); err != nil {
+		return ctrl.Result{}, fmt.Errorf("listing the DiskSchedules of node %s: %w", req.Name, err)
 	}
-	return ctrl.Result{}, nil
-}
-
-// syncDiskSchedules creates a DiskSchedule for every disk with a UUID and
-// deletes those of disks that are gone, unless they still grant space. It
-// returns the node's ledgers by disk UUID.
-func (r *Reconciler) syncDiskSchedules(ctx context.Context, node *longhornv1.Node) (map[string]*longhornv1.DiskSchedule, error) {
-	log := ctrl.LoggerFrom(ctx)
-	list := &longhornv1.DiskScheduleList{}
-	if err := r.client.List(ctx, list, client.InNamespace(node.Namespace), client.MatchingFields{index.DiskScheduleByNode: node.Name}); err != nil {
-		return nil, fmt.Errorf("listing the DiskSchedules of node %s: %w", node.Name, err)
-	}
-	existing := map[string]*longhornv1.DiskSchedule{}
+	existing := map[string]*dsv1.DiskSchedule{}
 	for i := range list.Items {
 		existing[list.Items[i].Name] = &list.Items[i]
 	}
-	wanted := map[string]string{} // UUID -> disk name
-	for name, ds := range node.Status.DiskStatus {
-		if _, inSpec := node.Spec.Disks[name]; inSpec && ds != nil && ds.DiskUUID != "" {
-			wanted[ds.DiskUUID] = name
-		}
-	}
+	wanted := Disks(node)
 
-	for _, uuid := range sortedKeys(wanted) {
-		if cur, ok := existing[uuid]; ok && cur.Spec.Name == wanted[uuid] {
-			continue
-		}
-		ds, err := r.createDiskSchedule(ctx, node, uuid, wanted[uuid])
-		if err != nil {
-			return nil, err
-		}
-		if ds != nil {
-			existing[uuid] = ds
-		}
-	}
-	for _, uuid := range sortedKeys(existing) {
+	for _, uuid := range slices.Sorted(maps.Keys(existing)) {
 		ds := existing[uuid]
 		if name, ok := wanted[uuid]; ok && name == ds.Spec.Name {
 			continue
 		}
-		if ds.Status.StorageScheduled > 0 {
-			msg := fmt.Sprintf("disk %s (UUID %s) left node %s while its ledger still grants %d bytes; the DiskSchedule is kept until its replicas are gone",
-				ds.Spec.Name, uuid, node.Name, ds.Status.StorageScheduled)
-			r.recorder.Eventf(node, ds, corev1.EventTypeWarning, ReasonDiskStillAllocated, "RemoveDisk", "%s", msg)
-			log.Info("Keeping the ledger of a removed disk that still grants space", "diskSchedule", klog.KObj(ds),
-				"storageScheduled", ds.Status.StorageScheduled)
-			continue
+		if err := r.removed(ctx, node, ds); err != nil {
+			return ctrl.Result{}, err
 		}
-		if err := r.client.Delete(ctx, ds, client.Preconditions{ResourceVersion: &ds.ResourceVersion}); err != nil && !apierrors.IsNotFound(err) {
-			if apierrors.IsConflict(err) {
-				return nil, fmt.Errorf("deleting DiskSchedule %s: it changed meanwhile: %w", uuid, err)
-			}
-			return nil, fmt.Errorf("deleting DiskSchedule %s: %w", uuid, err)
-		}
-		delete(existing, uuid)
-		r.recorder.Eventf(node, ds, corev1.EventTypeNormal, ReasonDiskScheduleDeleted, "RemoveDisk",
-			"Deleted the ledger of disk %s (UUID %s)", ds.Spec.Name, uuid)
 	}
-	return existing, nil
+	for _, uuid := range slices.Sorted(maps.Keys(wanted)) {
+		if _, ok := existing[uuid]; ok {
+			continue // kept, or not deleted yet: created once the old one is gone
+		}
+		if err := r.create(ctx, node, uuid, wanted[uuid]); err != nil {
+			return ctrl.Result{}, err
+		}
+	}
+	return ctrl.Result{}, nil
 }
 
-// createDiskSchedule creates the ledger of one disk, with a request for every
-// replica already placed on it so that they are adopted (ledger rule 7).
-func (r *Reconciler) createDiskSchedule(ctx context.Context, node *longhornv1.Node, uuid, diskName string) (*longhornv1.DiskSchedule, error) {
-	replicas := &longhornv1.ReplicaList{}
-	if err := r.client.List(ctx, replicas, client.InNamespace(node.Namespace), client.MatchingFields{index.ReplicaByDisk: uuid}); err != nil {
-		return nil, fmt.Errorf("listing replicas on disk %s: %w", uuid, err)
+// Disks returns the disks of node that have a ledger, disk UUID → disk
+// name: every status.diskStatus entry with a UUID. A UUID reported under two
+// names (Longhorn marks such disks not ready) goes with the first name.
+func Disks(node *lhv1.Node) map[string]string {
+	out := map[string]string{}
+	if node == nil || !node.DeletionTimestamp.IsZero() {
+		return out
 	}
-	ds := &longhornv1.DiskSchedule{
-		ObjectMeta: metav1.ObjectMeta{Name: uuid, Namespace: node.Namespace, Labels: map[string]string{LabelNode: node.Name}},
-		Spec:       longhornv1.DiskScheduleSpec{Name: diskName, NodeID: node.Name},
-	}
-	for i := range replicas.Items {
-		rep := &replicas.Items[i]
-		if rep.DeletionTimestamp.IsZero() && rep.Spec.NodeID == node.Name && rep.Spec.VolumeSize > 0 {
-			if ds.Spec.Replicas == nil {
-				ds.Spec.Replicas = map[string]longhornv1.RequestedBytes{}
-			}
-			ds.Spec.Replicas[rep.Name] = longhornv1.RequestedBytes(rep.Spec.VolumeSize)
+	for _, name := range slices.Sorted(maps.Keys(node.Status.DiskStatus)) {
+		st := node.Status.DiskStatus[name]
+		if st == nil || st.DiskUUID == "" {
+			continue
+		}
+		if _, dup := out[st.DiskUUID]; !dup {
+			out[st.DiskUUID] = name
 		}
 	}
-	if err := controllerutil.SetControllerReference(node, ds, r.client.Scheme()); err != nil {
-		return nil, fmt.Errorf("owning DiskSchedule %s by node %s: %w", uuid, node.Name, err)
+	return out
+}
+
+// Granting reports whether ds still holds or asks for space: a granted
+// byte, or a replica or backing-image entry in its spec.
+func Granting(ds *dsv1.DiskSchedule) bool {
+	return ds.Status.StorageScheduled > 0 || len(ds.Spec.Replicas) > 0 || len(ds.Spec.BackingImages) > 0
+}
+
+// removed handles the ledger of a disk that left its node: deleted when it
+// grants nothing, kept with a Warning Event otherwise.
+func (r *Reconciler) removed(ctx context.Context, node *lhv1.Node, ds *dsv1.DiskSchedule) error {
+	log := ctrl.LoggerFrom(ctx)
+	if !ds.DeletionTimestamp.IsZero() {
+		return nil
+	}
+	if Granting(ds) {
+		r.recorder.Eventf(ds, related(node), corev1.EventTypeWarning, ReasonDiskStillAllocated, "RemoveDisk",
+			"Disk %s (UUID %s) left node %s while its ledger still grants %d bytes to %d replicas and %d backing images; it is kept until they are released",
+			ds.Spec.Name, ds.Name, ds.Spec.NodeID, ds.Status.StorageScheduled, len(ds.Spec.Replicas), len(ds.Spec.BackingImages))
+		log.Info("Keeping the ledger of a removed disk that still grants space", "diskSchedule", klog.KObj(ds),
+			"storageScheduled", ds.Status.StorageScheduled, "replicas", len(ds.Spec.Replicas), "backingImages", len(ds.Spec.BackingImages))
+		return nil
+	}
+	// The precondition makes a write that landed meanwhile (a new request)
+	// fail the delete; the watch brings the ledger back.
+	err := r.client.Delete(ctx, ds, client.Preconditions{ResourceVersion: ptr.To(ds.ResourceVersion)})
+	switch {
+	case apierrors.IsNotFound(err):
+		return nil
+	case apierrors.IsConflict(err):
+		return fmt.Errorf("deleting DiskSchedule %s: it changed meanwhile: %w", ds.Name, err)
+	case err != nil:
+		return fmt.Errorf("deleting DiskSchedule %s: %w", ds.Name, err)
+	}
+	log.Info("Deleted the ledger of a removed disk", "diskSchedule", klog.KObj(ds), "disk", ds.Spec.Name)
+	r.recorder.Eventf(ds, related(node), corev1.EventTypeNormal, ReasonDiskScheduleDeleted, "RemoveDisk",
+		"Deleted the ledger of disk %s (UUID %s) of node %s", ds.Spec.Name, ds.Name, ds.Spec.NodeID)
+	return nil
+}
+
+// create creates the empty ledger of one disk; the mirror fills it with
+// what Longhorn has persisted there.
+func (r *Reconciler) create(ctx context.Context, node *lhv1.Node, uuid, diskName string) error {
+	ds := &dsv1.DiskSchedule{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: uuid, Namespace: node.Namespace,
+			Labels: map[string]string{LabelNode: node.Name},
+			// A plain controller reference: no blockOwnerDeletion, which
+			// would need a write permission on Longhorn's nodes/finalizers.
+			OwnerReferences: []metav1.OwnerReference{{
+				APIVersion: lhv1.SchemeGroupVersion.String(), Kind: "Node",
+				Name: node.Name, UID: node.UID, Controller: ptr.To(true),
+			}},
+		},
+		Spec: dsv1.DiskScheduleSpec{Name: diskName, NodeID: node.Name},
 	}
 	if err := r.client.Create(ctx, ds); err != nil {
 		if apierrors.IsAlreadyExists(err) {
-			// Another disk name with this UUID, or a cache that lags: the
-			// next reconcile sees it.
-			return nil, nil
+			// The cache lags, or another node reports the UUID: the watch
+			// brings the existing ledger back.
+			return nil
 		}
-		return nil, fmt.Errorf("creating DiskSchedule %s for disk %s: %w", uuid, diskName, err)
+		return fmt.Errorf("creating DiskSchedule %s for disk %s of node %s: %w", uuid, diskName, node.Name, err)
 	}
-	r.recorder.Eventf(node, ds, corev1.EventTypeNormal, ReasonDiskScheduleCreated, "AddDisk",
-		"Created the ledger of disk %s (UUID %s) with %d existing replicas", diskName, uuid, len(ds.Spec.Replicas))
-	return ds, nil
+	ctrl.LoggerFrom(ctx).Info("Created the ledger of a disk", "diskSchedule", klog.KObj(ds), "disk", diskName)
+	r.recorder.Eventf(ds, node, corev1.EventTypeNormal, ReasonDiskScheduleCreated, "AddDisk",
+		"Created the ledger of disk %s (UUID %s) of node %s", diskName, uuid, node.Name)
+	return nil
 }
 
-// DerivedStatus returns the Node status fields the node controller owns:
-// zone, region, Ready and Schedulable, and per disk the Schedulable condition
-// and the mirrors of its ledger.
-func DerivedStatus(node *longhornv1.Node, kubeNode *corev1.Node, ledgers map[string]*longhornv1.DiskSchedule,
-	sched settings.Scheduling, now metav1.Time) longhornv1.NodeStatus {
-	out := longhornv1.NodeStatus{}
-	ready := nodestatus.Condition(node.Status.Conditions, longhornv1.NodeConditionReady, metav1.ConditionFalse,
-		longhornv1.NodeReasonKubernetesNodeGone, fmt.Sprintf("Kubernetes node %s not found", node.Name), now)
-	schedulable := nodestatus.Condition(node.Status.Conditions, longhornv1.NodeConditionSchedulable, metav1.ConditionTrue,
-		longhornv1.NodeReasonSchedulable, "replicas may be placed on the node", now)
-	if kubeNode != nil {
-		out.Zone = kubeNode.Labels[corev1.LabelTopologyZone]
-		out.Region = kubeNode.Labels[corev1.LabelTopologyRegion]
-		if kubeNodeReady(kubeNode) {
-			ready = nodestatus.Condition(node.Status.Conditions, longhornv1.NodeConditionReady, metav1.ConditionTrue,
-				longhornv1.NodeReasonKubernetesNodeReady, "Kubernetes node is ready", now)
-		} else {
-			ready = nodestatus.Condition(node.Status.Conditions, longhornv1.NodeConditionReady, metav1.ConditionFalse,
-				longhornv1.NodeReasonKubernetesNodeNotReady, fmt.Sprintf("Kubernetes node %s is not ready", node.Name), now)
-		}
-		if kubeNode.Spec.Unschedulable && sched.DisableSchedulingOnCordonedNode {
-			schedulable = nodestatus.Condition(node.Status.Conditions, longhornv1.NodeConditionSchedulable, metav1.ConditionFalse,
-				longhornv1.NodeReasonKubernetesNodeCordoned,
-				fmt.Sprintf("Kubernetes node %s is cordoned and %s is true", node.Name, longhornv1.SettingDisableSchedulingOnCordonedNode), now)
-		}
+// related returns node as an Event's related object, or nil when it is gone.
+func related(node *lhv1.Node) client.Object {
+	if node == nil {
+		return nil
 	}
-	out.Conditions = []metav1.Condition{ready, schedulable}
-
-	for name, disk := range node.Status.DiskStatus {
-		if disk == nil || disk.DiskUUID == "" {
-			continue
-		}
-		if _, inSpec := node.Spec.Disks[name]; !inSpec {
-			continue
-		}
-		mine := &longhornv1.DiskStatus{Conditions: []metav1.Condition{diskSchedulable(disk, sched, now)}}
-		if ds := ledgers[disk.DiskUUID]; ds != nil {
-			mine.StorageScheduled = ds.Status.StorageScheduled
-			mine.ScheduledReplica = granted(ds.Status.Replicas)
-			mine.ScheduledBackingImage = granted(ds.Status.BackingImages)
-		}
-		if out.DiskStatus == nil {
-			out.DiskStatus = map[string]*longhornv1.DiskStatus{}
-		}
-		out.DiskStatus[name] = mine
-	}
-	return out
+	return node
 }
 
-// diskSchedulable is the actual-space check: the disk's actual free space
-// must stay above storage-minimal-available-percentage of its maximum.
-func diskSchedulable(disk *longhornv1.DiskStatus, sched settings.Scheduling, now metav1.Time) metav1.Condition {
-	if !meta.IsStatusConditionTrue(disk.Conditions, longhornv1.DiskConditionReady) {
-		return nodestatus.Condition(disk.Conditions, longhornv1.DiskConditionSchedulable, metav1.ConditionFalse,
-			longhornv1.DiskReasonDiskNotReady, "the disk is not ready", now)
-	}
-	// The same rounding as the placement policy's actual-space check, so the
-	// condition and the policy agree at the boundary.
-	minimal := placement.MinimalAvailable(disk.StorageMaximum, sched.MinimalAvailablePercentage)
-	if disk.StorageAvailable <= minimal {
-		return nodestatus.Condition(disk.Conditions, longhornv1.DiskConditionSchedulable, metav1.ConditionFalse,
-			longhornv1.DiskReasonDiskPressure,
-			fmt.Sprintf("%d bytes available, not above %d%% of %d bytes (%s=%d)", disk.StorageAvailable,
-				sched.MinimalAvailablePercentage, disk.StorageMaximum, longhornv1.SettingStorageMinimalAvailablePercentage,
-				sched.MinimalAvailablePercentage), now)
-	}
-	return nodestatus.Condition(disk.Conditions, longhornv1.DiskConditionSchedulable, metav1.ConditionTrue,
-		longhornv1.DiskReasonSchedulable, "the disk has enough actual free space", now)
-}
-
-func kubeNodeReady(n *corev1.Node) bool {
-	for _, c := range n.Status.Conditions {
-		if c.Type == corev1.NodeReady {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
-}
-
-func granted(entries map[string]longhornv1.RequestStatus) map[string]int64 {
-	var out map[string]int64
-	for name, st := range entries {
-		if st.ScheduledSize > 0 {
-			if out == nil {
-				out = map[string]int64{}
-			}
-			out[name] = st.ScheduledSize
-		}
-	}
-	return out
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
-}
-
-// SetupWithManager registers the controller. It reconciles a Node on changes
-// of the Node, its Kubernetes node, its DiskSchedules (owner), and settings.
+// SetupWithManager registers the controller. It reconciles a Node when the
+// Node or one of its DiskSchedules changes (a kept ledger is deleted once
+// its last grant is released).
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
-	toNode := func(_ context.Context, obj client.Object) []reconcile.Request {
-		return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: r.namespace, Name: obj.GetName()}}}
-	}
 	return ctrl.NewControllerManagedBy(mgr).
-		For(&longhornv1.Node{}).
-		Owns(&longhornv1.DiskSchedule{}).
-		Watches(&corev1.Node{}, handler.EnqueueRequestsFromMapFunc(toNode)).
-		Watches(&longhornv1.Setting{}, handler.EnqueueRequestsFromMapFunc(r.forSetting)).
+		For(&lhv1.Node{}).
+		Owns(&dsv1.DiskSchedule{}).
 		Named("node").
 		Complete(r)
-}
-
-func (r *Reconciler) forSetting(ctx context.Context, obj client.Object) []reconcile.Request {
-	switch obj.GetName() {
-	case longhornv1.SettingDisableSchedulingOnCordonedNode, longhornv1.SettingStorageMinimalAvailablePercentage:
-	default:
-		return nil
-	}
-	list := &longhornv1.NodeList{}
-	if err := r.client.List(ctx, list, client.InNamespace(obj.GetNamespace())); err != nil {
-		ctrl.LoggerFrom(ctx).Error(err, "Listing nodes to reconcile")
-		return nil
-	}
-	reqs := make([]reconcile.Request, 0, len(list.Items))
-	for i := range list.Items {
-		reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&list.Items[i])})
-	}
-	return reqs
 }

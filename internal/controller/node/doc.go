@@ -1,7 +1,7 @@
-// Package node is the Longhorn Node controller. It keeps one DiskSchedule per
-// disk the disk monitor has found (named by the disk's UUID, owned by the
-// Node), derives the node's Ready and Schedulable conditions from the
-// Kubernetes node, each disk's Schedulable condition from the actual-space
-// check, and mirrors each ledger's allocations into the Node status for
-// Longhorn compatibility.
+// Package node is the node controller. It keeps one DiskSchedule per disk
+// UUID in each Longhorn Node's status.diskStatus (named by the UUID, labelled
+// and owned by the Node) and deletes the ledger of a disk that left the
+// Node once it grants nothing; while it still grants space it is kept, with
+// a Warning Event. It reads Longhorn's Nodes and never writes them: the
+// ledger's totals live on the DiskSchedules only.
 package node

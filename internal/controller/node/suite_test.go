@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/longhorn/diskschedule/internal/manager"
+	"github.com/longhorn/diskschedule/internal/manager/managertest"
 	"github.com/longhorn/diskschedule/internal/testenv"
 )
 
@@ -25,7 +26,7 @@ func newNamespace(t *testing.T) string { return env.NewNamespace(t) }
 // the test ends.
 func startManager(t *testing.T, namespace string) {
 	t.Helper()
-	m, err := env.StartManager(env.Config, manager.Options{Namespace: namespace})
+	m, err := managertest.Start(env, env.Config, manager.Options{Namespace: namespace, GateGrace: 2 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -28,6 +28,10 @@ type Item struct {
 	// when its tags include every selector tag. An empty selector matches
 	// every disk.
 	Selector []string
+	// Disks, when not nil, are the names of the only bins the volume may
+	// use, as the caller's eligibility rule decided; Selector still applies.
+	// An empty, non-nil list allows no bin.
+	Disks []string
 }
 
 // Bin is one disk of the node.
@@ -197,7 +201,7 @@ func newProblem(items []Item, bins []Bin) *problem {
 	for i, it := range items {
 		row = row[:0]
 		for _, bin := range p.bins {
-			if matches(it.Selector, bin.Tags) {
+			if compatible(it, bin) {
 				row = append(row, '1')
 			} else {
 				row = append(row, '0')
@@ -310,6 +314,8 @@ func (p *problem) precheck() string {
 			switch {
 			case len(p.bins) == 0:
 				return fmt.Sprintf("volume %s needs %s, no disk is available", it.Name, formatSize(p.size[k]))
+			case it.Disks != nil:
+				return fmt.Sprintf("volume %s can use none of %d disks", it.Name, len(p.bins))
 			default:
 				return fmt.Sprintf("volume %s needs a disk with tags %s, none of %d disks has them",
 					it.Name, formatTags(it.Selector), len(p.bins))
@@ -323,7 +329,11 @@ func (p *problem) precheck() string {
 		}
 		if p.free[best] < p.size[k] {
 			where := "largest free disk"
-			if len(cl.bins) < len(p.bins) {
+			switch {
+			case len(cl.bins) == len(p.bins):
+			case it.Disks != nil:
+				where = "largest free usable disk"
+			default:
 				where = "largest free disk with tags " + formatTags(it.Selector)
 			}
 			return fmt.Sprintf("volume %s needs %s, %s %s has %s",
@@ -427,6 +437,12 @@ func (p *problem) binNames(bins []int) string {
 		names[i] = p.bins[b].Name
 	}
 	return strings.Join(names, ", ")
+}
+
+// compatible reports whether item may go to bin: the bin's tags include
+// every selector tag and, when the item lists its disks, the bin is one.
+func compatible(it Item, bin Bin) bool {
+	return matches(it.Selector, bin.Tags) && (it.Disks == nil || slices.Contains(it.Disks, bin.Name))
 }
 
 // matches reports whether tags include every selector tag.

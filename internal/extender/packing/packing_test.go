@@ -128,6 +128,41 @@ func TestPack(t *testing.T) {
 			wantReason: "no placement fits 3 volumes (10 in all, largest 4) onto the 2 disks they can use (10 free in all, largest 5)",
 		},
 		{
+			name: "listed disks restrict a volume",
+			// Without the lists the best fit puts pvc-a on disk-1; disk-1 is
+			// not one of pvc-a's disks.
+			items: []Item{
+				{Name: "pvc-a", Size: 40 * gi, Disks: []string{"disk-2"}},
+				{Name: "pvc-b", Size: 40 * gi, Disks: []string{"disk-1", "disk-2"}},
+			},
+			bins: []Bin{{Name: "disk-1", Free: 50 * gi}, {Name: "disk-2", Free: 60 * gi}},
+			want: map[string]string{"pvc-a": "disk-2", "pvc-b": "disk-1"},
+		},
+		{
+			name: "listed disks and selector both apply",
+			items: []Item{
+				{Name: "pvc-a", Size: gi, Selector: []string{"ssd"}, Disks: []string{"disk-1", "disk-2"}},
+			},
+			bins: []Bin{
+				{Name: "disk-1", Free: 100 * gi},
+				{Name: "disk-2", Free: 100 * gi, Tags: []string{"ssd"}},
+				{Name: "disk-3", Free: 100 * gi, Tags: []string{"ssd"}},
+			},
+			want: map[string]string{"pvc-a": "disk-2"},
+		},
+		{
+			name:       "no listed disk",
+			items:      []Item{{Name: "pvc-a", Size: gi, Disks: []string{}}},
+			bins:       []Bin{{Name: "disk-1", Free: 100 * gi}},
+			wantReason: "volume pvc-a can use none of 1 disks",
+		},
+		{
+			name:       "listed disk too small",
+			items:      []Item{{Name: "pvc-a", Size: 10 * gi, Disks: []string{"disk-2"}}},
+			bins:       []Bin{{Name: "disk-1", Free: 100 * gi}, {Name: "disk-2", Free: 5 * gi}},
+			wantReason: "volume pvc-a needs 10Gi, largest free usable disk disk-2 has 5Gi",
+		},
+		{
 			name: "zero and negative sizes fit anywhere",
 			items: []Item{
 				{Name: "a", Size: 0}, {Name: "b", Size: -5},
@@ -228,7 +263,7 @@ func TestPackOrderIndependent(t *testing.T) {
 		{Name: "a", Size: 4, Selector: []string{"x"}},
 		{Name: "b", Size: 3},
 		{Name: "c", Size: 3, Selector: []string{"x", "y"}},
-		{Name: "d", Size: 3},
+		{Name: "d", Size: 3, Disks: []string{"disk-3", "disk-2", "disk-4"}},
 		{Name: "e", Size: 1},
 	}
 	bins := []Bin{
@@ -246,6 +281,10 @@ func TestPackOrderIndependent(t *testing.T) {
 		is, bs := slices.Clone(items), slices.Clone(bins)
 		rng.Shuffle(len(is), func(i, j int) { is[i], is[j] = is[j], is[i] })
 		rng.Shuffle(len(bs), func(i, j int) { bs[i], bs[j] = bs[j], bs[i] })
+		for k := range is {
+			is[k].Disks = slices.Clone(is[k].Disks)
+			rng.Shuffle(len(is[k].Disks), func(i, j int) { is[k].Disks[i], is[k].Disks[j] = is[k].Disks[j], is[k].Disks[i] })
+		}
 		if got := Pack(is, bs, DefaultBudget); !reflect.DeepEqual(got, want) {
 			t.Fatalf("Pack(%v, %v) = %+v, want %+v", is, bs, got, want)
 		}
@@ -367,6 +406,7 @@ func FuzzPack(f *testing.F) {
 	f.Add([]byte{4, 2, 4, 0, 3, 0, 3, 0, 3, 0, 6, 0, 7, 0, 0, 0})
 	f.Add([]byte{3, 3, 50, 3, 100, 1, 100, 0, 100, 1, 100, 2, 50, 3, 2, 0})
 	f.Add([]byte{6, 3, 255, 7, 255, 7, 1, 1, 2, 2, 3, 3, 4, 4, 200, 7, 100, 3, 50, 1, 5, 1})
+	f.Add([]byte{2, 2, 40, 0x80 | 0x10, 40, 0x80 | 0x18, 50, 0, 60, 0, 0})
 	f.Add([]byte{})
 	f.Fuzz(func(t *testing.T, data []byte) {
 		items, bins, budget := decodeInstance(data)
@@ -395,6 +435,8 @@ func FuzzPack(f *testing.F) {
 // decodeInstance turns bytes into at most 6 items and 6 bins: a count byte
 // for each, then per item a size byte and a selector bit mask, per bin a free
 // byte and a tag bit mask, then a budget byte. Missing bytes read as zero.
+// An item's mask with bit 7 set also lists its disks: bin i when bit 3+i%4
+// is set.
 func decodeInstance(data []byte) ([]Item, []Bin, int) {
 	next := func() byte {
 		if len(data) == 0 {
@@ -420,7 +462,16 @@ func decodeInstance(data []byte) ([]Item, []Bin, int) {
 		if size == 255 {
 			size = math.MaxInt64 // exercises the saturating sums
 		}
-		items[i] = Item{Name: fmt.Sprintf("pvc-%d", i), Size: size, Selector: tagsOf(next())}
+		mask := next()
+		items[i] = Item{Name: fmt.Sprintf("pvc-%d", i), Size: size, Selector: tagsOf(mask)}
+		if mask&0x80 != 0 {
+			items[i].Disks = []string{}
+			for b := range nBins {
+				if mask&(1<<(3+b%4)) != 0 {
+					items[i].Disks = append(items[i].Disks, fmt.Sprintf("disk-%d", b))
+				}
+			}
+		}
 	}
 	bins := make([]Bin, nBins)
 	for i := range bins {
@@ -499,6 +550,16 @@ func randomInstance(rng *rand.Rand) ([]Item, []Bin) {
 		}
 	}
 	bins := make([]Bin, rng.IntN(7))
+	for i := range items {
+		if rng.IntN(4) == 0 {
+			items[i].Disks = []string{}
+			for b := range bins {
+				if rng.IntN(3) != 0 {
+					items[i].Disks = append(items[i].Disks, fmt.Sprintf("disk-%d", b))
+				}
+			}
+		}
+	}
 	for i := range bins {
 		bins[i] = Bin{Name: fmt.Sprintf("disk-%d", i), Free: rng.Int64N(16), Tags: tags()}
 		if rng.IntN(2) == 0 {
@@ -522,7 +583,7 @@ func bruteForce(items []Item, bins []Bin) bool {
 		}
 		size := max(items[k].Size, 0)
 		for b := range bins {
-			if free[b] < size || !hasAll(bins[b].Tags, items[k].Selector) {
+			if free[b] < size || !allowed(items[k], bins[b]) {
 				continue
 			}
 			free[b] -= size
@@ -558,8 +619,8 @@ func checkValid(t *testing.T, items []Item, bins []Bin, assignment map[string]st
 		if !ok {
 			t.Fatalf("item %s is assigned to unknown bin %q", it.Name, name)
 		}
-		if !hasAll(bin.Tags, it.Selector) {
-			t.Fatalf("item %s with selector %v is on bin %s with tags %v", it.Name, it.Selector, bin.Name, bin.Tags)
+		if !allowed(it, bin) {
+			t.Fatalf("item %s with selector %v and disks %v is on bin %s with tags %v", it.Name, it.Selector, it.Disks, bin.Name, bin.Tags)
 		}
 		size := max(it.Size, 0)
 		if used[name] > max(bin.Free, 0)-size {
@@ -569,8 +630,14 @@ func checkValid(t *testing.T, items []Item, bins []Bin, assignment map[string]st
 	}
 }
 
-// hasAll reports whether tags include every wanted tag; the tests use it
+// allowed reports whether item may use bin: its tags include the selector
+// and, when the item lists disks, the bin is listed. The tests use it
 // instead of the package's own matching.
+func allowed(it Item, bin Bin) bool {
+	return hasAll(bin.Tags, it.Selector) && (it.Disks == nil || slices.Contains(it.Disks, bin.Name))
+}
+
+// hasAll reports whether tags include every wanted tag.
 func hasAll(tags, wanted []string) bool {
 	for _, w := range wanted {
 		if !slices.Contains(tags, w) {

@@ -1,0 +1,94 @@
+package config
+
+import (
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/longhorn/diskschedule/internal/settings"
+)
+
+func TestNext(t *testing.T) {
+	prev := Extender{Enabled: false, PodSchedulingTimeout: 7 * time.Second, NodeReservationTimeout: 9 * time.Second}
+	cm := func(data map[string]string) *corev1.ConfigMap {
+		return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: settings.ConfigMapName}, Data: data}
+	}
+	for _, tc := range []struct {
+		name    string
+		cm      *corev1.ConfigMap
+		want    Extender
+		invalid []string
+	}{
+		{"no ConfigMap: defaults", nil, DefaultExtender(), nil},
+		{"empty ConfigMap: defaults", cm(nil), DefaultExtender(), nil},
+		{"valid values", cm(map[string]string{
+			settings.SchedulerExtenderEnabled:                "false",
+			settings.SchedulerExtenderPodSchedulingTimeout:   "0",
+			settings.SchedulerExtenderNodeReservationTimeout: "60",
+		}), Extender{Enabled: false, PodSchedulingTimeout: 0, NodeReservationTimeout: time.Minute}, nil},
+		{"invalid values keep the previous ones", cm(map[string]string{
+			settings.SchedulerExtenderEnabled:                "yes",
+			settings.SchedulerExtenderPodSchedulingTimeout:   "-1",
+			settings.SchedulerExtenderNodeReservationTimeout: "5s",
+		}), prev, []string{settings.SchedulerExtenderEnabled, settings.SchedulerExtenderPodSchedulingTimeout,
+			settings.SchedulerExtenderNodeReservationTimeout}},
+		{"one invalid, one valid, one missing", cm(map[string]string{
+			settings.SchedulerExtenderEnabled:                "true",
+			settings.SchedulerExtenderNodeReservationTimeout: "abc",
+		}), Extender{Enabled: true, PodSchedulingTimeout: 5 * time.Second, NodeReservationTimeout: 9 * time.Second},
+			[]string{settings.SchedulerExtenderNodeReservationTimeout}},
+		{"Longhorn's settings in the ConfigMap are not the extender's", cm(map[string]string{
+			settings.StorageOverProvisioningPercentage: "abc",
+		}), DefaultExtender(), nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, invalid := Next(prev, tc.cm)
+			if got != tc.want {
+				t.Errorf("settings %s, want %s", got, tc.want)
+			}
+			if len(invalid) != len(tc.invalid) {
+				t.Errorf("invalid %v, want keys %v", invalid, tc.invalid)
+			}
+			for _, key := range tc.invalid {
+				if invalid[key] == nil {
+					t.Errorf("%s not reported invalid: %v", key, invalid)
+				}
+			}
+		})
+	}
+}
+
+func TestStoreSignalsReservationTimeoutChanges(t *testing.T) {
+	s := NewStore()
+	cause := &corev1.ConfigMap{}
+	next := s.Get()
+	next.Enabled = !next.Enabled
+	if !s.set(next, cause) {
+		t.Fatal("a change was not reported")
+	}
+	select {
+	case <-s.ReservationTimeoutChanges():
+		t.Fatal("a change of another setting signalled the reservation timeout")
+	default:
+	}
+	next.NodeReservationTimeout = time.Minute
+	s.set(next, cause)
+	next.NodeReservationTimeout = 2 * time.Minute
+	s.set(next, cause) // coalesced with the first
+	select {
+	case ev := <-s.ReservationTimeoutChanges():
+		if ev.Object != cause {
+			t.Errorf("event object %v, want the ConfigMap", ev.Object)
+		}
+	default:
+		t.Fatal("the reservation timeout change was not signalled")
+	}
+	if s.NodeReservationTimeout() != 2*time.Minute {
+		t.Errorf("timeout %v, want 2m", s.NodeReservationTimeout())
+	}
+	if s.set(next, cause) {
+		t.Error("setting the same values reported a change")
+	}
+}

@@ -1,0 +1,70 @@
+package diskschedule
+
+import (
+	"context"
+	"fmt"
+
+	lhv1 "github.com/longhorn/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	dsv1 "github.com/longhorn/diskschedule/api/v1beta2"
+	"github.com/longhorn/diskschedule/internal/clusterview"
+	"github.com/longhorn/diskschedule/internal/index"
+	"github.com/longhorn/diskschedule/internal/ledger"
+)
+
+// input reads everything one decision on ds depends on, from the cache.
+func (r *Reconciler) input(ctx context.Context, ds *dsv1.DiskSchedule) (ledger.Input, error) {
+	sched, _, err := clusterview.Settings(ctx, r.client, ds.Namespace)
+	if err != nil {
+		return ledger.Input{}, err
+	}
+	node := &lhv1.Node{}
+	if err := r.client.Get(ctx, client.ObjectKey{Namespace: ds.Namespace, Name: ds.Spec.NodeID}, node); err != nil {
+		if !apierrors.IsNotFound(err) {
+			return ledger.Input{}, fmt.Errorf("reading Longhorn node %s: %w", ds.Spec.NodeID, err)
+		}
+		node = nil
+	}
+	disk, found := ledger.DiskOf(node, ds.Spec.Name, ds.Name, sched.OverProvisioningPercentage)
+	if !found {
+		// The limit last known stays until the disk is back or its ledger goes.
+		disk.Limit = ds.Status.StorageLimit
+	}
+	persisted, err := r.persisted(ctx, ds)
+	if err != nil {
+		return ledger.Input{}, err
+	}
+	return ledger.Input{
+		Spec:               ds.Spec,
+		Generation:         ds.Generation,
+		Previous:           ds.Status,
+		Disk:               disk,
+		Persisted:          persisted,
+		ReservationTimeout: r.timeouts.NodeReservationTimeout(),
+		Now:                r.clock.Now(),
+	}, nil
+}
+
+// persisted names what Longhorn has persisted on ds's disk: Replicas whose
+// spec.diskID is the disk and BackingImages whose spec.diskFileSpecMap
+// lists it. Their new requests are adopted (rule 7).
+func (r *Reconciler) persisted(ctx context.Context, ds *dsv1.DiskSchedule) (ledger.Owners, error) {
+	replicas := &lhv1.ReplicaList{}
+	if err := r.client.List(ctx, replicas, client.InNamespace(ds.Namespace), client.MatchingFields{index.ReplicaByDisk: ds.Name}); err != nil {
+		return ledger.Owners{}, fmt.Errorf("listing the replicas on disk %s: %w", ds.Name, err)
+	}
+	images := &lhv1.BackingImageList{}
+	if err := r.client.List(ctx, images, client.InNamespace(ds.Namespace), client.MatchingFields{index.BackingImageByDisk: ds.Name}); err != nil {
+		return ledger.Owners{}, fmt.Errorf("listing the backing images on disk %s: %w", ds.Name, err)
+	}
+	out := ledger.Owners{Replicas: map[string]bool{}, BackingImages: map[string]bool{}}
+	for i := range replicas.Items {
+		out.Replicas[replicas.Items[i].Name] = true
+	}
+	for i := range images.Items {
+		out.BackingImages[images.Items[i].Name] = true
+	}
+	return out, nil
+}

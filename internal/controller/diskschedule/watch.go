@@ -1,0 +1,63 @@
+package diskschedule
+
+import (
+	"context"
+
+	lhv1 "github.com/longhorn/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
+
+	dsv1 "github.com/longhorn/diskschedule/api/v1beta2"
+	"github.com/longhorn/diskschedule/internal/index"
+	"github.com/longhorn/diskschedule/internal/settings"
+)
+
+// SetupWithManager registers the controller: it decides a ledger when it
+// changes, when its disk's Longhorn Node changes (limit, schedulability),
+// when a Replica or BackingImage joins or leaves its disk (adoption), and
+// every ledger when the over-provisioning Setting or the reservation
+// timeout changes.
+func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
+	overProvisioning := predicate.NewPredicateFuncs(func(obj client.Object) bool {
+		return obj.GetName() == settings.StorageOverProvisioningPercentage
+	})
+	return ctrl.NewControllerManagedBy(mgr).
+		For(&dsv1.DiskSchedule{}).
+		Watches(&lhv1.Node{}, handler.EnqueueRequestsFromMapFunc(r.forNode)).
+		Watches(&lhv1.Setting{}, handler.EnqueueRequestsFromMapFunc(r.all), builder.WithPredicates(overProvisioning)).
+		Watches(&lhv1.Replica{}, index.EnqueueDisks(index.ReplicaDisks)).
+		Watches(&lhv1.BackingImage{}, index.EnqueueDisks(index.BackingImageDisks)).
+		WatchesRawSource(source.Channel(r.timeouts.ReservationTimeoutChanges(), handler.EnqueueRequestsFromMapFunc(r.all))).
+		WithOptions(controller.Options{MaxConcurrentReconciles: r.workers}).
+		Named("diskschedule").
+		Complete(r)
+}
+
+// forNode returns the ledgers of a Longhorn Node's disks.
+func (r *Reconciler) forNode(ctx context.Context, obj client.Object) []reconcile.Request {
+	return r.list(ctx, client.InNamespace(obj.GetNamespace()), client.MatchingFields{index.DiskScheduleByNode: obj.GetName()})
+}
+
+// all returns every ledger of the object's namespace.
+func (r *Reconciler) all(ctx context.Context, obj client.Object) []reconcile.Request {
+	return r.list(ctx, client.InNamespace(obj.GetNamespace()))
+}
+
+func (r *Reconciler) list(ctx context.Context, opts ...client.ListOption) []reconcile.Request {
+	list := &dsv1.DiskScheduleList{}
+	if err := r.client.List(ctx, list, opts...); err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "Listing DiskSchedules to reconcile")
+		return nil
+	}
+	reqs := make([]reconcile.Request, 0, len(list.Items))
+	for i := range list.Items {
+		reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&list.Items[i])})
+	}
+	return reqs
+}

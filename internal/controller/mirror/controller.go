@@ -1,0 +1,140 @@
+package mirror
+
+import (
+	"context"
+	"fmt"
+	"reflect"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	dsv1 "github.com/longhorn/diskschedule/api/v1beta2"
+	"github.com/longhorn/diskschedule/internal/metrics"
+)
+
+// DefaultGrace is how long an entry may stay unbacked by what Longhorn
+// persisted before the mirror releases it (--gate-grace).
+const DefaultGrace = 30 * time.Second
+
+// Event reasons of the mirror, on DiskSchedules.
+const (
+	// ReasonAdopted: entries were added for replicas or backing-image copies Longhorn persisted on the disk.
+	ReasonAdopted = "Adopted"
+	// ReasonReleased: entries nothing persisted backs any more were removed.
+	ReasonReleased = "Released"
+)
+
+// Reconciler mirrors what Longhorn persisted into each DiskSchedule's spec.
+type Reconciler struct {
+	client   client.Client
+	recorder events.EventRecorder
+	clock    clock.PassiveClock
+	grace    time.Duration
+	metrics  *metrics.Mirror
+
+	mu     sync.Mutex
+	memory map[types.NamespacedName]*Memory
+}
+
+// NewReconciler returns a mirror Reconciler; c reads from the manager's
+// cache and writes DiskSchedule specs; grace is how long an unbacked entry
+// is kept (DefaultGrace when not positive).
+func NewReconciler(c client.Client, recorder events.EventRecorder, clk clock.PassiveClock, grace time.Duration, m *metrics.Mirror) *Reconciler {
+	if grace <= 0 {
+		grace = DefaultGrace
+	}
+	return &Reconciler{client: c, recorder: recorder, clock: clk, grace: grace, metrics: m,
+		memory: map[types.NamespacedName]*Memory{}}
+}
+
+// +kubebuilder:rbac:groups=longhorn.io,resources=diskschedules,verbs=get;list;watch;patch
+// +kubebuilder:rbac:groups=longhorn.io,resources=replicas;volumes;backingimages,verbs=get;list;watch
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+
+// Reconcile brings one DiskSchedule's spec in line with what Longhorn
+// persisted on its disk: get → plan → one merge patch.
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	ds := &dsv1.DiskSchedule{}
+	if err := r.client.Get(ctx, req.NamespacedName, ds); err != nil {
+		if apierrors.IsNotFound(err) {
+			r.forget(req.NamespacedName)
+		}
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if !ds.DeletionTimestamp.IsZero() {
+		return ctrl.Result{}, nil
+	}
+	persisted, err := r.persisted(ctx, ds)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+
+	// The memory is updated with the plan; a write that fails leaves it
+	// ahead of the spec, which the next plan corrects: an entry seen backed
+	// stays so, and a waiting entry keeps its start.
+	r.mu.Lock()
+	mem := r.memory[req.NamespacedName]
+	if mem == nil {
+		mem = &Memory{}
+		r.memory[req.NamespacedName] = mem
+	}
+	next, changes, recheck := Plan(ds.Spec, persisted, mem, r.clock.Now(), r.grace)
+	r.mu.Unlock()
+
+	result := ctrl.Result{}
+	if recheck > 0 {
+		result.RequeueAfter = recheck + 10*time.Millisecond
+	}
+	if len(changes) == 0 || reflect.DeepEqual(next, ds.Spec) {
+		return result, nil
+	}
+	base := ds.DeepCopy()
+	ds.Spec = next
+	err = r.client.Patch(ctx, ds, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{}))
+	switch {
+	case apierrors.IsConflict(err):
+		r.metrics.Writes.WithLabelValues("conflict").Inc()
+		return ctrl.Result{Requeue: true}, nil
+	case apierrors.IsNotFound(err):
+		return ctrl.Result{}, nil
+	case err != nil:
+		r.metrics.Writes.WithLabelValues("error").Inc()
+		return ctrl.Result{}, fmt.Errorf("mirroring Longhorn's state into DiskSchedule %s: %w", ds.Name, err)
+	}
+	r.metrics.Writes.WithLabelValues("ok").Inc()
+	r.report(ctx, ds, changes)
+	return result, nil
+}
+
+// report logs, counts and records the changes written to ds.
+func (r *Reconciler) report(ctx context.Context, ds *dsv1.DiskSchedule, changes []Change) {
+	counts := map[Action]int{}
+	for _, c := range changes {
+		counts[c.Action]++
+		r.metrics.Changes.WithLabelValues(string(c.Action)).Inc()
+	}
+	ctrl.LoggerFrom(ctx).Info("Mirrored Longhorn's persisted state into the ledger", "diskSchedule", klog.KObj(ds),
+		"adopted", counts[Adopted], "raised", counts[Raised], "lowered", counts[Lowered], "released", counts[Released])
+	if counts[Adopted] > 0 {
+		r.recorder.Eventf(ds, nil, corev1.EventTypeNormal, ReasonAdopted, "Mirror",
+			"Requested what Longhorn persisted on the disk without a ledger entry: %s", describe(changes, Adopted))
+	}
+	if counts[Released] > 0 {
+		r.recorder.Eventf(ds, nil, corev1.EventTypeNormal, ReasonReleased, "Mirror",
+			"Released entries Longhorn has nothing persisted for on the disk: %s", describe(changes, Released))
+	}
+}
+
+func (r *Reconciler) forget(key types.NamespacedName) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.memory, key)
+}

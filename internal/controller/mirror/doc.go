@@ -1,0 +1,26 @@
+// Package mirror keeps each DiskSchedule's spec equal to what Longhorn has
+// persisted on its disk (DESIGN §4, ledger rules 7 and 10).
+//
+// For one ledger the persisted state is every Replica whose spec.diskID is
+// the disk, requesting its spec.volumeSize (or its Volume's spec.size when
+// that is larger: a growth the gate did not see is requested like any
+// growth), and every BackingImage whose spec.diskFileSpecMap lists the disk,
+// requesting its status.size once known. The mirror:
+//
+//   - adopts: a persisted replica or copy without an entry gets one, which
+//     the DiskSchedule controller grants even over the limit (rule 7);
+//   - raises an entry below its persisted size;
+//   - releases (rule 10) an entry nothing backs any more: at once when the
+//     mirror saw it backed and then saw its object deleted or moved to
+//     another disk, and otherwise once it has stayed unbacked for the grace
+//     period. The gate writes a request before Longhorn's write lands, so an
+//     entry not backed yet is given the grace period to be; likewise an
+//     entry above its persisted size (a growth not landed) is lowered after
+//     the grace period.
+//
+// "Seen backed" and "first seen unbacked" are kept in memory; after a
+// restart every unbacked entry gets the full grace period. Each change is
+// one merge patch of the spec carrying the resourceVersion read, so a
+// concurrent writer makes it fail and it is computed again. The mirror
+// never writes status nor any Longhorn object.
+package mirror

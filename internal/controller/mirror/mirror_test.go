@@ -1,0 +1,248 @@
+package mirror_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	lhv1 "github.com/longhorn/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
+	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	dsv1 "github.com/longhorn/diskschedule/api/v1beta2"
+	"github.com/longhorn/diskschedule/internal/controller/diskschedule"
+	"github.com/longhorn/diskschedule/internal/testenv"
+)
+
+// TestAdoptsWhatLonghornPersisted creates replicas and a backing-image copy
+// on two disks before the manager starts, more on one disk than its limit:
+// the mirror adopts every one at its size, the ledger grants them all, says
+// Overcommitted and rejects new requests and growth until usage falls
+// below the limit.
+func TestAdoptsWhatLonghornPersisted(t *testing.T) {
+	ctx := t.Context()
+	ns := env.NewNamespace(t)
+	d0, d1 := ns+"-uuid-0", ns+"-uuid-1"
+	f := testenv.NodeFixture{Name: ns + "-node", Disks: map[string]testenv.Disk{
+		"disk-0": {UUID: d0, Size: 100 * gi}, "disk-1": {UUID: d1, Size: 100 * gi},
+	}}
+	if err := f.CreateNode(ctx, env.Client, ns); err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range []struct {
+		name string
+		size int64
+	}{{"vol-1", 60 * gi}, {"vol-2", 60 * gi}, {"vol-3", 10 * gi}} {
+		createVolume(t, ctx, ns, v.name, v.size)
+	}
+	createReplica(t, ctx, ns, "vol-1-r-1", "vol-1", 60*gi, f.Name, "disk-0", d0)
+	createReplica(t, ctx, ns, "vol-2-r-1", "vol-2", 60*gi, f.Name, "disk-0", d0)
+	stopping := testenv.Replica(ns, "vol-3-r-1", testenv.ReplicaFixture{Volume: "vol-3", Size: 10 * gi, NodeID: f.Name,
+		DiskName: "disk-1", DiskID: d1, State: lhv1.InstanceStateStopping})
+	if err := testenv.CreateLonghorn(ctx, env.Client, stopping); err != nil {
+		t.Fatal(err)
+	}
+	if err := testenv.CreateLonghorn(ctx, env.Client, testenv.BackingImage(ns, "image", 2*gi, d1)); err != nil {
+		t.Fatal(err)
+	}
+
+	startManager(t, ns, 2*time.Second)
+	ds := waitLedger(t, ctx, ns, d0, "both replicas adopted over the limit", func(ds *dsv1.DiskSchedule) bool {
+		return settled(ds) && len(ds.Spec.Replicas) == 2 && ds.Status.StorageScheduled == 120*gi
+	})
+	for _, name := range []string{"vol-1-r-1", "vol-2-r-1"} {
+		if got := ds.Spec.Replicas[name]; int64(got) != 60*gi {
+			t.Errorf("%s requests %d, want 60Gi", name, got)
+		}
+		if st := ds.Status.Replicas[name]; st.State != dsv1.RequestStateScheduled || st.ScheduledSize != 60*gi || !strings.Contains(st.Message, "adopted") {
+			t.Errorf("%s: %+v, want adopted at 60Gi", name, st)
+		}
+	}
+	over := meta.FindStatusCondition(ds.Status.Conditions, dsv1.DiskScheduleConditionOvercommitted)
+	if over == nil || over.Status != metav1.ConditionTrue {
+		t.Errorf("disk-0 holds 120Gi of 100Gi: Overcommitted %+v, want True", over)
+	}
+	ds = waitLedger(t, ctx, ns, d1, "the stopping replica and the image copy adopted", func(ds *dsv1.DiskSchedule) bool {
+		return settled(ds) && ds.Status.StorageScheduled == 12*gi
+	})
+	if int64(ds.Spec.Replicas["vol-3-r-1"]) != 10*gi || int64(ds.Spec.BackingImages["image"]) != 2*gi {
+		t.Errorf("disk-1: %s, want vol-3-r-1 at 10Gi and image at 2Gi", describe(ds))
+	}
+	if meta.IsStatusConditionTrue(ds.Status.Conditions, dsv1.DiskScheduleConditionOvercommitted) {
+		t.Errorf("disk-1 holds 12Gi of 100Gi and says Overcommitted")
+	}
+	waitEvent(t, ctx, ns, d0, corev1.EventTypeWarning, diskschedule.ReasonAdoptedOverLimit)
+
+	// Over its limit, disk-0 rejects a new request and the growth of an adopted replica.
+	if err := writeSpec(ctx, ns, d0, func(s *dsv1.DiskScheduleSpec) { s.Replicas["vol-4-r-1"] = dsv1.RequestedBytes(gi) }); err != nil {
+		t.Fatal(err)
+	}
+	if err := updateLonghorn(ctx, &lhv1.Volume{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "vol-1"}}, func(v *lhv1.Volume) {
+		v.Spec.Size = 70 * gi
+	}); err != nil {
+		t.Fatal(err)
+	}
+	ds = waitLedger(t, ctx, ns, d0, "the growth seen by the mirror and the new request decided", func(ds *dsv1.DiskSchedule) bool {
+		return settled(ds) && int64(ds.Spec.Replicas["vol-1-r-1"]) == 70*gi && ds.Status.Replicas["vol-4-r-1"].RequestedSize == gi
+	})
+	if st := ds.Status.Replicas["vol-1-r-1"]; st.State != dsv1.RequestStateRejected || st.ScheduledSize != 60*gi {
+		t.Errorf("growth of vol-1-r-1 over the limit: %+v, want rejected keeping 60Gi", st)
+	}
+	if st := ds.Status.Replicas["vol-4-r-1"]; st.State != dsv1.RequestStateRejected || st.ScheduledSize != 0 {
+		t.Errorf("new request on an overcommitted disk: %+v, want rejected", st)
+	}
+}
+
+// TestReleases checks rule 10: an entry whose replica is deleted or moved
+// to another disk is released at once, and one whose replica write never
+// landed, or a growth that never landed, after the grace period and not
+// before; a backing image's copy is adopted once its size is known and
+// released when the image no longer lists the disk.
+func TestReleases(t *testing.T) {
+	const grace = 3 * time.Second
+	ctx := t.Context()
+	ns := env.NewNamespace(t)
+	d0, d1 := ns+"-uuid-0", ns+"-uuid-1"
+	f := testenv.NodeFixture{Name: ns + "-node", Disks: map[string]testenv.Disk{
+		"disk-0": {UUID: d0, Size: 1024 * gi}, "disk-1": {UUID: d1, Size: 1024 * gi},
+	}}
+	if err := f.CreateNode(ctx, env.Client, ns); err != nil {
+		t.Fatal(err)
+	}
+	startManager(t, ns, grace)
+	createVolume(t, ctx, ns, "vol-a", 10*gi)
+	createVolume(t, ctx, ns, "vol-b", 20*gi)
+	ra := createReplica(t, ctx, ns, "vol-a-r-1", "vol-a", 10*gi, f.Name, "disk-0", d0)
+	rb := createReplica(t, ctx, ns, "vol-b-r-1", "vol-b", 20*gi, f.Name, "disk-0", d0)
+	waitLedger(t, ctx, ns, d0, "both replicas granted", func(ds *dsv1.DiskSchedule) bool {
+		return settled(ds) && ds.Status.StorageScheduled == 30*gi
+	})
+
+	t.Run("deleted replica", func(t *testing.T) {
+		start := time.Now()
+		if err := deleteLonghorn(ctx, ra); err != nil {
+			t.Fatal(err)
+		}
+		waitLedger(t, ctx, ns, d0, "vol-a-r-1 released", func(ds *dsv1.DiskSchedule) bool {
+			_, found := ds.Spec.Replicas["vol-a-r-1"]
+			return !found && settled(ds) && ds.Status.StorageScheduled == 20*gi
+		})
+		if took := time.Since(start); took >= grace {
+			t.Errorf("releasing a deleted replica took %v, not within the grace period %v", took, grace)
+		}
+	})
+
+	t.Run("moved replica", func(t *testing.T) {
+		start := time.Now()
+		if err := updateLonghorn(ctx, rb, func(r *lhv1.Replica) { r.Spec.DiskID, r.Spec.DiskPath = d1, testenv.DiskPath("disk-1") }); err != nil {
+			t.Fatal(err)
+		}
+		waitLedger(t, ctx, ns, d0, "vol-b-r-1 released from disk-0", func(ds *dsv1.DiskSchedule) bool {
+			return len(ds.Spec.Replicas) == 0 && settled(ds) && ds.Status.StorageScheduled == 0
+		})
+		if took := time.Since(start); took >= grace {
+			t.Errorf("releasing a moved replica took %v, not within the grace period %v", took, grace)
+		}
+		waitLedger(t, ctx, ns, d1, "vol-b-r-1 adopted on disk-1", func(ds *dsv1.DiskSchedule) bool {
+			return settled(ds) && ds.Status.Replicas["vol-b-r-1"].ScheduledSize == 20*gi
+		})
+	})
+
+	t.Run("grant whose replica never landed", func(t *testing.T) {
+		start := time.Now()
+		if err := writeSpec(ctx, ns, d0, func(s *dsv1.DiskScheduleSpec) {
+			s.Replicas = map[string]dsv1.RequestedBytes{"vol-c-r-1": dsv1.RequestedBytes(5 * gi)}
+		}); err != nil {
+			t.Fatal(err)
+		}
+		waitLedger(t, ctx, ns, d0, "the request granted", func(ds *dsv1.DiskSchedule) bool {
+			return settled(ds) && ds.Status.Replicas["vol-c-r-1"].ScheduledSize == 5*gi
+		})
+		time.Sleep(time.Until(start.Add(grace / 2)))
+		if ds, err := ledger(ctx, ns, d0); err != nil || ds.Spec.Replicas["vol-c-r-1"] == 0 {
+			t.Fatalf("the unbacked grant was released before the grace period ended (%v): %v", time.Since(start), err)
+		}
+		waitLedger(t, ctx, ns, d0, "the unbacked grant released", func(ds *dsv1.DiskSchedule) bool {
+			return len(ds.Spec.Replicas) == 0 && settled(ds) && ds.Status.StorageScheduled == 0
+		})
+		if took := time.Since(start); took < grace || took > grace+5*time.Second {
+			t.Errorf("the unbacked grant was released after %v, want just after the grace period %v", took, grace)
+		}
+	})
+
+	t.Run("growth that never landed", func(t *testing.T) {
+		start := time.Now()
+		if err := writeSpec(ctx, ns, d1, func(s *dsv1.DiskScheduleSpec) { s.Replicas["vol-b-r-1"] = dsv1.RequestedBytes(30 * gi) }); err != nil {
+			t.Fatal(err)
+		}
+		waitLedger(t, ctx, ns, d1, "the growth granted", func(ds *dsv1.DiskSchedule) bool {
+			return settled(ds) && ds.Status.Replicas["vol-b-r-1"].ScheduledSize == 30*gi
+		})
+		waitLedger(t, ctx, ns, d1, "the growth given back", func(ds *dsv1.DiskSchedule) bool {
+			return settled(ds) && int64(ds.Spec.Replicas["vol-b-r-1"]) == 20*gi && ds.Status.StorageScheduled == 20*gi
+		})
+		if took := time.Since(start); took < grace {
+			t.Errorf("the growth was given back after %v, before the grace period %v", took, grace)
+		}
+	})
+
+	t.Run("backing image copy", func(t *testing.T) {
+		bi := testenv.BackingImage(ns, "image", 0, d0)
+		if err := testenv.CreateLonghorn(ctx, env.Client, bi); err != nil {
+			t.Fatal(err)
+		}
+		// Its size not known yet, the copy is not requested.
+		time.Sleep(500 * time.Millisecond)
+		if ds, err := ledger(ctx, ns, d0); err != nil || len(ds.Spec.BackingImages) != 0 {
+			t.Fatalf("a copy of unknown size was requested: %v %v", err, ds.Spec.BackingImages)
+		}
+		if err := updateLonghornStatus(ctx, bi, func(bi *lhv1.BackingImage) { bi.Status.Size = 3 * gi }); err != nil {
+			t.Fatal(err)
+		}
+		waitLedger(t, ctx, ns, d0, "the copy adopted at 3Gi", func(ds *dsv1.DiskSchedule) bool {
+			return settled(ds) && ds.Status.BackingImages["image"].ScheduledSize == 3*gi
+		})
+		start := time.Now()
+		if err := updateLonghorn(ctx, bi, func(bi *lhv1.BackingImage) {
+			delete(bi.Spec.DiskFileSpecMap, d0)
+			bi.Spec.DiskFileSpecMap[d1] = &lhv1.BackingImageDiskFileSpec{DataEngine: lhv1.DataEngineTypeV1}
+		}); err != nil {
+			t.Fatal(err)
+		}
+		waitLedger(t, ctx, ns, d0, "the copy released from disk-0", func(ds *dsv1.DiskSchedule) bool {
+			return len(ds.Spec.BackingImages) == 0 && settled(ds) && ds.Status.StorageScheduled == 0
+		})
+		if took := time.Since(start); took >= grace {
+			t.Errorf("releasing a removed copy took %v, not within the grace period %v", took, grace)
+		}
+		waitLedger(t, ctx, ns, d1, "the copy adopted on disk-1", func(ds *dsv1.DiskSchedule) bool {
+			return settled(ds) && ds.Status.BackingImages["image"].ScheduledSize == 3*gi
+		})
+	})
+}
+
+// waitEvent waits until an Event of type and reason regards the DiskSchedule.
+func waitEvent(t *testing.T, ctx context.Context, ns, uuid, typ, reason string) {
+	t.Helper()
+	poll(t, ctx, 20*time.Second, fmt.Sprintf("a %s %s Event on DiskSchedule %s", typ, reason, uuid), func(ctx context.Context) (bool, string, error) {
+		list := &eventsv1.EventList{}
+		if err := env.Client.List(ctx, list, client.InNamespace(ns)); err != nil {
+			return false, "", err
+		}
+		var seen []string
+		for _, ev := range list.Items {
+			if ev.Regarding.Kind == "DiskSchedule" && ev.Regarding.Name == uuid {
+				if ev.Type == typ && ev.Reason == reason {
+					return true, "", nil
+				}
+				seen = append(seen, ev.Type+"/"+ev.Reason)
+			}
+		}
+		return false, fmt.Sprintf("events %v", seen), nil
+	})
+}

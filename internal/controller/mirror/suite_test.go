@@ -1,0 +1,177 @@
+package mirror_test
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"os"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	lhv1 "github.com/longhorn/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/util/retry"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	dsv1 "github.com/longhorn/diskschedule/api/v1beta2"
+	"github.com/longhorn/diskschedule/internal/manager"
+	"github.com/longhorn/diskschedule/internal/manager/managertest"
+	"github.com/longhorn/diskschedule/internal/testenv"
+)
+
+const gi = int64(1) << 30
+
+var env *testenv.Env
+
+func TestMain(m *testing.M) {
+	os.Exit(testenv.Run(m, func(e *testenv.Env) { env = e }))
+}
+
+// startManager starts the project's manager for namespace with the mirror's
+// grace period; the test's cleanup stops it.
+func startManager(t *testing.T, namespace string, grace time.Duration) *testenv.RunningManager {
+	t.Helper()
+	m, err := managertest.Start(env, env.Config, manager.Options{Namespace: namespace, GateGrace: grace})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = m.Stop() })
+	return m
+}
+
+// poll calls check until it reports done, and fails the test with what
+// check last said otherwise.
+func poll(t *testing.T, ctx context.Context, timeout time.Duration, what string, check func(ctx context.Context) (bool, string, error)) {
+	t.Helper()
+	var last string
+	err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+		done, state, err := check(ctx)
+		last = state
+		return done, err
+	})
+	if err != nil {
+		t.Fatalf("waiting until %s: %v; last seen: %s", what, err, last)
+	}
+}
+
+// ledger returns the DiskSchedule of the disk uuid.
+func ledger(ctx context.Context, ns, uuid string) (*dsv1.DiskSchedule, error) {
+	ds := &dsv1.DiskSchedule{}
+	return ds, env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: uuid}, ds)
+}
+
+// waitLedger polls the DiskSchedule uuid until done accepts it and returns it.
+func waitLedger(t *testing.T, ctx context.Context, ns, uuid, what string, done func(*dsv1.DiskSchedule) bool) *dsv1.DiskSchedule {
+	t.Helper()
+	var ds *dsv1.DiskSchedule
+	poll(t, ctx, 30*time.Second, "DiskSchedule "+uuid+": "+what, func(ctx context.Context) (bool, string, error) {
+		got, err := ledger(ctx, ns, uuid)
+		if err != nil {
+			return false, err.Error(), client.IgnoreNotFound(err)
+		}
+		ds = got
+		return done(got), describe(got), nil
+	})
+	return ds
+}
+
+// describe summarises a ledger for failure messages.
+func describe(ds *dsv1.DiskSchedule) string {
+	var parts []string
+	for _, name := range slices.Sorted(maps.Keys(ds.Spec.Replicas)) {
+		st := ds.Status.Replicas[name]
+		parts = append(parts, fmt.Sprintf("replica %s=%d (%s %d)", name, ds.Spec.Replicas[name], st.State, st.ScheduledSize))
+	}
+	for _, name := range slices.Sorted(maps.Keys(ds.Spec.BackingImages)) {
+		st := ds.Status.BackingImages[name]
+		parts = append(parts, fmt.Sprintf("backingImage %s=%d (%s %d)", name, ds.Spec.BackingImages[name], st.State, st.ScheduledSize))
+	}
+	return fmt.Sprintf("generation %d observed %d, scheduled %d of %d: %s", ds.Generation, ds.Status.ObservedGeneration,
+		ds.Status.StorageScheduled, ds.Status.StorageLimit, strings.Join(parts, ", "))
+}
+
+// settled reports whether ds has decided its current spec.
+func settled(ds *dsv1.DiskSchedule) bool {
+	if ds.Status.ObservedGeneration != ds.Generation {
+		return false
+	}
+	for name, size := range ds.Spec.Replicas {
+		if st, ok := ds.Status.Replicas[name]; !ok || st.RequestedSize != int64(size) {
+			return false
+		}
+	}
+	for name, size := range ds.Spec.BackingImages {
+		if st, ok := ds.Status.BackingImages[name]; !ok || st.RequestedSize != int64(size) {
+			return false
+		}
+	}
+	return true
+}
+
+// createReplica creates a running Replica of volume on the disk, as Longhorn
+// persists it once placed.
+func createReplica(t *testing.T, ctx context.Context, ns, name, volume string, size int64, node, diskName, uuid string) *lhv1.Replica {
+	t.Helper()
+	r := testenv.Replica(ns, name, testenv.ReplicaFixture{Volume: volume, Size: size, NodeID: node, DiskName: diskName,
+		DiskID: uuid, State: lhv1.InstanceStateRunning})
+	if err := testenv.CreateLonghorn(ctx, env.Client, r); err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// createVolume creates a Longhorn Volume of size bytes.
+func createVolume(t *testing.T, ctx context.Context, ns, name string, size int64) {
+	t.Helper()
+	if err := testenv.CreateLonghorn(ctx, env.Client, testenv.Volume(ns, name, testenv.VolumeFixture{Size: size})); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// deleteLonghorn deletes a Longhorn object as Longhorn does: the deletion,
+// then Longhorn's own finalizer removed once its cleanup is done.
+func deleteLonghorn(ctx context.Context, obj client.Object) error {
+	if err := env.Client.Delete(ctx, obj); client.IgnoreNotFound(err) != nil {
+		return err
+	}
+	patch := client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`))
+	return client.IgnoreNotFound(env.Client.Patch(ctx, obj, patch))
+}
+
+// updateLonghorn changes a Longhorn object's spec as Longhorn does (an
+// Update with its own types), retrying on conflict.
+func updateLonghorn[T client.Object](ctx context.Context, obj T, mutate func(T)) error {
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(obj), obj); err != nil {
+			return err
+		}
+		mutate(obj)
+		return env.Client.Update(ctx, obj)
+	})
+}
+
+// updateLonghornStatus changes a Longhorn object's status, retrying on conflict.
+func updateLonghornStatus[T client.Object](ctx context.Context, obj T, mutate func(T)) error {
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(obj), obj); err != nil {
+			return err
+		}
+		mutate(obj)
+		return env.Client.Status().Update(ctx, obj)
+	})
+}
+
+// writeSpec changes a ledger's spec as a requester would, retrying on conflict.
+func writeSpec(ctx context.Context, ns, uuid string, mutate func(*dsv1.DiskScheduleSpec)) error {
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		ds, err := ledger(ctx, ns, uuid)
+		if err != nil {
+			return err
+		}
+		mutate(&ds.Spec)
+		return env.Client.Update(ctx, ds)
+	})
+}

@@ -1,0 +1,525 @@
+package extender
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	lhv1 "github.com/longhorn/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/utils/clock"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	dsv1 "github.com/longhorn/diskschedule/api/v1beta2"
+	"github.com/longhorn/diskschedule/internal/extender/packing"
+	"github.com/longhorn/diskschedule/internal/index"
+	"github.com/longhorn/diskschedule/internal/metrics"
+	"github.com/longhorn/diskschedule/internal/settings"
+	"github.com/longhorn/diskschedule/internal/testenv"
+)
+
+// controlPlane is the test API server, started by the first test that
+// needs one, so the tests and fuzzers of pure functions run without it.
+var controlPlane struct {
+	once sync.Once
+	env  *testenv.Env
+	err  error
+}
+
+// apiServer returns the test API server, starting it on first use.
+func apiServer(t *testing.T) *testenv.Env {
+	t.Helper()
+	controlPlane.once.Do(func() { controlPlane.env, controlPlane.err = testenv.Start() })
+	if controlPlane.err != nil {
+		t.Fatalf("starting the test control plane: %v", controlPlane.err)
+	}
+	return controlPlane.env
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if err := controlPlane.env.Stop(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+	}
+	os.Exit(code)
+}
+
+// fixture is one test's namespace on the test API server, with an Extender
+// reading it through a cache as the manager's does. The test plays
+// Longhorn (it writes Longhorn's objects as longhorn-manager v1.12 does) and
+// the DiskSchedule controller (it decides reservations).
+type fixture struct {
+	t       *testing.T
+	env     *testenv.Env
+	ctx     context.Context
+	ns      string
+	cached  client.Client
+	metrics *metrics.Extender
+	ext     *Extender
+	// storageClass is the test's own Longhorn StorageClass.
+	storageClass string
+}
+
+func newFixture(t *testing.T) *fixture {
+	t.Helper()
+	env := apiServer(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	ns := env.NewNamespace(t)
+	c, err := cache.New(env.Config, cache.Options{Scheme: env.Scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := index.Register(ctx, c); err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = c.Start(ctx) }()
+	if !c.WaitForCacheSync(ctx) {
+		t.Fatal("the cache did not sync")
+	}
+	cached, err := client.New(env.Config, client.Options{Scheme: env.Scheme, Cache: &client.CacheOptions{Reader: c}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := metrics.NewExtender(prometheus.NewRegistry())
+	ext := New(cached, env.Client, ns, clock.RealClock{}, m, packing.DefaultBudget)
+	ext.background = ctx
+	f := &fixture{t: t, env: env, ctx: ctx, ns: ns, cached: cached, metrics: m, ext: ext, storageClass: "longhorn-" + ns}
+	sc := &storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: f.storageClass}, Provisioner: CSIDriver,
+		Parameters: map[string]string{"numberOfReplicas": "1"}}
+	f.create(sc)
+	t.Cleanup(func() { _ = env.Client.Delete(context.Background(), sc) })
+	return f
+}
+
+func (f *fixture) create(obj client.Object) {
+	f.t.Helper()
+	if err := f.env.Client.Create(f.ctx, obj); err != nil {
+		f.t.Fatalf("creating %T %s: %v", obj, obj.GetName(), err)
+	}
+}
+
+// node creates a Longhorn node with disks of the given sizes, as
+// longhorn-manager writes it, and each disk's Ready ledger with limit = size
+// and used bytes scheduled.
+func (f *fixture) node(name string, sizes []int64, used []int64) {
+	f.t.Helper()
+	n := longhornNode(f.ns, name, sizes)
+	if err := testenv.CreateLonghorn(f.ctx, f.env.Client, n); err != nil {
+		f.t.Fatal(err)
+	}
+	for i, size := range sizes {
+		disk := fmt.Sprintf("disk-%d", i+1)
+		var scheduled int64
+		if used != nil {
+			scheduled = used[i]
+		}
+		ledger := readyLedger(n.Status.DiskStatus[disk].DiskUUID, disk, name, size, scheduled)
+		ds := &dsv1.DiskSchedule{ObjectMeta: metav1.ObjectMeta{Name: ledger.Name, Namespace: f.ns}, Spec: ledger.Spec}
+		f.create(ds)
+		ds.Status = ledger.Status
+		ds.Status.Conditions[0].Reason, ds.Status.Conditions[0].LastTransitionTime = dsv1.DiskScheduleReasonSchedulable, metav1.Now()
+		if err := f.env.Client.Status().Update(f.ctx, ds); err != nil {
+			f.t.Fatalf("writing the status of DiskSchedule %s: %v", ds.Name, err)
+		}
+	}
+}
+
+// volume creates a Longhorn volume of size bytes with a stopped replica on
+// disk-1 of each of nodes, as longhorn-manager writes them (volumeSize a
+// string in JSON, the replica labelled with its volume, fields this project
+// does not read filled in), and a PV and bound PVC for it. It returns the
+// claim's name.
+func (f *fixture) volume(name string, size int64, nodes ...string) string {
+	f.t.Helper()
+	v := testenv.Volume(f.ns, name, testenv.VolumeFixture{Size: size, Replicas: len(nodes)})
+	if err := testenv.CreateLonghorn(f.ctx, f.env.Client, v); err != nil {
+		f.t.Fatal(err)
+	}
+	for i, node := range nodes {
+		r := testenv.Replica(f.ns, fmt.Sprintf("%s-r-%d", name, i), testenv.ReplicaFixture{Volume: name, Size: size,
+			NodeID: node, DiskName: "disk-1", DiskID: node + "-uuid-1", State: lhv1.InstanceStateStopping})
+		if err := testenv.CreateLonghorn(f.ctx, f.env.Client, r); err != nil {
+			f.t.Fatal(err)
+		}
+	}
+	pv := &corev1.PersistentVolume{ObjectMeta: metav1.ObjectMeta{Name: name + "-" + f.ns},
+		Spec: corev1.PersistentVolumeSpec{
+			Capacity:    corev1.ResourceList{corev1.ResourceStorage: *resource.NewQuantity(size, resource.BinarySI)},
+			AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			PersistentVolumeSource: corev1.PersistentVolumeSource{CSI: &corev1.CSIPersistentVolumeSource{
+				Driver: CSIDriver, VolumeHandle: name}},
+			StorageClassName: f.storageClass,
+		}}
+	f.create(pv)
+	f.t.Cleanup(func() { _ = f.env.Client.Delete(context.Background(), pv) })
+	pvc := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: "claim-" + name, Namespace: f.ns},
+		Spec: corev1.PersistentVolumeClaimSpec{StorageClassName: &f.storageClass, VolumeName: pv.Name,
+			AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			Resources:   corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: *resource.NewQuantity(size, resource.BinarySI)}}}}
+	f.create(pvc)
+	return pvc.Name
+}
+
+// claim creates an unbound claim of the test's Longhorn StorageClass and
+// returns its name and the name the provisioner will give its volume.
+func (f *fixture) claim(name string, size int64) (string, string) {
+	f.t.Helper()
+	pvc := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: f.ns},
+		Spec: corev1.PersistentVolumeClaimSpec{StorageClassName: &f.storageClass,
+			AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			Resources:   corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: *resource.NewQuantity(size, resource.BinarySI)}}}}
+	f.create(pvc)
+	return pvc.Name, "pvc-" + string(pvc.UID)
+}
+
+// pod creates a pod using the claims.
+func (f *fixture) pod(name string, claims ...string) *corev1.Pod {
+	f.t.Helper()
+	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: f.ns},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "app"}}}}
+	for _, c := range claims {
+		p.Spec.Volumes = append(p.Spec.Volumes, corev1.Volume{Name: c,
+			VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: c}}})
+	}
+	f.create(p)
+	return p
+}
+
+// setConfig writes the extender's ConfigMap and waits until the cache has it.
+func (f *fixture) setConfig(data map[string]string) {
+	f.t.Helper()
+	cm := &corev1.ConfigMap{}
+	key := types.NamespacedName{Namespace: f.ns, Name: settings.ConfigMapName}
+	err := f.env.Client.Get(f.ctx, key, cm)
+	switch {
+	case client.IgnoreNotFound(err) != nil:
+		f.t.Fatal(err)
+	case err != nil:
+		cm = &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: key.Name, Namespace: key.Namespace}, Data: data}
+		err = f.env.Client.Create(f.ctx, cm)
+	default:
+		cm.Data = data
+		err = f.env.Client.Update(f.ctx, cm)
+	}
+	if err != nil {
+		f.t.Fatalf("writing ConfigMap %s: %v", key.Name, err)
+	}
+	f.waitCached(cm)
+}
+
+// waitCached waits until the cache holds obj at its resourceVersion.
+func (f *fixture) waitCached(obj client.Object) {
+	f.t.Helper()
+	err := wait.PollUntilContextTimeout(f.ctx, 5*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
+		cur := obj.DeepCopyObject().(client.Object)
+		if err := f.cached.Get(ctx, client.ObjectKeyFromObject(obj), cur); err != nil {
+			return false, client.IgnoreNotFound(err)
+		}
+		return cur.GetResourceVersion() == obj.GetResourceVersion(), nil
+	})
+	if err != nil {
+		f.t.Fatalf("the cache never saw %T %s at resourceVersion %s: %v", obj, obj.GetName(), obj.GetResourceVersion(), err)
+	}
+}
+
+// longhornVersions returns the resourceVersion of every Longhorn object of
+// the namespace, by kind and name.
+func (f *fixture) longhornVersions() map[string]string {
+	f.t.Helper()
+	out := map[string]string{}
+	for _, list := range []client.ObjectList{&lhv1.NodeList{}, &lhv1.VolumeList{}, &lhv1.ReplicaList{}, &lhv1.SettingList{}} {
+		if err := f.env.Client.List(f.ctx, list, client.InNamespace(f.ns)); err != nil {
+			f.t.Fatal(err)
+		}
+		items, err := meta.ExtractList(list)
+		if err != nil {
+			f.t.Fatal(err)
+		}
+		for _, item := range items {
+			o := item.(client.Object)
+			out[fmt.Sprintf("%T/%s", o, o.GetName())] = o.GetResourceVersion()
+		}
+	}
+	return out
+}
+
+// assertLonghornUnchanged fails unless every Longhorn object still has the
+// resourceVersion in before and none was added or removed.
+func (f *fixture) assertLonghornUnchanged(before map[string]string) {
+	f.t.Helper()
+	after := f.longhornVersions()
+	if len(before) == 0 {
+		f.t.Fatal("no Longhorn object to compare")
+	}
+	for k, v := range before {
+		if after[k] != v {
+			f.t.Errorf("%s changed: resourceVersion %s, was %s", k, after[k], v)
+		}
+	}
+	if len(after) != len(before) {
+		f.t.Errorf("Longhorn objects were added or removed: %d before, %d after", len(before), len(after))
+	}
+}
+
+// metricValue returns the value of a gauge or counter.
+func metricValue(t *testing.T, m prometheus.Metric) float64 {
+	t.Helper()
+	out := &dto.Metric{}
+	if err := m.Write(out); err != nil {
+		t.Fatal(err)
+	}
+	switch {
+	case out.Gauge != nil:
+		return out.Gauge.GetValue()
+	case out.Counter != nil:
+		return out.Counter.GetValue()
+	}
+	t.Fatalf("metric %v is neither a gauge nor a counter", m.Desc())
+	return 0
+}
+
+// TestFilterKeepsARestartedPodWithItsReplicas reads Longhorn volumes and
+// replicas as Longhorn writes them: the node holding a replica of every
+// volume of the pod is the only node returned, and scores highest.
+func TestFilterKeepsARestartedPodWithItsReplicas(t *testing.T) {
+	f := newFixture(t)
+	for _, n := range []string{"node-a", "node-b", "node-c"} {
+		f.node(n, []int64{400 * gi}, nil)
+	}
+	c1 := f.volume("vol-1", 10*gi, "node-a", "node-b")
+	c2 := f.volume("vol-2", 20*gi, "node-b", "node-c")
+	pod := f.pod("restarted", c1, c2)
+	before := f.longhornVersions()
+
+	candidates := []string{"node-a", "node-b", "node-c"}
+	err := wait.PollUntilContextTimeout(f.ctx, 10*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
+		passed, failed, err := f.ext.Filter(ctx, pod, candidates)
+		if err != nil {
+			return false, err
+		}
+		// The cache may not show every replica yet; once it does, the answer is node-b alone.
+		return slices.Equal(passed, []string{"node-b"}) && len(failed) == 2 &&
+			strings.Contains(failed["node-a"], "node node-b already holds a replica of every volume"), nil
+	})
+	if err != nil {
+		passed, failed, ferr := f.ext.Filter(f.ctx, pod, candidates)
+		t.Fatalf("want node-b alone, got %v, failed %v, error %v (%v)", passed, failed, ferr, err)
+	}
+	scores, err := f.ext.Prioritize(f.ctx, pod, candidates)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if scores["node-b"] != 10 || scores["node-a"] != 0 || scores["node-c"] != 0 {
+		t.Errorf("scores = %v, want node-b 10 and the others 0", scores)
+	}
+	f.assertLonghornUnchanged(before)
+}
+
+// TestFilterPassesPodsWithoutLonghornVolumes checks that a pod with no
+// Longhorn volume passes every node untouched.
+func TestFilterPassesPodsWithoutLonghornVolumes(t *testing.T) {
+	f := newFixture(t)
+	f.node("node-a", []int64{gi}, []int64{gi})
+	pod := f.pod("plain")
+	passed, failed, err := f.ext.Filter(f.ctx, pod, []string{"node-a", "elsewhere"})
+	if err != nil || !slices.Equal(passed, []string{"node-a", "elsewhere"}) || len(failed) != 0 {
+		t.Errorf("Filter = %v, %v, %v; want every node", passed, failed, err)
+	}
+}
+
+// TestFilterPacksUnboundClaims is the seed's multi-PVC case through the API:
+// four unbound 100Gi claims fit only the node with four 100Gi disks.
+func TestFilterPacksUnboundClaims(t *testing.T) {
+	f := newFixture(t)
+	f.setConfig(map[string]string{settings.SchedulerExtenderPodSchedulingTimeout: "0"})
+	var candidates []string
+	for disks := 1; disks <= 4; disks++ {
+		name := fmt.Sprintf("node-%d", disks)
+		candidates = append(candidates, name)
+		sizes := make([]int64, disks)
+		for i := range sizes {
+			sizes[i] = 100 * gi
+		}
+		f.node(name, sizes, nil)
+	}
+	var claims []string
+	for i := range 4 {
+		c, _ := f.claim(fmt.Sprintf("data-%d", i), 100*gi)
+		claims = append(claims, c)
+	}
+	pod := f.pod("multi", claims...)
+	before := f.longhornVersions()
+	err := wait.PollUntilContextTimeout(f.ctx, 10*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
+		passed, failed, err := f.ext.Filter(ctx, pod, candidates)
+		if err != nil {
+			return false, nil // the cache may not hold every claim yet
+		}
+		return slices.Equal(passed, []string{"node-4"}) && len(failed) == 3 &&
+			strings.Contains(failed["node-3"], "volumes need 400Gi together, disks hold 300Gi free in all"), nil
+	})
+	if err != nil {
+		passed, failed, ferr := f.ext.Filter(f.ctx, pod, candidates)
+		t.Fatalf("want node-4 alone, got %v, failed %v, error %v", passed, failed, ferr)
+	}
+	if f.ext.hold != nil {
+		t.Errorf("pod-scheduling-timeout 0 in the ConfigMap: no filter may be held, hold %+v", f.ext.hold)
+	}
+	f.assertLonghornUnchanged(before)
+}
+
+// TestHeldPodIsReservedOnItsNode follows the scheduling hold: while the
+// first pod's node is not known the second pod's filter waits; once the pod
+// is bound the extender reserves its volume's space on that node's ledger,
+// and only once the ledger has granted it does the second filter go on,
+// seeing the space taken. Longhorn's objects are never written.
+func TestHeldPodIsReservedOnItsNode(t *testing.T) {
+	f := newFixture(t)
+	f.node("node-a", []int64{100 * gi}, nil)
+	claimA, volA := f.claim("data-a", 60*gi)
+	claimB, _ := f.claim("data-b", 60*gi)
+	podA, podB := f.pod("a", claimA), f.pod("b", claimB)
+	before := f.longhornVersions()
+	var passed []string
+	err := wait.PollUntilContextTimeout(f.ctx, 10*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
+		var err error
+		passed, _, err = f.ext.Filter(ctx, podA, []string{"node-a"})
+		return err == nil, nil // the cache may not hold the claim yet
+	})
+	if err != nil || !slices.Equal(passed, []string{"node-a"}) {
+		t.Fatalf("pod a: want node-a, got %v (%v)", passed, err)
+	}
+
+	type result struct {
+		passed []string
+		failed map[string]string
+		err    error
+	}
+	done := make(chan result, 1)
+	go func() {
+		p, fl, err := f.ext.Filter(f.ctx, podB, []string{"node-a"})
+		done <- result{p, fl, err}
+	}()
+
+	// kube-scheduler binds pod a to node-a.
+	binding := &corev1.Binding{ObjectMeta: metav1.ObjectMeta{Name: podA.Name, Namespace: f.ns},
+		Target: corev1.ObjectReference{Kind: "Node", Name: "node-a"}}
+	if err := f.env.Client.SubResource("binding").Create(f.ctx, podA, binding); err != nil {
+		t.Fatalf("binding pod a: %v", err)
+	}
+
+	// The extender reserves the volume's space; the test decides it as the
+	// DiskSchedule controller would.
+	key := types.NamespacedName{Namespace: f.ns, Name: "node-a-uuid-1"}
+	ds := &dsv1.DiskSchedule{}
+	err = wait.PollUntilContextTimeout(f.ctx, 10*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
+		if err := f.env.Client.Get(ctx, key, ds); err != nil {
+			return false, err
+		}
+		_, ok := ds.Spec.Reservations[volA]
+		return ok, nil
+	})
+	if err != nil {
+		t.Fatalf("no reservation of %s appeared on %s: %v (spec %+v)", volA, key.Name, err, ds.Spec)
+	}
+	select {
+	case r := <-done:
+		t.Fatalf("pod b's filter returned before pod a's reservation was decided: %+v", r)
+	default:
+	}
+	res := ds.Spec.Reservations[volA]
+	if res.Size != 60*gi || res.Pod != f.ns+"/a" {
+		t.Fatalf("reservation %+v, want 60Gi for %s/a", res, f.ns)
+	}
+	ds.Status.Reservations = map[string]dsv1.ReservationStatus{volA: {State: dsv1.ReservationStateScheduled,
+		RequestedSize: res.Size, Pod: res.Pod, ScheduledSize: res.Size}}
+	ds.Status.StorageScheduled += res.Size
+	if err := f.env.Client.Status().Update(f.ctx, ds); err != nil {
+		t.Fatalf("granting the reservation: %v", err)
+	}
+
+	select {
+	case r := <-done:
+		if r.err != nil {
+			t.Fatalf("pod b's filter: %v", r.err)
+		}
+		if len(r.passed) != 0 || !strings.Contains(r.failed["node-a"], "40Gi") {
+			t.Errorf("pod b: node-a has 40Gi left after pod a's 60Gi, want it failed with the numbers; got %v, %v", r.passed, r.failed)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("pod b's filter never returned after pod a's reservation was granted")
+	}
+	if got := metricValue(t, f.metrics.Reservations.WithLabelValues("granted")); got != 1 {
+		t.Errorf("granted reservations = %v, want 1", got)
+	}
+	f.assertLonghornUnchanged(before)
+}
+
+// TestServerFollowsTheConfigMap checks that the extender serves by default
+// (no ConfigMap), stops when scheduler-extender-enabled is false, keeps the
+// previous value over an invalid one, and serves again when it is true; and
+// that it points its Service's EndpointSlice at itself.
+func TestServerFollowsTheConfigMap(t *testing.T) {
+	f := newFixture(t)
+	s := NewServer(f.ext, f.cached, f.env.Client, f.metrics, f.ns, "127.0.0.1:0", "10.1.2.3", "manager-0")
+	s.poll = 10 * time.Millisecond
+	ctx, cancel := context.WithCancel(f.ctx)
+	stopped := make(chan error, 1)
+	go func() { stopped <- s.Start(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-stopped; err != nil {
+			t.Errorf("Start: %v", err)
+		}
+	})
+	heartbeat := f.metrics.Heartbeat.WithLabelValues("manager-0")
+	waitServing := func(want bool) {
+		t.Helper()
+		err := wait.PollUntilContextTimeout(f.ctx, 5*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+			return (metricValue(t, heartbeat) == 1) == want, nil
+		})
+		if err != nil {
+			t.Fatalf("serving should be %v, heartbeat %v", want, metricValue(t, heartbeat))
+		}
+	}
+
+	waitServing(true)
+	es := &discoveryv1.EndpointSlice{}
+	err := wait.PollUntilContextTimeout(f.ctx, 5*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
+		err := f.env.Client.Get(ctx, types.NamespacedName{Namespace: f.ns, Name: ServiceName}, es)
+		return err == nil, client.IgnoreNotFound(err)
+	})
+	if err != nil {
+		t.Fatalf("the extender never published its EndpointSlice: %v", err)
+	}
+	if es.Labels[discoveryv1.LabelServiceName] != ServiceName || len(es.Endpoints) != 1 ||
+		!slices.Equal(es.Endpoints[0].Addresses, []string{"10.1.2.3"}) || len(es.Ports) != 1 || *es.Ports[0].Port != Port {
+		t.Errorf("EndpointSlice %+v does not point at 10.1.2.3:%d", es, Port)
+	}
+
+	f.setConfig(map[string]string{settings.SchedulerExtenderEnabled: "false"})
+	waitServing(false)
+
+	f.setConfig(map[string]string{settings.SchedulerExtenderEnabled: "maybe"})
+	if on, err := s.enabled(f.ctx); err != nil || on {
+		t.Errorf("an invalid value must keep the previous false, got %v, %v", on, err)
+	}
+
+	f.setConfig(map[string]string{settings.SchedulerExtenderEnabled: "true"})
+	waitServing(true)
+}

@@ -1,0 +1,133 @@
+package ledger
+
+import (
+	dsv1 "github.com/longhorn/diskschedule/api/v1beta2"
+)
+
+// Decision is the ledger's answer to one request, as a requester reads it
+// from a DiskSchedule. Every package that asks "is my request granted?"
+// reads it here.
+type Decision int
+
+const (
+	// Missing: the spec holds no request of that name and size.
+	Missing Decision = iota
+	// Pending: the request is written and not decided at its size yet.
+	Pending
+	// Granted: the ledger granted exactly the requested size.
+	Granted
+	// Rejected: the ledger rejected the request; the message says why.
+	Rejected
+)
+
+// String returns the decision's name, for logs.
+func (d Decision) String() string {
+	switch d {
+	case Pending:
+		return "pending"
+	case Granted:
+		return "granted"
+	case Rejected:
+		return "rejected"
+	}
+	return "missing"
+}
+
+// ReplicaDecision returns ds's decision on replica's request of size bytes,
+// and the ledger's message when it rejected it. A nil ds is Missing.
+func ReplicaDecision(ds *dsv1.DiskSchedule, replica string, size int64) (Decision, string) {
+	if ds == nil {
+		return Missing, ""
+	}
+	return decisionOf(ds.Spec.Replicas, ds.Status.Replicas, replica, size)
+}
+
+// BackingImageDecision returns ds's decision on the request of size bytes
+// for image's copy, and the ledger's message when it rejected it.
+func BackingImageDecision(ds *dsv1.DiskSchedule, image string, size int64) (Decision, string) {
+	if ds == nil {
+		return Missing, ""
+	}
+	return decisionOf(ds.Spec.BackingImages, ds.Status.BackingImages, image, size)
+}
+
+func decisionOf(spec map[string]dsv1.RequestedBytes, status map[string]dsv1.RequestStatus, name string, size int64) (Decision, string) {
+	requested, ok := spec[name]
+	if !ok || int64(requested) != size {
+		return Missing, ""
+	}
+	st, decided := status[name]
+	if !decided || st.RequestedSize != size {
+		return Pending, ""
+	}
+	if st.State == dsv1.RequestStateScheduled && st.ScheduledSize == size {
+		return Granted, ""
+	}
+	return Rejected, st.Message
+}
+
+// Scheduled returns the bytes ds has granted to replica, whatever it asks now.
+func Scheduled(ds *dsv1.DiskSchedule, replica string) int64 {
+	if ds == nil {
+		return 0
+	}
+	return ds.Status.Replicas[replica].ScheduledSize
+}
+
+// HeldForVolume returns the bytes ds counts for volume's reservation,
+// granted or still pending: the volume's replica takes them over (rule 5).
+// A pending reservation already named by a pending replica request is
+// charged to the replica and not counted here.
+func HeldForVolume(ds *dsv1.DiskSchedule, volume string) int64 {
+	res, inSpec := ds.Spec.Reservations[volume]
+	if !inSpec {
+		return 0
+	}
+	if st, decided := ds.Status.Reservations[volume]; decided && reservationDecided(res, st) {
+		if st.State == dsv1.ReservationStateScheduled {
+			return st.ScheduledSize
+		}
+		return 0
+	}
+	if _, replicaPending := ds.Spec.Replicas[res.Replica]; res.Replica != "" && replicaPending {
+		return 0
+	}
+	return res.Size
+}
+
+// HeldForPod returns the bytes ds's granted reservations hold for pod
+// (namespace/name).
+func HeldForPod(ds *dsv1.DiskSchedule, pod string) int64 {
+	var held int64
+	for volume, res := range ds.Spec.Reservations {
+		if res.Pod != pod {
+			continue
+		}
+		if st, ok := ds.Status.Reservations[volume]; ok && reservationDecided(res, st) && st.State == dsv1.ReservationStateScheduled {
+			held += st.ScheduledSize
+		}
+	}
+	return held
+}
+
+// PendingCount returns how many requests of ds's spec are not decided at
+// their current size.
+func PendingCount(ds *dsv1.DiskSchedule) int {
+	n := 0
+	for name, size := range ds.Spec.Replicas {
+		if st, ok := ds.Status.Replicas[name]; !ok || st.RequestedSize != int64(size) {
+			n++
+		}
+	}
+	for name, size := range ds.Spec.BackingImages {
+		if st, ok := ds.Status.BackingImages[name]; !ok || st.RequestedSize != int64(size) {
+			n++
+		}
+	}
+	for name, res := range ds.Spec.Reservations {
+		if st, ok := ds.Status.Reservations[name]; !ok || !reservationDecided(res, st) {
+			n++
+		}
+	}
+	return n
+}

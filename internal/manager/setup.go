@@ -1,0 +1,60 @@
+package manager
+
+import (
+	"context"
+	"fmt"
+
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+
+	"github.com/longhorn/diskschedule/internal/controller/config"
+	"github.com/longhorn/diskschedule/internal/controller/diskschedule"
+	"github.com/longhorn/diskschedule/internal/controller/mirror"
+	"github.com/longhorn/diskschedule/internal/controller/node"
+	"github.com/longhorn/diskschedule/internal/extender"
+	"github.com/longhorn/diskschedule/internal/extender/packing"
+	"github.com/longhorn/diskschedule/internal/index"
+	"github.com/longhorn/diskschedule/internal/metrics"
+)
+
+// setup registers the indexes, the controllers, the extender and the health checks.
+func setup(mgr ctrl.Manager, opts Options) error {
+	if err := index.Register(context.Background(), mgr.GetFieldIndexer()); err != nil {
+		return err
+	}
+	store := config.NewStore()
+	reconcilers := []interface{ SetupWithManager(ctrl.Manager) error }{
+		config.NewReconciler(mgr.GetClient(), mgr.GetEventRecorder("diskschedule-config"), store, opts.Namespace),
+		diskschedule.NewReconciler(mgr.GetClient(), mgr.GetEventRecorder("diskschedule-ledger"), opts.Clock,
+			metrics.NewLedger(ctrlmetrics.Registry), opts.LedgerWorkers, store),
+		node.NewReconciler(mgr.GetClient(), mgr.GetEventRecorder("diskschedule-node")),
+		mirror.NewReconciler(mgr.GetClient(), mgr.GetEventRecorder("diskschedule-mirror"), opts.Clock, opts.GateGrace,
+			metrics.NewMirror(ctrlmetrics.Registry)),
+	}
+	for _, r := range reconcilers {
+		if err := r.SetupWithManager(mgr); err != nil {
+			return fmt.Errorf("setting up %T: %w", r, err)
+		}
+	}
+
+	if opts.ExtenderBindAddress != "" {
+		extenderMetrics := metrics.NewExtender(ctrlmetrics.Registry)
+		ext := extender.New(mgr.GetClient(), mgr.GetAPIReader(), opts.Namespace, opts.Clock, extenderMetrics, packing.DefaultBudget)
+		srv := extender.NewServer(ext, mgr.GetClient(), mgr.GetAPIReader(), extenderMetrics, opts.Namespace,
+			opts.ExtenderBindAddress, opts.AdvertiseIP, opts.NodeName)
+		if err := mgr.Add(srv); err != nil {
+			return fmt.Errorf("adding the scheduler extender: %w", err)
+		}
+	}
+
+	if opts.HealthProbeBindAddress != "" && opts.HealthProbeBindAddress != "0" {
+		if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
+			return fmt.Errorf("adding the health check: %w", err)
+		}
+		if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
+			return fmt.Errorf("adding the ready check: %w", err)
+		}
+	}
+	return nil
+}

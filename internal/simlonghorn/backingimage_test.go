@@ -1,0 +1,107 @@
+package simlonghorn_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	lhv1 "github.com/longhorn/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/longhorn/diskschedule/internal/simlonghorn"
+)
+
+// TestBackingImageCopies checks a backing image: its size read from the
+// source, one copy for minNumberOfCopies on the disk with the most free
+// space, a copy on the disk of each replica of a volume using it (asked
+// for before the replica starts), every copy counted in its disk's
+// storageScheduled.
+func TestBackingImageCopies(t *testing.T) {
+	ns := env.NewNamespace(t)
+	n1, n2 := nodeName(ns, "n1"), nodeName(ns, "n2")
+	startSim(t, simlonghorn.Options{Namespace: ns, PlaceReplicas: true, Nodes: []simlonghorn.NodeSpec{
+		{Name: n1, Disks: []simlonghorn.DiskSpec{{Name: "disk-1", UUID: ns + "-n1d1", Size: 100 * gi}}},
+		{Name: n2, Disks: []simlonghorn.DiskSpec{{Name: "disk-1", UUID: ns + "-n2d1", Size: 200 * gi}}},
+	}})
+	nodesReady(t, ns, n1, n2)
+	ctx := context.Background()
+
+	bi := &lhv1.BackingImage{
+		ObjectMeta: metav1.ObjectMeta{Name: "img", Namespace: ns},
+		Spec: lhv1.BackingImageSpec{
+			SourceType: lhv1.BackingImageDataSourceTypeDownload, SourceParameters: map[string]string{"url": "http://img", "size": "2Gi"},
+			MinNumberOfCopies: 1, DataEngine: lhv1.DataEngineTypeV1,
+		},
+	}
+	if err := env.Client.Create(ctx, bi); err != nil {
+		t.Fatal(err)
+	}
+	// One copy, on n2's disk (the most free space), ready; counted there.
+	waitCopies(t, ns, "img", ns+"-n2d1")
+	waitImageScheduled(t, ns, n2, "img", 2*gi)
+
+	// A volume of the image attached on n1 (best-effort keeps its replica
+	// there): its replica's disk gets a copy before the replica runs.
+	class := createClass(t, ns, map[string]string{
+		simlonghorn.ParamNumberOfReplicas: "1", simlonghorn.ParamBackingImage: "img",
+		simlonghorn.ParamDataLocality: string(lhv1.DataLocalityBestEffort),
+	})
+	pvc, volName := createClaim(t, ns, "data", class, 10)
+	podRunning(t, createPod(t, ns, "app", n1, pvc.Name))
+	replicaNodes(t, ns, volName, n1)
+	waitCopies(t, ns, "img", ns+"-n1d1", ns+"-n2d1")
+	waitImageScheduled(t, ns, n1, "img", 2*gi)
+	got := &lhv1.BackingImage{}
+	if err := env.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: "img"}, got); err != nil {
+		t.Fatal(err)
+	}
+	if got.Status.Size != 2*gi || got.Status.RealSize != 2*gi || got.Status.UUID == "" {
+		t.Errorf("backing image status = %+v", got.Status)
+	}
+	assertRoundTrip(t, got)
+}
+
+// waitCopies waits until the image's diskFileSpecMap holds exactly the
+// disks, each ready in status.
+func waitCopies(t *testing.T, ns, name string, disks ...string) {
+	t.Helper()
+	eventually(t, 30*time.Second, fmt.Sprintf("copies of %s on %v", name, disks), func(ctx context.Context) (bool, string) {
+		bi := &lhv1.BackingImage{}
+		if err := env.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, bi); err != nil {
+			return false, err.Error()
+		}
+		if len(bi.Spec.DiskFileSpecMap) != len(disks) {
+			return false, fmt.Sprintf("spec %v", keys(bi.Spec.DiskFileSpecMap))
+		}
+		for _, d := range disks {
+			st := bi.Status.DiskFileStatusMap[d]
+			if _, ok := bi.Spec.DiskFileSpecMap[d]; !ok || st == nil || st.State != lhv1.BackingImageStateReady {
+				return false, fmt.Sprintf("spec %v, status %v", keys(bi.Spec.DiskFileSpecMap), bi.Status.DiskFileStatusMap)
+			}
+		}
+		return true, ""
+	})
+}
+
+// waitImageScheduled waits until node's disk-1 counts the image at size.
+func waitImageScheduled(t *testing.T, ns, node, image string, size int64) {
+	t.Helper()
+	eventually(t, 10*time.Second, "image counted on "+node, func(ctx context.Context) (bool, string) {
+		n, err := getNode(ctx, ns, node)
+		if err != nil {
+			return false, err.Error()
+		}
+		st := n.Status.DiskStatus["disk-1"]
+		return st.ScheduledBackingImage[image] == size, fmt.Sprintf("%+v", st)
+	})
+}
+
+func keys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	return out
+}

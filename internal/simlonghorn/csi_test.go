@@ -1,0 +1,155 @@
+package simlonghorn_test
+
+import (
+	"reflect"
+	"testing"
+
+	lhv1 "github.com/longhorn/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
+	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	"github.com/longhorn/diskschedule/internal/simlonghorn"
+)
+
+func TestAttachNode(t *testing.T) {
+	now := metav1.Now()
+	pod := func(node string, phase corev1.PodPhase, deleting bool) corev1.Pod {
+		p := corev1.Pod{Spec: corev1.PodSpec{NodeName: node}, Status: corev1.PodStatus{Phase: phase}}
+		if deleting {
+			p.DeletionTimestamp = &now
+		}
+		return p
+	}
+	tests := []struct {
+		name    string
+		current string
+		pods    []corev1.Pod
+		want    string
+	}{
+		{"no pods: detached", "n1", nil, ""},
+		{"an unscheduled pod: not attached", "", []corev1.Pod{pod("", corev1.PodPending, false)}, ""},
+		{"a bound pod: attached to its node", "", []corev1.Pod{pod("n2", corev1.PodPending, false)}, "n2"},
+		{"the oldest live pod wins", "", []corev1.Pod{pod("n2", corev1.PodRunning, false), pod("n1", corev1.PodRunning, false)}, "n2"},
+		{"stays where a live pod still is", "n1", []corev1.Pod{pod("n2", corev1.PodRunning, false), pod("n1", corev1.PodRunning, false)}, "n1"},
+		{"a terminating pod lets go", "n1", []corev1.Pod{pod("n1", corev1.PodRunning, true)}, ""},
+		{"a finished pod lets go", "n1", []corev1.Pod{pod("n1", corev1.PodSucceeded, false), pod("n2", corev1.PodFailed, false)}, ""},
+		{"moves to the replacement pod's node", "n1", []corev1.Pod{pod("n1", corev1.PodRunning, true), pod("n3", corev1.PodPending, false)}, "n3"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := simlonghorn.AttachNode(tt.current, tt.pods); got != tt.want {
+				t.Errorf("AttachNode(%q) = %q, want %q", tt.current, got, tt.want)
+			}
+		})
+	}
+}
+
+func TestDeclaredSize(t *testing.T) {
+	tests := []struct {
+		params  map[string]string
+		want    int64
+		wantErr bool
+	}{
+		{nil, 0, false},
+		{map[string]string{"url": "http://x"}, 0, false},
+		{map[string]string{"size": "2Gi"}, 2 << 30, false},
+		{map[string]string{"size": "4096"}, 4096, false},
+		{map[string]string{"size": "big"}, 0, true},
+		{map[string]string{"size": "-1"}, 0, true},
+	}
+	for _, tt := range tests {
+		bi := &lhv1.BackingImage{Spec: lhv1.BackingImageSpec{SourceParameters: tt.params}}
+		got, err := simlonghorn.DeclaredSize(bi)
+		if got != tt.want || (err != nil) != tt.wantErr {
+			t.Errorf("DeclaredSize(%v) = %d, %v; want %d, error %v", tt.params, got, err, tt.want, tt.wantErr)
+		}
+	}
+}
+
+func TestVolumeFor(t *testing.T) {
+	pvc := &corev1.PersistentVolumeClaim{
+		ObjectMeta: metav1.ObjectMeta{Name: "data", Namespace: "app", UID: "1234"},
+		Spec: corev1.PersistentVolumeClaimSpec{
+			AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			VolumeMode:  ptr.To(corev1.PersistentVolumeFilesystem),
+			Resources:   corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("100Gi")}},
+		},
+	}
+	class := &storagev1.StorageClass{
+		ObjectMeta:  metav1.ObjectMeta{Name: "longhorn"},
+		Provisioner: simlonghorn.CSIDriver,
+		Parameters: map[string]string{
+			"numberOfReplicas": "2", "dataLocality": "best-effort", "nodeSelector": "storage, fast", "diskSelector": "ssd", "backingImage": "img",
+		},
+		ReclaimPolicy: ptr.To(corev1.PersistentVolumeReclaimRetain),
+	}
+	vol, err := simlonghorn.VolumeFor(pvc, class, "longhorn-system")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := lhv1.VolumeSpec{
+		Size: 100 << 30, NumberOfReplicas: 2, DataLocality: lhv1.DataLocalityBestEffort,
+		NodeSelector: []string{"storage", "fast"}, DiskSelector: []string{"ssd"}, BackingImage: "img",
+		Frontend: lhv1.VolumeFrontendBlockDev, RestoreVolumeRecurringJob: lhv1.RestoreVolumeRecurringJobDefault,
+		StaleReplicaTimeout: 2880, Image: simlonghorn.EngineImage, RevisionCounterDisabled: true,
+		UnmapMarkSnapChainRemoved:   lhv1.UnmapMarkSnapChainRemovedIgnored,
+		ReplicaSoftAntiAffinity:     lhv1.ReplicaSoftAntiAffinityDefault,
+		ReplicaZoneSoftAntiAffinity: lhv1.ReplicaZoneSoftAntiAffinityDefault,
+		ReplicaDiskSoftAntiAffinity: lhv1.ReplicaDiskSoftAntiAffinityDefault,
+		AccessMode:                  lhv1.AccessModeReadWriteOnce, ReplicaAutoBalance: lhv1.ReplicaAutoBalanceIgnored,
+		SnapshotDataIntegrity: lhv1.SnapshotDataIntegrityIgnored, BackupCompressionMethod: lhv1.BackupCompressionMethodLz4,
+		BackupBlockSize: 2 << 20, DataEngine: lhv1.DataEngineTypeV1, SnapshotMaxCount: 250,
+		FreezeFilesystemForSnapshot: lhv1.FreezeFilesystemForSnapshotDefault, BackupTargetName: "default",
+		OfflineRebuilding: lhv1.VolumeOfflineRebuildingIgnored,
+	}
+	if vol.Name != "pvc-1234" || vol.Namespace != "longhorn-system" || !reflect.DeepEqual(vol.Spec, want) {
+		t.Errorf("VolumeFor = %s/%s\n%+v\nwant longhorn-system/pvc-1234\n%+v", vol.Namespace, vol.Name, vol.Spec, want)
+	}
+	if vol.Labels[simlonghorn.LabelVolume] != vol.Name {
+		t.Errorf("volume labels = %v", vol.Labels)
+	}
+
+	pv := simlonghorn.PersistentVolumeFor(pvc, class, vol)
+	if pv.Name != vol.Name || pv.Spec.CSI == nil || pv.Spec.CSI.Driver != simlonghorn.CSIDriver || pv.Spec.CSI.VolumeHandle != vol.Name {
+		t.Errorf("PersistentVolumeFor CSI source = %+v", pv.Spec.CSI)
+	}
+	if ref := pv.Spec.ClaimRef; ref == nil || ref.Namespace != "app" || ref.Name != "data" || ref.UID != "1234" {
+		t.Errorf("claimRef = %+v", pv.Spec.ClaimRef)
+	}
+	capacity := pv.Spec.Capacity[corev1.ResourceStorage]
+	if capacity.Cmp(resource.MustParse("100Gi")) != 0 || pv.Spec.StorageClassName != "longhorn" ||
+		pv.Spec.PersistentVolumeReclaimPolicy != corev1.PersistentVolumeReclaimRetain || !reflect.DeepEqual(pv.Spec.AccessModes, pvc.Spec.AccessModes) {
+		t.Errorf("PersistentVolumeFor spec = %+v", pv.Spec)
+	}
+
+	// Defaults: three replicas, locality disabled, empty selectors, reclaim
+	// Delete; the size rounded up to 2 MiB.
+	class.Parameters, class.ReclaimPolicy = nil, nil
+	pvc.Spec.Resources.Requests[corev1.ResourceStorage] = resource.MustParse("1001Mi")
+	vol, err = simlonghorn.VolumeFor(pvc, class, "longhorn-system")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if vol.Spec.NumberOfReplicas != 3 || vol.Spec.DataLocality != lhv1.DataLocalityDisabled ||
+		vol.Spec.NodeSelector == nil || len(vol.Spec.NodeSelector) != 0 || vol.Spec.Size != 1002<<20 {
+		t.Errorf("default volume spec = %+v", vol.Spec)
+	}
+	if pv := simlonghorn.PersistentVolumeFor(pvc, class, vol); pv.Spec.PersistentVolumeReclaimPolicy != corev1.PersistentVolumeReclaimDelete {
+		t.Errorf("default reclaim policy = %s", pv.Spec.PersistentVolumeReclaimPolicy)
+	}
+
+	for _, params := range []map[string]string{{"numberOfReplicas": "two"}, {"dataLocality": "nearby"}} {
+		class.Parameters = params
+		if _, err := simlonghorn.VolumeFor(pvc, class, "longhorn-system"); err == nil {
+			t.Errorf("VolumeFor accepted %v", params)
+		}
+	}
+	class.Parameters = nil
+	pvc.Spec.Resources.Requests = nil
+	if _, err := simlonghorn.VolumeFor(pvc, class, "longhorn-system"); err == nil {
+		t.Error("VolumeFor accepted a claim that requests no storage")
+	}
+}

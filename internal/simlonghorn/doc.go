@@ -1,0 +1,62 @@
+// Package simlonghorn is a simulated Longhorn v1.12 for the sandbox, tests
+// and the demo: it plays longhorn-manager and the pieces of a cluster's
+// nodes that Longhorn relies on, writing Longhorn's own kinds with Longhorn's
+// own Go types, as Longhorn does. None of it runs in a real deployment, where
+// an unmodified Longhorn does the same work. It never reads a DiskSchedule:
+// Longhorn does not know the ledger.
+//
+// What it plays, one file per part:
+//
+//   - bootstrap.go: what longhorn-manager creates at start: the default
+//     scheduling Settings (only those missing), each simulated node's
+//     Kubernetes Node (as its kubelet registers it) and Longhorn Node with
+//     its disks.
+//   - node.go: Longhorn's node controller and disk monitor: each Longhorn
+//     Node's Ready and Schedulable conditions (cordon-aware), zone and
+//     region, and per disk its UUID, size, storageScheduled and
+//     scheduledReplica (the volumeSize of every replica whose spec.diskID is
+//     the disk, plus the backing images copied there) and its Ready and
+//     Schedulable conditions (DiskPressure).
+//   - setting.go: Longhorn's setting controller, which marks Settings applied.
+//   - kubelet.go: each simulated node's kubelet: the Kubernetes Node Ready
+//     with its allocatable resources (including the scheduler extender's
+//     resource), pods Running once their Longhorn volumes are attached and
+//     have a running replica, and the end of pod deletion.
+//   - provisioner.go, attacher.go: the Longhorn CSI driver's provisioner,
+//     resizer and attacher, with the parts of the Kubernetes PV controllers
+//     they rely on: a claim of a driver.longhorn.io class becomes a Longhorn
+//     Volume and a bound PersistentVolume; a volume is attached to the node
+//     of the pod using it.
+//   - volume*.go: Longhorn's volume controller: replicas created
+//     unscheduled, then placed with package placement from the controller's
+//     own cache of Nodes and Replicas with Longhorn's own view of disk space
+//     (placement.LonghornSpace), and written with a typed Update of the
+//     Replica. A refused write leaves the replica unscheduled, reports
+//     Scheduled=False with the refusal, and is retried with a backoff.
+//     Expansion, best-effort data locality (a local replica only when a
+//     disk there can take it, then the remote one removed) and strict-local
+//     pinning are as Longhorn v1.12 does them.
+//   - replica.go: the instance managers: a scheduled replica of an attached
+//     volume runs; replicas of deleted volumes are removed, as the garbage
+//     collector does through their owner references.
+//   - backingimage.go: Longhorn's backing-image controller and managers:
+//     status.size from the declared source size, copies on
+//     minNumberOfCopies disks and on each disk a replica using the image is
+//     placed on, each copy ready at once.
+//
+// With Options.PlaceReplicas false (the sandbox's --simulated-longhorn=false)
+// only the nodes, their disks' status, the Settings and the kubelets run:
+// nothing provisions volumes or creates and places replicas.
+//
+// Where it deviates from Longhorn v1.12, it does so to stay simple and
+// deterministic: no engines, instance managers or volume attachments exist
+// as objects; disks are as free as they are large; a new replica of an
+// attached volume runs at once; a best-effort local replica is created only
+// when a disk on the attached node can take it (v1.12 creates it pinned and
+// lets it fail to schedule) and a Warning Event (LocalReplicaSkipped) says
+// when none can, where Longhorn only logs it; a backing-image copy goes to
+// the eligible disk with the most free space rather than a random one;
+// volumes carry no longhorn.io finalizer (the simulation deletes a deleted
+// volume's replicas itself) and no status.kubernetesStatus. The simulation
+// runs with administrator credentials and carries no RBAC markers.
+package simlonghorn

@@ -1,0 +1,207 @@
+package simlonghorn
+
+import (
+	"context"
+	"fmt"
+
+	lhv1 "github.com/longhorn/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
+	corev1 "k8s.io/api/core/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+)
+
+// kubelet plays the kubelet of every simulated node: the Kubernetes Node's
+// status, pod status and the end of pod deletion.
+type kubelet struct {
+	sim *sim
+}
+
+func (k *kubelet) setup(mgr ctrl.Manager) error {
+	simulated := predicate.NewPredicateFuncs(func(o client.Object) bool { return k.sim.nodeByName[o.GetName()] != nil })
+	if err := ctrl.NewControllerManagedBy(mgr).Named("simlonghorn-kubelet-node").
+		For(&corev1.Node{}, builder.WithPredicates(simulated)).
+		Complete(reconcile.Func(k.reconcileNode)); err != nil {
+		return err
+	}
+	onSimulatedNode := predicate.NewPredicateFuncs(func(o client.Object) bool {
+		pod, ok := o.(*corev1.Pod)
+		return ok && k.sim.nodeByName[pod.Spec.NodeName] != nil
+	})
+	return ctrl.NewControllerManagedBy(mgr).Named("simlonghorn-kubelet-pod").
+		For(&corev1.Pod{}, builder.WithPredicates(onSimulatedNode)).
+		Watches(&corev1.PersistentVolumeClaim{}, handler.EnqueueRequestsFromMapFunc(k.sim.claimPodRequests)).
+		Watches(&lhv1.Volume{}, handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
+			return k.sim.volumePodRequests(ctx, o.GetName())
+		})).
+		Watches(&lhv1.Replica{}, handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
+			return k.sim.volumePodRequests(ctx, o.(*lhv1.Replica).Spec.VolumeName)
+		})).
+		Complete(reconcile.Func(k.reconcilePod))
+}
+
+// reconcileNode keeps a simulated node Ready, with its allocatable
+// resources and without the not-ready taint the API server adds to new
+// nodes. It writes with Update, so a change made meanwhile conflicts and is
+// looked at again.
+func (k *kubelet) reconcileNode(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	node := &corev1.Node{}
+	if err := k.sim.client.Get(ctx, req.NamespacedName, node); err != nil {
+		return reconcile.Result{}, client.IgnoreNotFound(err)
+	}
+	taints := []corev1.Taint{}
+	for _, t := range node.Spec.Taints {
+		if t.Key != corev1.TaintNodeNotReady {
+			taints = append(taints, t)
+		}
+	}
+	if len(taints) != len(node.Spec.Taints) {
+		node.Spec.Taints = taints
+		if err := k.sim.client.Update(ctx, node); err != nil {
+			return requeueOnConflict(fmt.Errorf("removing the not-ready taint of node %s: %w", node.Name, err))
+		}
+	}
+	if nodeStatusCurrent(node, k.sim.allocatable) {
+		return reconcile.Result{}, nil
+	}
+	now := metav1.Now()
+	node.Status.Capacity = k.sim.allocatable.DeepCopy()
+	node.Status.Allocatable = k.sim.allocatable.DeepCopy()
+	conds := []corev1.NodeCondition{{
+		Type: corev1.NodeReady, Status: corev1.ConditionTrue, Reason: "KubeletReady",
+		Message: "simulated by the diskschedule sandbox", LastHeartbeatTime: now, LastTransitionTime: now,
+	}}
+	for _, c := range node.Status.Conditions {
+		if c.Type != corev1.NodeReady {
+			conds = append(conds, c)
+		}
+	}
+	node.Status.Conditions = conds
+	if err := k.sim.client.Status().Update(ctx, node); err != nil {
+		return requeueOnConflict(fmt.Errorf("setting node %s Ready: %w", node.Name, err))
+	}
+	ctrl.LoggerFrom(ctx).Info("Set the simulated node Ready", "node", klog.KObj(node))
+	return reconcile.Result{}, nil
+}
+
+// nodeStatusCurrent reports whether the node is Ready with the given
+// capacity and allocatable.
+func nodeStatusCurrent(node *corev1.Node, allocatable corev1.ResourceList) bool {
+	ready := false
+	for _, c := range node.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			ready = c.Status == corev1.ConditionTrue
+		}
+	}
+	return ready && apiequality.Semantic.DeepEqual(node.Status.Allocatable, allocatable) &&
+		apiequality.Semantic.DeepEqual(node.Status.Capacity, allocatable)
+}
+
+// reconcilePod finishes the deletion of a pod of a simulated node, as the
+// kubelet does once its containers stopped, and marks a pending pod Running
+// once its Longhorn volumes are attached to its node with a running replica.
+func (k *kubelet) reconcilePod(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	pod := &corev1.Pod{}
+	if err := k.sim.client.Get(ctx, req.NamespacedName, pod); err != nil {
+		return reconcile.Result{}, client.IgnoreNotFound(err)
+	}
+	if k.sim.nodeByName[pod.Spec.NodeName] == nil {
+		return reconcile.Result{}, nil
+	}
+	if !pod.DeletionTimestamp.IsZero() {
+		err := k.sim.client.Delete(ctx, pod, client.GracePeriodSeconds(0), client.Preconditions{UID: &pod.UID})
+		if client.IgnoreNotFound(err) != nil {
+			return reconcile.Result{}, fmt.Errorf("deleting terminated pod %s: %w", req, err)
+		}
+		return reconcile.Result{}, nil
+	}
+	if pod.Status.Phase != corev1.PodPending && pod.Status.Phase != "" {
+		return reconcile.Result{}, nil
+	}
+	ready, err := k.volumesReady(ctx, pod)
+	if err != nil || !ready {
+		return reconcile.Result{}, err
+	}
+	base := pod.DeepCopy()
+	setPodRunning(pod, metav1.Now())
+	if err := k.sim.client.Status().Patch(ctx, pod, client.StrategicMergeFrom(base)); err != nil {
+		return reconcile.Result{}, client.IgnoreNotFound(err)
+	}
+	ctrl.LoggerFrom(ctx).Info("Started the pod", "pod", klog.KObj(pod), "node", pod.Spec.NodeName)
+	return reconcile.Result{}, nil
+}
+
+// volumesReady reports whether every claim of the pod is bound and every
+// Longhorn volume among them is attached to the pod's node with a running
+// replica, as a volume must be before the kubelet can mount it.
+func (k *kubelet) volumesReady(ctx context.Context, pod *corev1.Pod) (bool, error) {
+	for _, claim := range claimNames(pod) {
+		pvc := &corev1.PersistentVolumeClaim{}
+		if err := k.sim.client.Get(ctx, client.ObjectKey{Namespace: pod.Namespace, Name: claim}, pvc); err != nil {
+			return false, client.IgnoreNotFound(err)
+		}
+		if pvc.Spec.VolumeName == "" {
+			return false, nil
+		}
+		name, err := k.sim.claimVolume(ctx, pod.Namespace, claim)
+		if err != nil || name == "" {
+			return false, err // a non-Longhorn claim is ready once bound; a missing PV is not
+		}
+		vol := &lhv1.Volume{}
+		if err := k.sim.client.Get(ctx, client.ObjectKey{Namespace: k.sim.namespace, Name: name}, vol); err != nil {
+			return false, client.IgnoreNotFound(err)
+		}
+		if vol.Status.CurrentNodeID != pod.Spec.NodeName || vol.Status.State != lhv1.VolumeStateAttached {
+			return false, nil
+		}
+		replicas := &lhv1.ReplicaList{}
+		if err := k.sim.client.List(ctx, replicas, client.InNamespace(vol.Namespace), client.MatchingFields{replicaByVolume: vol.Name}); err != nil {
+			return false, fmt.Errorf("listing the replicas of volume %s: %w", vol.Name, err)
+		}
+		running := false
+		for _, r := range replicas.Items {
+			running = running || r.Status.CurrentState == lhv1.InstanceStateRunning
+		}
+		if !running {
+			return false, nil
+		}
+	}
+	return true, nil
+}
+
+// setPodRunning sets the status a kubelet reports once every container started.
+func setPodRunning(pod *corev1.Pod, now metav1.Time) {
+	pod.Status.Phase = corev1.PodRunning
+	if pod.Status.StartTime == nil {
+		pod.Status.StartTime = &now
+	}
+	for _, typ := range []corev1.PodConditionType{corev1.PodInitialized, corev1.PodReadyToStartContainers, corev1.ContainersReady, corev1.PodReady} {
+		setPodCondition(pod, corev1.PodCondition{Type: typ, Status: corev1.ConditionTrue, LastTransitionTime: now})
+	}
+	pod.Status.ContainerStatuses = nil
+	for _, c := range pod.Spec.Containers {
+		pod.Status.ContainerStatuses = append(pod.Status.ContainerStatuses, corev1.ContainerStatus{
+			Name: c.Name, Image: c.Image, ImageID: c.Image, Ready: true, Started: ptr.To(true),
+			State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: now}},
+		})
+	}
+}
+
+func setPodCondition(pod *corev1.Pod, cond corev1.PodCondition) {
+	for i := range pod.Status.Conditions {
+		if pod.Status.Conditions[i].Type == cond.Type {
+			if pod.Status.Conditions[i].Status != cond.Status {
+				pod.Status.Conditions[i] = cond
+			}
+			return
+		}
+	}
+	pod.Status.Conditions = append(pod.Status.Conditions, cond)
+}

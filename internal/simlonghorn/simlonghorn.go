@@ -1,0 +1,336 @@
+package simlonghorn
+
+import (
+	"context"
+	"crypto/sha1"
+	"errors"
+	"fmt"
+
+	lhv1 "github.com/longhorn/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/config"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/longhorn/diskschedule/internal/settings"
+)
+
+// CSIDriver is the Longhorn CSI driver's name: the provisioner of Longhorn
+// StorageClasses and the driver of Longhorn PersistentVolumes.
+const CSIDriver = "driver.longhorn.io"
+
+// ExtendedResource is the extended resource pods request to be sent to the
+// scheduler extender; every simulated node offers some.
+const ExtendedResource corev1.ResourceName = "longhorn.io/scheduler-extender"
+
+// StorageClass parameters of the Longhorn CSI driver that shape a Volume.
+const (
+	ParamNumberOfReplicas = "numberOfReplicas"
+	ParamDataLocality     = "dataLocality"
+	ParamNodeSelector     = "nodeSelector"
+	ParamDiskSelector     = "diskSelector"
+	ParamBackingImage     = "backingImage"
+)
+
+// SourceParamSize is the BackingImage source parameter that declares the
+// image's size, a quantity, which the simulated backing-image manager reads
+// as the size of the downloaded file.
+const SourceParamSize = "size"
+
+// EngineImage is the engine image Longhorn v1.12 runs volumes and replicas with.
+const EngineImage = "longhornio/longhorn-engine:v1.12.0"
+
+// Labels Longhorn puts on its objects.
+const (
+	// LabelVolume names a Replica's (and a Volume's own) volume.
+	LabelVolume = "longhornvolume"
+	// LabelNode names the node a Replica is scheduled to.
+	LabelNode = "longhornnode"
+	// LabelDiskUUID names the disk a Replica is scheduled to.
+	LabelDiskUUID = "longhorndiskuuid"
+	// LabelBackingImage names a Replica's backing image.
+	LabelBackingImage = "longhorn.io/backing-image"
+)
+
+// DefaultAllocatable returns what a simulated node offers when Options
+// leaves it unset: 64 CPUs, 256Gi of memory, 250 pods and 100 of the
+// scheduler extender's resource.
+func DefaultAllocatable() corev1.ResourceList {
+	return corev1.ResourceList{
+		corev1.ResourceCPU:    resource.MustParse("64"),
+		corev1.ResourceMemory: resource.MustParse("256Gi"),
+		corev1.ResourcePods:   resource.MustParse("250"),
+		ExtendedResource:      resource.MustParse("100"),
+	}
+}
+
+// Options configures the simulated Longhorn.
+type Options struct {
+	// Namespace is Longhorn's namespace, e.g. longhorn-system.
+	Namespace string
+	// Nodes are the Longhorn nodes and disks to create and report. The
+	// simulated kubelets play the Kubernetes Nodes of the same names.
+	Nodes []NodeSpec
+	// Allocatable is each simulated Kubernetes node's capacity and
+	// allocatable; nil is DefaultAllocatable().
+	Allocatable corev1.ResourceList
+	// PlaceReplicas runs the CSI driver, the volume, replica and
+	// backing-image controllers. False (the sandbox's
+	// --simulated-longhorn=false) runs only the nodes: they exist and report
+	// their disks' space, but nothing creates or places replicas.
+	PlaceReplicas bool
+}
+
+// NodeSpec is one simulated node: a Kubernetes Node and a Longhorn Node.
+type NodeSpec struct {
+	// Name names both the Kubernetes and the Longhorn Node.
+	Name string
+	// Zone is the Kubernetes Node's topology.kubernetes.io/zone label at
+	// registration, which Longhorn reports as status.zone; "" for none.
+	Zone string
+	// Region is the topology.kubernetes.io/region label; "" for none.
+	Region string
+	// Tags are the Longhorn node's tags.
+	Tags []string
+	// Disks are the node's disks.
+	Disks []DiskSpec
+}
+
+// DiskSpec is one simulated filesystem disk of a node.
+type DiskSpec struct {
+	// Name is the disk's key in the Longhorn Node's spec.disks.
+	Name string
+	// UUID is the disk's status diskUUID; empty gets a stable UUID named
+	// after the node and the disk.
+	UUID string
+	// Size is the disk's storageMaximum in bytes; its storageAvailable is
+	// as large.
+	Size int64
+	// Reserved is the disk's spec storageReserved in bytes.
+	Reserved int64
+	// Tags are the disk's tags.
+	Tags []string
+}
+
+// DiskPath returns the path Longhorn's node spec gives the named disk.
+func DiskPath(disk string) string { return "/var/lib/longhorn/" + disk + "/" }
+
+// Setup registers the simulated Longhorn's cache indexes, its start-up work
+// and its controllers with mgr. mgr must reach the API server as an
+// administrator and cache every namespace.
+func Setup(mgr ctrl.Manager, opts Options) error {
+	s, err := newSim(mgr, opts)
+	if err != nil {
+		return err
+	}
+	if err := registerIndexes(context.Background(), mgr.GetFieldIndexer()); err != nil {
+		return err
+	}
+	if err := mgr.Add(&bootstrap{sim: s}); err != nil {
+		return fmt.Errorf("adding the simulated Longhorn's start-up: %w", err)
+	}
+	controllers := []interface{ setup(ctrl.Manager) error }{
+		&nodeController{sim: s},
+		&settingController{sim: s},
+		&kubelet{sim: s},
+	}
+	if opts.PlaceReplicas {
+		controllers = append(controllers,
+			&provisioner{sim: s},
+			&attacher{sim: s},
+			newVolumeController(s),
+			&replicaController{sim: s},
+			newBackingImageController(s),
+		)
+	}
+	for _, c := range controllers {
+		if err := c.setup(mgr); err != nil {
+			return fmt.Errorf("setting up the simulated Longhorn's %T: %w", c, err)
+		}
+	}
+	return nil
+}
+
+// NewManager returns a manager running the simulated Longhorn alone, as the
+// sandbox, tests and benchmarks run it: cfg's (administrator) credentials,
+// a cache over every namespace, metrics and health probes off, and
+// controller names not checked for uniqueness, so several simulations may
+// run in one process one after another. Start it with its Start method.
+func NewManager(cfg *rest.Config, scheme *runtime.Scheme, opts Options) (ctrl.Manager, error) {
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		Scheme:                 scheme,
+		Metrics:                metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress: "0",
+		Controller:             config.Controller{SkipNameValidation: ptr.To(true)},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("creating the simulated Longhorn's manager: %w", err)
+	}
+	if err := Setup(mgr, opts); err != nil {
+		return nil, err
+	}
+	return mgr, nil
+}
+
+// sim is what every part of the simulated Longhorn shares.
+type sim struct {
+	client      client.Client
+	namespace   string
+	allocatable corev1.ResourceList
+	nodes       []NodeSpec
+	// nodeByName indexes nodes by name.
+	nodeByName map[string]*NodeSpec
+	// diskNode maps a disk UUID to its node's name.
+	diskNode map[string]string
+}
+
+// newSim validates opts and returns the shared state.
+func newSim(mgr ctrl.Manager, opts Options) (*sim, error) {
+	if opts.Namespace == "" {
+		return nil, errors.New("the simulated Longhorn needs Longhorn's namespace")
+	}
+	s := &sim{
+		client: mgr.GetClient(), namespace: opts.Namespace, allocatable: opts.Allocatable,
+		nodeByName: map[string]*NodeSpec{}, diskNode: map[string]string{},
+	}
+	if s.allocatable == nil {
+		s.allocatable = DefaultAllocatable()
+	}
+	s.nodes = make([]NodeSpec, len(opts.Nodes))
+	for i, n := range opts.Nodes {
+		if n.Name == "" {
+			return nil, fmt.Errorf("node %d has no name", i)
+		}
+		if _, dup := s.nodeByName[n.Name]; dup {
+			return nil, fmt.Errorf("node %s is listed twice", n.Name)
+		}
+		n.Disks = append([]DiskSpec(nil), n.Disks...)
+		names := map[string]bool{}
+		for j := range n.Disks {
+			d := &n.Disks[j]
+			if d.Name == "" || names[d.Name] {
+				return nil, fmt.Errorf("node %s: disk %d has no name or a name used twice (%q)", n.Name, j, d.Name)
+			}
+			names[d.Name] = true
+			if d.Size < 0 || d.Reserved < 0 {
+				return nil, fmt.Errorf("node %s disk %s: size and reserved must not be negative", n.Name, d.Name)
+			}
+			if d.UUID == "" {
+				d.UUID = nameUUID(n.Name, d.Name)
+			}
+			if other, dup := s.diskNode[d.UUID]; dup {
+				return nil, fmt.Errorf("disk UUID %s is used on node %s and node %s", d.UUID, other, n.Name)
+			}
+			s.diskNode[d.UUID] = n.Name
+		}
+		s.nodes[i] = n
+		s.nodeByName[n.Name] = &s.nodes[i]
+	}
+	return s, nil
+}
+
+// nameUUID returns a stable name-based (version 5 style) UUID of a node's disk.
+func nameUUID(node, disk string) string {
+	sum := sha1.Sum([]byte("simlonghorn/" + node + "/" + disk))
+	b := sum[:16]
+	b[6] = b[6]&0x0f | 0x50
+	b[8] = b[8]&0x3f | 0x80
+	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16])
+}
+
+// disk returns the simulated disk named name on node, or nil.
+func (s *sim) disk(node, name string) *DiskSpec {
+	n := s.nodeByName[node]
+	if n == nil {
+		return nil
+	}
+	for i := range n.Disks {
+		if n.Disks[i].Name == name {
+			return &n.Disks[i]
+		}
+	}
+	return nil
+}
+
+// inNamespace reports whether o is in Longhorn's namespace.
+func (s *sim) inNamespace(o client.Object) bool { return o.GetNamespace() == s.namespace }
+
+// settings reads Longhorn's scheduling settings from the cache: Longhorn's
+// Setting objects only (Longhorn knows nothing of the extender's ConfigMap),
+// with Longhorn v1.12's defaults for missing or invalid ones.
+func (s *sim) settings(ctx context.Context) (settings.Scheduling, error) {
+	list := &lhv1.SettingList{}
+	if err := s.client.List(ctx, list, client.InNamespace(s.namespace)); err != nil {
+		return settings.Scheduling{}, fmt.Errorf("listing Longhorn's settings: %w", err)
+	}
+	sched, _ := settings.FromObjects(list.Items, nil)
+	return sched, nil
+}
+
+// Cache field indexes of the simulated Longhorn.
+const (
+	// podByClaim indexes Pods by "namespace/claim" of each claim they use.
+	podByClaim = "simlonghorn.pod.claims"
+	// pvByVolume indexes Longhorn PersistentVolumes by volume handle.
+	pvByVolume = "simlonghorn.pv.volumeHandle"
+	// claimByClass indexes unbound claims by storage class name.
+	claimByClass = "simlonghorn.pvc.unboundStorageClass"
+	// replicaByVolume indexes Replicas by spec.volumeName.
+	replicaByVolume = "simlonghorn.replica.volumeName"
+	// replicaByDisk indexes Replicas by spec.diskID.
+	replicaByDisk = "simlonghorn.replica.diskID"
+	// replicaByBackingImage indexes Replicas by spec.backingImage.
+	replicaByBackingImage = "simlonghorn.replica.backingImage"
+)
+
+func registerIndexes(ctx context.Context, indexer client.FieldIndexer) error {
+	replicaField := func(f func(*lhv1.Replica) string) client.IndexerFunc {
+		return func(o client.Object) []string {
+			if v := f(o.(*lhv1.Replica)); v != "" {
+				return []string{v}
+			}
+			return nil
+		}
+	}
+	indexes := []struct {
+		obj     client.Object
+		field   string
+		extract client.IndexerFunc
+	}{
+		{&corev1.Pod{}, podByClaim, func(o client.Object) []string {
+			pod := o.(*corev1.Pod)
+			var out []string
+			for _, claim := range claimNames(pod) {
+				out = append(out, pod.Namespace+"/"+claim)
+			}
+			return out
+		}},
+		{&corev1.PersistentVolume{}, pvByVolume, func(o client.Object) []string {
+			if h := volumeHandle(o.(*corev1.PersistentVolume)); h != "" {
+				return []string{h}
+			}
+			return nil
+		}},
+		{&corev1.PersistentVolumeClaim{}, claimByClass, func(o client.Object) []string {
+			pvc := o.(*corev1.PersistentVolumeClaim)
+			if pvc.Spec.VolumeName != "" || pvc.Spec.StorageClassName == nil || *pvc.Spec.StorageClassName == "" {
+				return nil
+			}
+			return []string{*pvc.Spec.StorageClassName}
+		}},
+		{&lhv1.Replica{}, replicaByVolume, replicaField(func(r *lhv1.Replica) string { return r.Spec.VolumeName })},
+		{&lhv1.Replica{}, replicaByDisk, replicaField(func(r *lhv1.Replica) string { return r.Spec.DiskID })},
+		{&lhv1.Replica{}, replicaByBackingImage, replicaField(func(r *lhv1.Replica) string { return r.Spec.BackingImage })},
+	}
+	for _, ix := range indexes {
+		if err := indexer.IndexField(ctx, ix.obj, ix.field, ix.extract); err != nil {
+			return fmt.Errorf("indexing %T by %s: %w", ix.obj, ix.field, err)
+		}
+	}
+	return nil
+}

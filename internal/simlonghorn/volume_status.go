@@ -1,0 +1,83 @@
+package simlonghorn
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	lhv1 "github.com/longhorn/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
+)
+
+// volumeStatus returns the status Longhorn's volume controller reports for
+// v with its persisted replicas: the attachment state, robustness, whether
+// an expansion is still required, and the Scheduled condition: False with
+// the placement's reason when a replica found no disk, or with the API
+// server's refusal when a replica's placement could not be written.
+func volumeStatus(v *lhv1.Volume, replicas []lhv1.Replica, plan volumePlan, refused []string, now time.Time) lhv1.VolumeStatus {
+	st := *v.Status.DeepCopy()
+	if st.CurrentImage == "" {
+		st.CurrentImage = volumeImage(v)
+	}
+	want := wantedReplicas(v)
+	scheduled, running, waiting := 0, 0, 0
+	st.ExpansionRequired = false
+	for i := range replicas {
+		r := &replicas[i]
+		if r.Spec.NodeID != "" {
+			scheduled++
+		} else if waitsForAttachment(v, r) {
+			waiting++
+		}
+		if r.Status.CurrentState == lhv1.InstanceStateRunning && r.Spec.FailedAt == "" {
+			running++
+		}
+		if r.Spec.VolumeSize < v.Spec.Size {
+			st.ExpansionRequired = true
+		}
+	}
+
+	switch {
+	case v.Spec.NodeID == "":
+		st.State, st.CurrentNodeID, st.Robustness = lhv1.VolumeStateDetached, "", lhv1.VolumeRobustnessUnknown
+	case scheduled == 0:
+		st.State, st.CurrentNodeID, st.Robustness = lhv1.VolumeStateAttaching, "", lhv1.VolumeRobustnessUnknown
+	default:
+		st.State, st.CurrentNodeID, st.OwnerID = lhv1.VolumeStateAttached, v.Spec.NodeID, v.Spec.NodeID
+		switch {
+		case running >= want:
+			st.Robustness = lhv1.VolumeRobustnessHealthy
+		case running > 0:
+			st.Robustness = lhv1.VolumeRobustnessDegraded
+		default:
+			st.Robustness = lhv1.VolumeRobustnessUnknown
+		}
+	}
+
+	typ := lhv1.VolumeConditionTypeScheduled
+	switch {
+	case len(refused) > 0:
+		st.Conditions = setCondition(st.Conditions, typ, lhv1.ConditionStatusFalse,
+			lhv1.VolumeConditionReasonReplicaSchedulingFailure, strings.Join(refused, "; "), now)
+	case plan.failure != nil:
+		reason := lhv1.VolumeConditionReasonReplicaSchedulingFailure
+		if plan.failurePinned {
+			reason = lhv1.VolumeConditionReasonLocalReplicaSchedulingFailure
+		}
+		st.Conditions = setCondition(st.Conditions, typ, lhv1.ConditionStatusFalse, reason, plan.failure.Message, now)
+	case scheduled+waiting < len(replicas) || len(replicas) < want:
+		st.Conditions = setCondition(st.Conditions, typ, lhv1.ConditionStatusFalse, lhv1.VolumeConditionReasonReplicaSchedulingFailure,
+			fmt.Sprintf("failed to schedule volume %v: %d of %d replicas scheduled", v.Name, scheduled, want), now)
+	default:
+		// Longhorn counts replicas waiting for the volume's attachment
+		// (best-effort and strict-local data locality) as not failing.
+		st.Conditions = setCondition(st.Conditions, typ, lhv1.ConditionStatusTrue, "", "", now)
+	}
+	return st
+}
+
+// waitsForAttachment reports whether an unscheduled replica of v waits for
+// v to be attached before it is placed.
+func waitsForAttachment(v *lhv1.Volume, r *lhv1.Replica) bool {
+	return r.Spec.NodeID == "" && v.Spec.NodeID == "" &&
+		(v.Spec.DataLocality == lhv1.DataLocalityBestEffort || v.Spec.DataLocality == lhv1.DataLocalityStrictLocal)
+}

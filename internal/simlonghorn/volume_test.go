@@ -1,0 +1,439 @@
+package simlonghorn_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	lhv1 "github.com/longhorn/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/retry"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/longhorn/diskschedule/internal/simlonghorn"
+)
+
+// createClass creates a Longhorn StorageClass named after the namespace.
+func createClass(t *testing.T, ns string, params map[string]string) string {
+	t.Helper()
+	class := &storagev1.StorageClass{
+		ObjectMeta:           metav1.ObjectMeta{Name: ns},
+		Provisioner:          simlonghorn.CSIDriver,
+		Parameters:           params,
+		VolumeBindingMode:    ptr.To(storagev1.VolumeBindingImmediate),
+		AllowVolumeExpansion: ptr.To(true),
+	}
+	if err := env.Client.Create(context.Background(), class); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = env.Client.Delete(context.Background(), class) })
+	return class.Name
+}
+
+// createClaim creates a claim of sizeGi of class in ns and waits until it
+// is bound; it returns the claim and its Longhorn volume's name.
+func createClaim(t *testing.T, ns, name, class string, sizeGi int64) (*corev1.PersistentVolumeClaim, string) {
+	t.Helper()
+	ctx := context.Background()
+	pvc := &corev1.PersistentVolumeClaim{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+		Spec: corev1.PersistentVolumeClaimSpec{
+			AccessModes:      []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			StorageClassName: ptr.To(class),
+			Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{
+				corev1.ResourceStorage: *resource.NewQuantity(sizeGi*gi, resource.BinarySI)}},
+		},
+	}
+	if err := env.Client.Create(ctx, pvc); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 30*time.Second, "claim "+name+" bound", func(ctx context.Context) (bool, string) {
+		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(pvc), pvc); err != nil {
+			return false, err.Error()
+		}
+		return pvc.Status.Phase == corev1.ClaimBound && pvc.Spec.VolumeName != "", fmt.Sprintf("phase %s", pvc.Status.Phase)
+	})
+	return pvc, simlonghorn.VolumeName(pvc)
+}
+
+// createPod creates a pod on node using the claim.
+func createPod(t *testing.T, ns, name, node, claim string) *corev1.Pod {
+	t.Helper()
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+		Spec: corev1.PodSpec{
+			NodeName:   node,
+			Containers: []corev1.Container{{Name: "app", Image: "app"}},
+			Volumes: []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{
+				PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: claim}}}},
+		},
+	}
+	if err := env.Client.Create(context.Background(), pod); err != nil {
+		t.Fatal(err)
+	}
+	return pod
+}
+
+// podRunning waits until the pod runs.
+func podRunning(t *testing.T, pod *corev1.Pod) {
+	t.Helper()
+	eventually(t, 30*time.Second, "pod "+pod.Name+" running", func(ctx context.Context) (bool, string) {
+		p := &corev1.Pod{}
+		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(pod), p); err != nil {
+			return false, err.Error()
+		}
+		return p.Status.Phase == corev1.PodRunning, string(p.Status.Phase)
+	})
+}
+
+// getVolume reads a Longhorn volume.
+func getVolume(ctx context.Context, ns, name string) (*lhv1.Volume, error) {
+	v := &lhv1.Volume{}
+	return v, env.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, v)
+}
+
+// TestClaimToRunningPod follows a claim through the CSI driver: a Longhorn
+// Volume shaped as Longhorn's CSI driver and webhook write it and a bound
+// PersistentVolume; a pod using it attaches the volume to its node, the
+// replica runs, the pod runs; expanding the claim expands the volume, its
+// replica and the PersistentVolume.
+func TestClaimToRunningPod(t *testing.T) {
+	ns := env.NewNamespace(t)
+	n1 := nodeName(ns, "n1")
+	startSim(t, simlonghorn.Options{Namespace: ns, PlaceReplicas: true, Nodes: []simlonghorn.NodeSpec{
+		{Name: n1, Disks: []simlonghorn.DiskSpec{disk("disk-1", 100)}},
+	}})
+	nodesReady(t, ns, n1)
+	class := createClass(t, ns, map[string]string{simlonghorn.ParamNumberOfReplicas: "1"})
+	pvc, volName := createClaim(t, ns, "data", class, 10)
+	ctx := context.Background()
+
+	vol, err := getVolume(ctx, ns, volName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if vol.Spec.Size != 10*gi || vol.Spec.NumberOfReplicas != 1 || vol.Spec.Frontend != lhv1.VolumeFrontendBlockDev ||
+		vol.Spec.DataEngine != lhv1.DataEngineTypeV1 || vol.Spec.DataLocality != lhv1.DataLocalityDisabled ||
+		vol.Spec.AccessMode != lhv1.AccessModeReadWriteOnce || vol.Spec.Image != simlonghorn.EngineImage {
+		t.Errorf("volume spec = %+v", vol.Spec)
+	}
+	assertRoundTrip(t, vol, "spec.size")
+	pv := &corev1.PersistentVolume{}
+	if err := env.Client.Get(ctx, types.NamespacedName{Name: pvc.Spec.VolumeName}, pv); err != nil {
+		t.Fatal(err)
+	}
+	if pv.Spec.CSI == nil || pv.Spec.CSI.VolumeHandle != volName || pv.Spec.ClaimRef == nil || pv.Spec.ClaimRef.UID != pvc.UID {
+		t.Errorf("PersistentVolume = %+v", pv.Spec)
+	}
+
+	pod := createPod(t, ns, "app", n1, pvc.Name)
+	podRunning(t, pod)
+	eventually(t, 10*time.Second, "volume attached and healthy", func(ctx context.Context) (bool, string) {
+		if vol, err = getVolume(ctx, ns, volName); err != nil {
+			return false, err.Error()
+		}
+		return vol.Spec.NodeID == n1 && vol.Status.CurrentNodeID == n1 && vol.Status.State == lhv1.VolumeStateAttached &&
+				vol.Status.Robustness == lhv1.VolumeRobustnessHealthy && condTrue(vol.Status.Conditions, lhv1.VolumeConditionTypeScheduled),
+			fmt.Sprintf("spec.nodeID %q, status %+v", vol.Spec.NodeID, vol.Status)
+	})
+	rs := scheduledReplicas(t, ns, volName, 1)
+	r := rs[0]
+	if r.Status.CurrentState != lhv1.InstanceStateRunning || !r.Status.Started || r.Status.InstanceManagerName == "" ||
+		r.Spec.DesireState != lhv1.InstanceStateRunning || r.Spec.HealthyAt == "" {
+		t.Errorf("running replica = spec %+v status %+v", r.Spec, r.Status)
+	}
+	assertRoundTrip(t, &r, "spec.volumeSize")
+
+	// Expansion: the claim asks for 20Gi.
+	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(pvc), pvc); err != nil {
+			return err
+		}
+		pvc.Spec.Resources.Requests[corev1.ResourceStorage] = *resource.NewQuantity(20*gi, resource.BinarySI)
+		return env.Client.Update(ctx, pvc)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 30*time.Second, "expanded to 20Gi", func(ctx context.Context) (bool, string) {
+		rs, err := replicasOf(ctx, ns, volName)
+		if err != nil || len(rs) != 1 {
+			return false, fmt.Sprintf("replicas %d %v", len(rs), err)
+		}
+		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(pvc), pvc); err != nil {
+			return false, err.Error()
+		}
+		n, err := getNode(ctx, ns, n1)
+		if err != nil {
+			return false, err.Error()
+		}
+		capacity := pvc.Status.Capacity[corev1.ResourceStorage]
+		scheduled := n.Status.DiskStatus["disk-1"].StorageScheduled
+		return rs[0].Spec.VolumeSize == 20*gi && capacity.Value() == 20*gi && scheduled == 20*gi,
+			fmt.Sprintf("replica %d, claim %s, node scheduled %d", rs[0].Spec.VolumeSize, capacity.String(), scheduled)
+	})
+}
+
+// TestReplicasPlacedFromOwnCache checks Longhorn's way of placing replicas:
+// each created unscheduled, then placed with one Update of the Replica, on
+// the disk with the most free space in Longhorn's own view (the node's
+// status storageScheduled), which follows every placement; node
+// anti-affinity; and the replicas removed with their volume.
+func TestReplicasPlacedFromOwnCache(t *testing.T) {
+	ns := env.NewNamespace(t)
+	n1, n2 := nodeName(ns, "n1"), nodeName(ns, "n2")
+	startSim(t, simlonghorn.Options{Namespace: ns, PlaceReplicas: true, Nodes: []simlonghorn.NodeSpec{
+		{Name: n1, Disks: []simlonghorn.DiskSpec{disk("disk-1", 100), disk("disk-2", 100)}},
+		{Name: n2, Disks: []simlonghorn.DiskSpec{disk("disk-1", 100), disk("disk-2", 100)}},
+	}})
+	nodesReady(t, ns, n1, n2)
+	ctx := context.Background()
+
+	// One volume at a time, each waiting until Longhorn's own view shows
+	// the previous one: every disk gets one replica.
+	var total int64
+	for i := range 4 {
+		vol := newVolume(t, ns, fmt.Sprintf("vol-%d", i), 40, map[string]string{simlonghorn.ParamNumberOfReplicas: "1"})
+		if err := env.Client.Create(ctx, vol); err != nil {
+			t.Fatal(err)
+		}
+		r := scheduledReplicas(t, ns, vol.Name, 1)[0]
+		// Created unscheduled (generation 1), then placed with one Update
+		// of its spec (generation 2), as Longhorn's volume controller does.
+		if r.Generation != 2 || r.Spec.DataDirectoryName == "" || r.Spec.DiskPath == "" ||
+			r.Labels[simlonghorn.LabelNode] != r.Spec.NodeID || r.Labels[simlonghorn.LabelDiskUUID] != r.Spec.DiskID ||
+			r.Labels[simlonghorn.LabelVolume] != vol.Name || len(r.OwnerReferences) != 1 || r.OwnerReferences[0].Name != vol.Name {
+			t.Errorf("replica %s: generation %d, spec %+v, labels %v, owners %v", r.Name, r.Generation, r.Spec, r.Labels, r.OwnerReferences)
+		}
+		if r.Spec.VolumeSize != 40*gi || r.Spec.EngineName == "" || r.Spec.Image != simlonghorn.EngineImage ||
+			r.Spec.DataEngine != lhv1.DataEngineTypeV1 || r.Spec.DesireState != lhv1.InstanceStateStopped || !r.Spec.Active {
+			t.Errorf("replica %s spec = %+v", r.Name, r.Spec)
+		}
+		total += 40 * gi
+		waitScheduledTotal(t, ns, total, n1, n2)
+	}
+	perDisk := diskUsage(t, ns, n1, n2)
+	for d, used := range perDisk {
+		if used != 40*gi {
+			t.Errorf("disk %s holds %d bytes, want one 40Gi replica on every disk: %v", d, used, perDisk)
+		}
+	}
+
+	// A volume of two replicas: node anti-affinity (hard by default) puts
+	// them on different nodes.
+	vol := newVolume(t, ns, "vol-two", 10, map[string]string{simlonghorn.ParamNumberOfReplicas: "2"})
+	if err := env.Client.Create(ctx, vol); err != nil {
+		t.Fatal(err)
+	}
+	rs := scheduledReplicas(t, ns, vol.Name, 2)
+	if rs[0].Spec.NodeID == rs[1].Spec.NodeID {
+		t.Errorf("both replicas on node %s", rs[0].Spec.NodeID)
+	}
+	eventually(t, 10*time.Second, "volume scheduled", func(ctx context.Context) (bool, string) {
+		v, err := getVolume(ctx, ns, vol.Name)
+		if err != nil {
+			return false, err.Error()
+		}
+		return condTrue(v.Status.Conditions, lhv1.VolumeConditionTypeScheduled) && v.Status.State == lhv1.VolumeStateDetached,
+			fmt.Sprintf("%+v", v.Status)
+	})
+	waitScheduledTotal(t, ns, total+20*gi, n1, n2)
+
+	// Deleting the volume deletes its replicas; the space is free again.
+	if err := env.Client.Delete(ctx, vol); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 10*time.Second, "replicas of the deleted volume gone", func(ctx context.Context) (bool, string) {
+		rs, err := replicasOf(ctx, ns, vol.Name)
+		return err == nil && len(rs) == 0, fmt.Sprintf("%d replicas (%v)", len(rs), err)
+	})
+	waitScheduledTotal(t, ns, total, n1, n2)
+
+	// A volume larger than any disk's free space finds no disk.
+	big := newVolume(t, ns, "vol-big", 80, map[string]string{simlonghorn.ParamNumberOfReplicas: "1"})
+	if err := env.Client.Create(ctx, big); err != nil {
+		t.Fatal(err)
+	}
+	waitUnscheduled(t, ns, big.Name, "insufficient storage")
+	rs, err := replicasOf(ctx, ns, big.Name)
+	if err != nil || len(rs) != 1 || rs[0].Spec.NodeID != "" {
+		t.Errorf("unschedulable volume's replicas = %+v (%v), want one unscheduled", rs, err)
+	}
+}
+
+// waitScheduledTotal waits until the nodes' disks report total bytes
+// scheduled, summed over their status storageScheduled, and each disk's
+// storageScheduled equals the sum of its scheduledReplica.
+func waitScheduledTotal(t *testing.T, ns string, total int64, nodes ...string) {
+	t.Helper()
+	eventually(t, 10*time.Second, fmt.Sprintf("%d bytes scheduled", total), func(ctx context.Context) (bool, string) {
+		sum := int64(0)
+		for _, name := range nodes {
+			n, err := getNode(ctx, ns, name)
+			if err != nil {
+				return false, err.Error()
+			}
+			for d, st := range n.Status.DiskStatus {
+				replicas := int64(0)
+				for _, size := range st.ScheduledReplica {
+					replicas += size
+				}
+				if replicas != st.StorageScheduled {
+					return false, fmt.Sprintf("%s/%s: storageScheduled %d but replicas sum to %d", name, d, st.StorageScheduled, replicas)
+				}
+				sum += st.StorageScheduled
+			}
+		}
+		return sum == total, fmt.Sprintf("%d scheduled", sum)
+	})
+}
+
+// diskUsage returns the bytes of replicas on each disk ("node/disk"), from
+// the replicas themselves.
+func diskUsage(t *testing.T, ns string, nodes ...string) map[string]int64 {
+	t.Helper()
+	ctx := context.Background()
+	list := &lhv1.ReplicaList{}
+	if err := env.Client.List(ctx, list, client.InNamespace(ns)); err != nil {
+		t.Fatal(err)
+	}
+	byUUID := map[string]int64{}
+	for _, r := range list.Items {
+		byUUID[r.Spec.DiskID] += r.Spec.VolumeSize
+	}
+	out := map[string]int64{}
+	for _, name := range nodes {
+		n, err := getNode(ctx, ns, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for d, st := range n.Status.DiskStatus {
+			out[name+"/"+d] = byUUID[st.DiskUUID]
+		}
+	}
+	return out
+}
+
+// TestRefusedPlacement checks a refused replica write, as the admission
+// gate refuses one: a ValidatingAdmissionPolicy denies every replica
+// Update that sets spec.diskID. The replica stays unscheduled, the volume
+// reports Scheduled=False with the refusal, and once the policy's binding
+// is gone the replica is placed on a later reconcile.
+func TestRefusedPlacement(t *testing.T) {
+	ns := env.NewNamespace(t)
+	n1 := nodeName(ns, "n1")
+	startSim(t, simlonghorn.Options{Namespace: ns, PlaceReplicas: true, Nodes: []simlonghorn.NodeSpec{
+		{Name: n1, Disks: []simlonghorn.DiskSpec{disk("disk-1", 100)}},
+	}})
+	nodesReady(t, ns, n1)
+	ctx := context.Background()
+	const denial = "simulated gate: the disk's ledger has no room"
+	binding := denyPlacement(t, ns, denial)
+
+	vol := newVolume(t, ns, "vol-1", 10, map[string]string{simlonghorn.ParamNumberOfReplicas: "1"})
+	if err := env.Client.Create(ctx, vol); err != nil {
+		t.Fatal(err)
+	}
+	waitUnscheduled(t, ns, vol.Name, denial)
+	rs, err := replicasOf(ctx, ns, vol.Name)
+	if err != nil || len(rs) != 1 || rs[0].Spec.NodeID != "" || rs[0].Spec.DiskID != "" {
+		t.Fatalf("replicas after the refusal = %+v (%v), want one unscheduled", rs, err)
+	}
+
+	// The gate lets the write through: the backoff's next try places it.
+	if err := env.Client.Delete(ctx, binding); err != nil {
+		t.Fatal(err)
+	}
+	scheduledReplicas(t, ns, vol.Name, 1)
+	eventually(t, 20*time.Second, "volume scheduled", func(ctx context.Context) (bool, string) {
+		v, err := getVolume(ctx, ns, vol.Name)
+		if err != nil {
+			return false, err.Error()
+		}
+		return condTrue(v.Status.Conditions, lhv1.VolumeConditionTypeScheduled), fmt.Sprintf("%+v", v.Status.Conditions)
+	})
+}
+
+// denyPlacement installs a ValidatingAdmissionPolicy that denies, in ns,
+// every replica Update setting spec.diskID, and waits until the API server
+// enforces it (a dry-run write is refused). It returns the binding.
+func denyPlacement(t *testing.T, ns, message string) *admissionregistrationv1.ValidatingAdmissionPolicyBinding {
+	t.Helper()
+	ctx := context.Background()
+	policy := &admissionregistrationv1.ValidatingAdmissionPolicy{
+		ObjectMeta: metav1.ObjectMeta{Name: ns + "-deny-placement"},
+		Spec: admissionregistrationv1.ValidatingAdmissionPolicySpec{
+			FailurePolicy: ptr.To(admissionregistrationv1.Fail),
+			MatchConstraints: &admissionregistrationv1.MatchResources{
+				NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{corev1.LabelMetadataName: ns}},
+				ResourceRules: []admissionregistrationv1.NamedRuleWithOperations{{RuleWithOperations: admissionregistrationv1.RuleWithOperations{
+					Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Update},
+					Rule: admissionregistrationv1.Rule{APIGroups: []string{lhv1.SchemeGroupVersion.Group},
+						APIVersions: []string{lhv1.SchemeGroupVersion.Version}, Resources: []string{"replicas"}},
+				}}},
+			},
+			Validations: []admissionregistrationv1.Validation{{
+				Expression: `object.spec.diskID == "" || object.spec.diskID == oldObject.spec.diskID`,
+				Message:    message,
+			}},
+		},
+	}
+	binding := &admissionregistrationv1.ValidatingAdmissionPolicyBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: ns + "-deny-placement"},
+		Spec: admissionregistrationv1.ValidatingAdmissionPolicyBindingSpec{
+			PolicyName: policy.Name, ValidationActions: []admissionregistrationv1.ValidationAction{admissionregistrationv1.Deny},
+		},
+	}
+	for _, o := range []client.Object{policy, binding} {
+		if err := env.Client.Create(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Cleanup(func() {
+		_ = client.IgnoreNotFound(env.Client.Delete(ctx, binding))
+		_ = client.IgnoreNotFound(env.Client.Delete(ctx, policy))
+	})
+	// A probe replica of no volume (nothing owns it, so nothing removes it).
+	probe := &lhv1.Replica{
+		ObjectMeta: metav1.ObjectMeta{Name: "probe", Namespace: ns},
+		Spec: lhv1.ReplicaSpec{InstanceSpec: lhv1.InstanceSpec{VolumeName: "probe", DataEngine: lhv1.DataEngineTypeV1,
+			DesireState: lhv1.InstanceStateStopped}},
+	}
+	if err := env.Client.Create(ctx, probe); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 20*time.Second, "the policy enforced", func(ctx context.Context) (bool, string) {
+		p := &lhv1.Replica{}
+		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(probe), p); err != nil {
+			return false, err.Error()
+		}
+		p.Spec.DiskID = "probe-disk"
+		err := env.Client.Update(ctx, p, client.DryRunAll)
+		return apierrors.IsInvalid(err) || apierrors.IsForbidden(err), fmt.Sprintf("dry-run update: %v", err)
+	})
+	return binding
+}
+
+// waitUnscheduled waits until the volume reports Scheduled=False with
+// reason ReplicaSchedulingFailure and a message containing why.
+func waitUnscheduled(t *testing.T, ns, volume, why string) {
+	t.Helper()
+	eventually(t, 20*time.Second, volume+" unschedulable: "+why, func(ctx context.Context) (bool, string) {
+		v, err := getVolume(ctx, ns, volume)
+		if err != nil {
+			return false, err.Error()
+		}
+		c := cond(v.Status.Conditions, lhv1.VolumeConditionTypeScheduled)
+		return c.Status == lhv1.ConditionStatusFalse && c.Reason == lhv1.VolumeConditionReasonReplicaSchedulingFailure &&
+			strings.Contains(c.Message, why), fmt.Sprintf("%+v", c)
+	})
+}
