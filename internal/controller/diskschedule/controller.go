@@ -3,7 +3,7 @@ package diskschedule
 import (
 	"context"
 	"fmt"
-	"reflect"
+	"k8s.io/apimachinery/pkg/api/equality"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -79,7 +79,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if !outcome.NextExpiry.IsZero() {
 		result.RequeueAfter = max(outcome.NextExpiry.Sub(in.Now), 0) + 10*time.Millisecond
 	}
-	if reflect.DeepEqual(ds.Status, status) {
+	if equality.Semantic.DeepEqual(ds.Status, status) {
 		return result, nil
 	}
 	// Update (not a merge patch) carries the resourceVersion the decision was
