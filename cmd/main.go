@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/longhorn/diskschedule/internal/controller/mirror"
+	"github.com/longhorn/diskschedule/internal/gate"
 	"github.com/longhorn/diskschedule/internal/manager"
 	"github.com/longhorn/diskschedule/internal/scheme"
 )
@@ -55,6 +56,19 @@ func run() error {
 		"The address the kube-scheduler extender binds to (on the leader, while scheduler-extender-enabled is true); empty disables it.")
 	flag.DurationVar(&opts.GateGrace, "gate-grace", mirror.DefaultGrace,
 		"How long a ledger entry that nothing Longhorn persisted backs is kept before it is released.")
+	gateOpts := manager.GateOptions{}
+	serveGate := true
+	flag.BoolVar(&serveGate, "gate", true,
+		"Serve the admission gate (diskschedule-gate) on this replica: Longhorn's writes that take disk space ask the ledger first.")
+	flag.IntVar(&gateOpts.Port, "webhook-port", 9443, "The port the gate's webhook server listens on.")
+	flag.StringVar(&gateOpts.TLS.CertDir, "webhook-cert-dir", "/tmp/k8s-webhook-server/serving-certs",
+		"The directory the gate's certificate is written to from its Secret.")
+	flag.StringVar(&gateOpts.TLS.SecretName, "webhook-secret-name", gate.DefaultSecretName,
+		"The Secret, in the manager's namespace, that holds the gate's CA and certificate (created empty by the install).")
+	flag.StringVar(&gateOpts.TLS.DNSName, "webhook-dns-name", "",
+		"The name kube-apiserver calls the gate by (default longhorn-diskschedule-webhook-service.<namespace>.svc).")
+	flag.DurationVar(&gateOpts.DecisionTimeout, "gate-timeout", gate.DefaultDecisionTimeout,
+		"How long the gate waits for the ledger's decision; keep it under the webhook configuration's timeoutSeconds.")
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(flag.CommandLine)
 	flag.Parse()
@@ -65,6 +79,12 @@ func run() error {
 	}
 	if !enableHTTP2 {
 		opts.TLSOpts = append(opts.TLSOpts, func(c *tls.Config) { c.NextProtos = []string{"http/1.1"} })
+	}
+	if serveGate {
+		if gateOpts.TLS.DNSName == "" {
+			gateOpts.TLS.DNSName = "longhorn-diskschedule-webhook-service." + opts.Namespace + ".svc"
+		}
+		opts.Gate = &gateOpts
 	}
 	if opts.GateGrace <= 0 {
 		return fmt.Errorf("--gate-grace must be positive, not %s", opts.GateGrace)
@@ -86,7 +106,7 @@ func run() error {
 		return err
 	}
 	log.Info("Starting", "namespace", opts.Namespace, "leaderElection", opts.LeaderElection,
-		"metrics", opts.MetricsBindAddress, "metricsSecure", opts.MetricsSecure, "gateGrace", opts.GateGrace.String())
+		"metrics", opts.MetricsBindAddress, "metricsSecure", opts.MetricsSecure, "gateGrace", opts.GateGrace.String(), "gate", serveGate)
 	if err := mgr.Start(ctrl.SetupSignalHandler()); err != nil {
 		return fmt.Errorf("running the manager: %w", err)
 	}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	schedulerconfigv1 "k8s.io/kube-scheduler/config/v1"
@@ -34,11 +35,18 @@ type rendered struct {
 	roles               []rbacv1.Role
 	roleBindings        []rbacv1.RoleBinding
 	configMaps          []corev1.ConfigMap
+	secrets             []corev1.Secret
+	webhooks            []admissionregistrationv1.ValidatingWebhookConfiguration
 }
 
 func render(t *testing.T) *rendered {
 	t.Helper()
-	resources, err := krusty.MakeKustomizer(krusty.MakeDefaultOptions()).Run(filesys.MakeFsOnDisk(), "default")
+	return renderDir(t, "default")
+}
+
+func renderDir(t *testing.T, dir string) *rendered {
+	t.Helper()
+	resources, err := krusty.MakeKustomizer(krusty.MakeDefaultOptions()).Run(filesys.MakeFsOnDisk(), dir)
 	if err != nil {
 		t.Fatalf("kustomize build config/default: %v", err)
 	}
@@ -83,6 +91,12 @@ func render(t *testing.T) *rendered {
 		case "RoleBinding":
 			out.roleBindings = append(out.roleBindings, rbacv1.RoleBinding{})
 			into = &out.roleBindings[len(out.roleBindings)-1]
+		case "Secret":
+			out.secrets = append(out.secrets, corev1.Secret{})
+			into = &out.secrets[len(out.secrets)-1]
+		case "ValidatingWebhookConfiguration":
+			out.webhooks = append(out.webhooks, admissionregistrationv1.ValidatingWebhookConfiguration{})
+			into = &out.webhooks[len(out.webhooks)-1]
 		default:
 			t.Errorf("config/default renders an unexpected %s %s", r.GetKind(), r.GetName())
 			continue
@@ -90,7 +104,7 @@ func render(t *testing.T) *rendered {
 		if err := yaml.UnmarshalStrict(data, into); err != nil {
 			t.Fatalf("decoding %s %s: %v", r.GetKind(), r.GetName(), err)
 		}
-		if ns := r.GetNamespace(); r.GetKind() != "ClusterRole" && r.GetKind() != "ClusterRoleBinding" && ns != namespace {
+		if ns := r.GetNamespace(); r.GetKind() != "ClusterRole" && r.GetKind() != "ClusterRoleBinding" && r.GetKind() != "ValidatingWebhookConfiguration" && ns != namespace {
 			t.Errorf("%s %s is in namespace %q, want %s", r.GetKind(), r.GetName(), ns, namespace)
 		}
 	}
@@ -311,6 +325,79 @@ func TestSchedulerConfiguration(t *testing.T) {
 	for _, note := range []string{"--config=", "dnsPolicy: ClusterFirstWithHostNet", "ignorable", `longhorn.io/scheduler-extender: "1"`} {
 		if !strings.Contains(string(readme), note) {
 			t.Errorf("scheduler/README.md does not mention %s", note)
+		}
+	}
+}
+
+// TestGateWebhook checks the admission gate as config/default installs it:
+// Longhorn's three kinds, in Longhorn's namespace, through the gate's
+// Service to the manager's webhook port, NoneOnDryRun, a bounded timeout,
+// failure policy Fail, and Ignore through the optional component.
+func TestGateWebhook(t *testing.T) {
+	r := render(t)
+	if len(r.webhooks) != 1 || r.webhooks[0].Name != "diskschedule-gate" {
+		t.Fatalf("webhook configurations = %d, want diskschedule-gate alone", len(r.webhooks))
+	}
+	vwc := r.webhooks[0]
+	resources := map[string]bool{}
+	for _, wh := range vwc.Webhooks {
+		if wh.SideEffects == nil || *wh.SideEffects != admissionregistrationv1.SideEffectClassNoneOnDryRun {
+			t.Errorf("webhook %s: sideEffects %v, want NoneOnDryRun", wh.Name, wh.SideEffects)
+		}
+		if wh.FailurePolicy == nil || *wh.FailurePolicy != admissionregistrationv1.Fail {
+			t.Errorf("webhook %s: failurePolicy %v, want Fail", wh.Name, wh.FailurePolicy)
+		}
+		if wh.TimeoutSeconds == nil || *wh.TimeoutSeconds > 15 {
+			t.Errorf("webhook %s: timeoutSeconds %v, want at most 15", wh.Name, wh.TimeoutSeconds)
+		}
+		if wh.NamespaceSelector == nil || wh.NamespaceSelector.MatchLabels["kubernetes.io/metadata.name"] != namespace {
+			t.Errorf("webhook %s: namespaceSelector %v, want Longhorn's namespace", wh.Name, wh.NamespaceSelector)
+		}
+		if len(wh.MatchConditions) == 0 {
+			t.Errorf("webhook %s has no matchConditions: every write of Longhorn's would reach the gate", wh.Name)
+		}
+		svc := wh.ClientConfig.Service
+		if svc == nil || svc.Namespace != namespace {
+			t.Fatalf("webhook %s: clientConfig %+v, want a Service in %s", wh.Name, wh.ClientConfig, namespace)
+		}
+		found := false
+		for _, s := range r.services {
+			if s.Name == svc.Name && len(s.Spec.Ports) == 1 && s.Spec.Ports[0].TargetPort.StrVal == "webhook" {
+				found = true
+			}
+		}
+		if !found {
+			t.Errorf("webhook %s calls Service %s, which config/default does not render with target port webhook", wh.Name, svc.Name)
+		}
+		for _, rule := range wh.Rules {
+			for _, res := range rule.Resources {
+				resources[res] = true
+			}
+			if !slices.Equal(rule.APIGroups, []string{"longhorn.io"}) {
+				t.Errorf("webhook %s: apiGroups %v, want longhorn.io", wh.Name, rule.APIGroups)
+			}
+		}
+	}
+	if !reflect.DeepEqual(resources, map[string]bool{"replicas": true, "volumes": true, "backingimages": true}) {
+		t.Errorf("the gate covers %v, want replicas, volumes and backingimages", resources)
+	}
+	port := false
+	for _, c := range r.deployments[0].Spec.Template.Spec.Containers {
+		for _, p := range c.Ports {
+			port = port || (p.Name == "webhook" && p.ContainerPort == 9443)
+		}
+	}
+	if !port {
+		t.Errorf("the manager container has no port webhook (9443)")
+	}
+	if len(r.secrets) != 1 || r.secrets[0].Name != "longhorn-diskschedule-webhook-cert" {
+		t.Errorf("secrets = %v, want the gate's empty certificate Secret", r.secrets)
+	}
+
+	ignore := renderDir(t, "testdata/gate-ignore")
+	for _, wh := range ignore.webhooks[0].Webhooks {
+		if wh.FailurePolicy == nil || *wh.FailurePolicy != admissionregistrationv1.Ignore {
+			t.Errorf("with the component webhook/ignore, webhook %s: failurePolicy %v, want Ignore", wh.Name, wh.FailurePolicy)
 		}
 	}
 }

@@ -240,7 +240,7 @@ func (d *decider) expireReservations(spareHandoffs bool) {
 			continue
 		}
 		st.State = dsv1.ReservationStateExpired
-		st.Message = fmt.Sprintf("expired at %s: no replica took over %s", st.ExpiresAt.UTC().Format(time.RFC3339), bytes(st.ScheduledSize))
+		st.Message = fmt.Sprintf("expired at %s: no replica took over %s", st.ExpiresAt.UTC().Format(time.RFC3339), Bytes(st.ScheduledSize))
 		st.ScheduledSize = 0
 		st.ExpiresAt = nil
 		d.setReservation(name, st)
@@ -414,9 +414,9 @@ func (d *decider) growth(requested int64, prev dsv1.RequestStatus, hadPrev bool)
 		}
 		if held > 0 {
 			return reject(fmt.Sprintf("expansion from %s to %s needs %s more, %s free of limit %s",
-				bytes(held), bytes(requested), bytes(requested-held), bytes(free), bytes(d.limit)))
+				Bytes(held), Bytes(requested), Bytes(requested-held), Bytes(free), Bytes(d.limit)))
 		}
-		return reject(fmt.Sprintf("requested %s, %s free of limit %s", bytes(requested), bytes(free), bytes(d.limit)))
+		return reject(fmt.Sprintf("requested %s, %s free of limit %s", Bytes(requested), Bytes(free), Bytes(d.limit)))
 	}
 	d.outcome.Granted++
 	return dsv1.RequestStatus{State: dsv1.RequestStateScheduled, RequestedSize: requested, ScheduledSize: requested}
@@ -462,14 +462,14 @@ func (d *decider) setConditions() {
 	over := metav1.Condition{
 		Type: dsv1.DiskScheduleConditionOvercommitted, Status: metav1.ConditionFalse,
 		Reason:             dsv1.DiskScheduleReasonWithinLimit,
-		Message:            fmt.Sprintf("%s scheduled of limit %s", bytes(d.used), bytes(d.limit)),
+		Message:            fmt.Sprintf("%s scheduled of limit %s", Bytes(d.used), Bytes(d.limit)),
 		ObservedGeneration: d.in.Generation,
 	}
 	if d.used > d.limit {
 		over.Status = metav1.ConditionTrue
 		over.Reason = dsv1.DiskScheduleReasonAdoptedOverLimit
 		over.Message = fmt.Sprintf("adopted replicas hold %s, over the limit %s; new growth is rejected until usage falls below it",
-			bytes(d.used), bytes(d.limit))
+			Bytes(d.used), Bytes(d.limit))
 	}
 	now := metav1.NewTime(d.in.Now)
 	for _, c := range []metav1.Condition{ready, over} {
@@ -487,7 +487,7 @@ func sortedKeys[V any](m map[string]V) []string {
 	return keys
 }
 
-// bytes formats a byte count for messages, in binary units ("100Gi").
-func bytes(n int64) string {
+// Bytes formats a byte count for messages, in binary units ("100Gi").
+func Bytes(n int64) string {
 	return resource.NewQuantity(n, resource.BinarySI).String()
 }

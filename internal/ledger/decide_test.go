@@ -134,7 +134,7 @@ func wantOutcome(t *testing.T, got Outcome, granted, rejected, released, adopted
 func wantScheduled(t *testing.T, st dsv1.DiskScheduleStatus, want int64) {
 	t.Helper()
 	if st.StorageScheduled != want {
-		t.Errorf("storageScheduled = %d (%s), want %d (%s)", st.StorageScheduled, bytes(st.StorageScheduled), want, bytes(want))
+		t.Errorf("storageScheduled = %d (%s), want %d (%s)", st.StorageScheduled, Bytes(st.StorageScheduled), want, Bytes(want))
 	}
 }
 
@@ -449,7 +449,7 @@ func TestDecideGrowth(t *testing.T) {
 			wantScheduled(t, st, tc.scheduled)
 			wantOutcome(t, oc, tc.granted, tc.rejected, 0, 0)
 			if tc.disk.Limit >= prev.StorageScheduled && st.StorageScheduled > tc.disk.Limit {
-				t.Errorf("storageScheduled %s over the limit %s", bytes(st.StorageScheduled), bytes(tc.disk.Limit))
+				t.Errorf("storageScheduled %s over the limit %s", Bytes(st.StorageScheduled), Bytes(tc.disk.Limit))
 			}
 		})
 	}

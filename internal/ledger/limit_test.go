@@ -294,10 +294,10 @@ func TestPendingGrowthAndFree(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			ds := dsWith(tc.spec, tc.status)
 			if got := PendingGrowth(ds); got != tc.wantPending {
-				t.Errorf("PendingGrowth = %d (%s), want %d (%s)", got, bytes(got), tc.wantPending, bytes(tc.wantPending))
+				t.Errorf("PendingGrowth = %d (%s), want %d (%s)", got, Bytes(got), tc.wantPending, Bytes(tc.wantPending))
 			}
 			if got := Free(ds); got != tc.wantFree {
-				t.Errorf("Free = %d (%s), want %d (%s)", got, bytes(got), tc.wantFree, bytes(tc.wantFree))
+				t.Errorf("Free = %d (%s), want %d (%s)", got, Bytes(got), tc.wantFree, Bytes(tc.wantFree))
 			}
 		})
 	}
@@ -322,7 +322,7 @@ func TestFreeAgreesWithDecide(t *testing.T) {
 	// Pending: r-a +10Gi, r-b 20Gi, r-v 5Gi beyond its reservation, bi-a 5Gi.
 	free := Free(dsWith(spec, status))
 	if free != 20*Gi {
-		t.Fatalf("Free = %s, want 20Gi", bytes(free))
+		t.Fatalf("Free = %s, want 20Gi", Bytes(free))
 	}
 	for _, extra := range []int64{free, free + 1} {
 		spec := *spec.DeepCopy()

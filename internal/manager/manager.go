@@ -28,8 +28,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	"github.com/longhorn/diskschedule/internal/controller/mirror"
+	"github.com/longhorn/diskschedule/internal/gate"
 	"github.com/longhorn/diskschedule/internal/settings"
 )
 
@@ -77,6 +79,21 @@ type Options struct {
 	AdvertiseIP string
 	// NodeName is the node this manager runs on, for the extender heartbeat.
 	NodeName string
+	// Gate serves the admission gate on this replica when set; nil runs no
+	// gate (Longhorn's writes are then adopted by the mirror, rule 7).
+	Gate *GateOptions
+}
+
+// GateOptions configures the admission gate's webhook server.
+type GateOptions struct {
+	// Host and Port are where the webhook server listens; Port is 9443 when 0.
+	Host string
+	Port int
+	// TLS says how the serving certificate is kept.
+	TLS gate.TLS
+	// DecisionTimeout bounds each admission's wait for the ledger;
+	// gate.DefaultDecisionTimeout when not positive.
+	DecisionTimeout time.Duration
 }
 
 // DefaultLeaderElectionID is the Lease name of the manager's leader election.
@@ -92,11 +109,18 @@ func New(cfg *rest.Config, s *runtime.Scheme, opts Options) (ctrl.Manager, error
 		return nil, err
 	}
 	opts = withDefaults(opts)
-	mgr, err := ctrl.NewManager(cfg, managerOptions(s, opts))
+	var cert *gate.Certificate
+	if opts.Gate != nil {
+		var err error
+		if cert, err = gate.NewCertificate(opts.Namespace, opts.Gate.TLS); err != nil {
+			return nil, err
+		}
+	}
+	mgr, err := ctrl.NewManager(cfg, managerOptions(s, opts, cert))
 	if err != nil {
 		return nil, fmt.Errorf("creating the manager: %w", err)
 	}
-	if err := setup(mgr, opts); err != nil {
+	if err := setup(mgr, opts, cert); err != nil {
 		return nil, err
 	}
 	return mgr, nil
@@ -122,7 +146,7 @@ func withDefaults(opts Options) Options {
 }
 
 // managerOptions returns controller-runtime's options for opts.
-func managerOptions(s *runtime.Scheme, opts Options) ctrl.Options {
+func managerOptions(s *runtime.Scheme, opts Options, cert *gate.Certificate) ctrl.Options {
 	metrics := metricsserver.Options{
 		BindAddress:   opts.MetricsBindAddress,
 		SecureServing: opts.MetricsSecure,
@@ -156,6 +180,18 @@ func managerOptions(s *runtime.Scheme, opts Options) ctrl.Options {
 			},
 		},
 		Client: client.Options{Cache: &client.CacheOptions{Unstructured: false}},
+	}
+	if cert != nil {
+		port := opts.Gate.Port
+		if port == 0 {
+			port = 9443
+		}
+		mgrOpts.WebhookServer = webhook.NewServer(webhook.Options{
+			Host: opts.Gate.Host, Port: port, CertDir: opts.Gate.TLS.CertDir,
+			TLSOpts: []func(*tls.Config){cert.TLSOption},
+		})
+		// Of the Secrets in the namespace only the gate's is read.
+		mgrOpts.Cache.ByObject[&corev1.Secret{}] = cache.ByObject{Field: fields.OneTermEqualSelector("metadata.name", cert.SecretName())}
 	}
 	if opts.LeaseDuration > 0 {
 		mgrOpts.LeaseDuration = ptr.To(opts.LeaseDuration)

@@ -3,6 +3,7 @@ package manager
 import (
 	"context"
 	"fmt"
+	"net/http"
 
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
@@ -13,13 +14,14 @@ import (
 	"github.com/longhorn/diskschedule/internal/controller/mirror"
 	"github.com/longhorn/diskschedule/internal/controller/node"
 	"github.com/longhorn/diskschedule/internal/extender"
+	"github.com/longhorn/diskschedule/internal/gate"
 	"github.com/longhorn/diskschedule/internal/extender/packing"
 	"github.com/longhorn/diskschedule/internal/index"
 	"github.com/longhorn/diskschedule/internal/metrics"
 )
 
 // setup registers the indexes, the controllers, the extender and the health checks.
-func setup(mgr ctrl.Manager, opts Options) error {
+func setup(mgr ctrl.Manager, opts Options, cert *gate.Certificate) error {
 	if err := index.Register(context.Background(), mgr.GetFieldIndexer()); err != nil {
 		return err
 	}
@@ -48,11 +50,31 @@ func setup(mgr ctrl.Manager, opts Options) error {
 		}
 	}
 
+	var ready []func() error
+	if cert != nil {
+		if err := cert.SetupWithManager(mgr); err != nil {
+			return err
+		}
+		g := gate.New(mgr, metrics.NewGate(ctrlmetrics.Registry), opts.Namespace, opts.Gate.DecisionTimeout)
+		if err := g.SetupWithManager(mgr); err != nil {
+			return err
+		}
+		ready = append(ready, cert.Ready, g.Ready)
+	}
+
 	if opts.HealthProbeBindAddress != "" && opts.HealthProbeBindAddress != "0" {
 		if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
 			return fmt.Errorf("adding the health check: %w", err)
 		}
-		if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
+		check := func(*http.Request) error {
+			for _, r := range ready {
+				if err := r(); err != nil {
+					return err
+				}
+			}
+			return nil
+		}
+		if err := mgr.AddReadyzCheck("readyz", check); err != nil {
 			return fmt.Errorf("adding the ready check: %w", err)
 		}
 	}

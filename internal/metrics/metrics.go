@@ -146,3 +146,35 @@ func NewExtender(reg prometheus.Registerer) *Extender {
 		}, []string{"result"})),
 	}
 }
+
+// Gate holds the admission gate's metrics.
+type Gate struct {
+	// Decisions counts the gate's answers by kind (replica, volume,
+	// backingimage) and result (admitted, denied, undecided, error, malformed).
+	Decisions *prometheus.CounterVec
+	// Latency is how long the gate took to answer, by kind.
+	Latency *prometheus.HistogramVec
+	// LedgerConflicts counts the gate's ledger writes that lost the
+	// optimistic lock and were retried.
+	LedgerConflicts prometheus.Counter
+}
+
+// NewGate creates the gate's metrics and registers them with reg (shared
+// when already registered).
+func NewGate(reg prometheus.Registerer) *Gate {
+	return &Gate{
+		Decisions: register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "longhorn_diskschedule_gate_decisions_total",
+			Help: "Admission gate answers by kind (replica, volume, backingimage) and result (admitted, denied, undecided, error, malformed).",
+		}, []string{"kind", "result"})),
+		Latency: register(reg, prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "longhorn_diskschedule_gate_duration_seconds",
+			Help:    "Time the admission gate took to answer, by kind.",
+			Buckets: []float64{0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10},
+		}, []string{"kind"})),
+		LedgerConflicts: register(reg, prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "longhorn_diskschedule_gate_ledger_conflicts_total",
+			Help: "Ledger writes of the admission gate that lost the optimistic lock and were retried.",
+		})),
+	}
+}

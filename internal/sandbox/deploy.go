@@ -55,7 +55,7 @@ type identities struct {
 // installKinds are the kinds of the deployment the sandbox installs; the
 // CRDs come from envtest, and the manager runs in-process instead.
 var installKinds = map[string]bool{
-	"ServiceAccount": true, "Service": true, "ConfigMap": true,
+	"ServiceAccount": true, "Service": true, "ConfigMap": true, "Secret": true,
 	"ClusterRole": true, "ClusterRoleBinding": true, "Role": true, "RoleBinding": true,
 }
 

@@ -27,6 +27,7 @@ import (
 
 	dsv1 "github.com/longhorn/diskschedule/api/v1beta2"
 	"github.com/longhorn/diskschedule/internal/longhorncrds"
+	"github.com/longhorn/diskschedule/internal/gate"
 	"github.com/longhorn/diskschedule/internal/manager"
 	"github.com/longhorn/diskschedule/internal/scheme"
 	"github.com/longhorn/diskschedule/internal/settings"
@@ -45,8 +46,9 @@ type Options struct {
 	// topology's Longhorn Nodes and disks exist and report their space, but
 	// nothing creates or places replicas.
 	LonghornNodesOnly bool
-	// NoGate is the sandbox's --gate=false: Longhorn's writes do not ask
-	// the ledger, as with Longhorn today.
+	// NoGate is the sandbox's --gate=false: the admission gate is not
+	// registered, so Longhorn's writes do not ask the ledger, as with
+	// Longhorn today (the mirror adopts them, rule 7).
 	NoGate bool
 	// KubeconfigPath is where an administrator's kubeconfig is written (and
 	// removed again by Stop); "" writes none.
@@ -105,6 +107,7 @@ type Sandbox struct {
 	processes   []Process
 	ports       []int
 	extenderURL string
+	gateFront   *gateFront
 
 	runners []*runner
 	// managers are the runners of the managers, in Options.Managers order;
@@ -338,6 +341,11 @@ func (s *Sandbox) install(ctx context.Context) error {
 	if err := s.setExtenderEnabled(ctx, s.opts.Extender); err != nil {
 		return err
 	}
+	if !s.opts.NoGate {
+		if err := s.registerGate(ctx); err != nil {
+			return err
+		}
+	}
 	s.progress("created StorageClass %s", StorageClassName)
 	return nil
 }
@@ -467,6 +475,20 @@ func (s *Sandbox) startOneManager(name string, hook ManagerHook) error {
 		}
 		s.ports = append(s.ports, port)
 	}
+	if s.gateFront != nil {
+		port, err := freePort()
+		if err != nil {
+			return err
+		}
+		opts.Gate = &manager.GateOptions{Host: "127.0.0.1", Port: port, TLS: gate.TLS{
+			DNSName: "localhost",
+			CertDir: filepath.Join(s.workDir, fmt.Sprintf("webhook-certs-%d", len(s.managers))),
+			// Controller names are unique per process; sandboxes share one in tests.
+			ControllerName: fmt.Sprintf("%s-%s-%d", gate.DefaultControllerName, filepath.Base(s.workDir), len(s.managers)),
+		}}
+		s.gateFront.add("127.0.0.1:" + strconv.Itoa(port))
+		s.ports = append(s.ports, port)
+	}
 	cfg := rest.CopyConfig(s.managerConfig)
 	if hook != nil {
 		hook(&opts, cfg)
@@ -544,6 +566,12 @@ func (s *Sandbox) startScheduler(ctx context.Context) error {
 // waitReady waits until every disk's DiskSchedule is Ready and, with the
 // extender, the extender answers /healthz.
 func (s *Sandbox) waitReady(ctx context.Context) error {
+	if s.gateFront != nil {
+		if err := s.waitGate(ctx); err != nil {
+			return err
+		}
+		s.progress("the admission gate serves")
+	}
 	s.progress("waiting for the %d disks' ledgers to be Ready", s.opts.Topology.DiskCount())
 	var notReady string
 	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, s.opts.ReadyTimeout, true, func(ctx context.Context) (bool, error) {
@@ -611,6 +639,9 @@ func (s *Sandbox) Stop() error {
 		// Stop in reverse order of start: the manager before the simulated Longhorn.
 		for i := len(s.runners) - 1; i >= 0; i-- {
 			errs = append(errs, s.runners[i].stop())
+		}
+		if s.gateFront != nil {
+			errs = append(errs, s.gateFront.close())
 		}
 		if s.env != nil {
 			if err := s.env.Stop(); err != nil {

@@ -27,6 +27,7 @@ import (
 
 	dsv1 "github.com/longhorn/diskschedule/api/v1beta2"
 	"github.com/longhorn/diskschedule/internal/manager"
+	"github.com/longhorn/diskschedule/internal/gate"
 	"github.com/longhorn/diskschedule/internal/sandbox"
 	"github.com/longhorn/diskschedule/internal/simlonghorn"
 	"github.com/longhorn/diskschedule/internal/testenv"
@@ -316,7 +317,12 @@ func testManagerRBAC(t *testing.T, sb *sandbox.Sandbox) {
 		{authorizationv1.ResourceAttributes{Namespace: sandbox.Namespace, Verb: "update", Group: "coordination.k8s.io", Resource: "leases"}, true},
 		{authorizationv1.ResourceAttributes{Verb: "delete", Resource: "namespaces"}, false},
 		{authorizationv1.ResourceAttributes{Namespace: "default", Verb: "create", Resource: "pods"}, false},
-		{authorizationv1.ResourceAttributes{Namespace: sandbox.Namespace, Verb: "get", Resource: "secrets"}, false},
+		// The gate's certificate Secret is kept in Longhorn's namespace
+		// only; Secrets elsewhere stay out of reach.
+		{authorizationv1.ResourceAttributes{Namespace: sandbox.Namespace, Verb: "update", Resource: "secrets", Name: gate.DefaultSecretName}, true},
+		{authorizationv1.ResourceAttributes{Namespace: "default", Verb: "get", Resource: "secrets"}, false},
+		{authorizationv1.ResourceAttributes{Verb: "update", Group: "admissionregistration.k8s.io", Resource: "validatingwebhookconfigurations", Name: gate.ConfigurationName}, true},
+		{authorizationv1.ResourceAttributes{Verb: "delete", Group: "admissionregistration.k8s.io", Resource: "validatingwebhookconfigurations"}, false},
 		{authorizationv1.ResourceAttributes{Namespace: "default", Verb: "update", Group: "coordination.k8s.io", Resource: "leases"}, false},
 	} {
 		ssar := &authorizationv1.SelfSubjectAccessReview{Spec: authorizationv1.SelfSubjectAccessReviewSpec{ResourceAttributes: &tt.attrs}}

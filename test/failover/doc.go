@@ -14,6 +14,14 @@
 // pod network. The EndpointSlice's address is followed as written, so no
 // manager option is needed.
 //
+// A reservation is in flight between the extender granting it and Longhorn
+// placing the volume's replica on the pod's node, which for a best-effort
+// volume waits for the attach. The simulated Longhorn attaches within
+// milliseconds of the binding, where a cluster's attach path takes a second
+// or more; a validating webhook served by the tests makes each attach take
+// attachLatency, so the leader stops while reservations are granted and not
+// yet handed over, as it would in a cluster.
+//
 // The tests start etcd, kube-apiserver and kube-scheduler; they need the
 // binaries of `make controlplane` (or KUBEBUILDER_ASSETS) and are skipped
 // with -short.

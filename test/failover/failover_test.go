@@ -178,6 +178,12 @@ func testFailover(t *testing.T, cut bool) {
 	}
 	t.Cleanup(proxy.Close)
 
+	attach, err := startAttachDelay(attachLatency)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(attach.Close)
+
 	topo, err := sandbox.ParseTopology([]byte(fourNodes))
 	if err != nil {
 		t.Fatal(err)
@@ -208,6 +214,9 @@ func testFailover(t *testing.T, cut bool) {
 		}
 	})
 	c := sb.Client()
+	if err := attach.register(ctx, c); err != nil {
+		t.Fatal(err)
+	}
 	network := map[string]string{}
 	for _, m := range members {
 		network[m.endpoint()] = m.extender
@@ -288,6 +297,9 @@ func testFailover(t *testing.T, cut bool) {
 		}
 		return bound == podCount, fmt.Sprintf("%d of %d bound", bound, podCount), nil
 	})
+	if err := attach.waitActive(ctx, c, 30*time.Second); err != nil {
+		t.Fatal(err)
+	}
 	burstStart := time.Now()
 	for i := range podCount {
 		if err := c.Create(ctx, pod(ns.Name, fmt.Sprintf("app-%02d", i), fmt.Sprintf("data-%02d", i))); err != nil {
@@ -306,7 +318,9 @@ func testFailover(t *testing.T, cut bool) {
 		boundAtStop = countBound(pods)
 		granted = ledgers.Scheduled()
 		if boundAtStop == podCount {
-			return false, "", fmt.Errorf("all %d pods were bound before the leader could be stopped mid-burst", podCount)
+			_, delayed := attach.Counts()
+			return false, "", fmt.Errorf("all %d pods were bound before the leader could be stopped mid-burst (%d reservations granted, %d attaches delayed by %s)",
+				podCount, len(granted), delayed, attachLatency)
 		}
 		return boundAtStop >= stopAfter && len(granted) > 0, fmt.Sprintf("%d bound, %d reservations granted", boundAtStop, len(granted)), nil
 	})
@@ -410,6 +424,9 @@ func testFailover(t *testing.T, cut bool) {
 		}
 	}
 	t.Logf("the %d reservations granted before the failover ended: %v", len(granted), states)
+	if _, delayed := attach.Counts(); delayed < podCount {
+		t.Errorf("%d attaches went through the attach-latency webhook, want at least %d", delayed, podCount)
+	}
 	stopWatch()
 
 	// The new leader's heartbeat is 1, the old one's 0, and kube-scheduler

@@ -1,0 +1,12 @@
+// Package config holds the deployment manifests. The gate's webhook
+// configuration is embedded so the sandbox and the tests register the very
+// configuration `make deploy` installs, pointed at a local address.
+package config
+
+import _ "embed"
+
+// GateWebhookConfiguration is config/webhook/manifests.yaml: the
+// ValidatingWebhookConfiguration diskschedule-gate.
+//
+//go:embed webhook/manifests.yaml
+var GateWebhookConfiguration []byte

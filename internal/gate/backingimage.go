@@ -1,0 +1,100 @@
+package gate
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+
+	lhv1 "github.com/longhorn/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
+
+	dsv1 "github.com/longhorn/diskschedule/api/v1beta2"
+	"github.com/longhorn/diskschedule/internal/ledger"
+)
+
+// backingImageVerdict decides a BackingImage write: every disk its
+// spec.diskFileSpecMap gains must grant a copy of status.size bytes. An
+// image whose size is not known yet is admitted; the mirror adopts its
+// copies once Longhorn reports the size.
+func (g *Gate) backingImageVerdict(ctx context.Context, req admissionRequest) verdict {
+	bi := &lhv1.BackingImage{}
+	if err := req.decode(req.Object.Raw, bi); err != nil {
+		return malformed(err)
+	}
+	had := map[string]bool{}
+	if req.isUpdate() {
+		old := &lhv1.BackingImage{}
+		if err := req.decode(req.OldObject.Raw, old); err != nil {
+			return malformed(err)
+		}
+		for disk := range old.Spec.DiskFileSpecMap {
+			had[disk] = true
+		}
+	}
+	var added []string
+	for disk := range bi.Spec.DiskFileSpecMap {
+		if !had[disk] && disk != "" {
+			added = append(added, disk)
+		}
+	}
+	sort.Strings(added)
+	if len(added) == 0 {
+		return allow("the backing image gains no disk")
+	}
+	size := bi.Status.Size
+	if size <= 0 {
+		return allow("the backing image's size is not known yet; its copies are adopted once it is")
+	}
+	if req.dryRun() {
+		return allowWithWarning("dry run", fmt.Sprintf("dry run: copies of backing image %s were not requested from the ledgers", bi.Name))
+	}
+
+	var done []raised
+	for _, disk := range added {
+		ds, err := g.read(ctx, disk)
+		if errors.Is(err, errNoLedger) {
+			return g.putBackImages(ctx, bi.Name, done, deny(fmt.Sprintf("backing image %s needs a copy of %s on disk %s, which has no DiskSchedule yet", bi.Name, ledger.Bytes(size), disk)))
+		}
+		if err != nil {
+			return g.putBackImages(ctx, bi.Name, done, failed(err))
+		}
+		if d, _ := ledger.BackingImageDecision(ds, bi.Name, size); d == ledger.Granted {
+			continue
+		}
+		prev := int64(ds.Spec.BackingImages[bi.Name])
+		gen, err := g.write(ctx, disk, func(ds *dsv1.DiskSchedule) bool { return setRequest(&ds.Spec.BackingImages, bi.Name, size) })
+		if err != nil {
+			return g.putBackImages(ctx, bi.Name, done, failed(err))
+		}
+		done = append(done, raised{disk: disk, name: bi.Name, size: size, prev: prev, gen: gen})
+	}
+	for _, r := range done {
+		ds, err := g.await(ctx, r.disk, r.gen, func(ds *dsv1.DiskSchedule) bool {
+			d, _ := ledger.BackingImageDecision(ds, bi.Name, size)
+			return d != ledger.Pending
+		})
+		what := fmt.Sprintf("backing image %s needs a copy of %s on disk %s", bi.Name, ledger.Bytes(size), r.disk)
+		if err != nil {
+			return g.putBackImages(ctx, bi.Name, done, undecided(what, err))
+		}
+		if d, msg := ledger.BackingImageDecision(ds, bi.Name, size); d != ledger.Granted {
+			return g.putBackImages(ctx, bi.Name, done, deny(fmt.Sprintf("backing image %s needs a copy of %s on %s: %s", bi.Name, ledger.Bytes(size), where(ds), msg)))
+		}
+	}
+	return allow(fmt.Sprintf("copies of %s granted on %d disks", ledger.Bytes(size), len(added)))
+}
+
+// putBackImages returns every copy request raised to what it was before,
+// then answers v.
+func (g *Gate) putBackImages(ctx context.Context, image string, done []raised, v verdict) verdict {
+	ctx, cancel := cleanupContext(ctx)
+	defer cancel()
+	for _, r := range done {
+		if _, err := g.write(ctx, r.disk, func(ds *dsv1.DiskSchedule) bool {
+			return restoreRequest(ds.Spec.BackingImages, image, r.size, r.prev)
+		}); err != nil {
+			g.log.Error(err, "putting back a refused backing-image copy", "disk", r.disk, "backingImage", image)
+		}
+	}
+	return v
+}

@@ -1,0 +1,156 @@
+package gate
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-logr/logr"
+	lhv1 "github.com/longhorn/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/tools/events"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/webhook"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	dsv1 "github.com/longhorn/diskschedule/api/v1beta2"
+	"github.com/longhorn/diskschedule/internal/metrics"
+)
+
+const (
+	// ConfigurationName is the ValidatingWebhookConfiguration the gate serves.
+	ConfigurationName = "diskschedule-gate"
+	// ReplicaPath, VolumePath and BackingImagePath are the gate's webhook paths.
+	ReplicaPath      = "/validate-longhorn-io-v1beta2-replica"
+	VolumePath       = "/validate-longhorn-io-v1beta2-volume"
+	BackingImagePath = "/validate-longhorn-io-v1beta2-backingimage"
+	// DefaultDecisionTimeout bounds how long one admission waits for the
+	// ledger; it stays under the webhook configuration's timeoutSeconds (10).
+	DefaultDecisionTimeout = 8 * time.Second
+	// cleanupTimeout bounds putting back what a refused write requested.
+	cleanupTimeout = 5 * time.Second
+)
+
+// +kubebuilder:rbac:groups=longhorn.io,resources=diskschedules,verbs=get;list;watch;patch
+// +kubebuilder:rbac:groups=longhorn.io,resources=replicas;volumes;backingimages,verbs=get;list;watch
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+// +kubebuilder:rbac:groups=admissionregistration.k8s.io,resources=validatingwebhookconfigurations,verbs=get;list;watch;update
+// +kubebuilder:rbac:groups="",namespace=longhorn-system,resources=secrets,verbs=get;list;watch;update
+
+// Gate answers the admission requests of Longhorn's space-taking writes.
+type Gate struct {
+	client    client.Client
+	apiReader client.Reader
+	decoder   admission.Decoder
+	recorder  events.EventRecorder
+	metrics   *metrics.Gate
+	waiter    *waiter
+	log       logr.Logger
+	namespace string
+	timeout   time.Duration
+	// watching is set once DiskSchedule updates wake waiting requests.
+	watching atomic.Bool
+}
+
+// New returns the gate of mgr for Longhorn's namespace; timeout bounds
+// each admission's wait for the ledger (DefaultDecisionTimeout when not
+// positive).
+func New(mgr ctrl.Manager, m *metrics.Gate, namespace string, timeout time.Duration) *Gate {
+	if timeout <= 0 {
+		timeout = DefaultDecisionTimeout
+	}
+	return &Gate{
+		client:    mgr.GetClient(),
+		apiReader: mgr.GetAPIReader(),
+		decoder:   admission.NewDecoder(mgr.GetScheme()),
+		recorder:  mgr.GetEventRecorder("diskschedule-gate"),
+		metrics:   m,
+		waiter:    newWaiter(),
+		log:       mgr.GetLogger().WithName("gate"),
+		namespace: namespace,
+		timeout:   timeout,
+	}
+}
+
+// SetupWithManager registers the three handlers on mgr's webhook server and
+// the DiskSchedule informer handler that wakes waiting requests. Both run
+// on every manager replica, leader or not.
+func (g *Gate) SetupWithManager(mgr ctrl.Manager) error {
+	srv := mgr.GetWebhookServer()
+	srv.Register(ReplicaPath, &webhook.Admission{Handler: g.handler("replica", func() client.Object { return &lhv1.Replica{} }, g.replicaVerdict)})
+	srv.Register(VolumePath, &webhook.Admission{Handler: g.handler("volume", func() client.Object { return &lhv1.Volume{} }, g.volumeVerdict)})
+	srv.Register(BackingImagePath, &webhook.Admission{Handler: g.handler("backingimage", func() client.Object { return &lhv1.BackingImage{} }, g.backingImageVerdict)})
+	if err := mgr.Add(watchLedgers{g: g, cache: mgr.GetCache()}); err != nil {
+		return fmt.Errorf("adding the gate's ledger watch: %w", err)
+	}
+	return nil
+}
+
+// Ready reports an error until the gate is woken by ledger updates.
+func (g *Gate) Ready() error {
+	if !g.watching.Load() {
+		return fmt.Errorf("the gate does not watch the ledgers yet")
+	}
+	return nil
+}
+
+// watchLedgers subscribes the gate's waiter to DiskSchedule updates once
+// the cache runs, on every replica.
+type watchLedgers struct {
+	g     *Gate
+	cache cache.Cache
+}
+
+// NeedLeaderElection is false: every replica serves the gate.
+func (watchLedgers) NeedLeaderElection() bool { return false }
+
+// Start adds the informer handler and returns.
+func (w watchLedgers) Start(ctx context.Context) error {
+	informer, err := w.cache.GetInformer(ctx, &dsv1.DiskSchedule{})
+	if err != nil {
+		return fmt.Errorf("getting the DiskSchedule informer: %w", err)
+	}
+	if _, err := informer.AddEventHandler(w.g.waiter.handler()); err != nil {
+		return fmt.Errorf("watching DiskSchedules: %w", err)
+	}
+	w.g.watching.Store(true)
+	return nil
+}
+
+// handler returns the admission handler of one kind: it bounds the time,
+// records the metrics, logs, and puts an Event on the Longhorn object for
+// every denial.
+func (g *Gate) handler(kind string, newObject func() client.Object, decide func(context.Context, admissionRequest) verdict) admission.Handler {
+	return admission.HandlerFunc(func(ctx context.Context, req admission.Request) admission.Response {
+		start := time.Now()
+		ctx, cancel := context.WithTimeout(ctx, g.timeout)
+		defer cancel()
+		v := decide(ctx, admissionRequest{Request: req, decoder: g.decoder})
+		elapsed := time.Since(start)
+		g.metrics.Decisions.WithLabelValues(kind, v.result).Inc()
+		g.metrics.Latency.WithLabelValues(kind).Observe(elapsed.Seconds())
+		log := g.log.WithValues("kind", kind, "name", req.Name, "operation", req.Operation, "result", v.result, "duration", elapsed)
+		if v.allowed {
+			log.V(1).Info("admitted", "reason", v.message)
+			return v.response()
+		}
+		log.Info("refused", "reason", v.message)
+		if v.result != "malformed" && !(req.DryRun != nil && *req.DryRun) {
+			obj := newObject()
+			if err := g.decoder.DecodeRaw(req.Object, obj); err == nil {
+				g.recorder.Eventf(obj, nil, corev1.EventTypeWarning, "DiskScheduleDenied", "Admit", "%s", v.message)
+			}
+		}
+		return v.response()
+	})
+}
+
+// cleanupContext returns a context for putting back what a refused write
+// requested: it outlives the admission's deadline by a bounded time.
+func cleanupContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+}
+

@@ -1,0 +1,119 @@
+package gate
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	dsv1 "github.com/longhorn/diskschedule/api/v1beta2"
+)
+
+// errNoLedger says a disk has no DiskSchedule yet.
+var errNoLedger = errors.New("no ledger")
+
+// maxWriteAttempts bounds the optimistic-lock retries of one ledger write.
+const maxWriteAttempts = 20
+
+// read returns the named DiskSchedule from the cache, or errNoLedger.
+func (g *Gate) read(ctx context.Context, disk string) (*dsv1.DiskSchedule, error) {
+	ds := &dsv1.DiskSchedule{}
+	err := g.client.Get(ctx, client.ObjectKey{Namespace: g.namespace, Name: disk}, ds)
+	if apierrors.IsNotFound(err) {
+		return nil, errNoLedger
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading the ledger of disk %s: %w", disk, err)
+	}
+	return ds, nil
+}
+
+// write applies edit to the named DiskSchedule's spec and writes it with the
+// resourceVersion it was read at, reading again and retrying on a conflict.
+// edit reports whether it changed anything; when it did not, nothing is
+// written and the generation returned is 0. Otherwise the generation
+// returned is the one the write produced: its decision is final once
+// status.observedGeneration reaches it.
+func (g *Gate) write(ctx context.Context, disk string, edit func(*dsv1.DiskSchedule) bool) (int64, error) {
+	ds, err := g.read(ctx, disk)
+	for attempt := 1; ; attempt++ {
+		if err != nil {
+			return 0, err
+		}
+		next := ds.DeepCopy()
+		if !edit(next) {
+			return 0, nil
+		}
+		patch := client.MergeFromWithOptions(ds, client.MergeFromWithOptimisticLock{})
+		err = g.client.Patch(ctx, next, patch)
+		if err == nil {
+			return next.Generation, nil
+		}
+		if !apierrors.IsConflict(err) || attempt == maxWriteAttempts {
+			return 0, fmt.Errorf("writing the ledger of disk %s: %w", disk, err)
+		}
+		g.metrics.LedgerConflicts.Inc()
+		// The cache lags behind the write that won; read the latest.
+		ds = &dsv1.DiskSchedule{}
+		if err = g.apiReader.Get(ctx, client.ObjectKey{Namespace: g.namespace, Name: disk}, ds); apierrors.IsNotFound(err) {
+			err = errNoLedger
+		}
+	}
+}
+
+// await waits until the named DiskSchedule's controller has decided
+// generation gen and done says the answer is there, and returns the ledger
+// as the informer delivered it. It returns ctx's error when the decision
+// does not come in time.
+func (g *Gate) await(ctx context.Context, disk string, gen int64, done func(*dsv1.DiskSchedule) bool) (*dsv1.DiskSchedule, error) {
+	changed, stop := g.waiter.subscribe(disk)
+	defer stop()
+	for {
+		ds, err := g.read(ctx, disk)
+		if err != nil {
+			return nil, err
+		}
+		if ds.Generation >= gen && ds.Status.ObservedGeneration >= gen && done(ds) {
+			return ds, nil
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+}
+
+// setRequest sets m[name] to size, creating the map; it reports a change.
+func setRequest(m *map[string]dsv1.RequestedBytes, name string, size int64) bool {
+	if cur, ok := (*m)[name]; ok && int64(cur) == size {
+		return false
+	}
+	if *m == nil {
+		*m = map[string]dsv1.RequestedBytes{}
+	}
+	(*m)[name] = dsv1.RequestedBytes(size)
+	return true
+}
+
+// restoreRequest puts m[name] back to prev (deleting it when prev is 0),
+// unless someone changed it from ours since; it reports a change.
+func restoreRequest(m map[string]dsv1.RequestedBytes, name string, ours, prev int64) bool {
+	cur, ok := m[name]
+	if !ok || int64(cur) != ours {
+		return false
+	}
+	if prev <= 0 {
+		delete(m, name)
+	} else {
+		m[name] = dsv1.RequestedBytes(prev)
+	}
+	return true
+}
+
+// where names a ledger's disk for people: "disk disk-1 of node node-1".
+func where(ds *dsv1.DiskSchedule) string {
+	return fmt.Sprintf("disk %s of node %s", ds.Spec.Name, ds.Spec.NodeID)
+}

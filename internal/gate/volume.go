@@ -1,0 +1,128 @@
+package gate
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+
+	lhv1 "github.com/longhorn/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	dsv1 "github.com/longhorn/diskschedule/api/v1beta2"
+	"github.com/longhorn/diskschedule/internal/index"
+	"github.com/longhorn/diskschedule/internal/ledger"
+)
+
+// raised is one ledger request the gate raised for a growth, with what to
+// put back when the growth is refused.
+type raised struct {
+	disk, name string
+	size, prev int64
+	gen        int64
+}
+
+// volumeVerdict decides a Volume write: a volume whose spec.size grows is
+// admitted only when the ledger of every disk holding one of its replicas
+// granted the new size. When one refuses, what the others granted is put
+// back and the write is denied with the refusing disk's numbers.
+func (g *Gate) volumeVerdict(ctx context.Context, req admissionRequest) verdict {
+	if !req.isUpdate() {
+		return allow("a new volume has no replica on a disk yet")
+	}
+	vol, old := &lhv1.Volume{}, &lhv1.Volume{}
+	if err := req.decode(req.Object.Raw, vol); err != nil {
+		return malformed(err)
+	}
+	if err := req.decode(req.OldObject.Raw, old); err != nil {
+		return malformed(err)
+	}
+	if vol.Spec.Size <= old.Spec.Size {
+		return allow("the volume does not grow")
+	}
+	replicas := &lhv1.ReplicaList{}
+	if err := g.client.List(ctx, replicas, client.InNamespace(g.namespace), client.MatchingFields{index.ReplicaByVolume: vol.Name}); err != nil {
+		return failed(fmt.Errorf("listing the replicas of volume %s: %w", vol.Name, err))
+	}
+	sort.Slice(replicas.Items, func(i, j int) bool { return replicas.Items[i].Name < replicas.Items[j].Name })
+	growth := fmt.Sprintf("volume %s grows from %s to %s", vol.Name, ledger.Bytes(old.Spec.Size), ledger.Bytes(vol.Spec.Size))
+	if req.dryRun() {
+		return allowWithWarning("dry run", "dry run: "+growth+" was not requested from the ledgers")
+	}
+
+	var done []raised
+	refusal := ""
+	for i := range replicas.Items {
+		rep := &replicas.Items[i]
+		if rep.Spec.DiskID == "" {
+			continue
+		}
+		r, msg, err := g.raise(ctx, rep, vol.Spec.Size)
+		if err != nil {
+			refusal = fmt.Sprintf("replica %s: %v", rep.Name, err)
+			break
+		}
+		if msg != "" {
+			refusal = msg
+			break
+		}
+		if r != nil {
+			done = append(done, *r)
+		}
+	}
+	if refusal == "" {
+		for _, r := range done {
+			ask := replicaAsk{replica: r.name, size: r.size}
+			ds, err := g.await(ctx, r.disk, r.gen, ask.decided)
+			if err != nil {
+				return g.putBack(ctx, done, undecided(growth, err))
+			}
+			if !ask.granted(ds) {
+				refusal = ask.refusal(ds)
+				break
+			}
+		}
+	}
+	if refusal != "" {
+		return g.putBack(ctx, done, deny(growth+", but "+refusal))
+	}
+	return allow(growth + ": granted on every disk of its replicas")
+}
+
+// raise writes the replica's request at size on its disk's ledger; it
+// returns nil when that size is already granted, and a refusal message
+// when the disk has no ledger.
+func (g *Gate) raise(ctx context.Context, rep *lhv1.Replica, size int64) (*raised, string, error) {
+	ds, err := g.read(ctx, rep.Spec.DiskID)
+	if errors.Is(err, errNoLedger) {
+		return nil, fmt.Sprintf("disk %s of replica %s has no DiskSchedule", rep.Spec.DiskID, rep.Name), nil
+	}
+	if err != nil {
+		return nil, "", err
+	}
+	ask := replicaAsk{replica: rep.Name, size: size}
+	if ask.granted(ds) {
+		return nil, "", nil
+	}
+	prev := int64(ds.Spec.Replicas[rep.Name])
+	gen, err := g.write(ctx, rep.Spec.DiskID, ask.request)
+	if err != nil {
+		return nil, "", err
+	}
+	return &raised{disk: rep.Spec.DiskID, name: rep.Name, size: size, prev: prev, gen: gen}, "", nil
+}
+
+// putBack returns every raised request to what it was before, then
+// answers v.
+func (g *Gate) putBack(ctx context.Context, done []raised, v verdict) verdict {
+	ctx, cancel := cleanupContext(ctx)
+	defer cancel()
+	for _, r := range done {
+		if _, err := g.write(ctx, r.disk, func(ds *dsv1.DiskSchedule) bool {
+			return restoreRequest(ds.Spec.Replicas, r.name, r.size, r.prev)
+		}); err != nil {
+			g.log.Error(err, "putting back a refused growth", "disk", r.disk, "replica", r.name)
+		}
+	}
+	return v
+}
