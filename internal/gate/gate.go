@@ -153,4 +153,3 @@ func (g *Gate) handler(kind string, newObject func() client.Object, decide func(
 func cleanupContext(ctx context.Context) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
 }
-

@@ -14,8 +14,8 @@ import (
 	"github.com/longhorn/diskschedule/internal/controller/mirror"
 	"github.com/longhorn/diskschedule/internal/controller/node"
 	"github.com/longhorn/diskschedule/internal/extender"
-	"github.com/longhorn/diskschedule/internal/gate"
 	"github.com/longhorn/diskschedule/internal/extender/packing"
+	"github.com/longhorn/diskschedule/internal/gate"
 	"github.com/longhorn/diskschedule/internal/index"
 	"github.com/longhorn/diskschedule/internal/metrics"
 )

@@ -26,8 +26,8 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	dsv1 "github.com/longhorn/diskschedule/api/v1beta2"
-	"github.com/longhorn/diskschedule/internal/longhorncrds"
 	"github.com/longhorn/diskschedule/internal/gate"
+	"github.com/longhorn/diskschedule/internal/longhorncrds"
 	"github.com/longhorn/diskschedule/internal/manager"
 	"github.com/longhorn/diskschedule/internal/scheme"
 	"github.com/longhorn/diskschedule/internal/settings"
