@@ -36,6 +36,10 @@ type Input struct {
 	// Gone names replicas and backing images whose owner object no longer
 	// exists; their entries are released (rule 4).
 	Gone Owners
+	// PlacedVolumes maps each replica Longhorn persisted on this disk to its
+	// volume: a reservation of that volume ends once that replica is granted
+	// here, whether or not a request named the reservation (rule 5).
+	PlacedVolumes map[string]string
 	// Persisted names the replicas and backing-image copies Longhorn has
 	// already persisted on this disk (a Replica whose spec.diskID is this
 	// disk, a BackingImage whose diskFileSpecMap lists it): their new
@@ -85,6 +89,7 @@ func Decide(in Input) (dsv1.DiskScheduleStatus, Outcome) {
 	d.holdUndecided()
 	d.expireReservations(true)
 	d.handOff()
+	d.fulfillPlaced()
 	// A reservation kept for a handoff that did not happen (the replica's
 	// extra did not fit) is expired now, before grow, so its bytes are free
 	// for this very decision and no expired reservation is written as
@@ -302,6 +307,35 @@ func (d *decider) handOff() {
 		d.handedOff[replica] = true
 		d.outcome.Granted++
 		d.outcome.Released++ // the reservation's hold ends
+	}
+}
+
+// fulfillPlaced ends every reservation whose volume already has a granted
+// replica that Longhorn persisted on this disk: that replica took the space
+// over (rule 5) even if its request never named the reservation (it was
+// placed before the reservation was written, or by a write the gate did not
+// see), so the volume is not counted twice.
+func (d *decider) fulfillPlaced() {
+	placed := map[string]string{} // volume -> a granted replica of it on this disk
+	for _, replica := range sortedKeys(d.in.PlacedVolumes) {
+		if st, ok := d.out.Replicas[replica]; ok && st.State == dsv1.RequestStateScheduled && st.ScheduledSize > 0 {
+			placed[d.in.PlacedVolumes[replica]] = replica
+		}
+	}
+	for _, volume := range sortedKeys(d.in.Spec.Reservations) {
+		replica, ok := placed[volume]
+		if !ok {
+			continue
+		}
+		if st, decided := d.out.Reservations[volume]; decided && st.State != dsv1.ReservationStateScheduled {
+			continue
+		}
+		res := d.in.Spec.Reservations[volume]
+		d.setReservation(volume, dsv1.ReservationStatus{
+			State: dsv1.ReservationStateFulfilled, RequestedSize: res.Size, Pod: res.Pod, Replica: replica,
+			Message: fmt.Sprintf("taken over by replica %s, which Longhorn placed on this disk", replica),
+		})
+		d.outcome.Released++
 	}
 }
 

@@ -1760,3 +1760,49 @@ func TestDecideHandoffBeforeTheReservationIsDecided(t *testing.T) {
 		t.Errorf("storageScheduled %d, want 100Gi charged once", st.StorageScheduled)
 	}
 }
+
+// A replica Longhorn placed on the disk before the extender's reservation
+// for its volume was written (so no request named the reservation) takes
+// the reservation over: the volume is not counted twice (rule 5).
+func TestDecideReservationTakenOverByAPlacedReplica(t *testing.T) {
+	granted := dsv1.RequestStatus{State: dsv1.RequestStateScheduled, RequestedSize: 100 * Gi, ScheduledSize: 100 * Gi}
+	for _, tc := range []struct {
+		name     string
+		previous dsv1.DiskScheduleStatus
+	}{
+		{"reservation not decided yet", dsv1.DiskScheduleStatus{Replicas: map[string]dsv1.RequestStatus{"r-1": granted}, StorageScheduled: 100 * Gi}},
+		{"reservation granted", dsv1.DiskScheduleStatus{
+			Replicas:         map[string]dsv1.RequestStatus{"r-1": granted},
+			Reservations:     map[string]dsv1.ReservationStatus{"vol": {State: dsv1.ReservationStateScheduled, RequestedSize: 100 * Gi, Pod: "default/p", ScheduledSize: 100 * Gi}},
+			StorageScheduled: 200 * Gi,
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			in := Input{
+				Spec: dsv1.DiskScheduleSpec{
+					Name: "disk-1", NodeID: "node-1",
+					Replicas:     map[string]dsv1.RequestedBytes{"r-1": dsv1.RequestedBytes(100 * Gi)},
+					Reservations: map[string]dsv1.DiskScheduleReservation{"vol": {Size: 100 * Gi, Pod: "default/p"}},
+				},
+				Generation:    2,
+				Previous:      tc.previous,
+				Disk:          Disk{Limit: 400 * Gi, Schedulable: true},
+				Persisted:     Owners{Replicas: map[string]bool{"r-1": true}},
+				PlacedVolumes: map[string]string{"r-1": "vol"},
+				Now:           time.Unix(1000, 0),
+			}
+			st, _ := Decide(in)
+			if res := st.Reservations["vol"]; res.State != dsv1.ReservationStateFulfilled || res.ScheduledSize != 0 || res.Replica != "r-1" {
+				t.Errorf("reservation: %+v, want fulfilled by r-1 with 0 bytes", res)
+			}
+			if st.StorageScheduled != 100*Gi {
+				t.Errorf("storageScheduled %s, want 100Gi: the volume counted once", Bytes(st.StorageScheduled))
+			}
+			// Without the placed replica, the reservation stands.
+			in.PlacedVolumes = nil
+			if st, _ := Decide(in); st.Reservations["vol"].State != dsv1.ReservationStateScheduled {
+				t.Errorf("without a placed replica the reservation is %+v, want scheduled", st.Reservations["vol"])
+			}
+		})
+	}
+}

@@ -689,6 +689,18 @@ func (s *Sandbox) StopManager(i int) error {
 	return s.managers[i].stop()
 }
 
+// StartManager starts one more manager, adjusted by hook when not nil, as
+// a restarted or added replica of the Deployment would start; it serves the
+// gate beside the others and joins the leader election. It returns the
+// manager's index for StopManager.
+func (s *Sandbox) StartManager(hook ManagerHook) (int, error) {
+	i := len(s.managers)
+	if err := s.startOneManager(fmt.Sprintf("manager %d", i), hook); err != nil {
+		return 0, err
+	}
+	return i, nil
+}
+
 // AdminConfig returns a rest.Config of an administrator (system:masters).
 func (s *Sandbox) AdminConfig() *rest.Config { return rest.CopyConfig(s.adminConfig) }
 

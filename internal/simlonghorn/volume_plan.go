@@ -99,7 +99,7 @@ func planReplicas(in volumeInput) volumePlan {
 			missing = 1
 		}
 		for range missing {
-			plan.replicas = append(plan.replicas, &replicaPlan{want: newReplica(v, "", in.newID())})
+			plan.replicas = append(plan.replicas, &replicaPlan{want: NewReplica(v, "", in.newID())})
 		}
 	}
 
@@ -112,7 +112,7 @@ func planReplicas(in volumeInput) volumePlan {
 			Existing: existingReplicas(plan.replicas), HardNodeAffinity: v.Spec.NodeID, Nodes: nodes, Settings: in.settings,
 		})
 		if len(res.Choices) > 0 {
-			plan.replicas = append(plan.replicas, &replicaPlan{want: newReplica(v, v.Spec.NodeID, in.newID())})
+			plan.replicas = append(plan.replicas, &replicaPlan{want: NewReplica(v, v.Spec.NodeID, in.newID())})
 		} else {
 			plan.localSkipped = res.Message
 		}
@@ -141,9 +141,9 @@ func placementNodes(nodes []lhv1.Node, s settings.Scheduling) []placement.Node {
 	return out
 }
 
-// newReplica returns a new, unscheduled replica of v as Longhorn creates
+// NewReplica returns a new, unscheduled replica of v as Longhorn creates
 // one: owned by the volume, stopped, the volume's size, engine and image.
-func newReplica(v *lhv1.Volume, hardNodeAffinity, id string) *lhv1.Replica {
+func NewReplica(v *lhv1.Volume, hardNodeAffinity, id string) *lhv1.Replica {
 	r := &lhv1.Replica{
 		ObjectMeta: metav1.ObjectMeta{
 			Name: v.Name + "-r-" + id, Namespace: v.Namespace,

@@ -32,7 +32,7 @@ func (r *Reconciler) input(ctx context.Context, ds *dsv1.DiskSchedule) (ledger.I
 		// The limit last known stays until the disk is back or its ledger goes.
 		disk.Limit = ds.Status.StorageLimit
 	}
-	persisted, err := r.persisted(ctx, ds)
+	persisted, placed, err := r.persisted(ctx, ds)
 	if err != nil {
 		return ledger.Input{}, err
 	}
@@ -42,6 +42,7 @@ func (r *Reconciler) input(ctx context.Context, ds *dsv1.DiskSchedule) (ledger.I
 		Previous:           ds.Status,
 		Disk:               disk,
 		Persisted:          persisted,
+		PlacedVolumes:      placed,
 		ReservationTimeout: r.timeouts.NodeReservationTimeout(),
 		Now:                r.clock.Now(),
 	}, nil
@@ -49,22 +50,27 @@ func (r *Reconciler) input(ctx context.Context, ds *dsv1.DiskSchedule) (ledger.I
 
 // persisted names what Longhorn has persisted on ds's disk: Replicas whose
 // spec.diskID is the disk and BackingImages whose spec.diskFileSpecMap
-// lists it. Their new requests are adopted (rule 7).
-func (r *Reconciler) persisted(ctx context.Context, ds *dsv1.DiskSchedule) (ledger.Owners, error) {
+// lists it. Their new requests are adopted (rule 7). It also maps each of
+// those replicas to its volume, for the reservations they take over.
+func (r *Reconciler) persisted(ctx context.Context, ds *dsv1.DiskSchedule) (ledger.Owners, map[string]string, error) {
 	replicas := &lhv1.ReplicaList{}
 	if err := r.client.List(ctx, replicas, client.InNamespace(ds.Namespace), client.MatchingFields{index.ReplicaByDisk: ds.Name}); err != nil {
-		return ledger.Owners{}, fmt.Errorf("listing the replicas on disk %s: %w", ds.Name, err)
+		return ledger.Owners{}, nil, fmt.Errorf("listing the replicas on disk %s: %w", ds.Name, err)
 	}
 	images := &lhv1.BackingImageList{}
 	if err := r.client.List(ctx, images, client.InNamespace(ds.Namespace), client.MatchingFields{index.BackingImageByDisk: ds.Name}); err != nil {
-		return ledger.Owners{}, fmt.Errorf("listing the backing images on disk %s: %w", ds.Name, err)
+		return ledger.Owners{}, nil, fmt.Errorf("listing the backing images on disk %s: %w", ds.Name, err)
 	}
 	out := ledger.Owners{Replicas: map[string]bool{}, BackingImages: map[string]bool{}}
+	placed := map[string]string{}
 	for i := range replicas.Items {
 		out.Replicas[replicas.Items[i].Name] = true
+		if v := replicas.Items[i].Spec.VolumeName; v != "" {
+			placed[replicas.Items[i].Name] = v
+		}
 	}
 	for i := range images.Items {
 		out.BackingImages[images.Items[i].Name] = true
 	}
-	return out, nil
+	return out, placed, nil
 }
