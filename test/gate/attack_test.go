@@ -2,7 +2,6 @@ package gate_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"math/rand"
 	"path/filepath"
@@ -229,13 +228,11 @@ func watchReplicas(ctx context.Context, t *testing.T, c client.WithWatch, r *run
 			} else {
 				on[rep.Name] = *rep
 			}
-			sums := map[string]int64{}
+			now := make([]lhv1.Replica, 0, len(on))
 			for _, x := range on {
-				if x.Spec.DiskID != "" {
-					sums[x.Spec.DiskID] += x.Spec.VolumeSize
-				}
+				now = append(now, x)
 			}
-			for disk, sum := range sums {
+			for disk, sum := range persistedPerDisk(now) {
 				r.peak[disk] = max(r.peak[disk], sum)
 			}
 		}
@@ -314,13 +311,7 @@ func waitQuiet(ctx context.Context, t *testing.T, c client.Client, r *run) {
 	if err := c.List(ctx, list, client.InNamespace(sandbox.Namespace)); err != nil {
 		t.Fatal(err)
 	}
-	sums := map[string]int64{}
-	for _, x := range list.Items {
-		if x.Spec.DiskID != "" {
-			sums[x.Spec.DiskID] += x.Spec.VolumeSize
-		}
-	}
-	for disk, sum := range sums {
+	for disk, sum := range persistedPerDisk(list.Items) {
 		r.peak[disk] = max(r.peak[disk], sum)
 	}
 }
@@ -337,12 +328,7 @@ func (v *view) refresh(ctx context.Context) error {
 	if err := v.c.List(ctx, list, client.InNamespace(sandbox.Namespace)); err != nil {
 		return err
 	}
-	used := map[string]int64{}
-	for _, x := range list.Items {
-		if x.Spec.DiskID != "" {
-			used[x.Spec.DiskID] += x.Spec.VolumeSize
-		}
-	}
+	used := persistedPerDisk(list.Items)
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	v.used = used
@@ -421,7 +407,7 @@ func place(ctx context.Context, c client.Client, v *view, rnd *rand.Rand, key ty
 			if lose {
 				out.lost++
 			}
-		case apierrors.IsForbidden(err) || isDenied(err):
+		case apierrors.IsForbidden(err): // the gate denied it
 			out.denied++
 			time.Sleep(time.Duration(5+rnd.Intn(45)) * time.Millisecond)
 		default:
@@ -433,10 +419,16 @@ func place(ctx context.Context, c client.Client, v *view, rnd *rand.Rand, key ty
 	return out
 }
 
-// isDenied reports an admission webhook's denial.
-func isDenied(err error) bool {
-	var status apierrors.APIStatus
-	return errors.As(err, &status) && strings.Contains(err.Error(), "denied the request")
+// persistedPerDisk sums, per disk UUID, the volumeSize of the replicas
+// whose spec.diskID names it: the bytes Longhorn persisted there.
+func persistedPerDisk(replicas []lhv1.Replica) map[string]int64 {
+	out := map[string]int64{}
+	for _, x := range replicas {
+		if x.Spec.DiskID != "" {
+			out[x.Spec.DiskID] += x.Spec.VolumeSize
+		}
+	}
+	return out
 }
 
 // settle waits until every ledger equals what is persisted on its disk and
@@ -451,12 +443,7 @@ func settle(t *testing.T, c client.Client) {
 		if err := c.List(ctx, replicas, client.InNamespace(sandbox.Namespace)); err != nil {
 			return false, err
 		}
-		persisted := map[string]int64{}
-		for _, x := range replicas.Items {
-			if x.Spec.DiskID != "" {
-				persisted[x.Spec.DiskID] += x.Spec.VolumeSize
-			}
-		}
+		persisted := persistedPerDisk(replicas.Items)
 		list := &dsv1.DiskScheduleList{}
 		if err := c.List(ctx, list, client.InNamespace(sandbox.Namespace)); err != nil {
 			return false, err
