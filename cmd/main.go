@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/longhorn/diskschedule/internal/controller/mirror"
+	"github.com/longhorn/diskschedule/internal/extender"
 	"github.com/longhorn/diskschedule/internal/gate"
 	"github.com/longhorn/diskschedule/internal/manager"
 	"github.com/longhorn/diskschedule/internal/scheme"
@@ -54,6 +55,10 @@ func run() error {
 	flag.IntVar(&opts.LedgerWorkers, "ledger-workers", 4, "How many DiskSchedules are decided in parallel.")
 	flag.StringVar(&opts.ExtenderBindAddress, "extender-bind-address", ":9504",
 		"The address the kube-scheduler extender binds to (on the leader, while scheduler-extender-enabled is true); empty disables it.")
+	flag.DurationVar(&opts.ExtenderFence, "extender-fence", extender.DefaultFence,
+		"How long a new leader answers no filter after taking over from another, so the pods the old leader let through bind first; at least kube-scheduler's extender httpTimeout.")
+	flag.StringVar(&opts.ExtenderCertDir, "extender-cert-dir", "",
+		"A directory with tls.crt and tls.key: the extender then serves HTTPS (kube-scheduler's extender enableHTTPS and tlsConfig); reloaded when they change.")
 	flag.DurationVar(&opts.GateGrace, "gate-grace", mirror.DefaultGrace,
 		"How long a ledger entry that nothing Longhorn persisted backs is kept before it is released.")
 	gateOpts := manager.GateOptions{}

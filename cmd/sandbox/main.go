@@ -34,6 +34,7 @@ func run() error {
 	topology := fs.String("topology", "config/sandbox/topology.yaml", "The topology file describing the simulated nodes and disks.")
 	kubeconfig := fs.String("kubeconfig", "bin/sandbox/kubeconfig", "Where to write an administrator's kubeconfig.")
 	extender := fs.Bool("extender", true, "Register the diskschedule extender with kube-scheduler and enable it.")
+	extenderBind := fs.Bool("extender-bind", false, "With --extender, kube-scheduler binds the pods the extender manages through its /bind (bindVerb), so their reservations are written before the binding.")
 	gate := fs.Bool("gate", true, "Register the admission gate, so Longhorn's space-taking writes ask the ledger; false runs Longhorn as it is today.")
 	simulated := fs.Bool("simulated-longhorn", true, "Run the simulated Longhorn's volume, replica and CSI controllers; false: the topology's Longhorn Nodes and disks exist and report their space, but nothing creates or places replicas.")
 	logDir := fs.String("log-dir", "", "Where to write the etcd, kube-apiserver and kube-scheduler logs; default: the kubeconfig's directory.")
@@ -55,7 +56,7 @@ func run() error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	sb, err := sandbox.Start(ctx, sandbox.Options{
-		Topology: t, Extender: *extender, NoGate: !*gate, LonghornNodesOnly: !*simulated, KubeconfigPath: *kubeconfig,
+		Topology: t, Extender: *extender, ExtenderBind: *extenderBind, NoGate: !*gate, LonghornNodesOnly: !*simulated, KubeconfigPath: *kubeconfig,
 		ConfigDir: *configDir, LogDir: *logDir, Out: os.Stdout,
 	})
 	if err != nil {

@@ -28,10 +28,11 @@ type View struct {
 
 // Settings reads the scheduling settings of namespace: Longhorn's Setting
 // objects and the extender's ConfigMap. Invalid values keep their defaults
-// and are returned by name, for the caller to report.
-func Settings(ctx context.Context, r client.Reader, namespace string) (settings.Scheduling, map[string]error, error) {
+// and are returned by name, for the caller to report. opts apply to the
+// list of Settings (client.UnsafeDisableDeepCopy for read-only callers).
+func Settings(ctx context.Context, r client.Reader, namespace string, opts ...client.ListOption) (settings.Scheduling, map[string]error, error) {
 	list := &lhv1.SettingList{}
-	if err := r.List(ctx, list, client.InNamespace(namespace)); err != nil {
+	if err := r.List(ctx, list, append([]client.ListOption{client.InNamespace(namespace)}, opts...)...); err != nil {
 		return settings.Scheduling{}, nil, fmt.Errorf("listing Longhorn settings: %w", err)
 	}
 	cm := &corev1.ConfigMap{}

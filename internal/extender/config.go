@@ -35,7 +35,9 @@ func newLiveSettings(r client.Reader, namespace string) *liveSettings {
 
 // get returns the settings in effect now.
 func (l *liveSettings) get(ctx context.Context) (settings.Scheduling, error) {
-	s, invalid, err := clusterview.Settings(ctx, l.reader, l.namespace)
+	// The Settings are only read: skipping the cache's deep copy keeps the
+	// filter's serial cost low.
+	s, invalid, err := clusterview.Settings(ctx, l.reader, l.namespace, client.UnsafeDisableDeepCopy)
 	if err != nil {
 		return settings.Scheduling{}, err
 	}

@@ -97,8 +97,11 @@ func newFixture(t *testing.T) *fixture {
 		t.Fatal(err)
 	}
 	m := metrics.NewExtender(prometheus.NewRegistry())
-	ext := New(cached, env.Client, ns, clock.RealClock{}, m, packing.DefaultBudget)
-	ext.background = ctx
+	ext := New(Options{Client: cached, APIReader: env.Client, Informers: c, Namespace: ns, Clock: clock.RealClock{},
+		Metrics: m, Budget: packing.DefaultBudget})
+	if err := ext.Start(ctx); err != nil {
+		t.Fatalf("starting the extender: %v", err)
+	}
 	f := &fixture{t: t, env: env, ctx: ctx, ns: ns, cached: cached, metrics: m, ext: ext, storageClass: "longhorn-" + ns}
 	sc := &storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: f.storageClass}, Provisioner: CSIDriver,
 		Parameters: map[string]string{"numberOfReplicas": "1"}}
@@ -377,18 +380,23 @@ func TestFilterPacksUnboundClaims(t *testing.T) {
 		passed, failed, ferr := f.ext.Filter(f.ctx, pod, candidates)
 		t.Fatalf("want node-4 alone, got %v, failed %v, error %v", passed, failed, ferr)
 	}
-	if f.ext.hold != nil {
-		t.Errorf("pod-scheduling-timeout 0 in the ConfigMap: no filter may be held, hold %+v", f.ext.hold)
+	f.ext.mu.Lock()
+	inFlight := f.ext.overlay.len()
+	f.ext.mu.Unlock()
+	if inFlight != 0 {
+		t.Errorf("pod-scheduling-timeout 0 in the ConfigMap: no pod may be tracked in flight, %d are", inFlight)
 	}
 	f.assertLonghornUnchanged(before)
 }
 
-// TestHeldPodIsReservedOnItsNode follows the scheduling hold: while the
-// first pod's node is not known the second pod's filter waits; once the pod
-// is bound the extender reserves its volume's space on that node's ledger,
-// and only once the ledger has granted it does the second filter go on,
-// seeing the space taken. Longhorn's objects are never written.
-func TestHeldPodIsReservedOnItsNode(t *testing.T) {
+// TestInFlightPodIsReservedOnItsNode follows the in-flight overlay: while
+// the first pod's node is not known its 60Gi count on the node, so the
+// second pod, which the ledger alone would let through, waits; once the
+// first pod is bound the extender writes its reservation on that node's
+// ledger with one write and no wait for the decision, and the second filter
+// goes on only once the cache shows the reservation, failing with the
+// numbers (a pending reservation counts as taken).
+func TestInFlightPodIsReservedOnItsNode(t *testing.T) {
 	f := newFixture(t)
 	f.node("node-a", []int64{100 * gi}, nil)
 	claimA, volA := f.claim("data-a", 60*gi)
@@ -404,6 +412,9 @@ func TestHeldPodIsReservedOnItsNode(t *testing.T) {
 	if err != nil || !slices.Equal(passed, []string{"node-a"}) {
 		t.Fatalf("pod a: want node-a, got %v (%v)", passed, err)
 	}
+	if got := metricValue(t, f.metrics.InFlight); got != 1 {
+		t.Errorf("pods in flight = %v, want 1", got)
+	}
 
 	type result struct {
 		passed []string
@@ -415,6 +426,11 @@ func TestHeldPodIsReservedOnItsNode(t *testing.T) {
 		p, fl, err := f.ext.Filter(f.ctx, podB, []string{"node-a"})
 		done <- result{p, fl, err}
 	}()
+	select {
+	case r := <-done:
+		t.Fatalf("pod b's filter returned while pod a's 60Gi were in flight: %+v", r)
+	case <-time.After(200 * time.Millisecond):
+	}
 
 	// kube-scheduler binds pod a to node-a.
 	binding := &corev1.Binding{ObjectMeta: metav1.ObjectMeta{Name: podA.Name, Namespace: f.ns},
@@ -423,49 +439,29 @@ func TestHeldPodIsReservedOnItsNode(t *testing.T) {
 		t.Fatalf("binding pod a: %v", err)
 	}
 
-	// The extender reserves the volume's space; the test decides it as the
-	// DiskSchedule controller would.
-	key := types.NamespacedName{Namespace: f.ns, Name: "node-a-uuid-1"}
-	ds := &dsv1.DiskSchedule{}
-	err = wait.PollUntilContextTimeout(f.ctx, 10*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
-		if err := f.env.Client.Get(ctx, key, ds); err != nil {
-			return false, err
-		}
-		_, ok := ds.Spec.Reservations[volA]
-		return ok, nil
-	})
-	if err != nil {
-		t.Fatalf("no reservation of %s appeared on %s: %v (spec %+v)", volA, key.Name, err, ds.Spec)
-	}
+	var r result
 	select {
-	case r := <-done:
-		t.Fatalf("pod b's filter returned before pod a's reservation was decided: %+v", r)
-	default:
-	}
-	res := ds.Spec.Reservations[volA]
-	if res.Size != 60*gi || res.Pod != f.ns+"/a" {
-		t.Fatalf("reservation %+v, want 60Gi for %s/a", res, f.ns)
-	}
-	ds.Status.Reservations = map[string]dsv1.ReservationStatus{volA: {State: dsv1.ReservationStateScheduled,
-		RequestedSize: res.Size, Pod: res.Pod, ScheduledSize: res.Size}}
-	ds.Status.StorageScheduled += res.Size
-	if err := f.env.Client.Status().Update(f.ctx, ds); err != nil {
-		t.Fatalf("granting the reservation: %v", err)
-	}
-
-	select {
-	case r := <-done:
-		if r.err != nil {
-			t.Fatalf("pod b's filter: %v", r.err)
-		}
-		if len(r.passed) != 0 || !strings.Contains(r.failed["node-a"], "40Gi") {
-			t.Errorf("pod b: node-a has 40Gi left after pod a's 60Gi, want it failed with the numbers; got %v, %v", r.passed, r.failed)
-		}
+	case r = <-done:
 	case <-time.After(30 * time.Second):
-		t.Fatal("pod b's filter never returned after pod a's reservation was granted")
+		t.Fatal("pod b's filter never returned after pod a was bound")
 	}
-	if got := metricValue(t, f.metrics.Reservations.WithLabelValues("granted")); got != 1 {
-		t.Errorf("granted reservations = %v, want 1", got)
+	if r.err != nil {
+		t.Fatalf("pod b's filter: %v", r.err)
+	}
+	// The filter went on only once the cache showed the reservation, so the
+	// API server has it.
+	ds := &dsv1.DiskSchedule{}
+	if err := f.env.Client.Get(f.ctx, types.NamespacedName{Namespace: f.ns, Name: "node-a-uuid-1"}, ds); err != nil {
+		t.Fatal(err)
+	}
+	if res := ds.Spec.Reservations[volA]; res.Size != 60*gi || res.Pod != f.ns+"/a" {
+		t.Fatalf("reservation of %s = %+v, want 60Gi for %s/a", volA, res, f.ns)
+	}
+	if len(r.passed) != 0 || !strings.Contains(r.failed["node-a"], "40Gi") {
+		t.Errorf("pod b: node-a has 40Gi left after pod a's 60Gi, want it failed with the numbers; got %v, %v", r.passed, r.failed)
+	}
+	if got := metricValue(t, f.metrics.InFlight); got != 0 {
+		t.Errorf("pods in flight = %v after pod a's reservation showed, want 0", got)
 	}
 	f.assertLonghornUnchanged(before)
 }
@@ -476,7 +472,7 @@ func TestHeldPodIsReservedOnItsNode(t *testing.T) {
 // that it points its Service's EndpointSlice at itself.
 func TestServerFollowsTheConfigMap(t *testing.T) {
 	f := newFixture(t)
-	s := NewServer(f.ext, f.cached, f.env.Client, f.metrics, f.ns, "127.0.0.1:0", "10.1.2.3", "manager-0")
+	s := NewServer(New(f.ext.opts), ServerOptions{Addr: "127.0.0.1:0", AdvertiseIP: "10.1.2.3", NodeName: "manager-0"})
 	s.poll = 10 * time.Millisecond
 	ctx, cancel := context.WithCancel(f.ctx)
 	stopped := make(chan error, 1)

@@ -40,10 +40,11 @@ type fit struct {
 // Whether the node and each disk may take a replica of a volume is
 // placement.NodeFailures and placement.DiskFailures, the one eligibility
 // rule; how much a disk can still take is the ledger's reading
-// (ledger.Free, ledger.HeldForPod). This function only combines them and
+// (ledger.Free, ledger.HeldForPod), less what claimed says pods in flight
+// hold on each disk (nil: nothing). This function only combines them and
 // packs the volumes.
 func evaluate(vols []podVolume, node *lhv1.Node, ledgers map[string]*dsv1.DiskSchedule,
-	sched settings.Scheduling, pod string, budget int) fit {
+	claimed func(uuid string) int64, sched settings.Scheduling, pod string, budget int) fit {
 	if node == nil {
 		return fit{Reason: "not a Longhorn node"}
 	}
@@ -59,7 +60,7 @@ func evaluate(vols []podVolume, node *lhv1.Node, ledgers map[string]*dsv1.DiskSc
 		need = append(need, i)
 	}
 
-	disks := nodeDisks(node, pn, ledgers, vols, sched, pod)
+	disks := nodeDisks(node, pn, ledgers, claimed, vols, sched, pod)
 	bins := make([]packing.Bin, 0, len(disks))
 	uuids := make(map[string]string, len(disks))
 	var total int64
@@ -113,7 +114,8 @@ type diskView struct {
 	// failures are placement.DiskFailures for each of the pod's volumes, in
 	// the order of the volumes.
 	failures [][]string
-	// free is what the ledger can still grant, plus what it holds for the pod.
+	// free is what the ledger can still grant, plus what it holds for the
+	// pod, less what pods in flight claim there.
 	free int64
 }
 
@@ -134,7 +136,7 @@ func (d *diskView) usable() bool {
 // it), sorted by name, each with its ledger's state and free space and the
 // eligibility of each of vols.
 func nodeDisks(n *lhv1.Node, pn placement.Node, ledgers map[string]*dsv1.DiskSchedule,
-	vols []podVolume, sched settings.Scheduling, pod string) []*diskView {
+	claimed func(uuid string) int64, vols []podVolume, sched settings.Scheduling, pod string) []*diskView {
 	out := make([]*diskView, 0, len(pn.Disks))
 	for _, d := range pn.Disks {
 		dv := &diskView{Disk: d, failures: make([][]string, len(vols))}
@@ -155,6 +157,9 @@ func nodeDisks(n *lhv1.Node, pn placement.Node, ledgers map[string]*dsv1.DiskSch
 			}
 		default:
 			dv.free = ledger.Free(ds) + ledger.HeldForPod(ds, pod)
+			if claimed != nil {
+				dv.free = max(dv.free-claimed(uuid), 0)
+			}
 		}
 		for i, v := range vols {
 			dv.failures[i] = placement.DiskFailures(d, v.DiskSelector, sched)

@@ -2,10 +2,12 @@ package extender
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
 	"net/http"
+	"path/filepath"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -14,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/certwatcher"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/longhorn/diskschedule/internal/metrics"
@@ -27,6 +30,20 @@ const ServiceName = "longhorn-scheduler-extender"
 // Port is the extender's port.
 const Port = 9504
 
+// ServerOptions say where and how the extender serves.
+type ServerOptions struct {
+	// Addr is the listen address.
+	Addr string
+	// AdvertiseIP, when set, is written into the Service's EndpointSlice.
+	AdvertiseIP string
+	// NodeName is the node this manager runs on, for the heartbeat.
+	NodeName string
+	// CertDir, when set, holds tls.crt and tls.key: the extender serves
+	// HTTPS with them, reloading them when they change (kube-scheduler's
+	// extender enableHTTPS and tlsConfig).
+	CertDir string
+}
+
 // Server serves the extender on the leader while scheduler-extender-enabled
 // in the ConfigMap settings.ConfigMapName is true (the default).
 type Server struct {
@@ -35,36 +52,39 @@ type Server struct {
 	apiReader client.Reader
 	metrics   *metrics.Extender
 	namespace string
-	addr      string
-	// advertiseIP, when set, is written into the Service's EndpointSlice.
-	advertiseIP string
-	nodeName    string
+	opts      ServerOptions
 	// poll is how often the ConfigMap is read.
 	poll time.Duration
 }
 
 // NewServer returns the extender's leader-only runnable.
-func NewServer(e *Extender, c client.Client, apiReader client.Reader, m *metrics.Extender, namespace, addr, advertiseIP, nodeName string) *Server {
-	return &Server{extender: e, client: c, apiReader: apiReader, metrics: m, namespace: namespace, addr: addr,
-		advertiseIP: advertiseIP, nodeName: nodeName, poll: time.Second}
+func NewServer(e *Extender, opts ServerOptions) *Server {
+	return &Server{extender: e, client: e.opts.Client, apiReader: e.opts.APIReader, metrics: e.opts.Metrics,
+		namespace: e.opts.Namespace, opts: opts, poll: time.Second}
 }
 
 // +kubebuilder:rbac:groups="",resources=pods;persistentvolumeclaims;persistentvolumes;configmaps,verbs=get;list;watch
 // +kubebuilder:rbac:groups=storage.k8s.io,resources=storageclasses,verbs=get;list;watch
 // +kubebuilder:rbac:groups=discovery.k8s.io,resources=endpointslices,verbs=get;list;watch;create;update;patch
-// +kubebuilder:rbac:groups=longhorn.io,resources=diskschedules,verbs=get;list;watch;update;patch
+// +kubebuilder:rbac:groups=longhorn.io,resources=diskschedules,verbs=get;list;watch;patch
 // +kubebuilder:rbac:groups=longhorn.io,resources=volumes;replicas;nodes;settings,verbs=get;list;watch
 
 // NeedLeaderElection makes only the leader serve.
 func (s *Server) NeedLeaderElection() bool { return true }
 
-// Start serves while scheduler-extender-enabled is true and ctx lives. A
-// failed read of the settings changes nothing.
+// Start starts the Extender and serves it while scheduler-extender-enabled
+// is true and ctx lives. A failed read of the settings changes nothing.
 func (s *Server) Start(ctx context.Context) error {
 	log := ctrl.LoggerFrom(ctx).WithName("extender")
-	s.extender.background = ctrl.LoggerInto(ctx, log)
+	if err := s.extender.Start(ctx); err != nil {
+		return fmt.Errorf("starting the scheduler extender: %w", err)
+	}
+	tlsConfig, err := s.tlsConfig(ctx)
+	if err != nil {
+		return err
+	}
 	var srv *http.Server
-	heartbeat := s.metrics.Heartbeat.WithLabelValues(s.nodeName)
+	heartbeat := s.metrics.Heartbeat.WithLabelValues(s.opts.NodeName)
 	stop := func() {
 		if srv == nil {
 			return
@@ -86,13 +106,13 @@ func (s *Server) Start(ctx context.Context) error {
 		case err != nil:
 			log.Error(err, "Reading the extender's settings", "configMap", settings.ConfigMapName)
 		case enabled && srv == nil:
-			srv, err = s.serve(ctx)
+			srv, err = s.serve(ctx, tlsConfig)
 			if err != nil {
-				log.Error(err, "Starting the scheduler extender", "address", s.addr)
+				log.Error(err, "Starting the scheduler extender", "address", s.opts.Addr)
 				break
 			}
 			heartbeat.Set(1)
-			log.Info("Serving the scheduler extender", "address", s.addr)
+			log.Info("Serving the scheduler extender", "address", s.opts.Addr, "https", tlsConfig != nil)
 			if err := s.publishEndpoint(ctx); err != nil {
 				log.Error(err, "Pointing the extender's EndpointSlice at this manager")
 			}
@@ -117,10 +137,32 @@ func (s *Server) enabled(ctx context.Context) (bool, error) {
 	return sched.SchedulerExtenderEnabled, nil
 }
 
-func (s *Server) serve(ctx context.Context) (*http.Server, error) {
-	ln, err := net.Listen("tcp", s.addr)
+// tlsConfig returns the TLS configuration serving the certificate in
+// CertDir, kept current by controller-runtime's certwatcher, or nil for
+// plain HTTP.
+func (s *Server) tlsConfig(ctx context.Context) (*tls.Config, error) {
+	if s.opts.CertDir == "" {
+		return nil, nil
+	}
+	watcher, err := certwatcher.New(filepath.Join(s.opts.CertDir, "tls.crt"), filepath.Join(s.opts.CertDir, "tls.key"))
 	if err != nil {
-		return nil, fmt.Errorf("listening on %s: %w", s.addr, err)
+		return nil, fmt.Errorf("loading the extender's certificate from %s: %w", s.opts.CertDir, err)
+	}
+	go func() {
+		if err := watcher.Start(ctx); err != nil {
+			ctrl.LoggerFrom(ctx).Error(err, "Watching the extender's certificate", "dir", s.opts.CertDir)
+		}
+	}()
+	return &tls.Config{GetCertificate: watcher.GetCertificate, MinVersion: tls.VersionTLS12}, nil
+}
+
+func (s *Server) serve(ctx context.Context, tlsConfig *tls.Config) (*http.Server, error) {
+	ln, err := net.Listen("tcp", s.opts.Addr)
+	if err != nil {
+		return nil, fmt.Errorf("listening on %s: %w", s.opts.Addr, err)
+	}
+	if tlsConfig != nil {
+		ln = tls.NewListener(ln, tlsConfig)
 	}
 	srv := &http.Server{
 		Handler:           NewHandler(s.extender, s.metrics.FilterDuration),
@@ -137,7 +179,7 @@ func (s *Server) serve(ctx context.Context) (*http.Server, error) {
 
 // publishEndpoint points the Service's EndpointSlice at this manager.
 func (s *Server) publishEndpoint(ctx context.Context) error {
-	if s.advertiseIP == "" {
+	if s.opts.AdvertiseIP == "" {
 		return nil
 	}
 	want := &discoveryv1.EndpointSlice{
@@ -147,13 +189,13 @@ func (s *Server) publishEndpoint(ctx context.Context) error {
 		}},
 		AddressType: discoveryv1.AddressTypeIPv4,
 		Endpoints: []discoveryv1.Endpoint{{
-			Addresses:  []string{s.advertiseIP},
+			Addresses:  []string{s.opts.AdvertiseIP},
 			Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true)},
-			NodeName:   ptr.To(s.nodeName),
+			NodeName:   ptr.To(s.opts.NodeName),
 		}},
 		Ports: []discoveryv1.EndpointPort{{Name: ptr.To("http"), Port: ptr.To(int32(Port)), Protocol: ptr.To(corev1.ProtocolTCP)}},
 	}
-	if net.ParseIP(s.advertiseIP).To4() == nil {
+	if net.ParseIP(s.opts.AdvertiseIP).To4() == nil {
 		want.AddressType = discoveryv1.AddressTypeIPv6
 	}
 	cur := &discoveryv1.EndpointSlice{}

@@ -25,19 +25,29 @@ type Decider interface {
 	Prioritize(ctx context.Context, pod *corev1.Pod, candidates []string) (map[string]int64, error)
 }
 
+// Binder binds a pod to the node kube-scheduler chose: the Extender, when
+// kube-scheduler's extender configuration sets bindVerb.
+type Binder interface {
+	// Bind binds the pod to args.Node, or says why not.
+	Bind(ctx context.Context, args *extenderv1.ExtenderBindingArgs) error
+}
+
 // Observer receives the duration of each filter call.
 type Observer interface {
 	Observe(float64)
 }
 
 // NewHandler returns the extender's HTTP handler: POST /filter, POST
-// /prioritize and GET /healthz, with bodies capped and malformed input
-// answered 400 with a message.
+// /prioritize, POST /bind when d is a Binder, and GET /healthz, with bodies
+// capped and malformed input answered 400 with a message.
 func NewHandler(d Decider, filterDuration Observer) http.Handler {
 	h := &handler{decider: d, filterDuration: filterDuration}
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /filter", h.filter)
 	mux.HandleFunc("POST /prioritize", h.prioritize)
+	if b, ok := d.(Binder); ok {
+		mux.HandleFunc("POST /bind", func(w http.ResponseWriter, r *http.Request) { bind(b, w, r) })
+	}
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		w.WriteHeader(http.StatusOK)
 		_, _ = w.Write([]byte("ok"))
@@ -133,6 +143,28 @@ func (h *handler) prioritize(w http.ResponseWriter, r *http.Request) {
 		list = append(list, extenderv1.HostPriority{Host: n, Score: min(max(scores[n], 0), extenderv1.MaxExtenderPriority)})
 	}
 	writeJSON(w, list)
+}
+
+// bind decodes ExtenderBindingArgs and answers ExtenderBindingResult, with
+// the binder's error in it.
+func bind(b Binder, w http.ResponseWriter, r *http.Request) {
+	args := &extenderv1.ExtenderBindingArgs{}
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxBodyBytes))
+	if err := dec.Decode(args); err != nil {
+		http.Error(w, fmt.Sprintf("decoding ExtenderBindingArgs: %v", err), http.StatusBadRequest)
+		return
+	}
+	if args.PodName == "" || args.PodNamespace == "" || args.PodUID == "" || args.Node == "" {
+		http.Error(w, "ExtenderBindingArgs needs podName, podNamespace, podUID and node", http.StatusBadRequest)
+		return
+	}
+	result := extenderv1.ExtenderBindingResult{}
+	if err := b.Bind(r.Context(), args); err != nil {
+		result.Error = err.Error()
+		ctrl.LoggerFrom(r.Context()).Info("Bind failed; kube-scheduler schedules the pod again",
+			"pod", args.PodNamespace+"/"+args.PodName, "node", args.Node, "reason", err.Error())
+	}
+	writeJSON(w, result)
 }
 
 func writeJSON(w http.ResponseWriter, v any) {

@@ -9,13 +9,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	dsv1 "github.com/longhorn/diskschedule/api/v1beta2"
+	"github.com/longhorn/diskschedule/internal/ledgerclient"
 )
 
 // errNoLedger says a disk has no DiskSchedule yet.
 var errNoLedger = errors.New("no ledger")
-
-// maxWriteAttempts bounds the optimistic-lock retries of one ledger write.
-const maxWriteAttempts = 20
 
 // read returns the named DiskSchedule from the cache, or errNoLedger.
 func (g *Gate) read(ctx context.Context, disk string) (*dsv1.DiskSchedule, error) {
@@ -31,36 +29,24 @@ func (g *Gate) read(ctx context.Context, disk string) (*dsv1.DiskSchedule, error
 }
 
 // write applies edit to the named DiskSchedule's spec and writes it with the
-// resourceVersion it was read at, reading again and retrying on a conflict.
-// edit reports whether it changed anything; when it did not, nothing is
-// written and the generation returned is 0. Otherwise the generation
-// returned is the one the write produced: its decision is final once
-// status.observedGeneration reaches it.
+// resourceVersion it was read at (ledgerclient.Edit), reading again and
+// retrying on a conflict. edit reports whether it changed anything; when it
+// did not, nothing is written and the generation returned is 0. Otherwise
+// the generation returned is the one the write produced: its decision is
+// final once status.observedGeneration reaches it.
 func (g *Gate) write(ctx context.Context, disk string, edit func(*dsv1.DiskSchedule) bool) (int64, error) {
 	ds, err := g.read(ctx, disk)
-	for attempt := 1; ; attempt++ {
-		if err != nil {
-			return 0, err
-		}
-		next := ds.DeepCopy()
-		if !edit(next) {
-			return 0, nil
-		}
-		patch := client.MergeFromWithOptions(ds, client.MergeFromWithOptimisticLock{})
-		err = g.client.Patch(ctx, next, patch)
-		if err == nil {
-			return next.Generation, nil
-		}
-		if !apierrors.IsConflict(err) || attempt == maxWriteAttempts {
-			return 0, fmt.Errorf("writing the ledger of disk %s: %w", disk, err)
-		}
-		g.metrics.LedgerConflicts.Inc()
-		// The cache lags behind the write that won; read the latest.
-		ds = &dsv1.DiskSchedule{}
-		if err = g.apiReader.Get(ctx, client.ObjectKey{Namespace: g.namespace, Name: disk}, ds); apierrors.IsNotFound(err) {
-			err = errNoLedger
-		}
+	if err != nil {
+		return 0, err
 	}
+	written, err := ledgerclient.Edit(ctx, g.client, g.apiReader, ds, edit, g.metrics.LedgerConflicts.Inc)
+	if apierrors.IsNotFound(err) {
+		return 0, errNoLedger
+	}
+	if err != nil || written == nil {
+		return 0, err
+	}
+	return written.Generation, nil
 }
 
 // await waits until the named DiskSchedule's controller has decided

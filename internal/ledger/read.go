@@ -131,3 +131,18 @@ func PendingCount(ds *dsv1.DiskSchedule) int {
 	}
 	return n
 }
+
+// ReservationOf returns volume's reservation as ds's spec writes it and the
+// ledger's decision on it as written now: state is "" while the reservation
+// is pending (not decided, or decided at another size or for another pod).
+// ok is false when the spec has no reservation for volume.
+func ReservationOf(ds *dsv1.DiskSchedule, volume string) (res dsv1.DiskScheduleReservation, state dsv1.ReservationState, ok bool) {
+	res, ok = ds.Spec.Reservations[volume]
+	if !ok {
+		return res, "", false
+	}
+	if st, decided := ds.Status.Reservations[volume]; decided && reservationDecided(res, st) {
+		return res, st.State, true
+	}
+	return res, "", true
+}

@@ -1,7 +1,7 @@
 // Package ledgerclient is how requesters write to a DiskSchedule's spec: a
-// read-modify-write of the latest version from the API server, retried on
-// resourceVersion conflicts, so concurrent requesters never lose each
-// other's requests.
+// read-modify-write conditional on the resourceVersion read, retried from
+// the API server's latest version on a conflict, so concurrent requesters
+// never lose each other's requests.
 package ledgerclient
 
 import (
@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -40,6 +41,42 @@ func Mutate(ctx context.Context, reader client.Reader, writer client.Writer, key
 		return nil, fmt.Errorf("writing requests to DiskSchedule %s: %w", key.Name, err)
 	}
 	return ds, nil
+}
+
+// MaxEditAttempts bounds the optimistic-lock retries of one Edit.
+const MaxEditAttempts = 20
+
+// Edit applies change to a copy of cur, a DiskSchedule as a cache holds it,
+// and writes the result as a merge patch conditional on cur's
+// resourceVersion: one write when the cache is current. On a conflict it
+// reads the latest version with api and tries again, up to
+// MaxEditAttempts, calling conflicted (when not nil) for each lost race.
+// change reports whether it changed anything; when it did not, nothing is
+// written and Edit returns nil. Otherwise it returns the object written.
+func Edit(ctx context.Context, c client.Writer, api client.Reader, cur *dsv1.DiskSchedule,
+	change func(*dsv1.DiskSchedule) bool, conflicted func()) (*dsv1.DiskSchedule, error) {
+	for attempt := 1; ; attempt++ {
+		next := cur.DeepCopy()
+		if !change(next) {
+			return nil, nil
+		}
+		err := c.Patch(ctx, next, client.MergeFromWithOptions(cur, client.MergeFromWithOptimisticLock{}))
+		if err == nil {
+			return next, nil
+		}
+		if !apierrors.IsConflict(err) || attempt == MaxEditAttempts {
+			return nil, fmt.Errorf("writing to DiskSchedule %s: %w", cur.Name, err)
+		}
+		if conflicted != nil {
+			conflicted()
+		}
+		// The cache lags behind the write that won; read the latest.
+		latest := &dsv1.DiskSchedule{}
+		if err := api.Get(ctx, client.ObjectKeyFromObject(cur), latest); err != nil {
+			return nil, fmt.Errorf("reading DiskSchedule %s again after a conflict: %w", cur.Name, err)
+		}
+		cur = latest
+	}
 }
 
 // SetReplica returns a change that requests size bytes for replica.

@@ -31,6 +31,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	"github.com/longhorn/diskschedule/internal/controller/mirror"
+	"github.com/longhorn/diskschedule/internal/extender"
 	"github.com/longhorn/diskschedule/internal/gate"
 	"github.com/longhorn/diskschedule/internal/settings"
 )
@@ -79,6 +80,12 @@ type Options struct {
 	AdvertiseIP string
 	// NodeName is the node this manager runs on, for the extender heartbeat.
 	NodeName string
+	// ExtenderFence is how long a new leader answers no filter after taking
+	// over from another; extender.DefaultFence when 0, none when negative.
+	ExtenderFence time.Duration
+	// ExtenderCertDir, when set, holds the extender's tls.crt and tls.key:
+	// it then serves HTTPS.
+	ExtenderCertDir string
 	// Gate serves the admission gate on this replica when set; nil runs no
 	// gate (Longhorn's writes are then adopted by the mirror, rule 7).
 	Gate *GateOptions
@@ -138,6 +145,9 @@ func withDefaults(opts Options) Options {
 	}
 	if opts.Clock == nil {
 		opts.Clock = clock.RealClock{}
+	}
+	if opts.ExtenderFence == 0 {
+		opts.ExtenderFence = extender.DefaultFence
 	}
 	if opts.MetricsBindAddress == "" {
 		opts.MetricsBindAddress = "0"

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"net/http"
 
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
@@ -42,9 +44,21 @@ func setup(mgr ctrl.Manager, opts Options, cert *gate.Certificate) error {
 
 	if opts.ExtenderBindAddress != "" {
 		extenderMetrics := metrics.NewExtender(ctrlmetrics.Registry)
-		ext := extender.New(mgr.GetClient(), mgr.GetAPIReader(), opts.Namespace, opts.Clock, extenderMetrics, packing.DefaultBudget)
-		srv := extender.NewServer(ext, mgr.GetClient(), mgr.GetAPIReader(), extenderMetrics, opts.Namespace,
-			opts.ExtenderBindAddress, opts.AdvertiseIP, opts.NodeName)
+		clk, ok := opts.Clock.(clock.WithTicker)
+		if !ok {
+			clk = clock.RealClock{}
+		}
+		var lease types.NamespacedName
+		if opts.LeaderElection {
+			lease = types.NamespacedName{Namespace: opts.Namespace, Name: opts.LeaderElectionID}
+		}
+		ext := extender.New(extender.Options{
+			Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Informers: mgr.GetCache(),
+			Namespace: opts.Namespace, Clock: clk, Metrics: extenderMetrics, Budget: packing.DefaultBudget,
+			Fence: opts.ExtenderFence, Lease: lease,
+		})
+		srv := extender.NewServer(ext, extender.ServerOptions{Addr: opts.ExtenderBindAddress,
+			AdvertiseIP: opts.AdvertiseIP, NodeName: opts.NodeName, CertDir: opts.ExtenderCertDir})
 		if err := mgr.Add(srv); err != nil {
 			return fmt.Errorf("adding the scheduler extender: %w", err)
 		}

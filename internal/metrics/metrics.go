@@ -96,15 +96,31 @@ type Extender struct {
 	Heartbeat *prometheus.GaugeVec
 	// FilterDuration is the time from request decode to response.
 	FilterDuration prometheus.Histogram
-	// PodSchedulingWait is the time waiting for a filtered pod's node, by pod_scheduled.
+	// PodSchedulingWait is the time from a pod's filter until its node is
+	// known, by pod_scheduled (false: it expired first).
 	PodSchedulingWait *prometheus.HistogramVec
-	// NodeReservation is the time until a pod's reservations are decided, by replicas_scheduled.
+	// NodeReservation is the time from a pod's node being known until the
+	// ledgers show its space, by replicas_scheduled (false: refused).
 	NodeReservation *prometheus.HistogramVec
+	// InFlight is the number of pods let through whose space the ledgers do
+	// not show yet (the in-flight overlay).
+	InFlight prometheus.Gauge
+	// FilterWait is how long filters waited for pods in flight to leave
+	// room, by passed (whether the pod then fit on some node).
+	FilterWait *prometheus.HistogramVec
+	// Expired counts overlay entries dropped before the ledgers showed their
+	// space, by reason.
+	Expired *prometheus.CounterVec
+	// Fenced is 1 while a new leader waits for the old leader's pods to bind.
+	Fenced prometheus.Gauge
+	// FencedFilters counts filters refused during the fence.
+	FencedFilters prometheus.Counter
 	// PackingSteps is the number of search steps per node evaluation.
 	PackingSteps prometheus.Histogram
 	// PackingFallbacks counts evaluations decided by the greedy fallback.
 	PackingFallbacks prometheus.Counter
-	// Reservations counts reservations by result: granted, rejected, undecided.
+	// Reservations counts reservations by the ledger's decision, and those
+	// refused before writing.
 	Reservations *prometheus.CounterVec
 }
 
@@ -123,12 +139,12 @@ func NewExtender(reg prometheus.Registerer) *Extender {
 		})),
 		PodSchedulingWait: register(reg, prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "longhorn_scheduler_extender_pod_scheduling_wait_duration_seconds",
-			Help:    "Time waiting for a filtered pod's spec.nodeName.",
+			Help:    "Time from a pod's filter until its node is known (binding, selected-node, nomination or /bind); pod_scheduled=false when it expired first.",
 			Buckets: prometheus.ExponentialBuckets(0.005, 2, 14),
 		}, []string{"pod_scheduled"})),
 		NodeReservation: register(reg, prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "longhorn_scheduler_extender_node_reservation_duration_seconds",
-			Help:    "Time until the ledgers decided a pod's reservations on its node.",
+			Help:    "Time from a pod's node being known until the ledgers show its space; replicas_scheduled=false when a reservation was refused.",
 			Buckets: prometheus.ExponentialBuckets(0.005, 2, 14),
 		}, []string{"replicas_scheduled"})),
 		PackingSteps: register(reg, prometheus.NewHistogram(prometheus.HistogramOpts{
@@ -142,8 +158,29 @@ func NewExtender(reg prometheus.Registerer) *Extender {
 		})),
 		Reservations: register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "longhorn_scheduler_extender_reservations_total",
-			Help: "Reservations written by the extender, by result: granted, rejected or undecided.",
+			Help: "Reservations written by the extender, by the ledger's decision (scheduled, rejected, fulfilled, expired), and those refused before writing for lack of room (refused).",
 		}, []string{"result"})),
+		InFlight: register(reg, prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "longhorn_scheduler_extender_inflight_pods",
+			Help: "Pods let through by the filter whose space the ledgers do not show yet.",
+		})),
+		FilterWait: register(reg, prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "longhorn_scheduler_extender_filter_wait_duration_seconds",
+			Help:    "Time filters waited for pods in flight to leave room; passed tells whether the pod then fit.",
+			Buckets: prometheus.ExponentialBuckets(0.001, 2, 14),
+		}, []string{"passed"})),
+		Expired: register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "longhorn_scheduler_extender_inflight_expired_total",
+			Help: "Pods in flight dropped before the ledgers showed their space, by reason (deleted, unschedulable, no-node, no-reservation).",
+		}, []string{"reason"})),
+		Fenced: register(reg, prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "longhorn_scheduler_extender_fenced",
+			Help: "1 while a new leader answers no filter, until the pods the previous leader let through have bound.",
+		})),
+		FencedFilters: register(reg, prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "longhorn_scheduler_extender_fenced_filters_total",
+			Help: "Filters refused while the extender was fenced after a leader change.",
+		})),
 	}
 }
 

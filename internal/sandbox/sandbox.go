@@ -73,6 +73,10 @@ type Options struct {
 	// own copy of the manager's rest.Config, before the manager is created.
 	// StopManager stops one.
 	Managers []ManagerHook
+	// ExtenderBind, with Extender, makes kube-scheduler bind the pods the
+	// extender manages through its /bind (bindVerb), so the extender knows
+	// a pod's node the moment it is chosen.
+	ExtenderBind bool
 	// ExtenderURL, with Extender, is the URL kube-scheduler calls instead of
 	// the manager's extender: a proxy in front of several managers that
 	// follows the leader, say. The sandbox then waits until any manager's
@@ -530,7 +534,7 @@ func (s *Sandbox) startScheduler(ctx context.Context) error {
 	if err := os.WriteFile(kubeconfigPath, kubeconfig, 0o600); err != nil {
 		return fmt.Errorf("writing kube-scheduler's kubeconfig: %w", err)
 	}
-	cfg, err := MarshalSchedulerConfig(SchedulerConfig(kubeconfigPath, s.extenderURL))
+	cfg, err := MarshalSchedulerConfig(SchedulerConfig(kubeconfigPath, s.extenderURL, s.opts.ExtenderBind))
 	if err != nil {
 		return err
 	}

@@ -24,15 +24,31 @@ import (
 	"github.com/longhorn/diskschedule/internal/simlonghorn"
 )
 
+// Client rate limits of the sandbox's kube-scheduler: high enough that they
+// never bound its throughput on one machine (its defaults, 50 and 100, do
+// at a few hundred pods per second).
+const (
+	SchedulerQPS   = 5000
+	SchedulerBurst = 10000
+)
+
+// SchedulerHTTPTimeout is the sandbox's kube-scheduler's extender
+// httpTimeout: it covers a filter that waits for pods in flight
+// (scheduler-extender-pod-scheduling-timeout, 5 s by default) and equals
+// the manager's default leader fence.
+const SchedulerHTTPTimeout = 10 * time.Second
+
 // SchedulerConfig returns kube-scheduler's configuration for the sandbox:
 // no leader election, the API server reached through kubeconfig, and, when
 // extenderURL is not empty, the diskschedule extender at extenderURL for
-// pods that request the longhorn.io/scheduler-extender resource.
-func SchedulerConfig(kubeconfig, extenderURL string) *schedulerconfigv1.KubeSchedulerConfiguration {
+// pods that request the longhorn.io/scheduler-extender resource; with bind,
+// kube-scheduler binds those pods through the extender's /bind.
+func SchedulerConfig(kubeconfig, extenderURL string, bind bool) *schedulerconfigv1.KubeSchedulerConfiguration {
 	cfg := &schedulerconfigv1.KubeSchedulerConfiguration{
-		TypeMeta:         metav1.TypeMeta{APIVersion: schedulerconfigv1.SchemeGroupVersion.String(), Kind: "KubeSchedulerConfiguration"},
-		LeaderElection:   componentbaseconfigv1alpha1.LeaderElectionConfiguration{LeaderElect: ptr.To(false)},
-		ClientConnection: componentbaseconfigv1alpha1.ClientConnectionConfiguration{Kubeconfig: kubeconfig, QPS: 200, Burst: 400},
+		TypeMeta:       metav1.TypeMeta{APIVersion: schedulerconfigv1.SchemeGroupVersion.String(), Kind: "KubeSchedulerConfiguration"},
+		LeaderElection: componentbaseconfigv1alpha1.LeaderElectionConfiguration{LeaderElect: ptr.To(false)},
+		ClientConnection: componentbaseconfigv1alpha1.ClientConnectionConfiguration{Kubeconfig: kubeconfig,
+			QPS: SchedulerQPS, Burst: SchedulerBurst},
 	}
 	if extenderURL != "" {
 		cfg.Extenders = []schedulerconfigv1.Extender{{
@@ -42,11 +58,14 @@ func SchedulerConfig(kubeconfig, extenderURL string) *schedulerconfigv1.KubeSche
 			Weight:           1,
 			NodeCacheCapable: true,
 			Ignorable:        false,
-			HTTPTimeout:      metav1.Duration{Duration: 30 * time.Second},
+			HTTPTimeout:      metav1.Duration{Duration: SchedulerHTTPTimeout},
 			ManagedResources: []schedulerconfigv1.ExtenderManagedResource{
 				{Name: string(simlonghorn.ExtendedResource), IgnoredByScheduler: true},
 			},
 		}}
+		if bind {
+			cfg.Extenders[0].BindVerb = "bind"
+		}
 	}
 	return cfg
 }

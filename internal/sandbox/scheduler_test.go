@@ -1,9 +1,9 @@
 package sandbox_test
 
 import (
+	"fmt"
 	"strings"
 	"testing"
-	"time"
 
 	schedulerconfigv1 "k8s.io/kube-scheduler/config/v1"
 	"sigs.k8s.io/yaml"
@@ -12,9 +12,13 @@ import (
 )
 
 func TestSchedulerConfig(t *testing.T) {
-	for _, url := range []string{"http://127.0.0.1:9504", ""} {
-		t.Run("extender="+url, func(t *testing.T) {
-			data, err := sandbox.MarshalSchedulerConfig(sandbox.SchedulerConfig("/tmp/kubeconfig", url))
+	for _, tc := range []struct {
+		url  string
+		bind bool
+	}{{"http://127.0.0.1:9504", false}, {"http://127.0.0.1:9504", true}, {"", false}} {
+		url := tc.url
+		t.Run(fmt.Sprintf("extender=%s,bind=%v", url, tc.bind), func(t *testing.T) {
+			data, err := sandbox.MarshalSchedulerConfig(sandbox.SchedulerConfig("/tmp/kubeconfig", url, tc.bind))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -47,8 +51,14 @@ func TestSchedulerConfig(t *testing.T) {
 			}
 			e := cfg.Extenders[0]
 			if e.URLPrefix != url || e.FilterVerb != "filter" || e.PrioritizeVerb != "prioritize" || e.Weight != 1 ||
-				!e.NodeCacheCapable || e.Ignorable || e.EnableHTTPS || e.HTTPTimeout.Duration != 30*time.Second {
+				!e.NodeCacheCapable || e.Ignorable || e.EnableHTTPS || e.HTTPTimeout.Duration != sandbox.SchedulerHTTPTimeout {
 				t.Errorf("extender = %+v", e)
+			}
+			if want := map[bool]string{true: "bind"}[tc.bind]; e.BindVerb != want {
+				t.Errorf("bindVerb = %q, want %q", e.BindVerb, want)
+			}
+			if cfg.ClientConnection.QPS != sandbox.SchedulerQPS || cfg.ClientConnection.Burst != sandbox.SchedulerBurst {
+				t.Errorf("clientConnection qps/burst = %v/%v", cfg.ClientConnection.QPS, cfg.ClientConnection.Burst)
 			}
 			if len(e.ManagedResources) != 1 || e.ManagedResources[0].Name != "longhorn.io/scheduler-extender" || !e.ManagedResources[0].IgnoredByScheduler {
 				t.Errorf("managedResources = %+v", e.ManagedResources)

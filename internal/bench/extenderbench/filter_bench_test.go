@@ -168,7 +168,11 @@ func newHandler(b *testing.B, ctx context.Context) http.Handler {
 		b.Fatal("the cache never held every DiskSchedule")
 	}
 	m := metrics.NewExtender(prometheus.NewRegistry())
-	ext := extender.New(cached, env.Client, ns, clock.RealClock{}, m, packing.DefaultBudget)
+	ext := extender.New(extender.Options{Client: cached, APIReader: env.Client, Informers: c, Namespace: ns,
+		Clock: clock.RealClock{}, Metrics: m, Budget: packing.DefaultBudget})
+	if err := ext.Start(ctx); err != nil {
+		b.Fatal(err)
+	}
 	return extender.NewHandler(ext, m.FilterDuration)
 }
 

@@ -1,0 +1,174 @@
+package extender
+
+import (
+	"sort"
+	"time"
+
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// inflight is one pod the extender let through whose space the ledgers do
+// not show yet. Until its node is known its demand counts on every node the
+// filter offered it (per disk, as packed there); then on that node alone,
+// volume by volume, until the ledger shows each volume's reservation or its
+// replica's request.
+type inflight struct {
+	pod types.NamespacedName
+	uid types.UID
+	// claims are the pod's claim names, for learning its node from a claim's
+	// selected-node annotation.
+	claims []string
+	// offered are the nodes the filter passed, each with the pod's volumes
+	// packed onto its disks. Only nodes where the pod needs new space are kept.
+	offered map[string]fit
+	// node is the pod's node once known ("" before), and known tells how.
+	node  string
+	known string
+	// pending maps each volume still to be seen in a ledger of node to the
+	// disk UUID it was packed onto; sizes are their sizes.
+	pending map[string]string
+	sizes   map[string]int64
+	// replicas are the pending volumes Longhorn already placed a replica of
+	// on node: the ledger shows their space as that replica's request.
+	replicas map[string]placedReplica
+	// filtered is when the filter answered; narrowed when the node became known.
+	filtered, narrowed time.Time
+	// failure is the pod's scheduling failure as the filter saw it (""
+	// when none): a different one later means that cycle failed too.
+	failure string
+}
+
+// placedReplica is a replica Longhorn placed, and the disk it is on.
+type placedReplica struct{ name, disk string }
+
+// key returns the pod's "namespace/name", as reservations name it.
+func (f *inflight) key() string { return f.pod.Namespace + "/" + f.pod.Name }
+
+// overlay is the set of in-flight pods and the bytes they claim per disk.
+// It is not safe for concurrent use: the Extender guards it with the lock
+// its filters read the ledgers under.
+type overlay struct {
+	byUID map[types.UID]*inflight
+	// perDisk is the bytes all entries claim on each disk UUID.
+	perDisk map[string]int64
+	// changed is closed, and replaced, whenever an entry narrows or drops, so
+	// that a filter waiting on the overlay looks again.
+	changed chan struct{}
+}
+
+func newOverlay() *overlay {
+	return &overlay{byUID: map[types.UID]*inflight{}, perDisk: map[string]int64{}, changed: make(chan struct{})}
+}
+
+// len returns the number of entries.
+func (o *overlay) len() int { return len(o.byUID) }
+
+// get returns the entry of the pod with uid, or nil.
+func (o *overlay) get(uid types.UID) *inflight { return o.byUID[uid] }
+
+// demand returns the bytes in-flight pods claim on disk uuid.
+func (o *overlay) demand(uuid string) int64 { return o.perDisk[uuid] }
+
+// add records e, replacing an entry of the same pod.
+func (o *overlay) add(e *inflight) {
+	o.drop(e.uid)
+	o.byUID[e.uid] = e
+	o.count(e, 1)
+}
+
+// narrow makes e count on node alone, with every volume packed there still
+// to be seen in a ledger. It returns false, and drops e, when the filter did
+// not offer node (the pod's new space there is not known).
+func (o *overlay) narrow(e *inflight, node, how string, now time.Time) bool {
+	if e.node != "" {
+		return e.node == node
+	}
+	f, ok := e.offered[node]
+	o.count(e, -1)
+	if !ok {
+		delete(o.byUID, e.uid)
+		o.signal()
+		return false
+	}
+	e.node, e.known, e.narrowed = node, how, now
+	e.offered = map[string]fit{node: f}
+	e.pending = make(map[string]string, len(f.Assignment))
+	e.sizes = make(map[string]int64, len(f.Assignment))
+	e.replicas = map[string]placedReplica{}
+	for v, disk := range f.Assignment {
+		e.pending[v] = disk
+		e.sizes[v] = f.Sizes[v]
+	}
+	o.count(e, 1)
+	o.signal()
+	return true
+}
+
+// settle ends volume's claim in e once the ledger shows it; the entry drops
+// when nothing is left. It reports whether e dropped.
+func (o *overlay) settle(e *inflight, volume string) bool {
+	disk, ok := e.pending[volume]
+	if !ok {
+		return false
+	}
+	o.perDisk[disk] -= e.sizes[volume]
+	if o.perDisk[disk] <= 0 {
+		delete(o.perDisk, disk)
+	}
+	delete(e.pending, volume)
+	if len(e.pending) == 0 {
+		delete(o.byUID, e.uid)
+	}
+	o.signal()
+	return len(e.pending) == 0
+}
+
+// drop removes the entry of the pod with uid, if any.
+func (o *overlay) drop(uid types.UID) *inflight {
+	e := o.byUID[uid]
+	if e == nil {
+		return nil
+	}
+	o.count(e, -1)
+	delete(o.byUID, uid)
+	o.signal()
+	return e
+}
+
+// entries returns every entry, in a stable order.
+func (o *overlay) entries() []*inflight {
+	out := make([]*inflight, 0, len(o.byUID))
+	for _, e := range o.byUID {
+		out = append(out, e)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].uid < out[j].uid })
+	return out
+}
+
+// count adds (sign 1) or removes (sign -1) e's claims to perDisk: every
+// offered node's packing before the node is known, the pending volumes after.
+func (o *overlay) count(e *inflight, sign int64) {
+	add := func(disk string, size int64) {
+		o.perDisk[disk] += sign * size
+		if o.perDisk[disk] <= 0 {
+			delete(o.perDisk, disk)
+		}
+	}
+	if e.node != "" {
+		for v, disk := range e.pending {
+			add(disk, e.sizes[v])
+		}
+		return
+	}
+	for _, f := range e.offered {
+		for v, disk := range f.Assignment {
+			add(disk, f.Sizes[v])
+		}
+	}
+}
+
+// signal wakes the filters waiting on the overlay.
+func (o *overlay) signal() {
+	close(o.changed)
+	o.changed = make(chan struct{})
+}

@@ -1,0 +1,261 @@
+package extender
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+
+	lhv1 "github.com/longhorn/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/workqueue"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	dsv1 "github.com/longhorn/diskschedule/api/v1beta2"
+	"github.com/longhorn/diskschedule/internal/index"
+	"github.com/longhorn/diskschedule/internal/ledger"
+	"github.com/longhorn/diskschedule/internal/ledgerclient"
+)
+
+// writeWorkers write reservations to distinct disks in parallel.
+const writeWorkers = 4
+
+// writeQueue holds the disk UUIDs whose reservations are to be written.
+type writeQueue = workqueue.TypedRateLimitingInterface[string]
+
+// errRefused says a ledger has no room left for a reservation.
+var errRefused = errors.New("reservation refused")
+
+// queueWrites queues the disks of entry's pending volumes. Called with e.mu held.
+func (e *Extender) queueWrites(entry *inflight) {
+	if e.writes == nil {
+		return
+	}
+	for _, disk := range entry.pending {
+		e.writes.Add(disk)
+	}
+}
+
+// runWriters writes queued disks' reservations until ctx ends.
+func (e *Extender) runWriters(ctx context.Context) {
+	for range writeWorkers {
+		go func() {
+			for {
+				disk, shutdown := e.writes.Get()
+				if shutdown {
+					return
+				}
+				if err := e.writeDisk(ctx, disk, ""); err != nil && ctx.Err() == nil {
+					ctrl.LoggerFrom(ctx).Error(err, "Writing reservations", "diskSchedule", disk)
+					e.writes.AddRateLimited(disk)
+				} else {
+					e.writes.Forget(disk)
+				}
+				e.writes.Done(disk)
+			}
+		}()
+	}
+}
+
+// want is one reservation an entry waits for on a disk.
+type want struct {
+	entry  *inflight
+	volume string
+	size   int64
+}
+
+// wanted returns the reservations entries whose node is known wait for on
+// disk, in a stable order, with the ledger as the view holds it. Called
+// with e.mu held.
+func (e *Extender) wanted(disk string) ([]want, *dsv1.DiskSchedule) {
+	var out []want
+	for _, entry := range e.overlay.entries() {
+		if entry.node == "" || entry.known == knownByNomination {
+			continue
+		}
+		for volume, d := range entry.pending {
+			if d == disk {
+				out = append(out, want{entry: entry, volume: volume, size: entry.sizes[volume]})
+			}
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].volume < out[j].volume })
+	return out, e.view.ledger(disk)
+}
+
+// writeDisk writes, in one optimistic write, the reservations the entries
+// in flight wait for on disk, and drops from its spec the reservations the
+// ledger is done with. A reservation the ledger has no room for is not
+// written: its entry's claim ends and, when onlyPod (a pod's UID) is set and
+// the reservation is that pod's, errRefused is returned. A volume whose
+// replica Longhorn already placed on the node needs no reservation.
+func (e *Extender) writeDisk(ctx context.Context, disk string, onlyPod types.UID) error {
+	e.mu.Lock()
+	wants, ds := e.wanted(disk)
+	e.mu.Unlock()
+	if len(wants) == 0 {
+		return nil
+	}
+	if ds == nil {
+		return fmt.Errorf("no DiskSchedule for disk %s yet", disk)
+	}
+	placed, err := e.placedOnNode(ctx, wants, ds.Spec.NodeID)
+	if err != nil {
+		return err
+	}
+	var refused []want
+	var wrote []want
+	written, err := ledgerclient.Edit(ctx, e.opts.Client, e.opts.APIReader, ds, func(ds *dsv1.DiskSchedule) bool {
+		refused, wrote = nil, nil
+		changed := dropSpent(ds)
+		free := ledger.Free(ds)
+		for _, w := range wants {
+			if _, ok := placed[w.volume]; ok {
+				continue
+			}
+			res, _, ok := ledger.ReservationOf(ds, w.volume)
+			if ok && res.Pod == w.entry.key() && res.Size == w.size {
+				continue // written already
+			}
+			if _, decided := ds.Status.Reservations[w.volume]; !ok && decided {
+				// The ledger has not dropped its decision on an earlier
+				// reservation of the volume (dropSpent removes it from the
+				// spec): written now, the new one would be read as that
+				// one. The ledger's next status wakes this disk again.
+				continue
+			}
+			if w.size > free+ledger.HeldForPod(ds, w.entry.key()) {
+				refused = append(refused, w)
+				continue
+			}
+			if ds.Spec.Reservations == nil {
+				ds.Spec.Reservations = map[string]dsv1.DiskScheduleReservation{}
+			}
+			ds.Spec.Reservations[w.volume] = dsv1.DiskScheduleReservation{Size: w.size, Pod: w.entry.key()}
+			free -= w.size
+			wrote = append(wrote, w)
+			changed = true
+		}
+		return changed
+	}, nil)
+	if err != nil {
+		return err
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for _, w := range wrote {
+		if e.written[disk] == nil {
+			e.written[disk] = map[string]string{}
+		}
+		e.written[disk][w.volume] = w.entry.key()
+	}
+	_ = written // the informer's event of the write settles the entries
+	for _, w := range wants {
+		if r, ok := placed[w.volume]; ok {
+			w.entry.replicas[w.volume] = r
+		}
+	}
+	for _, w := range wants {
+		e.settleShown(w.entry)
+	}
+	var mine []string
+	for _, w := range refused {
+		e.opts.Metrics.Reservations.WithLabelValues("refused").Inc()
+		e.settle(w.entry, w.volume, false)
+		if w.entry.uid == onlyPod {
+			mine = append(mine, fmt.Sprintf("volume %s needs %s", w.volume, ledger.Bytes(w.size)))
+		}
+	}
+	if len(mine) > 0 {
+		return fmt.Errorf("%w: %s on disk %s of node %s, which has %s free", errRefused, strings.Join(mine, ", "),
+			ds.Spec.Name, ds.Spec.NodeID, ledger.Bytes(ledger.Free(ds)))
+	}
+	return nil
+}
+
+// dropSpent removes from ds's spec the reservations the ledger is done
+// with (fulfilled, expired or rejected as written now), so the bounded map
+// keeps room; it reports a change.
+func dropSpent(ds *dsv1.DiskSchedule) bool {
+	changed := false
+	for volume := range ds.Spec.Reservations {
+		if _, state, _ := ledger.ReservationOf(ds, volume); state != "" && state != dsv1.ReservationStateScheduled {
+			delete(ds.Spec.Reservations, volume)
+			changed = true
+		}
+	}
+	return changed
+}
+
+// placedOnNode returns the volumes of wants that already have a replica on
+// node, as the cache shows Longhorn's Replicas, with that replica: its
+// request, not a reservation, holds their space.
+func (e *Extender) placedOnNode(ctx context.Context, wants []want, node string) (map[string]placedReplica, error) {
+	out := map[string]placedReplica{}
+	for _, w := range wants {
+		replicas := &lhv1.ReplicaList{}
+		if err := e.opts.Client.List(ctx, replicas, client.InNamespace(e.opts.Namespace),
+			client.MatchingFields{index.ReplicaByVolume: w.volume}, client.UnsafeDisableDeepCopy); err != nil {
+			return nil, fmt.Errorf("listing the replicas of volume %s: %w", w.volume, err)
+		}
+		for i := range replicas.Items {
+			if r := &replicas.Items[i]; r.Spec.NodeID == node && r.Spec.DiskID != "" && r.DeletionTimestamp.IsZero() {
+				out[w.volume] = placedReplica{name: r.Name, disk: r.Spec.DiskID}
+			}
+		}
+	}
+	return out, nil
+}
+
+// adoptLater tracks, in the background, entry's pod on node, where the
+// filter did not offer it. Called with e.mu held.
+func (e *Extender) adoptLater(entry *inflight, node, how string) {
+	go func() {
+		if err := e.adopt(e.background, entry.pod, entry.uid, node, how); err != nil {
+			ctrl.LoggerFrom(e.background).Error(err, "Tracking a pod on its node", "pod", entry.pod, "node", node)
+		}
+	}()
+}
+
+// adopt tracks the pod on node, which kube-scheduler chose without this
+// extender's answer being known (another cycle's, or another leader's): its
+// volumes that need new space there are packed onto the node's disks and
+// reserved like those of a filtered pod.
+func (e *Extender) adopt(ctx context.Context, key types.NamespacedName, uid types.UID, node, how string) error {
+	pod := &corev1.Pod{}
+	if err := e.opts.Client.Get(ctx, key, pod); err != nil {
+		return client.IgnoreNotFound(err)
+	}
+	if pod.UID != uid {
+		return nil
+	}
+	vols, err := e.resolver.podVolumes(ctx, pod)
+	if err != nil || len(vols) == 0 {
+		return err
+	}
+	sched, err := e.settings.get(ctx)
+	if err != nil {
+		return err
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if cur := e.overlay.get(uid); cur != nil && cur.node != "" {
+		return nil
+	}
+	e.overlay.drop(uid)
+	fits := e.evaluateAll(pod, vols, []string{node}, sched, true)
+	f := fits[node]
+	if !f.OK {
+		return fmt.Errorf("its volumes do not fit on node %s: %s", node, f.Reason)
+	}
+	if len(f.Assignment) == 0 {
+		return nil
+	}
+	entry := &inflight{pod: key, uid: uid, claims: claimNames(pod), offered: map[string]fit{node: f}, filtered: e.opts.Clock.Now()}
+	e.overlay.add(entry)
+	e.learn(entry, node, how)
+	return nil
+}
