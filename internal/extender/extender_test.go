@@ -13,6 +13,7 @@ import (
 	lhv1 "github.com/longhorn/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	storagev1 "k8s.io/api/storage/v1"
@@ -21,7 +22,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
+	extenderv1 "k8s.io/kube-scheduler/extender/v1"
 	"k8s.io/utils/clock"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -518,4 +521,130 @@ func TestServerFollowsTheConfigMap(t *testing.T) {
 
 	f.setConfig(map[string]string{settings.SchedulerExtenderEnabled: "true"})
 	waitServing(true)
+}
+
+// TestBindWritesTheReservationThenBinds is kube-scheduler's bindVerb path:
+// the reservation is in the ledger before the pod is bound, and a pod whose
+// space the ledger no longer has is not bound and gets the numbers.
+func TestBindWritesTheReservationThenBinds(t *testing.T) {
+	f := newFixture(t)
+	f.node("node-a", []int64{100 * gi}, nil)
+	claimA, volA := f.claim("data-a", 60*gi)
+	claimB, volB := f.claim("data-b", 30*gi)
+	podA, podB := f.pod("a", claimA), f.pod("b", claimB)
+	before := f.longhornVersions()
+	for _, pod := range []*corev1.Pod{podA, podB} {
+		err := wait.PollUntilContextTimeout(f.ctx, 10*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
+			passed, _, err := f.ext.Filter(ctx, pod, []string{"node-a"})
+			return err == nil && slices.Equal(passed, []string{"node-a"}), nil
+		})
+		if err != nil {
+			t.Fatalf("pod %s: want node-a to pass: %v", pod.Name, err)
+		}
+	}
+
+	if err := f.ext.Bind(f.ctx, &extenderv1.ExtenderBindingArgs{PodName: "a", PodNamespace: f.ns, PodUID: podA.UID, Node: "node-a"}); err != nil {
+		t.Fatalf("binding pod a: %v", err)
+	}
+	ds := &dsv1.DiskSchedule{}
+	key := types.NamespacedName{Namespace: f.ns, Name: "node-a-uuid-1"}
+	if err := f.env.Client.Get(f.ctx, key, ds); err != nil {
+		t.Fatal(err)
+	}
+	if res := ds.Spec.Reservations[volA]; res.Size != 60*gi || res.Pod != f.ns+"/a" {
+		t.Fatalf("after bind, reservation of %s = %+v, want 60Gi for pod a", volA, res)
+	}
+	bound := &corev1.Pod{}
+	if err := f.env.Client.Get(f.ctx, client.ObjectKeyFromObject(podA), bound); err != nil || bound.Spec.NodeName != "node-a" {
+		t.Fatalf("pod a is not bound to node-a: %q, %v", bound.Spec.NodeName, err)
+	}
+
+	// Something else takes the rest of the disk before pod b binds: the
+	// ledger grants 30Gi more, leaving 10Gi.
+	ds.Status.StorageScheduled += 30 * gi
+	if err := f.env.Client.Status().Update(f.ctx, ds); err != nil {
+		t.Fatal(err)
+	}
+	f.waitCached(ds)
+	f.waitViewed(ds)
+	err := f.ext.Bind(f.ctx, &extenderv1.ExtenderBindingArgs{PodName: "b", PodNamespace: f.ns, PodUID: podB.UID, Node: "node-a"})
+	if err == nil || !strings.Contains(err.Error(), "30Gi") || !strings.Contains(err.Error(), "10Gi free") {
+		t.Fatalf("binding pod b must fail with the numbers (needs 30Gi, 10Gi free), got %v", err)
+	}
+	if err := f.env.Client.Get(f.ctx, client.ObjectKeyFromObject(podB), bound); err != nil || bound.Spec.NodeName != "" {
+		t.Fatalf("pod b must stay unbound, is on %q (%v)", bound.Spec.NodeName, err)
+	}
+	if err := f.env.Client.Get(f.ctx, key, ds); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := ds.Spec.Reservations[volB]; ok {
+		t.Errorf("a refused reservation must not be written: %+v", ds.Spec.Reservations)
+	}
+	if got := metricValue(t, f.metrics.Reservations.WithLabelValues("refused")); got != 1 {
+		t.Errorf("refused reservations = %v, want 1", got)
+	}
+	f.assertLonghornUnchanged(before)
+}
+
+// TestNewLeaderFencesThenRebuilds takes over from a previous leader (the
+// Lease records a transition): filters are refused for the fence and the
+// metric shows it; then the pod the old leader let through, bound but
+// without a reservation, is reserved on its node.
+func TestNewLeaderFencesThenRebuilds(t *testing.T) {
+	f := newFixture(t)
+	f.node("node-a", []int64{100 * gi}, nil)
+	claimA, volA := f.claim("data-a", 60*gi)
+	podA := f.pod("a", claimA)
+	binding := &corev1.Binding{ObjectMeta: metav1.ObjectMeta{Name: podA.Name, Namespace: f.ns},
+		Target: corev1.ObjectReference{Kind: "Node", Name: "node-a"}}
+	if err := f.env.Client.SubResource("binding").Create(f.ctx, podA, binding); err != nil {
+		t.Fatalf("binding pod a: %v", err)
+	}
+	lease := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "leader", Namespace: f.ns},
+		Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To("new"), LeaseTransitions: ptr.To(int32(1)),
+			AcquireTime: &metav1.MicroTime{Time: time.Now()}}}
+	f.create(lease)
+	// The fixture's extender was never leader; this one takes over.
+	opts := f.ext.opts
+	opts.Metrics = metrics.NewExtender(prometheus.NewRegistry())
+	opts.Fence, opts.Lease = 2*time.Second, client.ObjectKeyFromObject(lease)
+	ext := New(opts)
+	if err := ext.Start(f.ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := ext.Filter(f.ctx, f.pod("b"), []string{"node-a"}); err == nil || !strings.Contains(err.Error(), "took over") {
+		t.Errorf("a filter during the fence must be refused, got %v", err)
+	}
+	if metricValue(t, opts.Metrics.Fenced) != 1 || metricValue(t, opts.Metrics.FencedFilters) != 1 {
+		t.Errorf("fenced = %v, fenced filters = %v, want 1 and 1", metricValue(t, opts.Metrics.Fenced), metricValue(t, opts.Metrics.FencedFilters))
+	}
+	key := types.NamespacedName{Namespace: f.ns, Name: "node-a-uuid-1"}
+	err := wait.PollUntilContextTimeout(f.ctx, 20*time.Millisecond, 20*time.Second, true, func(ctx context.Context) (bool, error) {
+		ds := &dsv1.DiskSchedule{}
+		if err := f.env.Client.Get(ctx, key, ds); err != nil {
+			return false, err
+		}
+		res, ok := ds.Spec.Reservations[volA]
+		return ok && res.Pod == f.ns+"/a" && res.Size == 60*gi && metricValue(t, opts.Metrics.Fenced) == 0, nil
+	})
+	if err != nil {
+		t.Fatalf("after the fence the old leader's pod a must be reserved on node-a and the fence lifted: %v", err)
+	}
+	if _, _, err := ext.Filter(f.ctx, f.pod("c"), []string{"node-a"}); err != nil {
+		t.Errorf("after the fence filters are answered, got %v", err)
+	}
+}
+
+// waitViewed waits until the extender's view holds ledger ds at its resourceVersion.
+func (f *fixture) waitViewed(ds *dsv1.DiskSchedule) {
+	f.t.Helper()
+	err := wait.PollUntilContextTimeout(f.ctx, 5*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+		f.ext.mu.Lock()
+		defer f.ext.mu.Unlock()
+		cur := f.ext.view.ledger(ds.Name)
+		return cur != nil && cur.ResourceVersion == ds.ResourceVersion, nil
+	})
+	if err != nil {
+		f.t.Fatalf("the extender never saw DiskSchedule %s at resourceVersion %s", ds.Name, ds.ResourceVersion)
+	}
 }
