@@ -310,7 +310,7 @@ func TestSchedulerConfiguration(t *testing.T) {
 		{"nodeCacheCapable", e.NodeCacheCapable, true},
 		{"enableHTTPS", e.EnableHTTPS, false},
 		{"ignorable", e.Ignorable, false},
-		{"httpTimeout", e.HTTPTimeout.Duration, 30 * time.Second},
+		{"httpTimeout", e.HTTPTimeout.Duration, 10 * time.Second},
 		{"managedResources", e.ManagedResources, []schedulerconfigv1.ExtenderManagedResource{{Name: "longhorn.io/scheduler-extender", IgnoredByScheduler: true}}},
 	} {
 		if !reflect.DeepEqual(c.got, c.want) {

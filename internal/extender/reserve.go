@@ -39,22 +39,22 @@ func (e *Extender) queueWrites(entry *inflight) {
 	}
 }
 
-// runWriters writes queued disks' reservations until ctx ends.
-func (e *Extender) runWriters(ctx context.Context) {
+// runWriters writes the reservations of the disks in queue until it shuts down.
+func (e *Extender) runWriters(ctx context.Context, queue writeQueue) {
 	for range writeWorkers {
 		go func() {
 			for {
-				disk, shutdown := e.writes.Get()
+				disk, shutdown := queue.Get()
 				if shutdown {
 					return
 				}
 				if err := e.writeDisk(ctx, disk, ""); err != nil && ctx.Err() == nil {
 					ctrl.LoggerFrom(ctx).Error(err, "Writing reservations", "diskSchedule", disk)
-					e.writes.AddRateLimited(disk)
+					queue.AddRateLimited(disk)
 				} else {
-					e.writes.Forget(disk)
+					queue.Forget(disk)
 				}
-				e.writes.Done(disk)
+				queue.Done(disk)
 			}
 		}()
 	}

@@ -13,8 +13,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
-// +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get
-
 // Start follows the cluster until ctx ends: it keeps the view and the
 // overlay from informer events, writes reservations, expires entries, and,
 // after taking over from another leader, refuses filters for the fence and
@@ -44,7 +42,7 @@ func (e *Extender) Start(ctx context.Context) error {
 	if err := e.follow(ctx); err != nil {
 		return err
 	}
-	e.runWriters(ctx)
+	e.runWriters(ctx, queue)
 	go e.sweep(ctx)
 	go e.endFence(ctx, until)
 	return nil

@@ -61,6 +61,8 @@ const (
 	podsPerNode = 4
 	// stopAfter is how many pods are bound when the leader stops.
 	stopAfter = 3
+	// burstGap is the time between two of the burst's pods.
+	burstGap = 150 * time.Millisecond
 
 	leaseDuration = 4 * time.Second
 	renewDeadline = 3 * time.Second
@@ -300,12 +302,28 @@ func testFailover(t *testing.T, cut bool) {
 	if err := attach.waitActive(ctx, c, 30*time.Second); err != nil {
 		t.Fatal(err)
 	}
+	// The pods arrive one every burstGap, as a StatefulSet's or a job's
+	// would: kube-scheduler places each within milliseconds, so the burst
+	// lasts long enough for the leader to be stopped in the middle of it.
 	burstStart := time.Now()
-	for i := range podCount {
-		if err := c.Create(ctx, pod(ns.Name, fmt.Sprintf("app-%02d", i), fmt.Sprintf("data-%02d", i))); err != nil {
-			t.Fatal(err)
+	created := make(chan error, 1)
+	go func() {
+		ticker := time.NewTicker(burstGap)
+		defer ticker.Stop()
+		for i := range podCount {
+			if err := c.Create(ctx, pod(ns.Name, fmt.Sprintf("app-%02d", i), fmt.Sprintf("data-%02d", i))); err != nil {
+				created <- err
+				return
+			}
+			<-ticker.C
 		}
-	}
+		created <- nil
+	}()
+	t.Cleanup(func() {
+		if err := <-created; err != nil {
+			t.Errorf("creating the burst's pods: %v", err)
+		}
+	})
 
 	// Stop the leader mid-burst, while it holds granted reservations.
 	var boundAtStop int
@@ -339,6 +357,12 @@ func testFailover(t *testing.T, cut bool) {
 		return healthy(ctx, hc, "http://"+follower.extender+"/healthz"), "/healthz does not answer 200", nil
 	})
 	takeover := time.Since(stopAt)
+	// The new leader fences: it answers no filter until the pods the old
+	// one let through have bound (the fence is the manager's default, 10 s).
+	eventually(t, deadline, fmt.Sprintf("%s reports its fence", follower.name), func(ctx context.Context) (bool, string, error) {
+		v, err := metricSample(ctx, hc, follower.metrics, "longhorn_scheduler_extender_fenced")
+		return v == 1, fmt.Sprintf("longhorn_scheduler_extender_fenced %v", v), err
+	})
 	eventually(t, deadline, fmt.Sprintf("the EndpointSlice points at %s", follower.name), func(ctx context.Context) (bool, string, error) {
 		return endpointNames(ctx, c, follower)
 	})
@@ -415,7 +439,7 @@ func testFailover(t *testing.T, cut bool) {
 	for k, before := range granted {
 		now, ok := ledgers.Reservation(k)
 		if !ok {
-			t.Errorf("reservation %s (pod %s), granted before the failover, is gone", k, before.Pod)
+			t.Errorf("reservation %s (pod %s), granted before the failover, was never seen again", k, before.Pod)
 			continue
 		}
 		states[now.State]++
@@ -547,6 +571,27 @@ func heartbeats(ctx context.Context, hc *http.Client, addr string) (map[string]f
 		out[node] = v
 	}
 	return out, sc.Err()
+}
+
+// metricSample returns the value of the unlabelled sample name in the
+// metrics at addr, or 0 when there is none.
+func metricSample(ctx context.Context, hc *http.Client, addr, name string) (float64, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/metrics", nil)
+	if err != nil {
+		return 0, err
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return 0, fmt.Errorf("reading the metrics: %w", err)
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		if value, ok := strings.CutPrefix(sc.Text(), name+" "); ok {
+			return strconv.ParseFloat(value, 64)
+		}
+	}
+	return 0, sc.Err()
 }
 
 func claim(ns, name string) *corev1.PersistentVolumeClaim {

@@ -36,8 +36,11 @@ type ledgerWatch struct {
 	cancel context.CancelFunc
 	done   chan struct{}
 
-	mu         sync.Mutex
-	last       map[string]*dsv1.DiskSchedule
+	mu   sync.Mutex
+	last map[string]*dsv1.DiskSchedule
+	// seen is the latest status of every reservation, kept once the
+	// extender removes a spent one from the ledger.
+	seen       map[reservationKey]dsv1.ReservationStatus
 	versions   int
 	violations []string
 	err        error
@@ -50,7 +53,8 @@ func watchLedgers(ctx context.Context, c client.WithWatch, namespace string) (*l
 		return nil, fmt.Errorf("listing the DiskSchedules: %w", err)
 	}
 	ctx, cancel := context.WithCancel(ctx)
-	w := &ledgerWatch{cancel: cancel, done: make(chan struct{}), last: map[string]*dsv1.DiskSchedule{}}
+	w := &ledgerWatch{cancel: cancel, done: make(chan struct{}), last: map[string]*dsv1.DiskSchedule{},
+		seen: map[reservationKey]dsv1.ReservationStatus{}}
 	for i := range list.Items {
 		ds := &list.Items[i]
 		w.observe(ds, watch.Added)
@@ -124,6 +128,12 @@ func (w *ledgerWatch) observe(ds *dsv1.DiskSchedule, t watch.EventType) {
 	}
 	w.last[ds.Name] = ds
 	st := ds.Status
+	if w.seen == nil {
+		w.seen = map[reservationKey]dsv1.ReservationStatus{}
+	}
+	for volume, res := range st.Reservations {
+		w.seen[reservationKey{disk: ds.Name, volume: volume}] = res
+	}
 	if st.StorageScheduled > st.StorageLimit && !meta.IsStatusConditionTrue(st.Conditions, dsv1.DiskScheduleConditionOvercommitted) {
 		bad("storageScheduled %d is over storageLimit %d", st.StorageScheduled, st.StorageLimit)
 	}
@@ -196,11 +206,13 @@ func (w *ledgerWatch) Scheduled() map[reservationKey]dsv1.ReservationStatus {
 	return out
 }
 
-// Reservation returns the latest status of one reservation.
+// Reservation returns the latest status of one reservation, also after it
+// was removed from the ledger.
 func (w *ledgerWatch) Reservation(k reservationKey) (dsv1.ReservationStatus, bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return reservationOf(w.last[k.disk], k.volume)
+	r, ok := w.seen[k]
+	return r, ok
 }
 
 // Latest returns the latest version of every ledger, by name.

@@ -272,7 +272,7 @@ func runPhase(b *testing.B, ctx context.Context, sb *sandbox.Sandbox, c client.W
 	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
 		b.Fatal(err)
 	}
-	if err := parallel(n, func(i int) error { return c.Create(ctx, claim(ns, i)) }); err != nil {
+	if err := parallel(n, func(i int) error { return c.Create(ctx, claim(ns, i, claimSize)) }); err != nil {
 		b.Fatalf("creating the claims: %v", err)
 	}
 	waitFor(b, ctx, sb, 10*time.Minute, fmt.Sprintf("the %d claims of %s are bound", n, ns), func(ctx context.Context) (bool, string, error) {
@@ -404,14 +404,15 @@ func rate(ds []time.Duration) float64 {
 	return float64(*podCount*len(ds)) / total.Seconds()
 }
 
-func claim(ns string, i int) *corev1.PersistentVolumeClaim {
+// claim returns the i-th claim of ns, of size.
+func claim(ns string, i int, size string) *corev1.PersistentVolumeClaim {
 	return &corev1.PersistentVolumeClaim{
 		ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("data-%04d", i), Namespace: ns},
 		Spec: corev1.PersistentVolumeClaimSpec{
 			AccessModes:      []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
 			StorageClassName: ptr.To(sandbox.StorageClassName),
 			Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{
-				corev1.ResourceStorage: resource.MustParse(claimSize),
+				corev1.ResourceStorage: resource.MustParse(size),
 			}},
 		},
 	}
