@@ -21,6 +21,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 )
 
+var bindThroughExtender = flag.Bool("e2e.bind", false, "Benchmarks: kube-scheduler binds the extender's pods through its /bind.")
+
 var managerLog = flag.String("manager-log", "", "Write the in-process manager's, disk monitors' and data plane's logs to this file (default: discard them).")
 
 func TestMain(m *testing.M) { os.Exit(run(m)) }

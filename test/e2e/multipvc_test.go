@@ -3,7 +3,9 @@ package e2e_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/longhorn/diskschedule/internal/scenario"
 )
@@ -61,4 +63,41 @@ func TestMultiPVC(t *testing.T) {
 		checkRan(t, "multi-PVC without the extender", res.Result)
 		checkLedgers(t, "multi-PVC without the extender", res.Result)
 	})
+}
+
+// multiPVCRaceRepetitions is how often three pods race for the nodes that
+// hold three claims.
+const multiPVCRaceRepetitions = 3
+
+// TestMultiPVCRace creates three pods with three 100Gi claims each at once
+// on nodes with 1, 2, 3 and 4 disks of 100Gi: only the 3-disk and the
+// 4-disk node can hold a pod's claims, one pod each. Through the extender
+// exactly one pod lands on each of them, the third stays Pending with the
+// numbers, and no ledger goes over its limit.
+func TestMultiPVCRace(t *testing.T) {
+	cl := startSandbox(t, "multi-disk.yaml")
+	ctx := context.Background()
+	for i := range multiPVCRaceRepetitions {
+		t.Run(fmt.Sprintf("#%d", i+1), func(t *testing.T) {
+			o := common(t, fmt.Sprintf("multi-pvc-race-%d", i+1))
+			// The third pod never fits: its wait is bounded by this.
+			o.Timeout = 20 * time.Second
+			defer cl.cleanup(t, o)
+			defer cl.dumpLedgers(t)
+			res, err := scenario.MultiPVC(ctx, cl.c, scenario.MultiPVCOptions{Common: o, Pods: 3, Claims: 3, Size: "100Gi", UseExtender: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("pods per node %s; unscheduled %v", res.Distribution(), res.Unscheduled)
+			for node, want := range map[string]int{"node-1": 0, "node-2": 0, "node-3": 1, "node-4": 1} {
+				if got := res.PodsPerNode[node]; got != want {
+					t.Errorf("node %s got %d pods with three 100Gi claims, want %d (pods per node %s)", node, got, want, res.Distribution())
+				}
+			}
+			if len(res.Unscheduled) != 1 || !strings.Contains(res.Unscheduled[0], "Gi") {
+				t.Errorf("want one pod Pending with the numbers, got %v", res.Unscheduled)
+			}
+			checkLedgers(t, "multi-PVC race", res.Result)
+		})
+	}
 }

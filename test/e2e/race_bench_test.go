@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/longhorn/diskschedule/internal/sandbox"
 	"github.com/longhorn/diskschedule/internal/scenario"
 )
 
@@ -15,9 +16,11 @@ import (
 // ratios (with ÷ without), and the most pods any node got, as the mean over
 // ops and the worst op.
 //
-//	KUBEBUILDER_ASSETS=$PWD/bin/k8s go test ./test/e2e/ -run '^$' -bench Race -benchtime=5x
+// With -e2e.bind kube-scheduler binds through the extender's /bind.
+//
+//	KUBEBUILDER_ASSETS=$PWD/bin/k8s go test ./test/e2e/ -run '^$' -bench Race -benchtime=5x [-e2e.bind]
 func BenchmarkRace(b *testing.B) {
-	cl := startSandbox(b, "topology.yaml")
+	cl := startSandbox(b, "topology.yaml", func(o *sandbox.Options) { o.ExtenderBind = *bindThroughExtender })
 	ctx := context.Background()
 	var sum [2]struct{ scheduled, running, maxPods float64 }
 	var worst [2]int

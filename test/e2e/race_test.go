@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/longhorn/diskschedule/internal/sandbox"
 	"github.com/longhorn/diskschedule/internal/scenario"
 )
 
@@ -64,6 +65,37 @@ func TestRace(t *testing.T) {
 				res.Distribution(), len(res.RemoteData), res.TimeToAllScheduled, res.TimeToAllRunning)
 			checkRan(t, "race without the extender", res)
 			checkLedgers(t, "race without the extender", res)
+		})
+	}
+}
+
+// raceBindRepetitions is how often the race runs with kube-scheduler
+// binding through the extender's /bind.
+const raceBindRepetitions = 3
+
+// TestRaceThroughBind is the race with kube-scheduler binding the pods
+// through the extender (bindVerb): the reservations are written before
+// each binding, and every node still gets exactly four pods.
+func TestRaceThroughBind(t *testing.T) {
+	cl := startSandbox(t, "topology.yaml", func(o *sandbox.Options) { o.ExtenderBind = true })
+	ctx := context.Background()
+	for i := range raceBindRepetitions {
+		t.Run(fmt.Sprintf("#%d", i+1), func(t *testing.T) {
+			o := common(t, fmt.Sprintf("race-bind-%d", i+1))
+			defer cl.cleanup(t, o)
+			defer cl.dumpLedgers(t)
+			res, err := scenario.Race(ctx, cl.c, scenario.RaceOptions{Common: o, Pods: 16, Size: "100Gi", UseExtender: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("pods per node %s; all scheduled in %s, all running in %s", res.Distribution(), res.TimeToAllScheduled, res.TimeToAllRunning)
+			checkRan(t, "race through /bind", res)
+			for _, n := range res.Nodes {
+				if got := res.PodsPerNode[n]; got != 4 {
+					t.Errorf("node %s got %d pods, want 4 (pods per node %s)", n, got, res.Distribution())
+				}
+			}
+			checkLedgers(t, "race through /bind", res)
 		})
 	}
 }

@@ -26,9 +26,9 @@ type cluster struct {
 }
 
 // startSandbox starts the sandbox with the extender and the topology file
-// of config/sandbox, and stops it when the test ends. On failure it logs the
-// sandbox's progress and the end of kube-scheduler's log.
-func startSandbox(t testing.TB, topologyFile string) *cluster {
+// of config/sandbox, adjusted by adjust, and stops it when the test ends.
+// On failure it logs the sandbox's progress and the end of kube-scheduler's log.
+func startSandbox(t testing.TB, topologyFile string, adjust ...func(*sandbox.Options)) *cluster {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("starts a control plane")
@@ -43,14 +43,18 @@ func startSandbox(t testing.TB, topologyFile string) *cluster {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	start := time.Now()
-	sb, err := sandbox.Start(ctx, sandbox.Options{
+	opts := sandbox.Options{
 		Topology:  topo,
 		Extender:  true,
 		ConfigDir: filepath.Join(root, "config"),
 		AssetsDir: testenv.AssetsDir(),
 		LogDir:    logDir,
 		Out:       out,
-	})
+	}
+	for _, a := range adjust {
+		a(&opts)
+	}
+	sb, err := sandbox.Start(ctx, opts)
 	if err != nil {
 		t.Fatalf("starting the sandbox with %s: %v\n%s", topologyFile, err, out)
 	}
