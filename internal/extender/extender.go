@@ -79,6 +79,7 @@ type Extender struct {
 // lastFilter is one pod's filter answer, for prioritize.
 type lastFilter struct {
 	uid  types.UID
+	vols []podVolume
 	fits map[string]fit
 }
 
@@ -176,7 +177,7 @@ func (e *Extender) decide(pod *corev1.Pod, vols []podVolume, candidates []string
 			failed[name] = f.Reason
 		}
 	}
-	e.last = lastFilter{uid: pod.UID, fits: fits}
+	e.last = lastFilter{uid: pod.UID, vols: vols, fits: fits}
 	if len(passed) > 0 {
 		if sched.PodSchedulingTimeout > 0 {
 			e.track(pod, vols, fits)
@@ -225,9 +226,16 @@ func (e *Extender) track(pod *corev1.Pod, vols []podVolume, fits map[string]fit)
 // one.
 func (e *Extender) Prioritize(ctx context.Context, pod *corev1.Pod, candidates []string) (map[string]int64, error) {
 	scores := map[string]int64{}
-	vols, err := e.resolver.podVolumes(ctx, pod)
-	if err != nil {
-		return nil, err
+	e.mu.Lock()
+	last := e.last
+	e.mu.Unlock()
+	vols, fits := last.vols, last.fits
+	if last.uid != pod.UID || !covers(fits, candidates) {
+		var err error
+		if vols, err = e.resolver.podVolumes(ctx, pod); err != nil {
+			return nil, err
+		}
+		fits = nil
 	}
 	if len(vols) == 0 {
 		return scores, nil
@@ -236,18 +244,15 @@ func (e *Extender) Prioritize(ctx context.Context, pod *corev1.Pod, candidates [
 		scores[node] = 10
 		return scores, nil
 	}
-	e.mu.Lock()
-	fits := e.last.fits
-	if e.last.uid != pod.UID || !covers(fits, candidates) {
-		e.mu.Unlock()
+	if fits == nil {
 		sched, err := e.settings.get(ctx)
 		if err != nil {
 			return nil, err
 		}
 		e.mu.Lock()
 		fits = e.evaluateAll(pod, vols, candidates, sched, true)
+		e.mu.Unlock()
 	}
-	e.mu.Unlock()
 	var most int64
 	for _, name := range candidates {
 		if f := fits[name]; f.OK && f.Free > most {
