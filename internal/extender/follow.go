@@ -241,7 +241,9 @@ func (e *Extender) learn(entry *inflight, node, how string) {
 	}
 	if how != knownByNomination {
 		e.settleShown(entry)
-		e.queueWrites(entry)
+	}
+	if how != knownByNomination && how != knownByBind {
+		e.queueWrites(entry) // Bind writes its pod's reservations itself
 	}
 	e.opts.Metrics.InFlight.Set(float64(e.overlay.len()))
 }

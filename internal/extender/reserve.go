@@ -68,12 +68,13 @@ type want struct {
 }
 
 // wanted returns the reservations entries whose node is known wait for on
-// disk, in a stable order, with the ledger as the view holds it. Called
-// with e.mu held.
-func (e *Extender) wanted(disk string) ([]want, *dsv1.DiskSchedule) {
+// disk, in a stable order, with the ledger as the view holds it. The
+// entries of pods being bound through /bind are left to their Bind, except
+// binding's own. Called with e.mu held.
+func (e *Extender) wanted(disk string, binding types.UID) ([]want, *dsv1.DiskSchedule) {
 	var out []want
 	for _, entry := range e.overlay.entries() {
-		if entry.node == "" || entry.known == knownByNomination {
+		if entry.node == "" || entry.known == knownByNomination || (entry.known == knownByBind && entry.uid != binding) {
 			continue
 		}
 		for volume, d := range entry.pending {
@@ -94,7 +95,7 @@ func (e *Extender) wanted(disk string) ([]want, *dsv1.DiskSchedule) {
 // replica Longhorn already placed on the node needs no reservation.
 func (e *Extender) writeDisk(ctx context.Context, disk string, onlyPod types.UID) error {
 	e.mu.Lock()
-	wants, ds := e.wanted(disk)
+	wants, ds := e.wanted(disk, onlyPod)
 	e.mu.Unlock()
 	if len(wants) == 0 {
 		return nil
