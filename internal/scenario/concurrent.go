@@ -4,9 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	lhv1 "github.com/longhorn/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
+	"strings"
 	"time"
 
+	lhv1 "github.com/longhorn/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -47,6 +48,9 @@ type ConcurrentPVCsResult struct {
 	// TimeToSettled is the time from the first claim's creation until every
 	// volume was decided one way or the other.
 	TimeToSettled time.Duration
+	// Disks are, per disk, the bytes Longhorn persisted there once every
+	// volume was decided, against the disk's limit.
+	Disks []DiskUsage
 	// Ledgers, LedgerVersions and Violations are as in Result.
 	Ledgers        []LedgerRow
 	LedgerVersions int
@@ -55,9 +59,10 @@ type ConcurrentPVCsResult struct {
 
 // ConcurrentPVCs creates Claims claims of Size at the same moment, with no
 // pods, more than the cluster holds (twenty 100Gi volumes on four 400Gi
-// disks): every volume controller worker places a replica at once, and only
-// the ledgers stand between them and an overfilled disk. The extender is
-// not involved (no pods). The claims are left for Cleanup.
+// disks): every volume controller worker places a replica at once. With the
+// admission gate only the ledgers stand between them and an overfilled
+// disk; without it nothing does, and Disks shows how full each disk got.
+// The extender is not involved (no pods). The claims are left for Cleanup.
 func ConcurrentPVCs(ctx context.Context, c client.WithWatch, opts ConcurrentPVCsOptions) (ConcurrentPVCsResult, error) {
 	var out ConcurrentPVCsResult
 	opts.StorageClass = DisabledLocalityClass
@@ -91,6 +96,9 @@ func ConcurrentPVCs(ctx context.Context, c client.WithWatch, opts ConcurrentPVCs
 	out.Ledgers, out.LedgerVersions, out.Violations = rows, versions, violations
 	if settleErr != nil || err != nil {
 		return out, fmt.Errorf("concurrent claims: %w", errors.Join(settleErr, err))
+	}
+	if out.Disks, err = diskUsage(ctx, c, o.SystemNamespace); err != nil {
+		return out, fmt.Errorf("concurrent claims: %w", err)
 	}
 	return out, nil
 }
@@ -148,16 +156,28 @@ func (w *workload) createAndSettle(ctx context.Context, out *ConcurrentPVCsResul
 
 // decided reports whether a volume is decided (second result) and, if so,
 // whether it is scheduled: Longhorn's Scheduled condition True with every
-// replica placed, or False with a scheduling failure.
+// replica placed, or False because its placement found no disk with room.
+// A replica write the API server refused, or one that lost a race, is tried
+// again shortly: such a volume is not decided yet.
 func decided(v *lhv1.Volume) (scheduled, isDecided bool) {
 	s := longhornCondition(v.Status.Conditions, lhv1.VolumeConditionTypeScheduled)
 	switch {
 	case s.Status == lhv1.ConditionStatusTrue:
 		return true, true
-	case s.Status == lhv1.ConditionStatusFalse && s.Reason != "":
+	case s.Status == lhv1.ConditionStatusFalse && s.Reason != "" && !retriedSoon(s.Message):
 		return false, true
 	}
 	return false, false
+}
+
+// retriedSoon reports whether a Scheduled=False message of the simulated
+// Longhorn's volume controller is one it tries again within seconds rather
+// than a placement that found no disk: a replica write the API server
+// refused ("... was refused: ...", the admission gate's denial for one), or
+// a replica left unscheduled without a placement failure ("failed to
+// schedule volume ...: 0 of 1 replicas scheduled", a write that lost a race).
+func retriedSoon(message string) bool {
+	return strings.Contains(message, " was refused: ") || strings.HasPrefix(message, "failed to schedule volume ")
 }
 
 // ensureDisabledLocalityClass creates DisabledLocalityClass unless it exists.
