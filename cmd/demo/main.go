@@ -346,7 +346,7 @@ func (d *demo) claims(ctx context.Context, cl *cluster, namespace string) (*clai
 	if err != nil {
 		return nil, err
 	}
-	res, err := scenario.ConcurrentPVCs(ctx, cl.c, scenario.ConcurrentPVCsOptions{Common: o, Claims: claimsBeyondCapacity, Size: "100Gi"})
+	res, err := scenario.ConcurrentPVCs(ctx, cl.c, scenario.ConcurrentPVCsOptions{Common: o, Claims: claimsBeyondCapacity, Size: "100Gi", HoldPlacement: true})
 	if err != nil {
 		return nil, err
 	}

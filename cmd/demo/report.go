@@ -220,22 +220,25 @@ func (d *demo) beforeAfter(withBefore, withAfter, withoutBefore, withoutAfter sc
 func (d *demo) reportClaims(with, without claimsRun) {
 	d.section(fmt.Sprintf("3. More claims than space, all at once: %d claims of 100Gi, with and without the gate", with.res.Claims),
 		fmt.Sprintf("%d claims of 100Gi of the class %s (data locality disabled, so each volume is", with.res.Claims, scenario.DisabledLocalityClass),
-		"placed at once) are created at the same moment on four 400Gi disks, which hold sixteen.",
-		"No pod, so the extender plays no part. Longhorn's volume controller places them all",
-		"concurrently, each worker from its own cache, with no lock. With the admission gate",
-		"each placement asks the disk's ledger first; without it (a second sandbox, Longhorn as",
-		"it is today) nothing stops two placements from taking the same bytes. What Longhorn",
-		"persisted on each disk (its replicas' volume sizes) against the disk's limit, once",
-		"every volume was decided:")
+		"placed as soon as it can be) are created on four 400Gi disks, which hold sixteen, while",
+		"every node is cordoned: Longhorn places nothing on a cordoned node. Then every node is",
+		"uncordoned at once, and Longhorn's volume controller places all the volumes at the same",
+		"moment, each worker from its own cache, with no lock, as when claims arrive faster than",
+		"it places them. No pod, so the extender plays no part. With the admission gate each",
+		"placement asks the disk's ledger first; without it (a second sandbox, Longhorn as it is",
+		"today) nothing stops two placements from taking the same bytes. What Longhorn persisted",
+		"on each disk (its replicas' volume sizes) against the disk's limit, once every volume",
+		"was decided:")
 	claimsGrid(with, without).write(d.out)
 	fmt.Fprintln(d.out)
 	d.facts("with the gate", "without the gate", claimsFacts(with, without)...)
 	fmt.Fprintln(d.out, `
-With the gate, a refused placement leaves the replica unscheduled and Longhorn places it
-again after a backoff, on the disk its own view shows freest, until that view shows every
-disk full. A write the gate admitted but the API server then refused (it lost a race for the
-replica) leaves its grant behind until the mirror releases it, --gate-grace (30s) later; the
-refusals meanwhile are why deciding every volume takes longer with the gate.`)
+With the gate, a refused placement leaves the replica unscheduled, and Longhorn places it
+again after a backoff until its own view shows every disk full. Without it, the ledgers can
+only adopt what Longhorn persisted, and mark the disks over their limit Overcommitted. A
+write the gate admitted that then did not land (the replica changed meanwhile) keeps its
+grant until the mirror releases it, --gate-grace (30s) later: cleaning up after the run
+with the gate can take that long.`)
 	if msg := with.res.UnschedulableMessage; msg != "" {
 		fmt.Fprintf(d.out, "\nWith the gate, a volume that did not fit says: %s\n", msg)
 	}
