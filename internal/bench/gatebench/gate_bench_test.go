@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"os"
 	"slices"
@@ -357,6 +358,9 @@ func table(rows []result, writers int) string {
 			r.disks, ms(r.split.request), ms(r.split.decision), ms(r.split.answer),
 			ms(r.gate.mean), ms(r.baseline.mean), r.stats.meanMillis(), perWrite(r.gate.ops, r.statusWrites),
 			r.stats.conflicts/float64(r.gate.ops), ms(r.adoption[0]), ms(r.adoption[1]))
+		if len(r.stats.refused) > 0 {
+			fmt.Fprintf(&sb, "\n(disks=%d: the gate refused %s.)\n", r.disks, r.stats.refusals())
+		}
 		if r.split.missing > 0 {
 			fmt.Fprintf(&sb, "\n(disks=%d: the tracker missed the request or decision of %d writes; the split leaves them out.)\n", r.disks, r.split.missing)
 		}
@@ -370,6 +374,16 @@ func perWrite(ops, statusWrites int) float64 {
 		return 0
 	}
 	return float64(ops) / float64(statusWrites)
+}
+
+// refusals lists the gate's refusals by result: "3 undecided, 20 error".
+func (s gateStats) refusals() string {
+	results := slices.Sorted(maps.Keys(s.refused))
+	parts := make([]string, 0, len(results))
+	for _, result := range results {
+		parts = append(parts, fmt.Sprintf("%.0f %s", s.refused[result], result))
+	}
+	return strings.Join(parts, ", ")
 }
 
 // meanMillis is the gate's mean time per answer, in milliseconds.

@@ -14,6 +14,9 @@ type gateStats struct {
 	// answers counts the gate's answers to Replica writes, admitted the
 	// admitted ones.
 	answers, admitted float64
+	// refused counts the other answers by result (denied, undecided,
+	// error, malformed).
+	refused map[string]float64
 	// seconds is the time the gate spent on them (the latency histogram's sum).
 	seconds float64
 	// conflicts counts the gate's ledger writes that lost the optimistic lock.
@@ -26,7 +29,7 @@ func readGateStats() (gateStats, error) {
 	if err != nil {
 		return gateStats{}, fmt.Errorf("gathering the gate's metrics: %w", err)
 	}
-	var s gateStats
+	s := gateStats{refused: map[string]float64{}}
 	for _, f := range families {
 		for _, m := range f.GetMetric() {
 			switch f.GetName() {
@@ -37,8 +40,10 @@ func readGateStats() (gateStats, error) {
 			case "longhorn_diskschedule_gate_decisions_total":
 				if label(m, "kind") == "replica" {
 					s.answers += m.GetCounter().GetValue()
-					if label(m, "result") == "admitted" {
+					if result := label(m, "result"); result == "admitted" {
 						s.admitted += m.GetCounter().GetValue()
+					} else {
+						s.refused[result] += m.GetCounter().GetValue()
 					}
 				}
 			case "longhorn_diskschedule_gate_ledger_conflicts_total":
@@ -61,9 +66,16 @@ func label(m *dto.Metric, name string) string {
 
 // since returns what happened between before and s.
 func (s gateStats) since(before gateStats) gateStats {
+	refused := map[string]float64{}
+	for result, n := range s.refused {
+		if d := n - before.refused[result]; d > 0 {
+			refused[result] = d
+		}
+	}
 	return gateStats{
 		answers:   s.answers - before.answers,
 		admitted:  s.admitted - before.admitted,
+		refused:   refused,
 		seconds:   s.seconds - before.seconds,
 		conflicts: s.conflicts - before.conflicts,
 	}
