@@ -358,6 +358,8 @@ func table(rows []result, writers int) string {
 			r.disks, ms(r.split.request), ms(r.split.decision), ms(r.split.answer),
 			ms(r.gate.mean), ms(r.baseline.mean), r.stats.meanMillis(), perWrite(r.gate.ops, r.statusWrites),
 			r.stats.conflicts/float64(r.gate.ops), ms(r.adoption[0]), ms(r.adoption[1]))
+	}
+	for _, r := range rows {
 		if len(r.stats.refused) > 0 {
 			fmt.Fprintf(&sb, "\n(disks=%d: the gate refused %s.)\n", r.disks, r.stats.refusals())
 		}
