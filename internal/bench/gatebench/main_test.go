@@ -8,8 +8,8 @@
 // writes/s for 1 disk and for 64 disks, the ratios gate ÷ no gate, and where
 // the gate's time goes.
 //
-// It holds only benchmarks; the sandboxes start only when -bench is given,
-// so `go test ./...` passes at once. Figures and the command are recorded
+// The sandboxes start only when -bench is given, so `go test ./...` runs
+// only the unit tests of the benchmark's arithmetic and tables, at once. Figures and the command are recorded
 // in docs/benchmarks.md.
 package gatebench
 
