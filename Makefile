@@ -58,7 +58,7 @@ sandbox: controlplane ## Run etcd, kube-apiserver, kube-scheduler (with the exte
 DEMO_ARGS ?=
 
 .PHONY: demo
-demo: controlplane ## Run the scheduler extender's test plan in sandboxes, with and without the extender, and print a side-by-side report; flags in DEMO_ARGS.
+demo: controlplane ## Run the scheduler extender's test plan in sandboxes, with and without the extender, and claims beyond capacity with and without the admission gate, and print side-by-side reports; flags in DEMO_ARGS (-scenarios=claims runs one).
 	KUBEBUILDER_ASSETS="$(TEST_ASSETS)" go run ./cmd/demo $(DEMO_ARGS)
 
 ##@ Build

@@ -1,15 +1,19 @@
 // Command demo runs the Longhorn scheduler extender's test plan in the
 // sandbox and prints what happened, with and without the extender, side by
 // side: the race of sixteen pods for four disks, a pod with four claims,
-// pods restarted, a node drained, and more claims than the disks hold
-// created at once. It starts one sandbox per topology of config/sandbox in
-// turn (real etcd, kube-apiserver and kube-scheduler processes, the manager,
-// the disk monitors and the simulated data plane in-process) and stops each
-// before the next. Run it from the repository's root (make demo).
+// pods restarted and a node drained. It also creates more claims than the
+// disks hold at once, with the admission gate and without it (Longhorn as it
+// is today), and prints how full each disk got either way. It starts one
+// sandbox per topology of config/sandbox in turn, and one more without the
+// gate (real etcd, kube-apiserver and kube-scheduler processes, the manager,
+// the disk monitors and the simulated data plane in-process), and stops
+// each before the next. Run it from the repository's root (make demo);
+// -scenarios runs only some scenarios, and starts only their sandboxes.
 //
 // It exits 0 when every scenario ran, whatever the pods did without the
-// extender, and 1 when something broke: a wait timed out, a pod never ran,
-// a ledger went over its limit, or a component failed.
+// extender and the disks without the gate, and 1 when something broke: a
+// wait timed out, a pod never ran, a ledger broke its rules, or a component
+// failed.
 package main
 
 import (
@@ -21,6 +25,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -46,6 +51,31 @@ type options struct {
 	configDir string
 	logDir    string
 	timeout   time.Duration
+	// scenarios are the scenarios to run, by name.
+	scenarios map[string]bool
+}
+
+// scenarioNames returns the demo's scenarios, in the order they run.
+func scenarioNames() []string { return []string{"race", "restart", "claims", "multi-pvc", "drain"} }
+
+// parseScenarios reads the -scenarios flag: "all", or scenario names
+// separated by commas.
+func parseScenarios(value string) (map[string]bool, error) {
+	out := map[string]bool{}
+	if strings.TrimSpace(value) == "all" {
+		for _, name := range scenarioNames() {
+			out[name] = true
+		}
+		return out, nil
+	}
+	for _, name := range strings.Split(value, ",") {
+		name = strings.TrimSpace(name)
+		if !slices.Contains(scenarioNames(), name) {
+			return nil, fmt.Errorf("-scenarios: unknown scenario %q (known: all, %s)", name, strings.Join(scenarioNames(), ", "))
+		}
+		out[name] = true
+	}
+	return out, nil
 }
 
 func run() error {
@@ -56,7 +86,12 @@ func run() error {
 	fs.StringVar(&o.configDir, "config-dir", "config", "The repository's config directory (CRDs, the deployment's RBAC and the sandbox topologies).")
 	fs.StringVar(&o.logDir, "log-dir", filepath.Join("bin", "demo"), "Where to write the logs of the control plane (one directory per topology) and of the in-process components (manager.log).")
 	fs.DurationVar(&o.timeout, "timeout", 2*time.Minute, "How long any one wait (for pods, volumes, ledgers) may take before the demo gives up.")
+	scenarios := fs.String("scenarios", "all", "The scenarios to run, separated by commas: "+strings.Join(scenarioNames(), ", ")+"; or all. Only the sandboxes they need start.")
 	if err := fs.Parse(os.Args[1:]); err != nil {
+		return err
+	}
+	var err error
+	if o.scenarios, err = parseScenarios(*scenarios); err != nil {
 		return err
 	}
 	if err := os.MkdirAll(o.logDir, 0o755); err != nil {
@@ -75,15 +110,12 @@ func run() error {
 	defer stop()
 	d := &demo{opts: o, out: os.Stdout, start: time.Now()}
 	d.intro()
-	for _, step := range []struct {
-		topology string
-		run      func(context.Context, *cluster) error
-	}{
-		{"topology.yaml", d.onFourEqualNodes},
-		{"multi-disk.yaml", d.multiPVC},
-		{"drain.yaml", d.drain},
-	} {
-		if err := d.withSandbox(ctx, step.topology, step.run); err != nil {
+	for _, s := range d.plan() {
+		runs := s.selected(o.scenarios)
+		if len(runs) == 0 {
+			continue
+		}
+		if err := d.withSandbox(ctx, s.topology, s.noGate, runs); err != nil {
 			d.broken = append(d.broken, err.Error())
 		}
 		if ctx.Err() != nil {
@@ -102,10 +134,51 @@ type demo struct {
 	opts  options
 	out   io.Writer
 	start time.Time
+	// claimsWithGate is the claims-beyond-capacity run with the gate, kept
+	// until the run without it is reported beside it.
+	claimsWithGate *claimsRun
+	// ungated is set once a sandbox without the gate ran.
+	ungated bool
 	// summaries are one line per scenario, for the end.
 	summaries []string
 	// broken describes what went wrong; the demo fails when it is not empty.
 	broken []string
+}
+
+// step is one sandbox of the demo and the scenarios that run in it.
+type step struct {
+	topology string
+	// noGate starts the sandbox without the admission gate.
+	noGate bool
+	runs   []namedRun
+}
+
+// namedRun is a scenario run in a sandbox, by the scenario's name.
+type namedRun struct {
+	name string
+	run  func(context.Context, *cluster) error
+}
+
+// plan is the demo's sandboxes, in order, with their scenarios. The claims
+// beyond capacity run twice, in a sandbox with the gate and in one without.
+func (d *demo) plan() []step {
+	return []step{
+		{topology: "topology.yaml", runs: []namedRun{{"race", d.race}, {"restart", d.restart}, {"claims", d.claimsGated}}},
+		{topology: "topology.yaml", noGate: true, runs: []namedRun{{"claims", d.claimsUngated}}},
+		{topology: "multi-disk.yaml", runs: []namedRun{{"multi-pvc", d.multiPVC}}},
+		{topology: "drain.yaml", runs: []namedRun{{"drain", d.drain}}},
+	}
+}
+
+// selected returns the step's runs whose scenario is chosen.
+func (s step) selected(chosen map[string]bool) []namedRun {
+	var out []namedRun
+	for _, r := range s.runs {
+		if chosen[r.name] {
+			out = append(out, r)
+		}
+	}
+	return out
 }
 
 // cluster is a running sandbox with a client that can watch.
@@ -114,18 +187,23 @@ type cluster struct {
 	c  client.WithWatch
 }
 
-// withSandbox starts a sandbox with the topology file, runs fn against it,
-// and stops it again.
-func (d *demo) withSandbox(ctx context.Context, topologyFile string, fn func(context.Context, *cluster) error) (retErr error) {
+// withSandbox starts a sandbox with the topology file, with the admission
+// gate unless noGate, runs the runs against it in turn, and stops it again.
+func (d *demo) withSandbox(ctx context.Context, topologyFile string, noGate bool, runs []namedRun) (retErr error) {
 	topo, err := sandbox.LoadTopology(filepath.Join(d.opts.configDir, "sandbox", topologyFile))
 	if err != nil {
 		return err
 	}
-	d.progress("starting a sandbox with %s (%s)", topologyFile, describe(topo))
+	gate, logName := "with the admission gate", strings.TrimSuffix(topologyFile, filepath.Ext(topologyFile))
+	if noGate {
+		gate, logName = "without the admission gate (Longhorn as it is today)", logName+"-no-gate"
+	}
+	d.progress("starting a sandbox with %s (%s), %s", topologyFile, describe(topo), gate)
+	d.ungated = d.ungated || noGate
 	started := time.Now()
-	logDir := filepath.Join(d.opts.logDir, strings.TrimSuffix(topologyFile, filepath.Ext(topologyFile)))
+	logDir := filepath.Join(d.opts.logDir, logName)
 	sb, err := sandbox.Start(ctx, sandbox.Options{
-		Topology: topo, Extender: true, ConfigDir: d.opts.configDir, LogDir: logDir,
+		Topology: topo, Extender: true, NoGate: noGate, ConfigDir: d.opts.configDir, LogDir: logDir,
 	})
 	if err != nil {
 		return fmt.Errorf("starting the sandbox with %s (logs in %s): %w", topologyFile, logDir, err)
@@ -144,7 +222,13 @@ func (d *demo) withSandbox(ctx context.Context, topologyFile string, fn func(con
 	if err != nil {
 		return err
 	}
-	return fn(ctx, &cluster{sb: sb, c: c})
+	cl := &cluster{sb: sb, c: c}
+	for _, r := range runs {
+		if err := r.run(ctx, cl); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // common returns the scenario options of one run in its own namespace.
@@ -177,17 +261,6 @@ func (d *demo) check(what string, res scenario.Result) {
 	for _, v := range res.Violations {
 		d.broken = append(d.broken, fmt.Sprintf("%s: %s", what, v))
 	}
-}
-
-// onFourEqualNodes runs the scenarios of four nodes with one 400Gi disk
-// each: the race, the restart and the claims beyond capacity.
-func (d *demo) onFourEqualNodes(ctx context.Context, cl *cluster) error {
-	for _, fn := range []func(context.Context, *cluster) error{d.race, d.restart, d.concurrentPVCs} {
-		if err := fn(ctx, cl); err != nil {
-			return err
-		}
-	}
-	return nil
 }
 
 func (d *demo) race(ctx context.Context, cl *cluster) error {
@@ -227,17 +300,64 @@ func (d *demo) restart(ctx context.Context, cl *cluster) error {
 	return nil
 }
 
-func (d *demo) concurrentPVCs(ctx context.Context, cl *cluster) error {
-	o := d.common("claims-at-once")
-	res, err := scenario.ConcurrentPVCs(ctx, cl.c, scenario.ConcurrentPVCsOptions{Common: o, Claims: 20, Size: "100Gi"})
+// claimsRun is one run of the claims beyond capacity.
+type claimsRun struct {
+	res scenario.ConcurrentPVCsResult
+	// refused counts the replica writes the gate refused during the run.
+	refused int
+}
+
+// claimsGated runs the claims beyond capacity in the sandbox with the
+// gate, and keeps the result for the run without it.
+func (d *demo) claimsGated(ctx context.Context, cl *cluster) error {
+	run, err := d.claims(ctx, cl, "claims-with-gate")
 	if err != nil {
 		return err
 	}
-	for _, v := range res.Violations {
-		d.broken = append(d.broken, "claims at once: "+v)
+	d.claimsWithGate = run
+	return nil
+}
+
+// claimsUngated runs the claims beyond capacity in the sandbox without the
+// gate and reports both runs side by side.
+func (d *demo) claimsUngated(ctx context.Context, cl *cluster) error {
+	run, err := d.claims(ctx, cl, "claims-without-gate")
+	if err != nil {
+		return err
 	}
-	d.reportConcurrentPVCs(res)
-	return d.cleanup(ctx, cl, o)
+	if d.claimsWithGate == nil {
+		return fmt.Errorf("claims beyond capacity: the run with the gate did not complete, nothing to compare with")
+	}
+	d.reportClaims(*d.claimsWithGate, *run)
+	return nil
+}
+
+// claimsBeyondCapacity is how many 100Gi claims the claims beyond capacity
+// create at once on four 400Gi disks: twice what fits, enough for Longhorn's
+// volume-controller workers to race.
+const claimsBeyondCapacity = 32
+
+// claims creates claimsBeyondCapacity 100Gi claims at once on the four
+// 400Gi disks in namespace, counts the writes the gate refused meanwhile,
+// and cleans up.
+func (d *demo) claims(ctx context.Context, cl *cluster, namespace string) (*claimsRun, error) {
+	o := d.common(namespace)
+	before, err := gateRefusals()
+	if err != nil {
+		return nil, err
+	}
+	res, err := scenario.ConcurrentPVCs(ctx, cl.c, scenario.ConcurrentPVCsOptions{Common: o, Claims: claimsBeyondCapacity, Size: "100Gi", HoldPlacement: true})
+	if err != nil {
+		return nil, err
+	}
+	after, err := gateRefusals()
+	if err != nil {
+		return nil, err
+	}
+	for _, v := range res.Violations {
+		d.broken = append(d.broken, namespace+": "+v)
+	}
+	return &claimsRun{res: res, refused: after - before}, d.cleanup(ctx, cl, o)
 }
 
 func (d *demo) multiPVC(ctx context.Context, cl *cluster) error {

@@ -26,10 +26,13 @@ func (d *demo) section(title string, what ...string) {
 func (d *demo) intro() {
 	fmt.Fprint(d.out, `diskschedule demo: the Longhorn scheduler extender's test plan
 
-Each scenario runs twice in the same simulated cluster: once with pods that
-ask for the longhorn.io/scheduler-extender resource, so kube-scheduler asks
-the extender which nodes can hold their volumes, and once without it, so
-kube-scheduler decides alone. Volumes are 100Gi, one replica, best-effort
+Each pod scenario runs twice in the same simulated cluster: once with pods
+that ask for the longhorn.io/scheduler-extender resource, so kube-scheduler
+asks the extender which nodes can hold their volumes, and once without it, so
+kube-scheduler decides alone. The claims beyond capacity (scenario 3) run
+twice too: with the admission gate, which makes each of Longhorn's replica
+placements ask the disk's ledger first, and in a second sandbox without it,
+as Longhorn runs today. Volumes are 100Gi, one replica, best-effort
 data locality: the replica goes to the pod's node when that node's disk has
 room, else to another node, and the pod then reads its data over the network.
 Every disk has a ledger (a DiskSchedule) that grants its space; "scheduled/
@@ -110,13 +113,19 @@ func (d *demo) sideBySide(with, without scenario.Result, pods func(res scenario.
 // podCount is the pods column: how many pods are on the node.
 func podCount(res scenario.Result, node string) string { return fmt.Sprint(res.PodsPerNode[node]) }
 
-// facts prints labelled values with and without the extender.
-func (d *demo) facts(rows ...[3]string) {
-	g := &grid{leftAligned: 1, header: []string{"", "with the extender", "without the extender"}}
+// facts prints labelled values under two titles: with and without the
+// extender, or the gate.
+func (d *demo) facts(with, without string, rows ...[3]string) {
+	g := &grid{leftAligned: 1, header: []string{"", with, without}}
 	for _, r := range rows {
 		g.add(r[0], r[1], r[2])
 	}
 	g.write(d.out)
+}
+
+// extenderFacts prints labelled values with and without the extender.
+func (d *demo) extenderFacts(rows ...[3]string) {
+	d.facts("with the extender", "without the extender", rows...)
 }
 
 func (d *demo) reportRace(with, without scenario.Result) {
@@ -128,7 +137,7 @@ func (d *demo) reportRace(with, without scenario.Result) {
 		"waits until the pod before it has its node and its space reserved in the ledger.")
 	d.sideBySide(with, without, podCount)
 	fmt.Fprintln(d.out)
-	d.facts(
+	d.extenderFacts(
 		[3]string{"pods per node", with.Distribution(), without.Distribution()},
 		[3]string{"time until every pod has a node", seconds(with.TimeToAllScheduled), seconds(without.TimeToAllScheduled)},
 		[3]string{"time until every pod runs", seconds(with.TimeToAllRunning), seconds(without.TimeToAllRunning)},
@@ -172,7 +181,7 @@ func (d *demo) reportRestart(with, without scenario.RestartResult) {
 		"after, and each disk's ledger after the restart:")
 	d.beforeAfter(with.Before, with.After, without.Before, without.After)
 	fmt.Fprintln(d.out)
-	d.facts(
+	d.extenderFacts(
 		[3]string{"pods that came back on another node", fmt.Sprintf("%d of %d", len(with.Moved), len(with.After.PodNodes)),
 			fmt.Sprintf("%d of %d", len(without.Moved), len(without.After.PodNodes))},
 		[3]string{"pods whose data is on another node after", fmt.Sprint(len(with.After.RemoteData)), fmt.Sprint(len(without.After.RemoteData))},
@@ -208,25 +217,126 @@ func (d *demo) beforeAfter(withBefore, withAfter, withoutBefore, withoutAfter sc
 	g.write(d.out)
 }
 
-func (d *demo) reportConcurrentPVCs(res scenario.ConcurrentPVCsResult) {
-	d.section("3. More claims than space, all at once: 20 claims of 100Gi, no pods",
-		fmt.Sprintf("Twenty 100Gi claims of the class %s (data locality disabled, so each volume", scenario.DisabledLocalityClass),
-		"is placed at once) are created at the same moment on four 400Gi disks, which hold",
-		"sixteen. The volume controller places all twenty concurrently; only the ledgers stand",
-		"between them and an overfilled disk. No pod, so the extender plays no part.")
-	g := &grid{leftAligned: 2, header: []string{"node", "disk", "scheduled/limit", "granted/rejected", "reserved"}}
-	for _, row := range res.Ledgers {
-		g.add(append([]string{row.Node, row.Disk}, ledgerCells(row)...)...)
+func (d *demo) reportClaims(with, without claimsRun) {
+	d.section(fmt.Sprintf("3. More claims than space, all at once: %d claims of 100Gi, with and without the gate", with.res.Claims),
+		fmt.Sprintf("%d claims of 100Gi of the class %s (data locality disabled, so each volume is", with.res.Claims, scenario.DisabledLocalityClass),
+		"placed as soon as it can be) are created on four 400Gi disks, which hold sixteen, while",
+		"every node is cordoned: Longhorn places nothing on a cordoned node. Then every node is",
+		"uncordoned at once, and Longhorn's volume controller places all the volumes at the same",
+		"moment, each worker from its own cache, with no lock, as when claims arrive faster than",
+		"it places them. No pod, so the extender plays no part. With the admission gate each",
+		"placement asks the disk's ledger first; without it (a second sandbox, Longhorn as it is",
+		"today) nothing stops two placements from taking the same bytes. What Longhorn persisted",
+		"on each disk (its replicas' volume sizes) against the disk's limit, once every volume",
+		"was decided:")
+	claimsGrid(with, without).write(d.out)
+	fmt.Fprintln(d.out)
+	d.facts("with the gate", "without the gate", claimsFacts(with, without)...)
+	fmt.Fprintln(d.out, `
+With the gate, a refused placement leaves the replica unscheduled, and Longhorn places it
+again after a backoff until its own view shows every disk full. Without it, the ledgers can
+only adopt what Longhorn persisted, and mark the disks over their limit Overcommitted. A
+write the gate admitted that then did not land (the replica changed meanwhile) keeps its
+grant until the mirror releases it, --gate-grace (30s) later: cleaning up after the run
+with the gate can take that long.`)
+	if msg := with.res.UnschedulableMessage; msg != "" {
+		fmt.Fprintf(d.out, "\nWith the gate, a volume that did not fit says: %s\n", msg)
 	}
-	g.write(d.out)
-	fmt.Fprintf(d.out, "\n%d volumes scheduled, %d refused", res.Scheduled, res.Unschedulable)
-	if res.UnschedulableMessage != "" {
-		fmt.Fprintf(d.out, " (for example: %s)", res.UnschedulableMessage)
+	d.summaries = append(d.summaries, claimsSummary(with, without))
+}
+
+// claimsGrid is, per disk, what Longhorn persisted there against the
+// disk's limit, with and without the gate.
+func claimsGrid(with, without claimsRun) *grid {
+	g := &grid{
+		leftAligned: 2,
+		groups:      []span{{"with the gate", 2, 4}, {"without the gate", 4, 6}},
+		header:      []string{"node", "disk", "persisted/limit", "of limit", "persisted/limit", "of limit"},
 	}
-	fmt.Fprintf(d.out, ".\nEvery volume was decided %s after the claims were created; of the %d ledger versions watched, %s.\n",
-		seconds(res.TimeToSettled), res.LedgerVersions, overLimit(res.Violations))
-	d.summaries = append(d.summaries, fmt.Sprintf("Claims beyond capacity: %d of %d volumes scheduled, %d refused with a reason, %s.",
-		res.Scheduled, res.Claims, res.Unschedulable, neverOver(res.Violations)))
+	w, wo := usageByDisk(with.res.Disks), usageByDisk(without.res.Disks)
+	for _, k := range usageDisks(with.res.Disks, without.res.Disks) {
+		g.add(k[0], k[1], persistedOfLimit(w[k]), percent(w[k]), persistedOfLimit(wo[k]), percent(wo[k]))
+	}
+	return g
+}
+
+// claimsFacts are the claims' outcomes with and without the gate.
+func claimsFacts(with, without claimsRun) [][3]string {
+	return [][3]string{
+		{"volumes placed", placedOf(with.res), placedOf(without.res)},
+		{"replica writes refused by the gate", fmt.Sprint(with.refused), fmt.Sprint(without.refused)},
+		{"fullest disk, in % of its limit", fullest(with.res.Disks), fullest(without.res.Disks)},
+		{"disks over their limit", overOf(with.res.Disks), overOf(without.res.Disks)},
+		{"time until every volume was decided", seconds(with.res.TimeToSettled), seconds(without.res.TimeToSettled)},
+		{"ledger versions watched; rules broken", ledgerRules(with.res), ledgerRules(without.res)},
+	}
+}
+
+// claimsSummary is the claims' line of the summary.
+func claimsSummary(with, without claimsRun) string {
+	return fmt.Sprintf("Claims beyond capacity: with the gate %s volumes placed, fullest disk %s, %s disks over their limit, %d writes refused; "+
+		"without it (Longhorn as it is today) %s placed, fullest disk %s, %s disks over their limit.",
+		placedOf(with.res), fullest(with.res.Disks), overOf(with.res.Disks), with.refused,
+		placedOf(without.res), fullest(without.res.Disks), overOf(without.res.Disks))
+}
+
+// placedOf formats the volumes placed of the claims, "16 of 20".
+func placedOf(res scenario.ConcurrentPVCsResult) string {
+	return fmt.Sprintf("%d of %d", res.Scheduled, res.Claims)
+}
+
+// fullest formats the fullest disk, "175% (node-3/disk-1)".
+func fullest(disks []scenario.DiskUsage) string {
+	u, ok := scenario.Fullest(disks)
+	if !ok {
+		return "-"
+	}
+	return fmt.Sprintf("%s (%s/%s)", percent(u), u.Node, u.Disk)
+}
+
+// overOf formats the disks over their limit, "3 of 4".
+func overOf(disks []scenario.DiskUsage) string {
+	return fmt.Sprintf("%d of %d", scenario.OverLimit(disks), len(disks))
+}
+
+// percent formats a disk's usage in percent of its limit, "125%".
+func percent(u scenario.DiskUsage) string { return fmt.Sprintf("%.0f%%", u.Percent()) }
+
+// persistedOfLimit formats what is persisted on a disk of its limit, "500Gi/400Gi".
+func persistedOfLimit(u scenario.DiskUsage) string {
+	return scenario.Bytes(u.Persisted) + "/" + scenario.Bytes(u.Limit)
+}
+
+// ledgerRules formats how many ledger versions were watched and how many
+// broke the ledger's rules.
+func ledgerRules(res scenario.ConcurrentPVCsResult) string {
+	if len(res.Violations) == 0 {
+		return fmt.Sprintf("%d; never", res.LedgerVersions)
+	}
+	return fmt.Sprintf("%d; %d times", res.LedgerVersions, len(res.Violations))
+}
+
+// usageByDisk indexes disk usages by node and disk.
+func usageByDisk(disks []scenario.DiskUsage) map[[2]string]scenario.DiskUsage {
+	out := map[[2]string]scenario.DiskUsage{}
+	for _, u := range disks {
+		out[[2]string{u.Node, u.Disk}] = u
+	}
+	return out
+}
+
+// usageDisks returns every (node, disk) of the usages, in order.
+func usageDisks(usages ...[]scenario.DiskUsage) [][2]string {
+	var rows [][]scenario.LedgerRow
+	for _, us := range usages {
+		rs := make([]scenario.LedgerRow, 0, len(us))
+		for _, u := range us {
+			rs = append(rs, scenario.LedgerRow{Node: u.Node, Disk: u.Disk})
+		}
+		rows = append(rows, rs)
+	}
+	// disks orders ledger rows by node and disk; only those are set.
+	return disks(rows...)
 }
 
 func (d *demo) reportMultiPVC(with, without scenario.MultiPVCResult) {
@@ -241,7 +351,7 @@ func (d *demo) reportMultiPVC(with, without scenario.MultiPVCResult) {
 		return "-"
 	})
 	fmt.Fprintln(d.out)
-	d.facts(
+	d.extenderFacts(
 		[3]string{"the pod's node", with.Node, without.Node},
 		[3]string{"its volumes with the replica on another node", fmt.Sprintf("%d of 4", with.RemoteVolumes), fmt.Sprintf("%d of 4", without.RemoteVolumes)},
 		[3]string{"time until the pod runs", seconds(with.TimeToAllRunning), seconds(without.TimeToAllRunning)},
@@ -260,7 +370,7 @@ func (d *demo) reportDrain(with, without scenario.DrainResult) {
 		"the drain, and each disk's ledger after it:")
 	d.beforeAfter(with.Before, with.After, without.Before, without.After)
 	fmt.Fprintln(d.out)
-	d.facts(
+	d.extenderFacts(
 		[3]string{"pods whose data stayed on another node", fmt.Sprint(len(with.After.RemoteData)), fmt.Sprint(len(without.After.RemoteData))},
 		[3]string{"time until every moved pod runs", seconds(with.After.TimeToAllRunning), seconds(without.After.TimeToAllRunning)},
 		[3]string{"ledger versions watched; over the limit", ledgerWatch(both(with.Before, with.After)), ledgerWatch(both(without.Before, without.After))},
@@ -285,7 +395,12 @@ func (d *demo) summary() {
 	for _, s := range d.summaries {
 		fmt.Fprintln(d.out, "- "+s)
 	}
-	if len(d.broken) == 0 {
+	switch {
+	case len(d.broken) > 0:
+	case d.ungated:
+		fmt.Fprintln(d.out, "\nEvery scenario ran to the end and no ledger ever broke its rules: none granted more than its limit,\n"+
+			"except what Longhorn placed without the gate, which the ledgers adopted and marked Overcommitted.")
+	default:
 		fmt.Fprintln(d.out, "\nEvery scenario ran to the end and no ledger ever granted more than its limit.")
 	}
 }
@@ -302,21 +417,6 @@ func ledgerWatch(res scenario.Result) string {
 		return fmt.Sprintf("%d; never", res.LedgerVersions)
 	}
 	return fmt.Sprintf("%d; %d times", res.LedgerVersions, len(res.Violations))
-}
-
-// overLimit says how many ledger versions were over their limit.
-func overLimit(violations []string) string {
-	if len(violations) == 0 {
-		return "none was over its limit"
-	}
-	return fmt.Sprintf("%d were over their limit", len(violations))
-}
-
-func neverOver(violations []string) string {
-	if len(violations) == 0 {
-		return "no ledger ever over its limit"
-	}
-	return fmt.Sprintf("%d ledger versions over their limit", len(violations))
 }
 
 // seconds formats a duration in seconds, "2.56s".
