@@ -101,10 +101,10 @@ undeploy: kustomize ## Remove what deploy created.
 ##@ Dependencies
 
 .PHONY: controlplane
-controlplane: ## Build kube-apiserver, kube-scheduler and etcd into bin/k8s (skipped when built or when KUBEBUILDER_ASSETS is set).
+controlplane: ## Build kube-apiserver, kube-controller-manager, kube-scheduler and etcd into bin/k8s (skipped when built or when KUBEBUILDER_ASSETS is set).
 	@if [ -n "$(KUBEBUILDER_ASSETS)" ]; then \
 		echo "controlplane: using KUBEBUILDER_ASSETS=$(KUBEBUILDER_ASSETS)"; \
-	elif [ -x "$(K8S_BIN)/kube-apiserver" ] && [ -x "$(K8S_BIN)/kube-scheduler" ] && [ -x "$(K8S_BIN)/etcd" ]; then \
+	elif [ -x "$(K8S_BIN)/kube-apiserver" ] && [ -x "$(K8S_BIN)/kube-controller-manager" ] && [ -x "$(K8S_BIN)/kube-scheduler" ] && [ -x "$(K8S_BIN)/etcd" ]; then \
 		echo "controlplane: already built in $(K8S_BIN)"; \
 	else \
 		hack/build-controlplane.sh "$(K8S_BIN)"; \
