@@ -52,7 +52,7 @@ test: verify vet controlplane ## Check generated files, vet, and run every test 
 SANDBOX_ARGS ?=
 
 .PHONY: sandbox
-sandbox: controlplane ## Run etcd, kube-apiserver, kube-scheduler (with the extender), the manager and a simulated Longhorn locally until ^C; flags in SANDBOX_ARGS.
+sandbox: controlplane ## Run etcd, kube-apiserver, kube-controller-manager, kube-scheduler (with the extender), the manager and a simulated Longhorn locally until ^C; flags in SANDBOX_ARGS.
 	KUBEBUILDER_ASSETS="$(TEST_ASSETS)" go run ./cmd/sandbox $(SANDBOX_ARGS)
 
 DEMO_ARGS ?=

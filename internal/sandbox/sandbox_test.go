@@ -33,6 +33,10 @@ import (
 	"github.com/longhorn/diskschedule/internal/testenv"
 )
 
+// gracePeriod is the sandbox's node monitor grace period in these tests:
+// short, so that a node without heartbeats is marked unhealthy soon.
+const gracePeriod = 10 * time.Second
+
 // twoNodes is the sandbox the end-to-end test runs.
 const twoNodes = `
 nodes:
@@ -82,6 +86,8 @@ func testSandbox(t *testing.T, extender bool) {
 		AssetsDir:      testenv.AssetsDir(),
 		LogDir:         filepath.Join(dir, "logs"),
 		Out:            out,
+
+		NodeMonitorGracePeriod: gracePeriod,
 	})
 	if err != nil {
 		t.Fatalf("starting the sandbox: %v\n%s", err, out)
@@ -94,6 +100,7 @@ func testSandbox(t *testing.T, extender bool) {
 	t.Cleanup(func() {
 		if t.Failed() {
 			logTail(t, filepath.Join(dir, "logs", "kube-scheduler.log"))
+			logTail(t, filepath.Join(dir, "logs", "kube-controller-manager.log"))
 		}
 	})
 	if !strings.Contains(out.String(), "\nsandbox ready\n") {
@@ -106,6 +113,11 @@ func testSandbox(t *testing.T, extender bool) {
 		t.Errorf("ExtenderURL() = %q with extender=%v", sb.ExtenderURL(), extender)
 	}
 
+	if !extender {
+		t.Run("the nodes keep their leases past the node monitor grace period", func(t *testing.T) {
+			testNodeHeartbeats(t, sb, "node-1", "node-2")
+		})
+	}
 	t.Run("a pod is scheduled by kube-scheduler and its replica placed on the pod's node", func(t *testing.T) {
 		testWorkload(t, sb)
 	})
@@ -283,6 +295,85 @@ func testWorkload(t *testing.T, sb *sandbox.Sandbox) {
 	})
 }
 
+// testNodeHeartbeats checks that kube-controller-manager's node lifecycle
+// controller watches the nodes and finds the simulated ones alive: it
+// removes the not-ready taint the API server gives new nodes, marks a node
+// nobody renews a Lease for unhealthy within the grace period, and leaves
+// the simulated nodes, whose Leases the simulated kubelets renew, Ready and
+// untainted for twice the grace period.
+func testNodeHeartbeats(t *testing.T, sb *sandbox.Sandbox, nodes ...string) {
+	ctx := context.Background()
+	c := sb.Client()
+	ghost := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "ghost", Labels: map[string]string{corev1.LabelHostname: "ghost"}}}
+	if err := c.Create(ctx, ghost); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := c.Delete(context.Background(), ghost); client.IgnoreNotFound(err) != nil {
+			t.Errorf("deleting node %s: %v", ghost.Name, err)
+		}
+	})
+	now := metav1.Now()
+	ghost.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue, Reason: "KubeletReady",
+		LastHeartbeatTime: now, LastTransitionTime: now}}
+	if err := c.Status().Update(ctx, ghost); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	eventually(t, "a node without heartbeats is marked unhealthy", func(ctx context.Context) (bool, string, error) {
+		if err := c.Get(ctx, client.ObjectKeyFromObject(ghost), ghost); err != nil {
+			return false, "", err
+		}
+		return hasTaint(ghost, corev1.TaintNodeUnreachable, corev1.TaintEffectNoExecute) && readyStatus(ghost) == corev1.ConditionUnknown,
+			fmt.Sprintf("taints %v, Ready %s", ghost.Spec.Taints, readyStatus(ghost)), nil
+	})
+	deadline := start.Add(2 * gracePeriod)
+	eventually(t, "the simulated nodes' leases renewed twice the grace period after the start", func(ctx context.Context) (bool, string, error) {
+		for _, name := range nodes {
+			lease := &coordinationv1.Lease{}
+			if err := c.Get(ctx, client.ObjectKey{Namespace: corev1.NamespaceNodeLease, Name: name}, lease); err != nil {
+				return false, "", client.IgnoreNotFound(err)
+			}
+			if lease.Spec.RenewTime == nil || lease.Spec.RenewTime.Time.Before(deadline) {
+				return false, fmt.Sprintf("lease %s renewed at %v", name, lease.Spec.RenewTime), nil
+			}
+			if len(lease.OwnerReferences) != 1 || lease.OwnerReferences[0].Kind != "Node" || lease.OwnerReferences[0].Name != name {
+				return false, fmt.Sprintf("lease %s owned by %v", name, lease.OwnerReferences), nil
+			}
+		}
+		return true, "", nil
+	})
+	for _, name := range nodes {
+		node := &corev1.Node{}
+		if err := c.Get(ctx, client.ObjectKey{Name: name}, node); err != nil {
+			t.Fatal(err)
+		}
+		if readyStatus(node) != corev1.ConditionTrue || len(node.Spec.Taints) != 0 {
+			t.Errorf("node %s: Ready %s, taints %v; want Ready and untainted", name, readyStatus(node), node.Spec.Taints)
+		}
+	}
+}
+
+// readyStatus returns the status of a node's Ready condition, or "".
+func readyStatus(node *corev1.Node) corev1.ConditionStatus {
+	for _, c := range node.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			return c.Status
+		}
+	}
+	return ""
+}
+
+// hasTaint reports whether the node has the taint key with effect.
+func hasTaint(node *corev1.Node, key string, effect corev1.TaintEffect) bool {
+	for _, t := range node.Spec.Taints {
+		if t.Key == key && t.Effect == effect {
+			return true
+		}
+	}
+	return false
+}
+
 func testManagerRBAC(t *testing.T, sb *sandbox.Sandbox) {
 	ctx := context.Background()
 	mc, err := client.New(sb.ManagerConfig(), client.Options{Scheme: sb.Scheme()})
@@ -369,11 +460,11 @@ func testStop(t *testing.T, sb *sandbox.Sandbox) {
 			t.Errorf("%s (pid %d) is not running before Stop", p.Name, p.PID)
 		}
 	}
-	if got := strings.Join(names, ","); got != "etcd,kube-apiserver,kube-scheduler" {
-		t.Errorf("Processes() = %s, want etcd, kube-apiserver and kube-scheduler", got)
+	if got := strings.Join(names, ","); got != "etcd,kube-apiserver,kube-controller-manager,kube-scheduler" {
+		t.Errorf("Processes() = %s, want etcd, kube-apiserver, kube-controller-manager and kube-scheduler", got)
 	}
-	if len(ports) < 4 {
-		t.Errorf("Ports() = %v, want at least kube-apiserver, etcd, metrics and kube-scheduler", ports)
+	if len(ports) < 5 {
+		t.Errorf("Ports() = %v, want at least kube-apiserver, etcd, kube-controller-manager, metrics and kube-scheduler", ports)
 	}
 	for _, port := range ports {
 		if sandbox.PortFree(port) {

@@ -18,10 +18,15 @@
 //     the disk, plus the backing images copied there) and its Ready and
 //     Schedulable conditions (DiskPressure).
 //   - setting.go: Longhorn's setting controller, which marks Settings applied.
-//   - kubelet.go: each simulated node's kubelet: the Kubernetes Node Ready
-//     with its allocatable resources (including the scheduler extender's
-//     resource), pods Running once their Longhorn volumes are attached and
-//     have a running replica, and the end of pod deletion.
+//   - kubelet.go, nodelease.go: each simulated node's kubelet: the
+//     Kubernetes Node Ready with its allocatable resources (including the
+//     scheduler extender's resource), reported again every 5 minutes; the
+//     node's Lease in kube-node-lease renewed every quarter of its duration
+//     (Options.NodeLeaseDuration, 40s by default) by the kubelet's own lease
+//     controller, so kube-controller-manager's node lifecycle controller
+//     keeps the node Ready and untainted; pods Running once their Longhorn
+//     volumes are attached and have a running replica; and the end of pod
+//     deletion.
 //   - provisioner.go, attacher.go: the Longhorn CSI driver's provisioner,
 //     resizer and attacher, with the parts of the Kubernetes PV controllers
 //     they rely on: a claim of a driver.longhorn.io class becomes a Longhorn

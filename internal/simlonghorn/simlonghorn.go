@@ -5,6 +5,7 @@ import (
 	"crypto/sha1"
 	"errors"
 	"fmt"
+	"time"
 
 	lhv1 "github.com/longhorn/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
 	corev1 "k8s.io/api/core/v1"
@@ -84,6 +85,10 @@ type Options struct {
 	// --simulated-longhorn=false) runs only the nodes: they exist and report
 	// their disks' space, but nothing creates or places replicas.
 	PlaceReplicas bool
+	// NodeLeaseDuration is the duration of each simulated node's Lease in
+	// kube-node-lease, renewed every quarter of it; zero is
+	// DefaultNodeLeaseDuration, the kubelet's default.
+	NodeLeaseDuration time.Duration
 }
 
 // NodeSpec is one simulated node: a Kubernetes Node and a Longhorn Node.
@@ -133,6 +138,13 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 	}
 	if err := mgr.Add(&bootstrap{sim: s}); err != nil {
 		return fmt.Errorf("adding the simulated Longhorn's start-up: %w", err)
+	}
+	leases, err := newNodeLeases(mgr, s, opts.NodeLeaseDuration)
+	if err != nil {
+		return err
+	}
+	if err := mgr.Add(leases); err != nil {
+		return fmt.Errorf("adding the simulated nodes' leases: %w", err)
 	}
 	controllers := []interface{ setup(ctrl.Manager) error }{
 		&nodeController{sim: s},
