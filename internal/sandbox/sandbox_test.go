@@ -17,11 +17,13 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
+	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -121,6 +123,9 @@ func testSandbox(t *testing.T, extender bool) {
 	t.Run("a pod is scheduled by kube-scheduler and its replica placed on the pod's node", func(t *testing.T) {
 		testWorkload(t, sb)
 	})
+	t.Run("a WaitForFirstConsumer claim is provisioned on the node kube-scheduler selected", func(t *testing.T) {
+		testWaitForFirstConsumer(t, sb)
+	})
 	t.Run("the manager runs under the deployment's RBAC only", func(t *testing.T) {
 		testManagerRBAC(t, sb)
 	})
@@ -142,28 +147,7 @@ func testWorkload(t *testing.T, sb *sandbox.Sandbox) {
 		t.Fatal(err)
 	}
 	size := resource.MustParse("10Gi")
-	pvc := &corev1.PersistentVolumeClaim{
-		ObjectMeta: metav1.ObjectMeta{Name: "data", Namespace: ns.Name},
-		Spec: corev1.PersistentVolumeClaimSpec{
-			AccessModes:      []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
-			StorageClassName: ptr.To(sandbox.StorageClassName),
-			Resources:        corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: size}},
-		},
-	}
-	one := corev1.ResourceList{simlonghorn.ExtendedResource: resource.MustParse("1")}
-	pod := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: "app", Namespace: ns.Name},
-		Spec: corev1.PodSpec{
-			Containers: []corev1.Container{{
-				Name: "app", Image: "busybox",
-				Resources:    corev1.ResourceRequirements{Requests: one, Limits: one},
-				VolumeMounts: []corev1.VolumeMount{{Name: "data", MountPath: "/data"}},
-			}},
-			Volumes: []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{
-				PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: pvc.Name},
-			}}},
-		},
-	}
+	pvc, pod := claimAndPod(ns.Name, sandbox.StorageClassName, size)
 	for _, obj := range []client.Object{pvc, pod} {
 		if err := c.Create(ctx, obj); err != nil {
 			t.Fatal(err)
@@ -252,6 +236,30 @@ func testWorkload(t *testing.T, sb *sandbox.Sandbox) {
 			return false, "", err
 		}
 		return pod.Status.Phase == corev1.PodRunning, fmt.Sprintf("phase %s", pod.Status.Phase), nil
+	})
+
+	// Expanding the claim: kube-controller-manager's expander leaves it to
+	// the external resizer, which grows the volume (the gate lets it), the
+	// replica, the PersistentVolume and the claim.
+	size = resource.MustParse("20Gi")
+	expandClaim(t, c, pvc, size)
+	eventually(t, "the volume, its replica and the claim are expanded", func(ctx context.Context) (bool, string, error) {
+		if err := c.Get(ctx, volKey, vol); err != nil {
+			return false, "", err
+		}
+		if err := c.Get(ctx, client.ObjectKeyFromObject(pvc), pvc); err != nil {
+			return false, "", err
+		}
+		reps, err := volumeReplicas(ctx, c, vol.Name)
+		if err != nil || len(reps) != 1 {
+			return false, fmt.Sprintf("%d replicas", len(reps)), err
+		}
+		capacity := pvc.Status.Capacity[corev1.ResourceStorage]
+		return vol.Spec.Size == size.Value() && reps[0].Spec.VolumeSize == size.Value() && capacity.Cmp(size) == 0,
+			fmt.Sprintf("volume %d, replica %d, claim %s", vol.Spec.Size, reps[0].Spec.VolumeSize, capacity.String()), nil
+	})
+	eventually(t, "kube-controller-manager's expander leaves the claim to the external resizer", func(ctx context.Context) (bool, string, error) {
+		return claimEvent(ctx, c, pvc, "ExternalExpanding")
 	})
 
 	// Deleting the pod detaches the volume; deleting the claim reclaims the
@@ -372,6 +380,124 @@ func hasTaint(node *corev1.Node, key string, effect corev1.TaintEffect) bool {
 		}
 	}
 	return false
+}
+
+// expandClaim sets the claim's storage request to size.
+func expandClaim(t *testing.T, c client.Client, pvc *corev1.PersistentVolumeClaim, size resource.Quantity) {
+	t.Helper()
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if err := c.Get(context.Background(), client.ObjectKeyFromObject(pvc), pvc); err != nil {
+			return err
+		}
+		pvc.Spec.Resources.Requests[corev1.ResourceStorage] = size
+		return c.Update(context.Background(), pvc)
+	})
+	if err != nil {
+		t.Fatalf("expanding claim %s to %s: %v", pvc.Name, size.String(), err)
+	}
+}
+
+// claimEvent reports whether an Event of reason was recorded for the claim.
+func claimEvent(ctx context.Context, c client.Client, pvc *corev1.PersistentVolumeClaim, reason string) (bool, string, error) {
+	events := &corev1.EventList{}
+	if err := c.List(ctx, events, client.InNamespace(pvc.Namespace)); err != nil {
+		return false, "", err
+	}
+	var seen []string
+	for _, e := range events.Items {
+		if e.InvolvedObject.UID != pvc.UID {
+			continue
+		}
+		if e.Reason == reason {
+			return true, "", nil
+		}
+		seen = append(seen, e.Source.Component+"/"+e.Reason)
+	}
+	return false, fmt.Sprintf("events of the claim: %v", seen), nil
+}
+
+// testWaitForFirstConsumer runs a pod with a claim of a
+// WaitForFirstConsumer Longhorn class: kube-scheduler selects the node
+// (the claim's volume.kubernetes.io/selected-node), the PV controller hands
+// the claim to the external provisioner, which provisions it, the PV
+// controller binds it, and the pod runs on the selected node.
+func testWaitForFirstConsumer(t *testing.T, sb *sandbox.Sandbox) {
+	ctx := context.Background()
+	c := sb.Client()
+	class := sandbox.StorageClass()
+	class.Name, class.Annotations = "longhorn-wffc", nil
+	class.VolumeBindingMode = ptr.To(storagev1.VolumeBindingWaitForFirstConsumer)
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "wffc"}}
+	for _, obj := range []client.Object{class, ns} {
+		if err := c.Create(ctx, obj); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pvc, pod := claimAndPod(ns.Name, class.Name, resource.MustParse("10Gi"))
+	if err := c.Create(ctx, pvc); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the claim waits for its first consumer", func(ctx context.Context) (bool, string, error) {
+		if err := c.Get(ctx, client.ObjectKeyFromObject(pvc), pvc); err != nil {
+			return false, "", err
+		}
+		return pvc.Status.Phase == corev1.ClaimPending, fmt.Sprintf("phase %s", pvc.Status.Phase), nil
+	})
+	if err := c.Create(ctx, pod); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the claim is bound on the node kube-scheduler selected and the pod runs there", func(ctx context.Context) (bool, string, error) {
+		if err := c.Get(ctx, client.ObjectKeyFromObject(pod), pod); err != nil {
+			return false, "", err
+		}
+		if err := c.Get(ctx, client.ObjectKeyFromObject(pvc), pvc); err != nil {
+			return false, "", err
+		}
+		selected := pvc.Annotations["volume.kubernetes.io/selected-node"]
+		return selected != "" && selected == pod.Spec.NodeName && pvc.Status.Phase == corev1.ClaimBound && pod.Status.Phase == corev1.PodRunning,
+			fmt.Sprintf("selected node %q, pod on %q (%s), claim %s", selected, pod.Spec.NodeName, pod.Status.Phase, pvc.Status.Phase), nil
+	})
+	vol := &lhv1.Volume{}
+	if err := c.Get(ctx, client.ObjectKey{Namespace: sandbox.Namespace, Name: pvc.Spec.VolumeName}, vol); err != nil {
+		t.Fatalf("the claim's volume: %v", err)
+	}
+	for _, obj := range []client.Object{pod, pvc} {
+		if err := c.Delete(ctx, obj); err != nil {
+			t.Fatal(err)
+		}
+	}
+	eventually(t, "the volume is deleted with its claim", func(ctx context.Context) (bool, string, error) {
+		err := c.Get(ctx, client.ObjectKeyFromObject(vol), vol)
+		return apierrors.IsNotFound(err), fmt.Sprintf("volume: %v", err), client.IgnoreNotFound(err)
+	})
+}
+
+// claimAndPod returns a claim of size of class in ns and a pod using it
+// that requests the scheduler extender's resource.
+func claimAndPod(ns, class string, size resource.Quantity) (*corev1.PersistentVolumeClaim, *corev1.Pod) {
+	pvc := &corev1.PersistentVolumeClaim{
+		ObjectMeta: metav1.ObjectMeta{Name: "data", Namespace: ns},
+		Spec: corev1.PersistentVolumeClaimSpec{
+			AccessModes:      []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			StorageClassName: ptr.To(class),
+			Resources:        corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: size}},
+		},
+	}
+	one := corev1.ResourceList{simlonghorn.ExtendedResource: resource.MustParse("1")}
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "app", Namespace: ns},
+		Spec: corev1.PodSpec{
+			Containers: []corev1.Container{{
+				Name: "app", Image: "busybox",
+				Resources:    corev1.ResourceRequirements{Requests: one, Limits: one},
+				VolumeMounts: []corev1.VolumeMount{{Name: "data", MountPath: "/data"}},
+			}},
+			Volumes: []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{
+				PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: pvc.Name},
+			}}},
+		},
+	}
+	return pvc, pod
 }
 
 func testManagerRBAC(t *testing.T, sb *sandbox.Sandbox) {

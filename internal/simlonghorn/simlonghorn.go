@@ -153,7 +153,8 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 	}
 	if opts.PlaceReplicas {
 		controllers = append(controllers,
-			&provisioner{sim: s},
+			&csiProvisioner{sim: s},
+			&resizer{sim: s},
 			&attacher{sim: s},
 			newVolumeController(s),
 			&replicaController{sim: s},
@@ -290,8 +291,6 @@ const (
 	podByClaim = "simlonghorn.pod.claims"
 	// pvByVolume indexes Longhorn PersistentVolumes by volume handle.
 	pvByVolume = "simlonghorn.pv.volumeHandle"
-	// claimByClass indexes unbound claims by storage class name.
-	claimByClass = "simlonghorn.pvc.unboundStorageClass"
 	// replicaByVolume indexes Replicas by spec.volumeName.
 	replicaByVolume = "simlonghorn.replica.volumeName"
 	// replicaByDisk indexes Replicas by spec.diskID.
@@ -327,13 +326,6 @@ func registerIndexes(ctx context.Context, indexer client.FieldIndexer) error {
 				return []string{h}
 			}
 			return nil
-		}},
-		{&corev1.PersistentVolumeClaim{}, claimByClass, func(o client.Object) []string {
-			pvc := o.(*corev1.PersistentVolumeClaim)
-			if pvc.Spec.VolumeName != "" || pvc.Spec.StorageClassName == nil || *pvc.Spec.StorageClassName == "" {
-				return nil
-			}
-			return []string{*pvc.Spec.StorageClassName}
 		}},
 		{&lhv1.Replica{}, replicaByVolume, replicaField(func(r *lhv1.Replica) string { return r.Spec.VolumeName })},
 		{&lhv1.Replica{}, replicaByDisk, replicaField(func(r *lhv1.Replica) string { return r.Spec.DiskID })},

@@ -22,9 +22,12 @@ import (
 	"github.com/longhorn/diskschedule/internal/simlonghorn"
 )
 
-// createClass creates a Longhorn StorageClass named after the namespace.
+// createClass creates a Longhorn StorageClass named after the namespace,
+// reclaim policy Delete, and starts kube-controller-manager's volume
+// controllers, which its claims go through.
 func createClass(t *testing.T, ns string, params map[string]string) string {
 	t.Helper()
+	startVolumeControllers(t)
 	class := &storagev1.StorageClass{
 		ObjectMeta:           metav1.ObjectMeta{Name: ns},
 		Provisioner:          simlonghorn.CSIDriver,
@@ -101,11 +104,15 @@ func getVolume(ctx context.Context, ns, name string) (*lhv1.Volume, error) {
 	return v, env.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, v)
 }
 
-// TestClaimToRunningPod follows a claim through the CSI driver: a Longhorn
-// Volume shaped as Longhorn's CSI driver and webhook write it and a bound
-// PersistentVolume; a pod using it attaches the volume to its node, the
-// replica runs, the pod runs; expanding the claim expands the volume, its
-// replica and the PersistentVolume.
+// TestClaimToRunningPod follows a claim through kube-controller-manager's
+// PV controller and the CSI driver: a Longhorn Volume shaped as Longhorn's
+// CSI driver and webhook write it and a PersistentVolume the external
+// provisioner stores and the PV controller binds; a pod using it attaches
+// the volume to its node, the replica runs, the pod runs; expanding the
+// claim, which kube-controller-manager's expander leaves to the external
+// resizer, expands the volume, its replica, the PersistentVolume and the
+// claim; deleting the pod and the claim (reclaim policy Delete) deletes the
+// PersistentVolume and the volume.
 func TestClaimToRunningPod(t *testing.T) {
 	ns := env.NewNamespace(t)
 	n1 := nodeName(ns, "n1")
@@ -133,6 +140,12 @@ func TestClaimToRunningPod(t *testing.T) {
 	}
 	if pv.Spec.CSI == nil || pv.Spec.CSI.VolumeHandle != volName || pv.Spec.ClaimRef == nil || pv.Spec.ClaimRef.UID != pvc.UID {
 		t.Errorf("PersistentVolume = %+v", pv.Spec)
+	}
+	// The external provisioner stored it; the PV controller bound it.
+	if pv.Annotations["pv.kubernetes.io/provisioned-by"] != simlonghorn.CSIDriver || pv.Status.Phase != corev1.VolumeBound ||
+		pvc.Annotations["pv.kubernetes.io/bind-completed"] != "yes" ||
+		pvc.Annotations["volume.kubernetes.io/storage-provisioner"] != simlonghorn.CSIDriver {
+		t.Errorf("PersistentVolume annotations %v, phase %s; claim annotations %v", pv.Annotations, pv.Status.Phase, pvc.Annotations)
 	}
 
 	pod := createPod(t, ns, "app", n1, pvc.Name)
@@ -181,6 +194,109 @@ func TestClaimToRunningPod(t *testing.T) {
 		return rs[0].Spec.VolumeSize == 20*gi && capacity.Value() == 20*gi && scheduled == 20*gi,
 			fmt.Sprintf("replica %d, claim %s, node scheduled %d", rs[0].Spec.VolumeSize, capacity.String(), scheduled)
 	})
+	if err := env.Client.Get(ctx, client.ObjectKeyFromObject(pv), pv); err != nil {
+		t.Fatal(err)
+	}
+	if capacity := pv.Spec.Capacity[corev1.ResourceStorage]; capacity.Value() != 20*gi {
+		t.Errorf("PersistentVolume capacity %s, want 20Gi", capacity.String())
+	}
+	eventually(t, 10*time.Second, "kube-controller-manager's expander left the claim to the external resizer", func(ctx context.Context) (bool, string) {
+		return claimEvent(ctx, pvc, "ExternalExpanding")
+	})
+
+	// Reclaim policy Delete: the claim's PersistentVolume and volume go.
+	if err := env.Client.Delete(ctx, pod); err != nil {
+		t.Fatal(err)
+	}
+	if err := env.Client.Delete(ctx, pvc); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 30*time.Second, "claim, PersistentVolume and volume deleted", func(ctx context.Context) (bool, string) {
+		var left []string
+		for _, obj := range []client.Object{&corev1.PersistentVolumeClaim{}, &corev1.PersistentVolume{}, &lhv1.Volume{}} {
+			key := client.ObjectKeyFromObject(pvc)
+			switch obj.(type) {
+			case *corev1.PersistentVolume:
+				key = client.ObjectKey{Name: pv.Name}
+			case *lhv1.Volume:
+				key = client.ObjectKey{Namespace: ns, Name: volName}
+			}
+			if err := env.Client.Get(ctx, key, obj); !apierrors.IsNotFound(err) {
+				left = append(left, fmt.Sprintf("%T %s (%v)", obj, key, err))
+			}
+		}
+		return len(left) == 0, fmt.Sprintf("left: %v", left)
+	})
+}
+
+// TestRetainedClaim checks reclaim policy Retain: once its claim is
+// deleted, the PV controller marks the PersistentVolume Released, and the
+// PersistentVolume and the Longhorn volume stay.
+func TestRetainedClaim(t *testing.T) {
+	ns := env.NewNamespace(t)
+	n1 := nodeName(ns, "n1")
+	startSim(t, simlonghorn.Options{Namespace: ns, PlaceReplicas: true, Nodes: []simlonghorn.NodeSpec{
+		{Name: n1, Disks: []simlonghorn.DiskSpec{disk("disk-1", 100)}},
+	}})
+	nodesReady(t, ns, n1)
+	class := createClass(t, ns, map[string]string{simlonghorn.ParamNumberOfReplicas: "1"})
+	ctx := context.Background()
+	sc := &storagev1.StorageClass{}
+	if err := env.Client.Get(ctx, client.ObjectKey{Name: class}, sc); err != nil {
+		t.Fatal(err)
+	}
+	// A class's reclaim policy cannot change: a second class retains.
+	retain := &storagev1.StorageClass{
+		ObjectMeta: metav1.ObjectMeta{Name: class + "-retain"}, Provisioner: sc.Provisioner, Parameters: sc.Parameters,
+		ReclaimPolicy: ptr.To(corev1.PersistentVolumeReclaimRetain), VolumeBindingMode: sc.VolumeBindingMode,
+	}
+	if err := env.Client.Create(ctx, retain); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = env.Client.Delete(context.Background(), retain) })
+	pvc, volName := createClaim(t, ns, "data", retain.Name, 10)
+	if err := env.Client.Delete(ctx, pvc); err != nil {
+		t.Fatal(err)
+	}
+	pv := &corev1.PersistentVolume{}
+	eventually(t, 30*time.Second, "PersistentVolume Released", func(ctx context.Context) (bool, string) {
+		if err := env.Client.Get(ctx, client.ObjectKey{Name: pvc.Spec.VolumeName}, pv); err != nil {
+			return false, err.Error()
+		}
+		return pv.Status.Phase == corev1.VolumeReleased, fmt.Sprintf("phase %s", pv.Status.Phase)
+	})
+	if _, err := getVolume(ctx, ns, volName); err != nil {
+		t.Errorf("the retained claim's volume: %v", err)
+	}
+	// Deleting a retained PersistentVolume leaves the volume to its owner.
+	if err := env.Client.Delete(ctx, pv); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 30*time.Second, "PersistentVolume deleted", func(ctx context.Context) (bool, string) {
+		err := env.Client.Get(ctx, client.ObjectKeyFromObject(pv), &corev1.PersistentVolume{})
+		return apierrors.IsNotFound(err), fmt.Sprintf("%v", err)
+	})
+	if _, err := getVolume(ctx, ns, volName); err != nil {
+		t.Errorf("the retained claim's volume after its PersistentVolume went: %v", err)
+	}
+}
+
+// claimEvent reports whether an Event of reason was recorded for the claim.
+func claimEvent(ctx context.Context, pvc *corev1.PersistentVolumeClaim, reason string) (bool, string) {
+	events := &corev1.EventList{}
+	if err := env.Client.List(ctx, events, client.InNamespace(pvc.Namespace)); err != nil {
+		return false, err.Error()
+	}
+	var seen []string
+	for _, e := range events.Items {
+		if e.InvolvedObject.UID == pvc.UID {
+			if e.Reason == reason {
+				return true, ""
+			}
+			seen = append(seen, e.Source.Component+"/"+e.Reason)
+		}
+	}
+	return false, fmt.Sprintf("events of the claim: %v", seen)
 }
 
 // TestReplicasPlacedFromOwnCache checks Longhorn's way of placing replicas:
