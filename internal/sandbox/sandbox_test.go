@@ -12,6 +12,7 @@ import (
 	"time"
 
 	lhv1 "github.com/longhorn/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
+	appsv1 "k8s.io/api/apps/v1"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -125,6 +126,9 @@ func testSandbox(t *testing.T, extender bool) {
 	})
 	t.Run("a WaitForFirstConsumer claim is provisioned on the node kube-scheduler selected", func(t *testing.T) {
 		testWaitForFirstConsumer(t, sb)
+	})
+	t.Run("the samples' StatefulSet and Deployment run with bound Longhorn claims", func(t *testing.T) {
+		testSampleWorkloads(t, sb)
 	})
 	t.Run("the manager runs under the deployment's RBAC only", func(t *testing.T) {
 		testManagerRBAC(t, sb)
@@ -470,6 +474,102 @@ func testWaitForFirstConsumer(t *testing.T, sb *sandbox.Sandbox) {
 		err := c.Get(ctx, client.ObjectKeyFromObject(vol), vol)
 		return apierrors.IsNotFound(err), fmt.Sprintf("volume: %v", err), client.IgnoreNotFound(err)
 	})
+}
+
+// testSampleWorkloads applies config/samples/workloads: the StatefulSet
+// controller creates its pods and claims, the ReplicaSet controller the
+// Deployment's pod, every claim is provisioned and bound to a Longhorn
+// volume attached to its pod's node, and the pods run. Deleting the
+// workloads and the claims removes the pods (the garbage collector) and the
+// volumes.
+func testSampleWorkloads(t *testing.T, sb *sandbox.Sandbox) {
+	ctx := context.Background()
+	c := sb.Client()
+	objs, err := sandbox.RenderDeployment(filepath.Join(testenv.RepoRoot(), "config", "samples", "workloads"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range objs {
+		if err := c.Create(ctx, o); err != nil {
+			t.Fatalf("creating %s %s: %v", o.GetKind(), o.GetName(), err)
+		}
+	}
+	sts := &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "web"}}
+	deploy := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "cache"}}
+	eventually(t, "the StatefulSet and the Deployment are ready", func(ctx context.Context) (bool, string, error) {
+		if err := c.Get(ctx, client.ObjectKeyFromObject(sts), sts); err != nil {
+			return false, "", err
+		}
+		if err := c.Get(ctx, client.ObjectKeyFromObject(deploy), deploy); err != nil {
+			return false, "", err
+		}
+		return sts.Status.ReadyReplicas == 4 && deploy.Status.AvailableReplicas == 1,
+			fmt.Sprintf("StatefulSet %d/4 ready, Deployment %d/1 available", sts.Status.ReadyReplicas, deploy.Status.AvailableReplicas), nil
+	})
+	pods := &corev1.PodList{}
+	if err := c.List(ctx, pods, client.InNamespace("default"), client.HasLabels{"app"}); err != nil {
+		t.Fatal(err)
+	}
+	if len(pods.Items) != 5 {
+		t.Errorf("%d pods, want the StatefulSet's 4 and the Deployment's 1", len(pods.Items))
+	}
+	for i := range pods.Items {
+		checkPodVolumes(ctx, t, c, &pods.Items[i])
+	}
+
+	for _, o := range objs {
+		if err := c.Delete(ctx, o); client.IgnoreNotFound(err) != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := c.DeleteAllOf(ctx, &corev1.PersistentVolumeClaim{}, client.InNamespace("default")); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the pods and the volumes are gone", func(ctx context.Context) (bool, string, error) {
+		left := &corev1.PodList{}
+		if err := c.List(ctx, left, client.InNamespace("default"), client.HasLabels{"app"}); err != nil {
+			return false, "", err
+		}
+		vols := &lhv1.VolumeList{}
+		if err := c.List(ctx, vols, client.InNamespace(sandbox.Namespace)); err != nil {
+			return false, "", err
+		}
+		return len(left.Items) == 0 && len(vols.Items) == 0, fmt.Sprintf("%d pods, %d volumes", len(left.Items), len(vols.Items)), nil
+	})
+}
+
+// checkPodVolumes fails the test unless the pod runs and each of its claims
+// is bound to a PersistentVolume of the Longhorn CSI driver whose volume is
+// attached to the pod's node.
+func checkPodVolumes(ctx context.Context, t *testing.T, c client.Client, pod *corev1.Pod) {
+	t.Helper()
+	if pod.Status.Phase != corev1.PodRunning || pod.Spec.NodeName == "" {
+		t.Errorf("pod %s: phase %s on node %q", pod.Name, pod.Status.Phase, pod.Spec.NodeName)
+	}
+	for _, v := range pod.Spec.Volumes {
+		if v.PersistentVolumeClaim == nil {
+			continue
+		}
+		pvc := &corev1.PersistentVolumeClaim{}
+		if err := c.Get(ctx, client.ObjectKey{Namespace: pod.Namespace, Name: v.PersistentVolumeClaim.ClaimName}, pvc); err != nil {
+			t.Fatal(err)
+		}
+		pv := &corev1.PersistentVolume{}
+		if err := c.Get(ctx, client.ObjectKey{Name: pvc.Spec.VolumeName}, pv); err != nil {
+			t.Fatalf("pod %s: the PersistentVolume of claim %s: %v", pod.Name, pvc.Name, err)
+		}
+		if pvc.Status.Phase != corev1.ClaimBound || pv.Spec.CSI == nil || pv.Spec.CSI.Driver != simlonghorn.CSIDriver {
+			t.Errorf("pod %s: claim %s is %s, bound to %s of %+v", pod.Name, pvc.Name, pvc.Status.Phase, pv.Name, pv.Spec.CSI)
+			continue
+		}
+		vol := &lhv1.Volume{}
+		if err := c.Get(ctx, client.ObjectKey{Namespace: sandbox.Namespace, Name: pv.Spec.CSI.VolumeHandle}, vol); err != nil {
+			t.Fatalf("pod %s: the volume of claim %s: %v", pod.Name, pvc.Name, err)
+		}
+		if vol.Status.CurrentNodeID != pod.Spec.NodeName {
+			t.Errorf("pod %s on %s: volume %s attached to %q", pod.Name, pod.Spec.NodeName, vol.Name, vol.Status.CurrentNodeID)
+		}
+	}
 }
 
 // claimAndPod returns a claim of size of class in ns and a pod using it
