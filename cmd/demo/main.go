@@ -3,9 +3,9 @@
 // side: the race of sixteen pods for four disks, a pod with four claims,
 // pods restarted, a node drained, and more claims than the disks hold
 // created at once. It starts one sandbox per topology of config/sandbox in
-// turn (real etcd, kube-apiserver and kube-scheduler processes, the manager,
-// the disk monitors and the simulated data plane in-process) and stops each
-// before the next. Run it from the repository's root (make demo).
+// turn (real etcd, kube-apiserver, kube-controller-manager and
+// kube-scheduler processes, the manager, the disk monitors and the
+// simulated data plane in-process) and stops each before the next. Run it from the repository's root (make demo).
 //
 // It exits 0 when every scenario ran, whatever the pods did without the
 // extender, and 1 when something broke: a wait timed out, a pod never ran,

@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/component-helpers/apimachinery/lease"
+	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 )
@@ -46,6 +47,7 @@ func newNodeLeases(mgr ctrl.Manager, s *sim, duration time.Duration) (*nodeLease
 // Start renews every simulated node's Lease until ctx ends.
 func (l *nodeLeases) Start(ctx context.Context) error {
 	log := ctrl.LoggerFrom(ctx).WithName("simlonghorn-node-lease")
+	ctx = klog.NewContext(ctx, log)
 	seconds := int32(l.duration / time.Second)
 	if seconds < 1 {
 		seconds = 1
