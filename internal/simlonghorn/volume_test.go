@@ -166,7 +166,13 @@ func TestClaimToRunningPod(t *testing.T) {
 	}
 	assertRoundTrip(t, &r, "spec.volumeSize")
 
-	// Expansion: the claim asks for 20Gi.
+	// Expansion: the claim asks for 20Gi. While a policy refuses the
+	// volume's growth, as the gate refuses one its disk has no room for, the
+	// claim keeps asking for more than it has, and kube-controller-manager's
+	// expander leaves it to the external resizer; once the policy is gone,
+	// the resizer's retry goes through.
+	binding := denyUpdates(t, ns, "deny-expansion", "volumes", "object.spec.size == oldObject.spec.size",
+		"simulated gate: no room to expand", vol, func(o client.Object) { o.(*lhv1.Volume).Spec.Size += 2 << 20 })
 	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(pvc), pvc); err != nil {
 			return err
@@ -177,7 +183,16 @@ func TestClaimToRunningPod(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 30*time.Second, "expanded to 20Gi", func(ctx context.Context) (bool, string) {
+	eventually(t, 30*time.Second, "kube-controller-manager's expander left the claim to the external resizer", func(ctx context.Context) (bool, string) {
+		return claimEvent(ctx, pvc, "ExternalExpanding")
+	})
+	if vol, err = getVolume(ctx, ns, volName); err != nil || vol.Spec.Size != 10*gi {
+		t.Errorf("the refused expansion: volume size %d (%v), want 10Gi", vol.Spec.Size, err)
+	}
+	if err := env.Client.Delete(ctx, binding); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, time.Minute, "expanded to 20Gi", func(ctx context.Context) (bool, string) {
 		rs, err := replicasOf(ctx, ns, volName)
 		if err != nil || len(rs) != 1 {
 			return false, fmt.Sprintf("replicas %d %v", len(rs), err)
@@ -200,9 +215,6 @@ func TestClaimToRunningPod(t *testing.T) {
 	if capacity := pv.Spec.Capacity[corev1.ResourceStorage]; capacity.Value() != 20*gi {
 		t.Errorf("PersistentVolume capacity %s, want 20Gi", capacity.String())
 	}
-	eventually(t, 10*time.Second, "kube-controller-manager's expander left the claim to the external resizer", func(ctx context.Context) (bool, string) {
-		return claimEvent(ctx, pvc, "ExternalExpanding")
-	})
 
 	// Reclaim policy Delete: the claim's PersistentVolume and volume go.
 	if err := env.Client.Delete(ctx, pod); err != nil {
@@ -481,12 +493,32 @@ func TestRefusedPlacement(t *testing.T) {
 
 // denyPlacement installs a ValidatingAdmissionPolicy that denies, in ns,
 // every replica Update setting spec.diskID, and waits until the API server
-// enforces it (a dry-run write is refused). It returns the binding.
+// enforces it. It returns the binding.
 func denyPlacement(t *testing.T, ns, message string) *admissionregistrationv1.ValidatingAdmissionPolicyBinding {
+	t.Helper()
+	// A probe replica of no volume (nothing owns it, so nothing removes it).
+	probe := &lhv1.Replica{
+		ObjectMeta: metav1.ObjectMeta{Name: "probe", Namespace: ns},
+		Spec: lhv1.ReplicaSpec{InstanceSpec: lhv1.InstanceSpec{VolumeName: "probe", DataEngine: lhv1.DataEngineTypeV1,
+			DesireState: lhv1.InstanceStateStopped}},
+	}
+	if err := env.Client.Create(context.Background(), probe); err != nil {
+		t.Fatal(err)
+	}
+	return denyUpdates(t, ns, "deny-placement", "replicas", `object.spec.diskID == "" || object.spec.diskID == oldObject.spec.diskID`,
+		message, probe, func(o client.Object) { o.(*lhv1.Replica).Spec.DiskID = "probe-disk" })
+}
+
+// denyUpdates installs a ValidatingAdmissionPolicy named after ns and name
+// that denies, in ns, every Update of the Longhorn resource for which the
+// CEL expression is false, with message, and waits until the API server
+// enforces it: a dry-run Update of probe, changed by change, is refused. It
+// returns the binding; deleting it lifts the policy.
+func denyUpdates(t *testing.T, ns, name, resource, expression, message string, probe client.Object, change func(client.Object)) *admissionregistrationv1.ValidatingAdmissionPolicyBinding {
 	t.Helper()
 	ctx := context.Background()
 	policy := &admissionregistrationv1.ValidatingAdmissionPolicy{
-		ObjectMeta: metav1.ObjectMeta{Name: ns + "-deny-placement"},
+		ObjectMeta: metav1.ObjectMeta{Name: ns + "-" + name},
 		Spec: admissionregistrationv1.ValidatingAdmissionPolicySpec{
 			FailurePolicy: ptr.To(admissionregistrationv1.Fail),
 			MatchConstraints: &admissionregistrationv1.MatchResources{
@@ -494,17 +526,14 @@ func denyPlacement(t *testing.T, ns, message string) *admissionregistrationv1.Va
 				ResourceRules: []admissionregistrationv1.NamedRuleWithOperations{{RuleWithOperations: admissionregistrationv1.RuleWithOperations{
 					Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Update},
 					Rule: admissionregistrationv1.Rule{APIGroups: []string{lhv1.SchemeGroupVersion.Group},
-						APIVersions: []string{lhv1.SchemeGroupVersion.Version}, Resources: []string{"replicas"}},
+						APIVersions: []string{lhv1.SchemeGroupVersion.Version}, Resources: []string{resource}},
 				}}},
 			},
-			Validations: []admissionregistrationv1.Validation{{
-				Expression: `object.spec.diskID == "" || object.spec.diskID == oldObject.spec.diskID`,
-				Message:    message,
-			}},
+			Validations: []admissionregistrationv1.Validation{{Expression: expression, Message: message}},
 		},
 	}
 	binding := &admissionregistrationv1.ValidatingAdmissionPolicyBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: ns + "-deny-placement"},
+		ObjectMeta: metav1.ObjectMeta{Name: ns + "-" + name},
 		Spec: admissionregistrationv1.ValidatingAdmissionPolicyBindingSpec{
 			PolicyName: policy.Name, ValidationActions: []admissionregistrationv1.ValidationAction{admissionregistrationv1.Deny},
 		},
@@ -518,21 +547,12 @@ func denyPlacement(t *testing.T, ns, message string) *admissionregistrationv1.Va
 		_ = client.IgnoreNotFound(env.Client.Delete(ctx, binding))
 		_ = client.IgnoreNotFound(env.Client.Delete(ctx, policy))
 	})
-	// A probe replica of no volume (nothing owns it, so nothing removes it).
-	probe := &lhv1.Replica{
-		ObjectMeta: metav1.ObjectMeta{Name: "probe", Namespace: ns},
-		Spec: lhv1.ReplicaSpec{InstanceSpec: lhv1.InstanceSpec{VolumeName: "probe", DataEngine: lhv1.DataEngineTypeV1,
-			DesireState: lhv1.InstanceStateStopped}},
-	}
-	if err := env.Client.Create(ctx, probe); err != nil {
-		t.Fatal(err)
-	}
-	eventually(t, 20*time.Second, "the policy enforced", func(ctx context.Context) (bool, string) {
-		p := &lhv1.Replica{}
+	eventually(t, 20*time.Second, "the policy "+policy.Name+" enforced", func(ctx context.Context) (bool, string) {
+		p := probe.DeepCopyObject().(client.Object)
 		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(probe), p); err != nil {
 			return false, err.Error()
 		}
-		p.Spec.DiskID = "probe-disk"
+		change(p)
 		err := env.Client.Update(ctx, p, client.DryRunAll)
 		return apierrors.IsInvalid(err) || apierrors.IsForbidden(err), fmt.Sprintf("dry-run update: %v", err)
 	})
