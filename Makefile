@@ -52,7 +52,7 @@ test: verify vet controlplane ## Check generated files, vet, and run every test 
 SANDBOX_ARGS ?=
 
 .PHONY: sandbox
-sandbox: controlplane ## Run etcd, kube-apiserver, kube-scheduler (with the extender), the manager and a simulated Longhorn locally until ^C; flags in SANDBOX_ARGS.
+sandbox: controlplane ## Run etcd, kube-apiserver, kube-controller-manager, kube-scheduler (with the extender), the manager and a simulated Longhorn locally until ^C; flags in SANDBOX_ARGS.
 	KUBEBUILDER_ASSETS="$(TEST_ASSETS)" go run ./cmd/sandbox $(SANDBOX_ARGS)
 
 DEMO_ARGS ?=
@@ -101,10 +101,10 @@ undeploy: kustomize ## Remove what deploy created.
 ##@ Dependencies
 
 .PHONY: controlplane
-controlplane: ## Build kube-apiserver, kube-scheduler and etcd into bin/k8s (skipped when built or when KUBEBUILDER_ASSETS is set).
+controlplane: ## Build kube-apiserver, kube-controller-manager, kube-scheduler and etcd into bin/k8s (skipped when built or when KUBEBUILDER_ASSETS is set).
 	@if [ -n "$(KUBEBUILDER_ASSETS)" ]; then \
 		echo "controlplane: using KUBEBUILDER_ASSETS=$(KUBEBUILDER_ASSETS)"; \
-	elif [ -x "$(K8S_BIN)/kube-apiserver" ] && [ -x "$(K8S_BIN)/kube-scheduler" ] && [ -x "$(K8S_BIN)/etcd" ]; then \
+	elif [ -x "$(K8S_BIN)/kube-apiserver" ] && [ -x "$(K8S_BIN)/kube-controller-manager" ] && [ -x "$(K8S_BIN)/kube-scheduler" ] && [ -x "$(K8S_BIN)/etcd" ]; then \
 		echo "controlplane: already built in $(K8S_BIN)"; \
 	else \
 		hack/build-controlplane.sh "$(K8S_BIN)"; \

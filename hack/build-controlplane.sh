@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Builds kube-apiserver, kube-scheduler and etcd from the Go module proxy into
-# the directory given as $1 (default bin/k8s). Each binary is built once.
+# Builds kube-apiserver, kube-controller-manager, kube-scheduler and etcd from
+# the Go module proxy into the directory given as $1 (default bin/k8s). Each
+# binary is built once.
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -25,5 +26,6 @@ echo "controlplane: downloading modules"
 go mod download
 build etcd ./etcd
 build kube-apiserver k8s.io/kubernetes/cmd/kube-apiserver
+build kube-controller-manager k8s.io/kubernetes/cmd/kube-controller-manager
 build kube-scheduler k8s.io/kubernetes/cmd/kube-scheduler
 echo "controlplane: ready in $out"

@@ -5,7 +5,8 @@
 // disks hold at once, with the admission gate and without it (Longhorn as it
 // is today), and prints how full each disk got either way. It starts one
 // sandbox per topology of config/sandbox in turn, and one more without the
-// gate (real etcd, kube-apiserver and kube-scheduler processes, the manager,
+// gate (real etcd, kube-apiserver, kube-controller-manager and kube-scheduler
+// processes, the manager,
 // the disk monitors and the simulated data plane in-process), and stops
 // each before the next. Run it from the repository's root (make demo);
 // -scenarios runs only some scenarios, and starts only their sandboxes.

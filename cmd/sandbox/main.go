@@ -1,8 +1,9 @@
 // Command sandbox runs a whole diskschedule cluster on this machine: etcd,
-// kube-apiserver and kube-scheduler (with the diskschedule extender) as
-// local processes, the manager, the disk monitors and a simulated data
-// plane in-process, the nodes and disks of a topology file. It runs until
-// interrupted. Run it from the repository's root (make sandbox).
+// kube-apiserver, kube-controller-manager and kube-scheduler (with the
+// diskschedule extender) as local processes, the manager, the disk
+// monitors and a simulated data plane in-process, the nodes and disks of a
+// topology file. It runs until interrupted. Run it from the repository's
+// root (make sandbox).
 package main
 
 import (
@@ -37,7 +38,7 @@ func run() error {
 	extenderBind := fs.Bool("extender-bind", false, "With --extender, kube-scheduler binds the pods the extender manages through its /bind (bindVerb), so their reservations are written before the binding.")
 	gate := fs.Bool("gate", true, "Register the admission gate, so Longhorn's space-taking writes ask the ledger; false runs Longhorn as it is today.")
 	simulated := fs.Bool("simulated-longhorn", true, "Run the simulated Longhorn's volume, replica and CSI controllers; false: the topology's Longhorn Nodes and disks exist and report their space, but nothing creates or places replicas.")
-	logDir := fs.String("log-dir", "", "Where to write the etcd, kube-apiserver and kube-scheduler logs; default: the kubeconfig's directory.")
+	logDir := fs.String("log-dir", "", "Where to write the etcd, kube-apiserver, kube-controller-manager and kube-scheduler logs; default: the kubeconfig's directory.")
 	configDir := fs.String("config-dir", "config", "The repository's config directory (CRDs and the deployment's RBAC).")
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(fs)

@@ -1,7 +1,10 @@
 // Package sandbox runs a whole diskschedule cluster on one machine, for
 // demos, manual testing and end-to-end tests: etcd and kube-apiserver
-// (controller-runtime's envtest) and kube-scheduler as local processes on
-// loopback, kube-scheduler configured with the diskschedule extender;
+// (controller-runtime's envtest), kube-controller-manager and
+// kube-scheduler as local processes on loopback, kube-scheduler configured
+// with the diskschedule extender, kube-controller-manager with the
+// workload, volume, node lifecycle, EndpointSlice and ServiceAccount
+// controllers (package controlplane);
 // Longhorn v1.12.0's own CRDs (from the longhorn-manager module) and
 // DiskSchedule's; the RBAC, Services and ConfigMap of config/default; the
 // manager in-process under the manager's own ServiceAccount identity and
@@ -9,4 +12,15 @@
 // cluster; and the simulated Longhorn of package simlonghorn, which plays
 // longhorn-manager v1.12, its CSI driver and the nodes' kubelets. The
 // simulated cluster is described by a Topology file.
+//
+// The nodes and their pods are the simulated Longhorn's kubelets, not
+// sigs.k8s.io/kwok, although kwok (v0.8.0) builds here from Go modules: a
+// kubelet starts a pod only once its Longhorn volumes are attached to the
+// pod's node with a running replica, which is what makes the time until a
+// StatefulSet is ready mean something, and kwok's stages select on the pod
+// alone, so they cannot wait for another object. The kubelets run in the
+// simulated Longhorn's manager and cache, with no further process to start,
+// and keep each node's Lease with the kubelet's own lease controller
+// (k8s.io/component-helpers), so node lifecycle sees them alive as it would
+// see kwok's nodes.
 package sandbox

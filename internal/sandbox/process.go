@@ -98,13 +98,3 @@ func PortFree(port int) bool {
 	_ = l.Close()
 	return true
 }
-
-// freePort returns a TCP port that was free on 127.0.0.1 a moment ago.
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, fmt.Errorf("finding a free port: %w", err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
-}

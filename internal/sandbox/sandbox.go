@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -26,6 +27,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	dsv1 "github.com/longhorn/diskschedule/api/v1beta2"
+	"github.com/longhorn/diskschedule/internal/controlplane"
 	"github.com/longhorn/diskschedule/internal/gate"
 	"github.com/longhorn/diskschedule/internal/longhorncrds"
 	"github.com/longhorn/diskschedule/internal/manager"
@@ -56,16 +58,22 @@ type Options struct {
 	// ConfigDir is the repository's config directory: the CRDs in
 	// crd/bases and the deployment in default. "" is "config".
 	ConfigDir string
-	// AssetsDir holds the etcd, kube-apiserver and kube-scheduler binaries;
-	// "" is $KUBEBUILDER_ASSETS, else "bin/k8s".
+	// AssetsDir holds the etcd, kube-apiserver, kube-controller-manager and
+	// kube-scheduler binaries; "" is $KUBEBUILDER_ASSETS, else "bin/k8s".
 	AssetsDir string
-	// LogDir receives etcd.log, kube-apiserver.log, kube-scheduler.log and
+	// LogDir receives etcd.log, kube-apiserver.log,
+	// kube-controller-manager.log, kube-scheduler.log and
 	// kube-scheduler-config.yaml; "" discards the logs.
 	LogDir string
 	// Out receives progress lines; nil discards them.
 	Out io.Writer
 	// ReadyTimeout bounds the wait for every ledger to be Ready; zero is 2 minutes.
 	ReadyTimeout time.Duration
+	// NodeMonitorGracePeriod is how long a node may go without renewing
+	// its Lease before kube-controller-manager's node lifecycle controller
+	// marks it unhealthy (and taints it); zero keeps
+	// kube-controller-manager's default (50s).
+	NodeMonitorGracePeriod time.Duration
 	// Managers, when not empty, runs one manager per entry instead of one,
 	// in this order (failover tests). Each entry adjusts its manager's
 	// Options, built as for the one manager (leader election, its own
@@ -105,13 +113,15 @@ type Sandbox struct {
 	adminConfig, managerConfig *rest.Config
 	managerUser                string
 
-	workDir     string
-	logs        []*os.File
-	scheduler   *process
-	processes   []Process
-	ports       []int
-	extenderURL string
-	gateFront   *gateFront
+	workDir           string
+	serviceAccountKey string
+	logs              []*os.File
+	scheduler         *controlplane.Process
+	controllers       *controlplane.ControllerManager
+	processes         []Process
+	ports             []int
+	extenderURL       string
+	gateFront         *gateFront
 
 	runners []*runner
 	// managers are the runners of the managers, in Options.Managers order;
@@ -187,7 +197,7 @@ func Start(ctx context.Context, opts Options) (_ *Sandbox, retErr error) {
 	if opts.ReadyTimeout <= 0 {
 		opts.ReadyTimeout = 2 * time.Minute
 	}
-	for _, bin := range []string{"etcd", "kube-apiserver", "kube-scheduler"} {
+	for _, bin := range []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler"} {
 		if _, err := os.Stat(filepath.Join(opts.AssetsDir, bin)); err != nil {
 			return nil, fmt.Errorf("finding %s in %s (run `make controlplane`): %w", bin, opts.AssetsDir, err)
 		}
@@ -206,7 +216,7 @@ func Start(ctx context.Context, opts Options) (_ *Sandbox, retErr error) {
 		return nil, fmt.Errorf("creating the sandbox's directory: %w", err)
 	}
 	for _, step := range []func(context.Context) error{
-		s.startControlPlane, s.install, s.startLonghorn, s.startManager, s.startScheduler, s.waitReady,
+		s.startControlPlane, s.install, s.startControllerManager, s.startLonghorn, s.startManager, s.startScheduler, s.waitReady,
 	} {
 		if err := step(ctx); err != nil {
 			return nil, err
@@ -240,7 +250,8 @@ func (s *Sandbox) logFile(name string) (io.Writer, error) {
 }
 
 // startControlPlane starts etcd and kube-apiserver with Longhorn v1.12.0's
-// own CRDs (from the longhorn-manager module) and DiskSchedule's installed,
+// own CRDs (from the longhorn-manager module) and DiskSchedule's installed
+// and the service-account key it shares with kube-controller-manager,
 // finds their PIDs, and provisions the administrator, whose kubeconfig it
 // writes.
 func (s *Sandbox) startControlPlane(context.Context) error {
@@ -257,6 +268,11 @@ func (s *Sandbox) startControlPlane(context.Context) error {
 	if err != nil {
 		return fmt.Errorf("loading Longhorn's CRDs: %w", err)
 	}
+	if s.serviceAccountKey, err = controlplane.WriteServiceAccountKey(s.workDir); err != nil {
+		return err
+	}
+	api := &envtest.APIServer{Out: apiLog, Err: apiLog}
+	controlplane.ShareServiceAccountKey(api, s.serviceAccountKey)
 	s.env = &envtest.Environment{
 		CRDs:                  longhorn,
 		CRDDirectoryPaths:     []string{filepath.Join(s.opts.ConfigDir, "crd", "bases")},
@@ -265,13 +281,12 @@ func (s *Sandbox) startControlPlane(context.Context) error {
 		Scheme:                s.scheme,
 		ControlPlane: envtest.ControlPlane{
 			Etcd:      &envtest.Etcd{Out: etcdLog, Err: etcdLog},
-			APIServer: &envtest.APIServer{Out: apiLog, Err: apiLog},
+			APIServer: api,
 		},
 	}
 	if _, err := s.env.Start(); err != nil {
 		return fmt.Errorf("starting etcd and kube-apiserver: %w", err)
 	}
-	api := s.env.ControlPlane.APIServer
 	apiPort, _ := strconv.Atoi(api.SecureServing.Port)
 	etcdPort, _ := strconv.Atoi(s.env.ControlPlane.Etcd.URL.Port())
 	s.ports = append(s.ports, apiPort, etcdPort)
@@ -373,6 +388,34 @@ func (s *Sandbox) setExtenderEnabled(ctx context.Context, enabled bool) error {
 	return nil
 }
 
+// startControllerManager starts kube-controller-manager with the
+// workload, volume, node lifecycle, EndpointSlice and ServiceAccount
+// controllers, each under its own ServiceAccount, its log beside the others.
+func (s *Sandbox) startControllerManager(ctx context.Context) error {
+	out, err := s.logFile("kube-controller-manager.log")
+	if err != nil {
+		return err
+	}
+	s.controllers, err = controlplane.StartControllerManager(ctx, s.env, controlplane.ControllerManagerOptions{
+		Path:                   filepath.Join(s.opts.AssetsDir, "kube-controller-manager"),
+		Dir:                    s.workDir,
+		ServiceAccountKeyFile:  s.serviceAccountKey,
+		NodeMonitorGracePeriod: s.opts.NodeMonitorGracePeriod,
+		Out:                    out,
+	})
+	if err != nil {
+		return err
+	}
+	s.ports = append(s.ports, s.controllers.Port)
+	s.processes = append(s.processes, Process{Name: "kube-controller-manager", PID: s.controllers.PID()})
+	go func() {
+		<-s.controllers.Done()
+		s.fail(fmt.Errorf("kube-controller-manager exited: %v", s.controllers.Err()))
+	}()
+	s.progress("started kube-controller-manager (pid %d): %s", s.controllers.PID(), strings.Join(controlplane.DefaultControllers(), ", "))
+	return nil
+}
+
 // run starts mgr in the background, recording a failure if it stops
 // before Stop asks it to.
 func (s *Sandbox) run(name string, mgr ctrl.Manager) *runner {
@@ -411,9 +454,10 @@ func (s *Sandbox) startLonghorn(context.Context) error {
 		return fmt.Errorf("creating the simulated Longhorn's manager: %w", err)
 	}
 	if err := simlonghorn.Setup(mgr, simlonghorn.Options{
-		Namespace:     Namespace,
-		Nodes:         s.opts.Topology.Longhorn(),
-		PlaceReplicas: !s.opts.LonghornNodesOnly,
+		Namespace:         Namespace,
+		Nodes:             s.opts.Topology.Longhorn(),
+		PlaceReplicas:     !s.opts.LonghornNodesOnly,
+		NodeLeaseDuration: nodeLeaseDuration(s.opts.NodeMonitorGracePeriod),
 	}); err != nil {
 		return err
 	}
@@ -424,6 +468,14 @@ func (s *Sandbox) startLonghorn(context.Context) error {
 		s.progress("started the simulated Longhorn: %d nodes with %d disks, CSI, volumes, replicas, kubelets", len(s.opts.Topology.Nodes), s.opts.Topology.DiskCount())
 	}
 	return nil
+}
+
+// nodeLeaseDuration returns the simulated nodes' lease duration for a node
+// monitor grace period: the kubelet's default (40s) is four fifths of node
+// lifecycle's default grace period (50s), and so is this; zero keeps the
+// default.
+func nodeLeaseDuration(grace time.Duration) time.Duration {
+	return grace * 4 / 5
 }
 
 // startManager runs the manager under its own user, with leader election
@@ -452,7 +504,7 @@ func (s *Sandbox) startManager(context.Context) error {
 
 // startOneManager starts one manager, adjusted by hook when not nil.
 func (s *Sandbox) startOneManager(name string, hook ManagerHook) error {
-	metricsPort, err := freePort()
+	metricsPort, err := controlplane.FreePort()
 	if err != nil {
 		return err
 	}
@@ -469,7 +521,7 @@ func (s *Sandbox) startOneManager(name string, hook ManagerHook) error {
 		NodeName: hostname(),
 	}
 	if s.opts.Extender {
-		port, err := freePort()
+		port, err := controlplane.FreePort()
 		if err != nil {
 			return err
 		}
@@ -480,7 +532,7 @@ func (s *Sandbox) startOneManager(name string, hook ManagerHook) error {
 		s.ports = append(s.ports, port)
 	}
 	if s.gateFront != nil {
-		port, err := freePort()
+		port, err := controlplane.FreePort()
 		if err != nil {
 			return err
 		}
@@ -550,7 +602,7 @@ func (s *Sandbox) startScheduler(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	port, err := freePort()
+	port, err := controlplane.FreePort()
 	if err != nil {
 		return err
 	}
@@ -558,12 +610,12 @@ func (s *Sandbox) startScheduler(ctx context.Context) error {
 		return err
 	}
 	s.ports = append(s.ports, port)
-	s.processes = append(s.processes, Process{Name: "kube-scheduler", PID: s.scheduler.pid()})
+	s.processes = append(s.processes, Process{Name: "kube-scheduler", PID: s.scheduler.PID()})
 	go func() {
-		<-s.scheduler.done
-		s.fail(fmt.Errorf("kube-scheduler exited: %v", s.scheduler.err))
+		<-s.scheduler.Done()
+		s.fail(fmt.Errorf("kube-scheduler exited: %v", s.scheduler.Err()))
 	}()
-	s.progress("started kube-scheduler (pid %d) with %s", s.scheduler.pid(), cfgPath)
+	s.progress("started kube-scheduler (pid %d) with %s", s.scheduler.PID(), cfgPath)
 	return nil
 }
 
@@ -618,7 +670,7 @@ func (s *Sandbox) waitReady(ctx context.Context) error {
 	hc := &http.Client{Timeout: time.Second}
 	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, s.opts.ReadyTimeout, true, func(ctx context.Context) (bool, error) {
 		for _, url := range urls {
-			if healthy(ctx, hc, url+"/healthz") {
+			if controlplane.Healthy(ctx, hc, url+"/healthz") {
 				return true, nil
 			}
 		}
@@ -630,15 +682,18 @@ func (s *Sandbox) waitReady(ctx context.Context) error {
 	return nil
 }
 
-// Stop stops kube-scheduler, the manager, the simulated Longhorn,
-// kube-apiserver and etcd, in that order, waits until every one has
+// Stop stops kube-scheduler, kube-controller-manager, the manager, the
+// simulated Longhorn, kube-apiserver and etcd, in that order, waits until every one has
 // stopped, and removes the kubeconfig it wrote. It may be called more than
 // once.
 func (s *Sandbox) Stop() error {
 	s.stopOnce.Do(func() {
 		var errs []error
 		if s.scheduler != nil {
-			errs = append(errs, s.scheduler.stop(10*time.Second))
+			errs = append(errs, s.scheduler.Stop(10*time.Second))
+		}
+		if s.controllers != nil {
+			errs = append(errs, s.controllers.Stop(10*time.Second))
 		}
 		// Stop in reverse order of start: the manager before the simulated Longhorn.
 		for i := len(s.runners) - 1; i >= 0; i-- {
@@ -669,7 +724,8 @@ func (s *Sandbox) Stop() error {
 }
 
 // Done is closed when a component of the sandbox stopped on its own
-// (kube-scheduler exited, a manager failed); Err says which.
+// (kube-scheduler or kube-controller-manager exited, a manager failed);
+// Err says which.
 func (s *Sandbox) Done() <-chan struct{} { return s.failed }
 
 // Err returns why the sandbox failed, once Done is closed.
@@ -729,10 +785,10 @@ func (s *Sandbox) KubeconfigPath() string { return s.opts.KubeconfigPath }
 func (s *Sandbox) ExtenderURL() string { return s.extenderURL }
 
 // Processes returns the processes the sandbox started: etcd,
-// kube-apiserver and kube-scheduler.
+// kube-apiserver, kube-controller-manager and kube-scheduler.
 func (s *Sandbox) Processes() []Process { return append([]Process(nil), s.processes...) }
 
 // Ports returns the loopback ports the sandbox listens on: kube-apiserver,
-// etcd's client port, the manager's metrics, the extender and
-// kube-scheduler's health port.
+// etcd's client port, kube-controller-manager's health port, the manager's
+// metrics, the extender and kube-scheduler's health port.
 func (s *Sandbox) Ports() []int { return append([]int(nil), s.ports...) }

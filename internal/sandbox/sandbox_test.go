@@ -12,16 +12,19 @@ import (
 	"time"
 
 	lhv1 "github.com/longhorn/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
+	appsv1 "k8s.io/api/apps/v1"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
+	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -32,6 +35,12 @@ import (
 	"github.com/longhorn/diskschedule/internal/simlonghorn"
 	"github.com/longhorn/diskschedule/internal/testenv"
 )
+
+// gracePeriod is the sandbox's node monitor grace period in these tests:
+// short, so that a node without heartbeats is marked unhealthy soon, yet
+// long enough that a busy machine does not stall the simulated kubelets'
+// leases (renewed every 3s, lasting 12s) past it.
+const gracePeriod = 15 * time.Second
 
 // twoNodes is the sandbox the end-to-end test runs.
 const twoNodes = `
@@ -82,6 +91,8 @@ func testSandbox(t *testing.T, extender bool) {
 		AssetsDir:      testenv.AssetsDir(),
 		LogDir:         filepath.Join(dir, "logs"),
 		Out:            out,
+
+		NodeMonitorGracePeriod: gracePeriod,
 	})
 	if err != nil {
 		t.Fatalf("starting the sandbox: %v\n%s", err, out)
@@ -94,6 +105,7 @@ func testSandbox(t *testing.T, extender bool) {
 	t.Cleanup(func() {
 		if t.Failed() {
 			logTail(t, filepath.Join(dir, "logs", "kube-scheduler.log"))
+			logTail(t, filepath.Join(dir, "logs", "kube-controller-manager.log"))
 		}
 	})
 	if !strings.Contains(out.String(), "\nsandbox ready\n") {
@@ -106,8 +118,19 @@ func testSandbox(t *testing.T, extender bool) {
 		t.Errorf("ExtenderURL() = %q with extender=%v", sb.ExtenderURL(), extender)
 	}
 
+	if !extender {
+		t.Run("the nodes keep their leases past the node monitor grace period", func(t *testing.T) {
+			testNodeHeartbeats(t, sb, "node-1", "node-2")
+		})
+	}
 	t.Run("a pod is scheduled by kube-scheduler and its replica placed on the pod's node", func(t *testing.T) {
 		testWorkload(t, sb)
+	})
+	t.Run("a WaitForFirstConsumer claim is provisioned on the node kube-scheduler selected", func(t *testing.T) {
+		testWaitForFirstConsumer(t, sb)
+	})
+	t.Run("the samples' StatefulSet and Deployment run with bound Longhorn claims", func(t *testing.T) {
+		testSampleWorkloads(t, sb)
 	})
 	t.Run("the manager runs under the deployment's RBAC only", func(t *testing.T) {
 		testManagerRBAC(t, sb)
@@ -130,28 +153,7 @@ func testWorkload(t *testing.T, sb *sandbox.Sandbox) {
 		t.Fatal(err)
 	}
 	size := resource.MustParse("10Gi")
-	pvc := &corev1.PersistentVolumeClaim{
-		ObjectMeta: metav1.ObjectMeta{Name: "data", Namespace: ns.Name},
-		Spec: corev1.PersistentVolumeClaimSpec{
-			AccessModes:      []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
-			StorageClassName: ptr.To(sandbox.StorageClassName),
-			Resources:        corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: size}},
-		},
-	}
-	one := corev1.ResourceList{simlonghorn.ExtendedResource: resource.MustParse("1")}
-	pod := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: "app", Namespace: ns.Name},
-		Spec: corev1.PodSpec{
-			Containers: []corev1.Container{{
-				Name: "app", Image: "busybox",
-				Resources:    corev1.ResourceRequirements{Requests: one, Limits: one},
-				VolumeMounts: []corev1.VolumeMount{{Name: "data", MountPath: "/data"}},
-			}},
-			Volumes: []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{
-				PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: pvc.Name},
-			}}},
-		},
-	}
+	pvc, pod := claimAndPod(ns.Name, sandbox.StorageClassName, size)
 	for _, obj := range []client.Object{pvc, pod} {
 		if err := c.Create(ctx, obj); err != nil {
 			t.Fatal(err)
@@ -242,6 +244,30 @@ func testWorkload(t *testing.T, sb *sandbox.Sandbox) {
 		return pod.Status.Phase == corev1.PodRunning, fmt.Sprintf("phase %s", pod.Status.Phase), nil
 	})
 
+	// Expanding the claim: kube-controller-manager's expander leaves it to
+	// the external resizer, which grows the volume (the gate lets it), the
+	// replica, the PersistentVolume and the claim. (The expander's
+	// ExternalExpanding event is checked in package simlonghorn, where a
+	// refused expansion keeps the claim asking: here the expansion may be
+	// done before the expander looks.)
+	size = resource.MustParse("20Gi")
+	expandClaim(t, c, pvc, size)
+	eventually(t, "the volume, its replica and the claim are expanded", func(ctx context.Context) (bool, string, error) {
+		if err := c.Get(ctx, volKey, vol); err != nil {
+			return false, "", err
+		}
+		if err := c.Get(ctx, client.ObjectKeyFromObject(pvc), pvc); err != nil {
+			return false, "", err
+		}
+		reps, err := volumeReplicas(ctx, c, vol.Name)
+		if err != nil || len(reps) != 1 {
+			return false, fmt.Sprintf("%d replicas", len(reps)), err
+		}
+		capacity := pvc.Status.Capacity[corev1.ResourceStorage]
+		return vol.Spec.Size == size.Value() && reps[0].Spec.VolumeSize == size.Value() && capacity.Cmp(size) == 0,
+			fmt.Sprintf("volume %d, replica %d, claim %s", vol.Spec.Size, reps[0].Spec.VolumeSize, capacity.String()), nil
+	})
+
 	// Deleting the pod detaches the volume; deleting the claim reclaims the
 	// volume, its replica and its ledger entry.
 	if err := c.Delete(ctx, pod); err != nil {
@@ -281,6 +307,302 @@ func testWorkload(t *testing.T, sb *sandbox.Sandbox) {
 		}
 		return len(left) == 0, strings.Join(left, ", "), nil
 	})
+}
+
+// testNodeHeartbeats checks that kube-controller-manager's node lifecycle
+// controller watches the nodes and finds the simulated ones alive: it
+// removes the not-ready taint the API server gives new nodes, marks a node
+// nobody renews a Lease for unhealthy within the grace period, and leaves
+// the simulated nodes, whose Leases the simulated kubelets renew, Ready and
+// untainted for one and a half grace periods.
+func testNodeHeartbeats(t *testing.T, sb *sandbox.Sandbox, nodes ...string) {
+	ctx := context.Background()
+	c := sb.Client()
+	ghost := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "ghost", Labels: map[string]string{corev1.LabelHostname: "ghost"}}}
+	if err := c.Create(ctx, ghost); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := c.Delete(context.Background(), ghost); client.IgnoreNotFound(err) != nil {
+			t.Errorf("deleting node %s: %v", ghost.Name, err)
+		}
+	})
+	now := metav1.Now()
+	ghost.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue, Reason: "KubeletReady",
+		LastHeartbeatTime: now, LastTransitionTime: now}}
+	if err := c.Status().Update(ctx, ghost); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	eventually(t, "a node without heartbeats is marked unhealthy", func(ctx context.Context) (bool, string, error) {
+		if err := c.Get(ctx, client.ObjectKeyFromObject(ghost), ghost); err != nil {
+			return false, "", err
+		}
+		return hasTaint(ghost, corev1.TaintNodeUnreachable, corev1.TaintEffectNoExecute) && readyStatus(ghost) == corev1.ConditionUnknown,
+			fmt.Sprintf("taints %v, Ready %s", ghost.Spec.Taints, readyStatus(ghost)), nil
+	})
+	deadline := start.Add(gracePeriod + gracePeriod/2)
+	eventually(t, "the simulated nodes' leases renewed one and a half grace periods after the start", func(ctx context.Context) (bool, string, error) {
+		for _, name := range nodes {
+			lease := &coordinationv1.Lease{}
+			if err := c.Get(ctx, client.ObjectKey{Namespace: corev1.NamespaceNodeLease, Name: name}, lease); err != nil {
+				return false, "", client.IgnoreNotFound(err)
+			}
+			if lease.Spec.RenewTime == nil || lease.Spec.RenewTime.Time.Before(deadline) {
+				return false, fmt.Sprintf("lease %s renewed at %v", name, lease.Spec.RenewTime), nil
+			}
+			if len(lease.OwnerReferences) != 1 || lease.OwnerReferences[0].Kind != "Node" || lease.OwnerReferences[0].Name != name {
+				return false, fmt.Sprintf("lease %s owned by %v", name, lease.OwnerReferences), nil
+			}
+		}
+		return true, "", nil
+	})
+	for _, name := range nodes {
+		node := &corev1.Node{}
+		if err := c.Get(ctx, client.ObjectKey{Name: name}, node); err != nil {
+			t.Fatal(err)
+		}
+		if readyStatus(node) != corev1.ConditionTrue || len(node.Spec.Taints) != 0 {
+			t.Errorf("node %s: Ready %s, taints %v; want Ready and untainted", name, readyStatus(node), node.Spec.Taints)
+		}
+	}
+}
+
+// readyStatus returns the status of a node's Ready condition, or "".
+func readyStatus(node *corev1.Node) corev1.ConditionStatus {
+	for _, c := range node.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			return c.Status
+		}
+	}
+	return ""
+}
+
+// hasTaint reports whether the node has the taint key with effect.
+func hasTaint(node *corev1.Node, key string, effect corev1.TaintEffect) bool {
+	for _, t := range node.Spec.Taints {
+		if t.Key == key && t.Effect == effect {
+			return true
+		}
+	}
+	return false
+}
+
+// expandClaim sets the claim's storage request to size.
+func expandClaim(t *testing.T, c client.Client, pvc *corev1.PersistentVolumeClaim, size resource.Quantity) {
+	t.Helper()
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if err := c.Get(context.Background(), client.ObjectKeyFromObject(pvc), pvc); err != nil {
+			return err
+		}
+		pvc.Spec.Resources.Requests[corev1.ResourceStorage] = size
+		return c.Update(context.Background(), pvc)
+	})
+	if err != nil {
+		t.Fatalf("expanding claim %s to %s: %v", pvc.Name, size.String(), err)
+	}
+}
+
+// testWaitForFirstConsumer runs a pod with a claim of a
+// WaitForFirstConsumer Longhorn class: kube-scheduler selects the node
+// (the claim's volume.kubernetes.io/selected-node), the PV controller hands
+// the claim to the external provisioner, which provisions it, the PV
+// controller binds it, and the pod runs on the selected node.
+func testWaitForFirstConsumer(t *testing.T, sb *sandbox.Sandbox) {
+	ctx := context.Background()
+	c := sb.Client()
+	class := sandbox.StorageClass()
+	class.Name, class.Annotations = "longhorn-wffc", nil
+	class.VolumeBindingMode = ptr.To(storagev1.VolumeBindingWaitForFirstConsumer)
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "wffc"}}
+	for _, obj := range []client.Object{class, ns} {
+		if err := c.Create(ctx, obj); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pvc, pod := claimAndPod(ns.Name, class.Name, resource.MustParse("10Gi"))
+	if err := c.Create(ctx, pvc); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the claim waits for its first consumer", func(ctx context.Context) (bool, string, error) {
+		if err := c.Get(ctx, client.ObjectKeyFromObject(pvc), pvc); err != nil {
+			return false, "", err
+		}
+		return pvc.Status.Phase == corev1.ClaimPending, fmt.Sprintf("phase %s", pvc.Status.Phase), nil
+	})
+	if err := c.Create(ctx, pod); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the claim is bound on the node kube-scheduler selected and the pod runs there", func(ctx context.Context) (bool, string, error) {
+		if err := c.Get(ctx, client.ObjectKeyFromObject(pod), pod); err != nil {
+			return false, "", err
+		}
+		if err := c.Get(ctx, client.ObjectKeyFromObject(pvc), pvc); err != nil {
+			return false, "", err
+		}
+		selected := pvc.Annotations["volume.kubernetes.io/selected-node"]
+		return selected != "" && selected == pod.Spec.NodeName && pvc.Status.Phase == corev1.ClaimBound && pod.Status.Phase == corev1.PodRunning,
+			fmt.Sprintf("selected node %q, pod on %q (%s), claim %s", selected, pod.Spec.NodeName, pod.Status.Phase, pvc.Status.Phase), nil
+	})
+	vol := &lhv1.Volume{}
+	if err := c.Get(ctx, client.ObjectKey{Namespace: sandbox.Namespace, Name: pvc.Spec.VolumeName}, vol); err != nil {
+		t.Fatalf("the claim's volume: %v", err)
+	}
+	for _, obj := range []client.Object{pod, pvc} {
+		if err := c.Delete(ctx, obj); err != nil {
+			t.Fatal(err)
+		}
+	}
+	eventually(t, "the volume is deleted with its claim and every ledger is empty and decided", func(ctx context.Context) (bool, string, error) {
+		err := c.Get(ctx, client.ObjectKeyFromObject(vol), vol)
+		if !apierrors.IsNotFound(err) {
+			return false, fmt.Sprintf("volume: %v", err), client.IgnoreNotFound(err)
+		}
+		return ledgersSettled(ctx, c)
+	})
+}
+
+// ledgersSettled reports whether every DiskSchedule grants nothing and has
+// decided its latest generation.
+func ledgersSettled(ctx context.Context, c client.Client) (bool, string, error) {
+	list := &dsv1.DiskScheduleList{}
+	if err := c.List(ctx, list, client.InNamespace(sandbox.Namespace)); err != nil {
+		return false, "", err
+	}
+	for _, ds := range list.Items {
+		if len(ds.Status.Replicas) > 0 || ds.Status.StorageScheduled != 0 || ds.Status.ObservedGeneration != ds.Generation {
+			return false, fmt.Sprintf("ledger %s grants %d bytes to %d replicas, observed generation %d of %d",
+				ds.Name, ds.Status.StorageScheduled, len(ds.Status.Replicas), ds.Status.ObservedGeneration, ds.Generation), nil
+		}
+	}
+	return true, "", nil
+}
+
+// testSampleWorkloads applies config/samples/workloads: the StatefulSet
+// controller creates its pods and claims, the ReplicaSet controller the
+// Deployment's pod, every claim is provisioned and bound to a Longhorn
+// volume attached to its pod's node, and the pods run. Deleting the
+// workloads and the claims removes the pods (the garbage collector), the
+// volumes and their ledger entries.
+func testSampleWorkloads(t *testing.T, sb *sandbox.Sandbox) {
+	ctx := context.Background()
+	c := sb.Client()
+	objs, err := sandbox.RenderDeployment(filepath.Join(testenv.RepoRoot(), "config", "samples", "workloads"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range objs {
+		if err := c.Create(ctx, o); err != nil {
+			t.Fatalf("creating %s %s: %v", o.GetKind(), o.GetName(), err)
+		}
+	}
+	sts := &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "web"}}
+	deploy := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "cache"}}
+	eventually(t, "the StatefulSet and the Deployment are ready", func(ctx context.Context) (bool, string, error) {
+		if err := c.Get(ctx, client.ObjectKeyFromObject(sts), sts); err != nil {
+			return false, "", err
+		}
+		if err := c.Get(ctx, client.ObjectKeyFromObject(deploy), deploy); err != nil {
+			return false, "", err
+		}
+		return sts.Status.ReadyReplicas == 4 && deploy.Status.AvailableReplicas == 1,
+			fmt.Sprintf("StatefulSet %d/4 ready, Deployment %d/1 available", sts.Status.ReadyReplicas, deploy.Status.AvailableReplicas), nil
+	})
+	pods := &corev1.PodList{}
+	if err := c.List(ctx, pods, client.InNamespace("default"), client.HasLabels{"app"}); err != nil {
+		t.Fatal(err)
+	}
+	if len(pods.Items) != 5 {
+		t.Errorf("%d pods, want the StatefulSet's 4 and the Deployment's 1", len(pods.Items))
+	}
+	for i := range pods.Items {
+		checkPodVolumes(ctx, t, c, &pods.Items[i])
+	}
+
+	for _, o := range objs {
+		if err := c.Delete(ctx, o); client.IgnoreNotFound(err) != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := c.DeleteAllOf(ctx, &corev1.PersistentVolumeClaim{}, client.InNamespace("default")); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the pods and the volumes are gone and every ledger is empty and decided", func(ctx context.Context) (bool, string, error) {
+		left := &corev1.PodList{}
+		if err := c.List(ctx, left, client.InNamespace("default"), client.HasLabels{"app"}); err != nil {
+			return false, "", err
+		}
+		vols := &lhv1.VolumeList{}
+		if err := c.List(ctx, vols, client.InNamespace(sandbox.Namespace)); err != nil {
+			return false, "", err
+		}
+		if len(left.Items) > 0 || len(vols.Items) > 0 {
+			return false, fmt.Sprintf("%d pods, %d volumes", len(left.Items), len(vols.Items)), nil
+		}
+		return ledgersSettled(ctx, c)
+	})
+}
+
+// checkPodVolumes fails the test unless the pod runs and each of its claims
+// is bound to a PersistentVolume of the Longhorn CSI driver whose volume is
+// attached to the pod's node.
+func checkPodVolumes(ctx context.Context, t *testing.T, c client.Client, pod *corev1.Pod) {
+	t.Helper()
+	if pod.Status.Phase != corev1.PodRunning || pod.Spec.NodeName == "" {
+		t.Errorf("pod %s: phase %s on node %q", pod.Name, pod.Status.Phase, pod.Spec.NodeName)
+	}
+	for _, v := range pod.Spec.Volumes {
+		if v.PersistentVolumeClaim == nil {
+			continue
+		}
+		pvc := &corev1.PersistentVolumeClaim{}
+		if err := c.Get(ctx, client.ObjectKey{Namespace: pod.Namespace, Name: v.PersistentVolumeClaim.ClaimName}, pvc); err != nil {
+			t.Fatal(err)
+		}
+		pv := &corev1.PersistentVolume{}
+		if err := c.Get(ctx, client.ObjectKey{Name: pvc.Spec.VolumeName}, pv); err != nil {
+			t.Fatalf("pod %s: the PersistentVolume of claim %s: %v", pod.Name, pvc.Name, err)
+		}
+		if pvc.Status.Phase != corev1.ClaimBound || pv.Spec.CSI == nil || pv.Spec.CSI.Driver != simlonghorn.CSIDriver {
+			t.Errorf("pod %s: claim %s is %s, bound to %s of %+v", pod.Name, pvc.Name, pvc.Status.Phase, pv.Name, pv.Spec.CSI)
+			continue
+		}
+		vol := &lhv1.Volume{}
+		if err := c.Get(ctx, client.ObjectKey{Namespace: sandbox.Namespace, Name: pv.Spec.CSI.VolumeHandle}, vol); err != nil {
+			t.Fatalf("pod %s: the volume of claim %s: %v", pod.Name, pvc.Name, err)
+		}
+		if vol.Status.CurrentNodeID != pod.Spec.NodeName {
+			t.Errorf("pod %s on %s: volume %s attached to %q", pod.Name, pod.Spec.NodeName, vol.Name, vol.Status.CurrentNodeID)
+		}
+	}
+}
+
+// claimAndPod returns a claim of size of class in ns and a pod using it
+// that requests the scheduler extender's resource.
+func claimAndPod(ns, class string, size resource.Quantity) (*corev1.PersistentVolumeClaim, *corev1.Pod) {
+	pvc := &corev1.PersistentVolumeClaim{
+		ObjectMeta: metav1.ObjectMeta{Name: "data", Namespace: ns},
+		Spec: corev1.PersistentVolumeClaimSpec{
+			AccessModes:      []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			StorageClassName: ptr.To(class),
+			Resources:        corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: size}},
+		},
+	}
+	one := corev1.ResourceList{simlonghorn.ExtendedResource: resource.MustParse("1")}
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "app", Namespace: ns},
+		Spec: corev1.PodSpec{
+			Containers: []corev1.Container{{
+				Name: "app", Image: "busybox",
+				Resources:    corev1.ResourceRequirements{Requests: one, Limits: one},
+				VolumeMounts: []corev1.VolumeMount{{Name: "data", MountPath: "/data"}},
+			}},
+			Volumes: []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{
+				PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: pvc.Name},
+			}}},
+		},
+	}
+	return pvc, pod
 }
 
 func testManagerRBAC(t *testing.T, sb *sandbox.Sandbox) {
@@ -369,11 +691,11 @@ func testStop(t *testing.T, sb *sandbox.Sandbox) {
 			t.Errorf("%s (pid %d) is not running before Stop", p.Name, p.PID)
 		}
 	}
-	if got := strings.Join(names, ","); got != "etcd,kube-apiserver,kube-scheduler" {
-		t.Errorf("Processes() = %s, want etcd, kube-apiserver and kube-scheduler", got)
+	if got := strings.Join(names, ","); got != "etcd,kube-apiserver,kube-controller-manager,kube-scheduler" {
+		t.Errorf("Processes() = %s, want etcd, kube-apiserver, kube-controller-manager and kube-scheduler", got)
 	}
-	if len(ports) < 4 {
-		t.Errorf("Ports() = %v, want at least kube-apiserver, etcd, metrics and kube-scheduler", ports)
+	if len(ports) < 5 {
+		t.Errorf("Ports() = %v, want at least kube-apiserver, etcd, kube-controller-manager, metrics and kube-scheduler", ports)
 	}
 	for _, port := range ports {
 		if sandbox.PortFree(port) {

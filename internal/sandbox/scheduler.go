@@ -2,25 +2,19 @@ package sandbox
 
 import (
 	"context"
-	"crypto/tls"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
-	"net/http"
-	"os"
-	"os/exec"
 	"strconv"
-	"syscall"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 	componentbaseconfigv1alpha1 "k8s.io/component-base/config/v1alpha1"
 	schedulerconfigv1 "k8s.io/kube-scheduler/config/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
 
+	"github.com/longhorn/diskschedule/internal/controlplane"
 	"github.com/longhorn/diskschedule/internal/simlonghorn"
 )
 
@@ -111,109 +105,24 @@ func pruneZero(v any) bool {
 	return false
 }
 
-// process is a child process the sandbox started and stops.
-type process struct {
-	name string
-	cmd  *exec.Cmd
-	done chan struct{}
-	err  error
-}
-
-// startProcess starts path with args in its own process group (so a ^C to
-// the sandbox's terminal leaves its shutdown to the sandbox), output to out.
-func startProcess(name, path string, args []string, out io.Writer) (*process, error) {
-	cmd := exec.Command(path, args...)
-	cmd.Stdout, cmd.Stderr = out, out
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("starting %s: %w", name, err)
-	}
-	p := &process{name: name, cmd: cmd, done: make(chan struct{})}
-	go func() {
-		p.err = cmd.Wait()
-		close(p.done)
-	}()
-	return p, nil
-}
-
-// pid returns the process's ID.
-func (p *process) pid() int { return p.cmd.Process.Pid }
-
-// exited reports whether the process has exited.
-func (p *process) exited() bool {
-	select {
-	case <-p.done:
-		return true
-	default:
-		return false
-	}
-}
-
-// stop sends SIGTERM, waits up to grace for the process to exit, then kills
-// it, and waits until it is gone.
-func (p *process) stop(grace time.Duration) error {
-	if p.exited() {
-		return nil
-	}
-	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil && !errors.Is(err, os.ErrProcessDone) {
-		return fmt.Errorf("stopping %s: %w", p.name, err)
-	}
-	select {
-	case <-p.done:
-		return nil
-	case <-time.After(grace):
-	}
-	if err := p.cmd.Process.Kill(); err != nil && !errors.Is(err, os.ErrProcessDone) {
-		return fmt.Errorf("killing %s: %w", p.name, err)
-	}
-	<-p.done
-	return fmt.Errorf("%s did not stop within %s and was killed", p.name, grace)
-}
-
 // startScheduler starts kube-scheduler with the configuration file at
 // configPath, serving on 127.0.0.1:port, and waits until it is healthy.
 // Without delegated authentication and authorization, only its
 // always-allowed paths (/healthz, /readyz, /livez) answer; that is all the
 // sandbox reads.
-func startScheduler(ctx context.Context, path, configPath string, port int, out io.Writer) (*process, error) {
+func startScheduler(ctx context.Context, path, configPath string, port int, out io.Writer) (*controlplane.Process, error) {
 	args := []string{
 		"--config=" + configPath,
 		"--bind-address=127.0.0.1",
 		"--secure-port=" + strconv.Itoa(port),
 		"--v=2",
 	}
-	p, err := startProcess("kube-scheduler", path, args, out)
+	p, err := controlplane.StartProcess("kube-scheduler", path, args, out)
 	if err != nil {
 		return nil, err
 	}
-	url := fmt.Sprintf("https://127.0.0.1:%d/healthz", port)
-	hc := &http.Client{Timeout: time.Second, Transport: &http.Transport{
-		// kube-scheduler serves a self-signed certificate; only its health is read.
-		TLSClientConfig: &tls.Config{InsecureSkipVerify: true}, //nolint:gosec
-	}}
-	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
-		if p.exited() {
-			return false, fmt.Errorf("kube-scheduler exited: %v", p.err)
-		}
-		return healthy(ctx, hc, url), nil
-	})
-	if err != nil {
-		return nil, errors.Join(fmt.Errorf("waiting for kube-scheduler at %s: %w", url, err), p.stop(5*time.Second))
+	if err := p.WaitHealthy(ctx, fmt.Sprintf("https://127.0.0.1:%d/healthz", port), 30*time.Second); err != nil {
+		return nil, err
 	}
 	return p, nil
-}
-
-// healthy reports whether GET url answers 200.
-func healthy(ctx context.Context, hc *http.Client, url string) bool {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		return false
-	}
-	resp, err := hc.Do(req)
-	if err != nil {
-		return false
-	}
-	_, _ = io.Copy(io.Discard, resp.Body)
-	_ = resp.Body.Close()
-	return resp.StatusCode == http.StatusOK
 }

@@ -18,15 +18,32 @@
 //     the disk, plus the backing images copied there) and its Ready and
 //     Schedulable conditions (DiskPressure).
 //   - setting.go: Longhorn's setting controller, which marks Settings applied.
-//   - kubelet.go: each simulated node's kubelet: the Kubernetes Node Ready
-//     with its allocatable resources (including the scheduler extender's
-//     resource), pods Running once their Longhorn volumes are attached and
-//     have a running replica, and the end of pod deletion.
-//   - provisioner.go, attacher.go: the Longhorn CSI driver's provisioner,
-//     resizer and attacher, with the parts of the Kubernetes PV controllers
-//     they rely on: a claim of a driver.longhorn.io class becomes a Longhorn
-//     Volume and a bound PersistentVolume; a volume is attached to the node
-//     of the pod using it.
+//   - kubelet.go, nodelease.go: each simulated node's kubelet: the
+//     Kubernetes Node Ready with its allocatable resources (including the
+//     scheduler extender's resource), reported again every 5 minutes; the
+//     node's Lease in kube-node-lease renewed every quarter of its duration
+//     (Options.NodeLeaseDuration, 40s by default) by the kubelet's own lease
+//     controller, so kube-controller-manager's node lifecycle controller
+//     keeps the node Ready and untainted; pods Running once their Longhorn
+//     volumes are attached and have a running replica; and the end of pod
+//     deletion.
+//   - provisioner.go: the Longhorn CSI driver behind the CSI
+//     external-provisioner, built on sig-storage-lib-external-provisioner:
+//     a claim kube-controller-manager's PV controller hands to
+//     driver.longhorn.io (Immediate, or WaitForFirstConsumer once
+//     kube-scheduler selected a node) becomes a Longhorn Volume and a
+//     PersistentVolume, which the PV controller binds; a Released
+//     PersistentVolume of reclaim policy Delete loses its Volume, then goes.
+//     Binding, releasing and the protection finalizers are
+//     kube-controller-manager's: without its volume controllers no claim is
+//     provisioned.
+//   - resizer.go: the CSI external-resizer with the driver's
+//     ControllerExpandVolume and the kubelet's node expansion: a bound claim
+//     asking for more (which kube-controller-manager's expander leaves to an
+//     external resizer) grows its Volume's spec.size, then, once the
+//     replicas have the size, its PersistentVolume and the claim.
+//   - attacher.go: the CSI attacher with Longhorn's volume-attachment
+//     controller: a volume is attached to the node of the pod using it.
 //   - volume*.go: Longhorn's volume controller: replicas created
 //     unscheduled, then placed with package placement from the controller's
 //     own cache of Nodes and Replicas with Longhorn's own view of disk space

@@ -3,6 +3,7 @@ package simlonghorn
 import (
 	"context"
 	"fmt"
+	"time"
 
 	lhv1 "github.com/longhorn/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
 	corev1 "k8s.io/api/core/v1"
@@ -18,8 +19,15 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 )
 
+// nodeStatusReportFrequency is how often the kubelet reports an unchanged
+// node status (its Ready condition's heartbeat), as the kubelet's
+// nodeStatusReportFrequency defaults to; the node's Lease is its frequent
+// heartbeat.
+const nodeStatusReportFrequency = 5 * time.Minute
+
 // kubelet plays the kubelet of every simulated node: the Kubernetes Node's
-// status, pod status and the end of pod deletion.
+// status and its heartbeat, pod status and the end of pod deletion. The
+// node's Lease is nodeLeases' job.
 type kubelet struct {
 	sim *sim
 }
@@ -47,61 +55,64 @@ func (k *kubelet) setup(mgr ctrl.Manager) error {
 		Complete(reconcile.Func(k.reconcilePod))
 }
 
-// reconcileNode keeps a simulated node Ready, with its allocatable
-// resources and without the not-ready taint the API server adds to new
-// nodes. It writes with Update, so a change made meanwhile conflicts and is
-// looked at again.
+// reconcileNode keeps a simulated node Ready with its allocatable
+// resources and reports its status again once nodeStatusReportFrequency
+// passed since the last heartbeat, as the kubelet does. The not-ready taint
+// the API server gives new nodes is the node lifecycle controller's to
+// remove. It writes with Update, so a change made meanwhile conflicts and
+// is looked at again.
 func (k *kubelet) reconcileNode(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 	node := &corev1.Node{}
 	if err := k.sim.client.Get(ctx, req.NamespacedName, node); err != nil {
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
-	taints := []corev1.Taint{}
-	for _, t := range node.Spec.Taints {
-		if t.Key != corev1.TaintNodeNotReady {
-			taints = append(taints, t)
+	now := time.Now()
+	if due := nodeStatusDue(node, k.sim.allocatable, now); due > 0 {
+		return reconcile.Result{RequeueAfter: due}, nil
+	}
+	setNodeReady(node, k.sim.allocatable, metav1.NewTime(now))
+	if err := k.sim.client.Status().Update(ctx, node); err != nil {
+		return requeueOnConflict(fmt.Errorf("reporting the status of node %s: %w", node.Name, err))
+	}
+	ctrl.LoggerFrom(ctx).V(1).Info("Reported the simulated node Ready", "node", klog.KObj(node))
+	return reconcile.Result{RequeueAfter: nodeStatusReportFrequency}, nil
+}
+
+// nodeStatusDue returns how long the node's reported status stays current:
+// zero when it must be reported now (not Ready, other capacity or
+// allocatable, or a heartbeat older than nodeStatusReportFrequency).
+func nodeStatusDue(node *corev1.Node, allocatable corev1.ResourceList, now time.Time) time.Duration {
+	if !apiequality.Semantic.DeepEqual(node.Status.Allocatable, allocatable) ||
+		!apiequality.Semantic.DeepEqual(node.Status.Capacity, allocatable) {
+		return 0
+	}
+	for _, c := range node.Status.Conditions {
+		if c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue {
+			return max(c.LastHeartbeatTime.Add(nodeStatusReportFrequency).Sub(now), 0)
 		}
 	}
-	if len(taints) != len(node.Spec.Taints) {
-		node.Spec.Taints = taints
-		if err := k.sim.client.Update(ctx, node); err != nil {
-			return requeueOnConflict(fmt.Errorf("removing the not-ready taint of node %s: %w", node.Name, err))
-		}
-	}
-	if nodeStatusCurrent(node, k.sim.allocatable) {
-		return reconcile.Result{}, nil
-	}
-	now := metav1.Now()
-	node.Status.Capacity = k.sim.allocatable.DeepCopy()
-	node.Status.Allocatable = k.sim.allocatable.DeepCopy()
-	conds := []corev1.NodeCondition{{
+	return 0
+}
+
+// setNodeReady sets the status a kubelet reports for a healthy node: its
+// capacity and allocatable, and Ready with a heartbeat at now (its
+// transition time kept while it stays Ready).
+func setNodeReady(node *corev1.Node, allocatable corev1.ResourceList, now metav1.Time) {
+	node.Status.Capacity = allocatable.DeepCopy()
+	node.Status.Allocatable = allocatable.DeepCopy()
+	ready := corev1.NodeCondition{
 		Type: corev1.NodeReady, Status: corev1.ConditionTrue, Reason: "KubeletReady",
 		Message: "simulated by the diskschedule sandbox", LastHeartbeatTime: now, LastTransitionTime: now,
-	}}
+	}
+	conds := []corev1.NodeCondition{}
 	for _, c := range node.Status.Conditions {
 		if c.Type != corev1.NodeReady {
 			conds = append(conds, c)
+		} else if c.Status == corev1.ConditionTrue {
+			ready.LastTransitionTime = c.LastTransitionTime
 		}
 	}
-	node.Status.Conditions = conds
-	if err := k.sim.client.Status().Update(ctx, node); err != nil {
-		return requeueOnConflict(fmt.Errorf("setting node %s Ready: %w", node.Name, err))
-	}
-	ctrl.LoggerFrom(ctx).Info("Set the simulated node Ready", "node", klog.KObj(node))
-	return reconcile.Result{}, nil
-}
-
-// nodeStatusCurrent reports whether the node is Ready with the given
-// capacity and allocatable.
-func nodeStatusCurrent(node *corev1.Node, allocatable corev1.ResourceList) bool {
-	ready := false
-	for _, c := range node.Status.Conditions {
-		if c.Type == corev1.NodeReady {
-			ready = c.Status == corev1.ConditionTrue
-		}
-	}
-	return ready && apiequality.Semantic.DeepEqual(node.Status.Allocatable, allocatable) &&
-		apiequality.Semantic.DeepEqual(node.Status.Capacity, allocatable)
+	node.Status.Conditions = append([]corev1.NodeCondition{ready}, conds...)
 }
 
 // reconcilePod finishes the deletion of a pod of a simulated node, as the

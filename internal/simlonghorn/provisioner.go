@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	lhv1 "github.com/longhorn/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
@@ -13,27 +14,12 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/tools/events"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
-	"sigs.k8s.io/controller-runtime/pkg/handler"
-	"sigs.k8s.io/controller-runtime/pkg/predicate"
-	"sigs.k8s.io/controller-runtime/pkg/reconcile"
-)
-
-// Annotations and finalizers the Kubernetes volume controllers use.
-const (
-	annProvisionedBy       = "pv.kubernetes.io/provisioned-by"
-	annBindCompleted       = "pv.kubernetes.io/bind-completed"
-	annBoundByController   = "pv.kubernetes.io/bound-by-controller"
-	annStorageProvisioner  = "volume.kubernetes.io/storage-provisioner"
-	annSelectedNode        = "volume.kubernetes.io/selected-node"
-	finalizerPVCProtection = "kubernetes.io/pvc-protection"
-	finalizerPVProtection  = "kubernetes.io/pv-protection"
+	"sigs.k8s.io/sig-storage-lib-external-provisioner/v13/controller"
 )
 
 // Defaults of Longhorn v1.12's CSI driver and volume admission webhook.
@@ -50,306 +36,103 @@ const (
 	defaultBackupTarget = "default"
 )
 
-// provisioner plays the Longhorn CSI driver's provisioner and resizer with
-// the parts of the Kubernetes PV and protection controllers they rely on:
-// it provisions and binds claims, expands them, and reclaims their volumes.
-type provisioner struct {
-	sim      *sim
-	recorder events.EventRecorder
+// Retries of the external provisioner: as the CSI external-provisioner's
+// --retry-interval-start and --retry-interval-max default, and without
+// giving up.
+const (
+	provisionRetryStart = time.Second
+	provisionRetryMax   = 5 * time.Minute
+)
+
+// csiProvisioner plays the Longhorn CSI driver's CreateVolume and
+// DeleteVolume behind the external-provisioner, built on
+// sig-storage-lib-external-provisioner as the CSI external-provisioner is:
+// the library provisions the claims the PV controller hands to
+// driver.longhorn.io (their volume.kubernetes.io/storage-provisioner
+// annotation; with WaitForFirstConsumer only once kube-scheduler selected a
+// node), calling Provision and storing the PersistentVolume it returns with
+// the claim's reference, for the PV controller to bind; and for a Released
+// PersistentVolume of reclaim policy Delete it calls Delete, then deletes
+// the PersistentVolume. Binding, releasing and the protection finalizers
+// are kube-controller-manager's.
+type csiProvisioner struct {
+	sim    *sim
+	client kubernetes.Interface
 }
 
-func (p *provisioner) setup(mgr ctrl.Manager) error {
-	p.recorder = mgr.GetEventRecorder("simlonghorn-csi-provisioner")
-	if err := ctrl.NewControllerManagedBy(mgr).Named("simlonghorn-csi-provisioner").
-		For(&corev1.PersistentVolumeClaim{}).
-		Watches(&storagev1.StorageClass{}, handler.EnqueueRequestsFromMapFunc(p.classClaims)).
-		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
-			var out []reconcile.Request
-			for _, claim := range claimNames(o.(*corev1.Pod)) {
-				out = append(out, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: claim}})
-			}
-			return out
-		})).
-		Watches(&lhv1.Volume{}, handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
-			return p.claimRequests(ctx, o.GetName())
-		})).
-		Watches(&lhv1.Replica{}, handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
-			return p.claimRequests(ctx, o.(*lhv1.Replica).Spec.VolumeName)
-		})).
-		Complete(reconcile.Func(p.reconcileClaim)); err != nil {
-		return err
-	}
-	longhornPV := predicate.NewPredicateFuncs(func(o client.Object) bool {
-		pv, ok := o.(*corev1.PersistentVolume)
-		return ok && volumeHandle(pv) != ""
-	})
-	return ctrl.NewControllerManagedBy(mgr).Named("simlonghorn-csi-reclaimer").
-		For(&corev1.PersistentVolume{}, builder.WithPredicates(longhornPV)).
-		Watches(&corev1.PersistentVolumeClaim{}, handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
-			if name := o.(*corev1.PersistentVolumeClaim).Spec.VolumeName; name != "" {
-				return []reconcile.Request{{NamespacedName: types.NamespacedName{Name: name}}}
-			}
-			return nil
-		})).
-		Complete(reconcile.Func(p.reconcilePV))
-}
+var (
+	_ controller.Provisioner      = &csiProvisioner{}
+	_ controller.BlockProvisioner = &csiProvisioner{}
+)
 
-// claimRequests maps a Longhorn volume (by name) to the claims bound to it.
-func (p *provisioner) claimRequests(ctx context.Context, volume string) []reconcile.Request {
-	claims, err := p.sim.volumeClaims(ctx, volume)
+func (p *csiProvisioner) setup(mgr ctrl.Manager) error {
+	cs, err := kubernetes.NewForConfig(mgr.GetConfig())
 	if err != nil {
-		ctrl.LoggerFrom(ctx).Error(err, "Finding the claims of a volume", "volume", volume)
+		return fmt.Errorf("creating the external provisioner's client: %w", err)
 	}
-	out := make([]reconcile.Request, 0, len(claims))
-	for _, c := range claims {
-		out = append(out, reconcile.Request{NamespacedName: c})
-	}
-	return out
+	p.client = cs
+	return mgr.Add(p)
 }
 
-// reconcileClaim provisions and binds an unbound claim of a Longhorn
-// class, keeps a bound claim's status and size in step with its volume, and
-// lets a deleted claim go once no pod uses it.
-func (p *provisioner) reconcileClaim(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
-	pvc := &corev1.PersistentVolumeClaim{}
-	if err := p.sim.client.Get(ctx, req.NamespacedName, pvc); err != nil {
-		return reconcile.Result{}, client.IgnoreNotFound(err)
-	}
-	if !pvc.DeletionTimestamp.IsZero() {
-		return requeueOnConflict(p.releaseClaim(ctx, pvc))
-	}
-	if pvc.Spec.VolumeName != "" {
-		pv := &corev1.PersistentVolume{}
-		if err := p.sim.client.Get(ctx, types.NamespacedName{Name: pvc.Spec.VolumeName}, pv); err != nil {
-			if apierrors.IsNotFound(err) && pvc.Annotations[annStorageProvisioner] == CSIDriver {
-				// Bound a moment ago: the cache has not seen the new PersistentVolume yet.
-				return reconcile.Result{RequeueAfter: time.Second}, nil
-			}
-			return reconcile.Result{}, client.IgnoreNotFound(err)
-		}
-		return requeueOnConflict(p.syncBound(ctx, pvc, pv))
-	}
-	if pvc.Spec.StorageClassName == nil || *pvc.Spec.StorageClassName == "" {
-		return reconcile.Result{}, nil
-	}
-	class := &storagev1.StorageClass{}
-	if err := p.sim.client.Get(ctx, types.NamespacedName{Name: *pvc.Spec.StorageClassName}, class); err != nil {
-		return reconcile.Result{}, client.IgnoreNotFound(err) // the class's creation brings the claim back
-	}
-	if class.Provisioner != CSIDriver {
-		return reconcile.Result{}, nil
-	}
-	if class.VolumeBindingMode != nil && *class.VolumeBindingMode == storagev1.VolumeBindingWaitForFirstConsumer &&
-		pvc.Annotations[annSelectedNode] == "" {
-		return reconcile.Result{}, nil // kube-scheduler selects the node first
-	}
-	return requeueOnConflict(p.provision(ctx, pvc, class))
+// Start runs the external provisioner until ctx ends, then waits for its
+// workers.
+func (p *csiProvisioner) Start(ctx context.Context) error {
+	ctx = klog.NewContext(ctx, ctrl.LoggerFrom(ctx).WithName("simlonghorn-csi-provisioner"))
+	limiter := workqueue.NewTypedItemExponentialFailureRateLimiter[string](provisionRetryStart, provisionRetryMax)
+	var workers sync.WaitGroup
+	pc := controller.NewProvisionController(ctx, p.client, CSIDriver, p,
+		controller.LeaderElection(false),
+		controller.VolumeName(VolumeName),
+		controller.RateLimiter(limiter),
+		controller.CreateProvisionedPVLimiter(workqueue.NewTypedItemExponentialFailureRateLimiter[string](provisionRetryStart, provisionRetryMax)),
+		controller.FailedProvisionThreshold(0),
+		controller.FailedDeleteThreshold(0),
+	)
+	pc.ControllerWaitGroup(&workers)
+	pc.Run(ctx)
+	workers.Wait()
+	return nil
 }
 
-// provision creates the claim's Volume and PersistentVolume and binds them.
-// Every step is idempotent: a failed step is retried from the start.
-func (p *provisioner) provision(ctx context.Context, pvc *corev1.PersistentVolumeClaim, class *storagev1.StorageClass) error {
-	log := ctrl.LoggerFrom(ctx)
-	vol, err := VolumeFor(pvc, class, p.sim.namespace)
+// Provision creates the claim's Longhorn Volume, as the Longhorn CSI
+// driver's CreateVolume does through Longhorn's API, and returns its
+// PersistentVolume. A Volume that exists (an earlier call's) is kept.
+func (p *csiProvisioner) Provision(ctx context.Context, opts controller.ProvisionOptions) (*corev1.PersistentVolume, controller.ProvisioningState, error) {
+	vol, err := VolumeFor(opts.PVC, opts.StorageClass, p.sim.namespace)
 	if err != nil {
-		p.recorder.Eventf(pvc, nil, corev1.EventTypeWarning, "ProvisioningFailed", "Provision", "%v", err)
-		log.Error(err, "Cannot provision the claim", "claim", klog.KObj(pvc))
-		return nil // a new claim or class brings it back
+		return nil, controller.ProvisioningFinished, err
+	}
+	if vol.Name != opts.PVName {
+		return nil, controller.ProvisioningFinished, fmt.Errorf("claim %s/%s: the PersistentVolume is named %s, its volume %s",
+			opts.PVC.Namespace, opts.PVC.Name, opts.PVName, vol.Name)
 	}
 	if err := p.sim.client.Create(ctx, vol); err != nil && !apierrors.IsAlreadyExists(err) {
-		return fmt.Errorf("creating volume %s for claim %s/%s: %w", vol.Name, pvc.Namespace, pvc.Name, err)
+		return nil, controller.ProvisioningNoChange, fmt.Errorf("creating volume %s for claim %s/%s: %w", vol.Name, opts.PVC.Namespace, opts.PVC.Name, err)
 	}
-	pv := PersistentVolumeFor(pvc, class, vol)
-	if err := p.sim.client.Create(ctx, pv); apierrors.IsAlreadyExists(err) {
-		if err := p.sim.client.Get(ctx, client.ObjectKeyFromObject(pv), pv); err != nil {
-			return fmt.Errorf("getting PersistentVolume %s: %w", pv.Name, err)
-		}
-		if pv.Spec.ClaimRef == nil || pv.Spec.ClaimRef.UID != pvc.UID {
-			return fmt.Errorf("PersistentVolume %s exists for another claim", pv.Name)
-		}
-	} else if err != nil {
-		return fmt.Errorf("creating PersistentVolume %s: %w", pv.Name, err)
-	}
-	if pv.Status.Phase != corev1.VolumeBound {
-		base := pv.DeepCopy()
-		pv.Status.Phase = corev1.VolumeBound
-		if err := p.sim.client.Status().Patch(ctx, pv, client.MergeFrom(base)); err != nil {
-			return fmt.Errorf("marking PersistentVolume %s Bound: %w", pv.Name, err)
-		}
-	}
-	// Update, not patch: binding a claim that changed meanwhile is retried.
-	pvc.Spec.VolumeName = pv.Name
-	if pvc.Annotations == nil {
-		pvc.Annotations = map[string]string{}
-	}
-	pvc.Annotations[annBindCompleted] = "yes"
-	pvc.Annotations[annBoundByController] = "yes"
-	pvc.Annotations[annStorageProvisioner] = CSIDriver
-	if err := p.sim.client.Update(ctx, pvc); err != nil {
-		return fmt.Errorf("binding claim %s/%s to %s: %w", pvc.Namespace, pvc.Name, pv.Name, err)
-	}
-	log.Info("Provisioned the claim", "claim", klog.KObj(pvc), "volume", vol.Name,
-		"size", vol.Spec.Size, "numberOfReplicas", vol.Spec.NumberOfReplicas, "dataLocality", vol.Spec.DataLocality)
-	return p.syncBound(ctx, pvc, pv)
+	klog.FromContext(ctx).Info("Provisioned the claim", "claim", klog.KObj(opts.PVC), "volume", vol.Name,
+		"size", vol.Spec.Size, "numberOfReplicas", vol.Spec.NumberOfReplicas, "dataLocality", vol.Spec.DataLocality,
+		"selectedNode", opts.SelectedNodeName)
+	return PersistentVolumeFor(opts.PVC, opts.StorageClass, vol), controller.ProvisioningFinished, nil
 }
 
-// syncBound expands the volume of a bound claim that asks for more, as the
-// external-resizer does, and reports the claim Bound with its PV's capacity.
-func (p *provisioner) syncBound(ctx context.Context, pvc *corev1.PersistentVolumeClaim, pv *corev1.PersistentVolume) error {
-	if name := volumeHandle(pv); name != "" {
-		if err := p.expand(ctx, pvc, pv, name); err != nil {
-			return err
-		}
-	}
-	capacity := pv.Spec.Capacity[corev1.ResourceStorage]
-	have := pvc.Status.Capacity[corev1.ResourceStorage]
-	if pvc.Status.Phase == corev1.ClaimBound && have.Cmp(capacity) == 0 {
-		return nil
-	}
-	base := pvc.DeepCopy()
-	pvc.Status.Phase = corev1.ClaimBound
-	pvc.Status.AccessModes = pv.Spec.AccessModes
-	pvc.Status.Capacity = corev1.ResourceList{corev1.ResourceStorage: capacity}
-	if err := p.sim.client.Status().Patch(ctx, pvc, client.MergeFrom(base)); err != nil {
-		return fmt.Errorf("marking claim %s/%s Bound: %w", pvc.Namespace, pvc.Name, err)
-	}
-	return nil
-}
-
-// expand grows the Volume to the claim's request (as Longhorn's API does,
-// with an Update of spec.size), and the PersistentVolume once every replica
-// has the new size.
-func (p *provisioner) expand(ctx context.Context, pvc *corev1.PersistentVolumeClaim, pv *corev1.PersistentVolume, name string) error {
-	want, ok := pvc.Spec.Resources.Requests[corev1.ResourceStorage]
-	capacity := pv.Spec.Capacity[corev1.ResourceStorage]
-	if !ok || want.Cmp(capacity) <= 0 {
-		return nil
-	}
-	size := roundUpSize(want.Value())
-	vol := &lhv1.Volume{}
-	if err := p.sim.client.Get(ctx, types.NamespacedName{Namespace: p.sim.namespace, Name: name}, vol); err != nil {
-		return client.IgnoreNotFound(err)
-	}
-	if vol.Spec.Size < size {
-		vol.Spec.Size = size
-		if err := p.sim.client.Update(ctx, vol); err != nil {
-			return fmt.Errorf("expanding volume %s to %d bytes: %w", name, size, err)
-		}
-		ctrl.LoggerFrom(ctx).Info("Expanding the volume", "volume", name, "size", size)
-		return nil // the replicas' resizing brings the claim back
-	}
-	replicas := &lhv1.ReplicaList{}
-	if err := p.sim.client.List(ctx, replicas, client.InNamespace(p.sim.namespace), client.MatchingFields{replicaByVolume: name}); err != nil {
-		return fmt.Errorf("listing the replicas of volume %s: %w", name, err)
-	}
-	for _, r := range replicas.Items {
-		if r.Spec.VolumeSize < vol.Spec.Size {
-			return nil // not expanded yet
-		}
-	}
-	base := pv.DeepCopy()
-	pv.Spec.Capacity = corev1.ResourceList{corev1.ResourceStorage: *resource.NewQuantity(vol.Spec.Size, resource.BinarySI)}
-	if err := p.sim.client.Patch(ctx, pv, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})); err != nil {
-		return fmt.Errorf("expanding PersistentVolume %s to %d bytes: %w", pv.Name, vol.Spec.Size, err)
-	}
-	return nil
-}
-
-// releaseClaim removes the pvc-protection finalizer of a deleted claim
-// once no pod that may still run uses it, as the pvc-protection controller does.
-func (p *provisioner) releaseClaim(ctx context.Context, pvc *corev1.PersistentVolumeClaim) error {
-	if !controllerutil.ContainsFinalizer(pvc, finalizerPVCProtection) {
-		return nil
-	}
-	pods := &corev1.PodList{}
-	key := pvc.Namespace + "/" + pvc.Name
-	if err := p.sim.client.List(ctx, pods, client.InNamespace(pvc.Namespace), client.MatchingFields{podByClaim: key}); err != nil {
-		return fmt.Errorf("listing the pods of claim %s: %w", key, err)
-	}
-	for _, pod := range pods.Items {
-		if pod.Status.Phase != corev1.PodSucceeded && pod.Status.Phase != corev1.PodFailed {
-			return nil // the pod's deletion brings the claim back
-		}
-	}
-	controllerutil.RemoveFinalizer(pvc, finalizerPVCProtection)
-	if err := p.sim.client.Update(ctx, pvc); err != nil {
-		return fmt.Errorf("releasing claim %s: %w", key, err)
-	}
-	return nil
-}
-
-// reconcilePV reclaims the PersistentVolume of a Longhorn claim that is
-// gone: with reclaim policy Delete, it deletes the Volume and the
-// PersistentVolume; with Retain, it marks the PersistentVolume Released.
-func (p *provisioner) reconcilePV(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
-	pv := &corev1.PersistentVolume{}
-	if err := p.sim.client.Get(ctx, req.NamespacedName, pv); err != nil {
-		return reconcile.Result{}, client.IgnoreNotFound(err)
-	}
+// Delete deletes the Longhorn Volume of a PersistentVolume, as the Longhorn
+// CSI driver's DeleteVolume does; Longhorn removes its replicas. A volume
+// that is gone already is deleted.
+func (p *csiProvisioner) Delete(ctx context.Context, pv *corev1.PersistentVolume) error {
 	name := volumeHandle(pv)
-	if name == "" || pv.Spec.ClaimRef == nil {
-		return reconcile.Result{}, nil
-	}
-	bound, err := p.claimExists(ctx, pv.Spec.ClaimRef)
-	if err != nil || bound {
-		return reconcile.Result{}, err
-	}
-	if !pv.DeletionTimestamp.IsZero() {
-		if controllerutil.RemoveFinalizer(pv, finalizerPVProtection) {
-			if err := p.sim.client.Update(ctx, pv); err != nil {
-				return requeueOnConflict(fmt.Errorf("releasing PersistentVolume %s: %w", pv.Name, err))
-			}
-		}
-		return reconcile.Result{}, nil
-	}
-	if pv.Spec.PersistentVolumeReclaimPolicy != corev1.PersistentVolumeReclaimDelete {
-		if pv.Status.Phase != corev1.VolumeReleased {
-			base := pv.DeepCopy()
-			pv.Status.Phase = corev1.VolumeReleased
-			if err := p.sim.client.Status().Patch(ctx, pv, client.MergeFrom(base)); err != nil {
-				return reconcile.Result{}, fmt.Errorf("releasing PersistentVolume %s: %w", pv.Name, err)
-			}
-		}
-		return reconcile.Result{}, nil
+	if name == "" {
+		return &controller.IgnoredError{Reason: "not a Longhorn volume"}
 	}
 	vol := &lhv1.Volume{ObjectMeta: metav1.ObjectMeta{Namespace: p.sim.namespace, Name: name}}
 	if err := p.sim.client.Delete(ctx, vol); client.IgnoreNotFound(err) != nil {
-		return reconcile.Result{}, fmt.Errorf("deleting volume %s: %w", name, err)
+		return fmt.Errorf("deleting volume %s: %w", name, err)
 	}
-	if err := p.sim.client.Delete(ctx, pv); client.IgnoreNotFound(err) != nil {
-		return reconcile.Result{}, fmt.Errorf("deleting PersistentVolume %s: %w", pv.Name, err)
-	}
-	ctrl.LoggerFrom(ctx).Info("Reclaimed the volume of a deleted claim", "volume", name,
-		"claim", pv.Spec.ClaimRef.Namespace+"/"+pv.Spec.ClaimRef.Name)
-	return reconcile.Result{}, nil
+	klog.FromContext(ctx).Info("Deleted the volume of a released PersistentVolume", "volume", name, "persistentVolume", pv.Name)
+	return nil
 }
 
-// claimExists reports whether the claim a PersistentVolume is bound to
-// still exists (the same claim, by UID).
-func (p *provisioner) claimExists(ctx context.Context, ref *corev1.ObjectReference) (bool, error) {
-	pvc := &corev1.PersistentVolumeClaim{}
-	if err := p.sim.client.Get(ctx, types.NamespacedName{Namespace: ref.Namespace, Name: ref.Name}, pvc); err != nil {
-		if apierrors.IsNotFound(err) {
-			return false, nil
-		}
-		return false, fmt.Errorf("getting claim %s/%s: %w", ref.Namespace, ref.Name, err)
-	}
-	return ref.UID == "" || pvc.UID == ref.UID, nil
-}
-
-// classClaims maps a StorageClass to its unbound claims.
-func (p *provisioner) classClaims(ctx context.Context, o client.Object) []reconcile.Request {
-	claims := &corev1.PersistentVolumeClaimList{}
-	if err := p.sim.client.List(ctx, claims, client.MatchingFields{claimByClass: o.GetName()}); err != nil {
-		ctrl.LoggerFrom(ctx).Error(err, "Listing the claims of a class", "storageClass", o.GetName())
-		return nil
-	}
-	out := make([]reconcile.Request, 0, len(claims.Items))
-	for i := range claims.Items {
-		out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&claims.Items[i])})
-	}
-	return out
-}
+// SupportsBlock reports that Longhorn volumes may be block volumes.
+func (p *csiProvisioner) SupportsBlock(context.Context) bool { return true }
 
 // VolumeName is the name of the Longhorn Volume provisioned for a claim.
 func VolumeName(pvc *corev1.PersistentVolumeClaim) string { return "pvc-" + string(pvc.UID) }
@@ -417,8 +200,12 @@ func VolumeFor(pvc *corev1.PersistentVolumeClaim, class *storagev1.StorageClass,
 	return vol, nil
 }
 
-// PersistentVolumeFor returns the PersistentVolume of the Longhorn CSI
-// driver for vol, bound to the claim.
+// PersistentVolumeFor returns the PersistentVolume the external
+// provisioner makes of the Longhorn CSI driver's volume vol for a claim of
+// class: vol's size, the claim's access modes and volume mode, the class's
+// name, reclaim policy (Delete by default) and mount options, and the CSI
+// source naming vol. The external provisioner adds the claim reference and
+// the provisioned-by annotation before it stores it.
 func PersistentVolumeFor(pvc *corev1.PersistentVolumeClaim, class *storagev1.StorageClass, vol *lhv1.Volume) *corev1.PersistentVolume {
 	reclaim := corev1.PersistentVolumeReclaimDelete
 	if class.ReclaimPolicy != nil {
@@ -429,7 +216,7 @@ func PersistentVolumeFor(pvc *corev1.PersistentVolumeClaim, class *storagev1.Sto
 		fsType = "ext4"
 	}
 	return &corev1.PersistentVolume{
-		ObjectMeta: metav1.ObjectMeta{Name: vol.Name, Annotations: map[string]string{annProvisionedBy: CSIDriver}},
+		ObjectMeta: metav1.ObjectMeta{Name: vol.Name},
 		Spec: corev1.PersistentVolumeSpec{
 			Capacity:                      corev1.ResourceList{corev1.ResourceStorage: *resource.NewQuantity(vol.Spec.Size, resource.BinarySI)},
 			AccessModes:                   pvc.Spec.AccessModes,
@@ -437,9 +224,6 @@ func PersistentVolumeFor(pvc *corev1.PersistentVolumeClaim, class *storagev1.Sto
 			StorageClassName:              class.Name,
 			VolumeMode:                    pvc.Spec.VolumeMode,
 			MountOptions:                  class.MountOptions,
-			ClaimRef: &corev1.ObjectReference{
-				APIVersion: "v1", Kind: "PersistentVolumeClaim", Namespace: pvc.Namespace, Name: pvc.Name, UID: pvc.UID,
-			},
 			PersistentVolumeSource: corev1.PersistentVolumeSource{CSI: &corev1.CSIPersistentVolumeSource{
 				Driver: CSIDriver, VolumeHandle: vol.Name, FSType: fsType, VolumeAttributes: class.Parameters,
 			}},

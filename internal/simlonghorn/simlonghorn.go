@@ -5,6 +5,7 @@ import (
 	"crypto/sha1"
 	"errors"
 	"fmt"
+	"time"
 
 	lhv1 "github.com/longhorn/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
 	corev1 "k8s.io/api/core/v1"
@@ -84,6 +85,10 @@ type Options struct {
 	// --simulated-longhorn=false) runs only the nodes: they exist and report
 	// their disks' space, but nothing creates or places replicas.
 	PlaceReplicas bool
+	// NodeLeaseDuration is the duration of each simulated node's Lease in
+	// kube-node-lease, renewed every quarter of it; zero is
+	// DefaultNodeLeaseDuration, the kubelet's default.
+	NodeLeaseDuration time.Duration
 }
 
 // NodeSpec is one simulated node: a Kubernetes Node and a Longhorn Node.
@@ -134,6 +139,13 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 	if err := mgr.Add(&bootstrap{sim: s}); err != nil {
 		return fmt.Errorf("adding the simulated Longhorn's start-up: %w", err)
 	}
+	leases, err := newNodeLeases(mgr, s, opts.NodeLeaseDuration)
+	if err != nil {
+		return err
+	}
+	if err := mgr.Add(leases); err != nil {
+		return fmt.Errorf("adding the simulated nodes' leases: %w", err)
+	}
 	controllers := []interface{ setup(ctrl.Manager) error }{
 		&nodeController{sim: s},
 		&settingController{sim: s},
@@ -141,7 +153,8 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 	}
 	if opts.PlaceReplicas {
 		controllers = append(controllers,
-			&provisioner{sim: s},
+			&csiProvisioner{sim: s},
+			&resizer{sim: s},
 			&attacher{sim: s},
 			newVolumeController(s),
 			&replicaController{sim: s},
@@ -278,8 +291,6 @@ const (
 	podByClaim = "simlonghorn.pod.claims"
 	// pvByVolume indexes Longhorn PersistentVolumes by volume handle.
 	pvByVolume = "simlonghorn.pv.volumeHandle"
-	// claimByClass indexes unbound claims by storage class name.
-	claimByClass = "simlonghorn.pvc.unboundStorageClass"
 	// replicaByVolume indexes Replicas by spec.volumeName.
 	replicaByVolume = "simlonghorn.replica.volumeName"
 	// replicaByDisk indexes Replicas by spec.diskID.
@@ -315,13 +326,6 @@ func registerIndexes(ctx context.Context, indexer client.FieldIndexer) error {
 				return []string{h}
 			}
 			return nil
-		}},
-		{&corev1.PersistentVolumeClaim{}, claimByClass, func(o client.Object) []string {
-			pvc := o.(*corev1.PersistentVolumeClaim)
-			if pvc.Spec.VolumeName != "" || pvc.Spec.StorageClassName == nil || *pvc.Spec.StorageClassName == "" {
-				return nil
-			}
-			return []string{*pvc.Spec.StorageClassName}
 		}},
 		{&lhv1.Replica{}, replicaByVolume, replicaField(func(r *lhv1.Replica) string { return r.Spec.VolumeName })},
 		{&lhv1.Replica{}, replicaByDisk, replicaField(func(r *lhv1.Replica) string { return r.Spec.DiskID })},

@@ -23,6 +23,7 @@ import (
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
+	"github.com/longhorn/diskschedule/internal/controlplane"
 	"github.com/longhorn/diskschedule/internal/simlonghorn"
 	"github.com/longhorn/diskschedule/internal/testenv"
 )
@@ -63,6 +64,16 @@ func startSim(t *testing.T, opts simlonghorn.Options) {
 			t.Errorf("the simulated Longhorn stopped with %v", err)
 		}
 	})
+}
+
+// startVolumeControllers starts kube-controller-manager's volume
+// controllers (PV binder, expander, PV and claim protection) for the
+// suite, unless they run already; TestMain's control plane stops them.
+func startVolumeControllers(t *testing.T) {
+	t.Helper()
+	if err := env.StartControllerManager(context.Background(), controlplane.VolumeControllers()...); err != nil {
+		t.Fatalf("starting kube-controller-manager: %v", err)
+	}
 }
 
 // eventually polls check every 50 ms until it returns true or timeout

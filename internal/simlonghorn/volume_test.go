@@ -22,9 +22,12 @@ import (
 	"github.com/longhorn/diskschedule/internal/simlonghorn"
 )
 
-// createClass creates a Longhorn StorageClass named after the namespace.
+// createClass creates a Longhorn StorageClass named after the namespace,
+// reclaim policy Delete, and starts kube-controller-manager's volume
+// controllers, which its claims go through.
 func createClass(t *testing.T, ns string, params map[string]string) string {
 	t.Helper()
+	startVolumeControllers(t)
 	class := &storagev1.StorageClass{
 		ObjectMeta:           metav1.ObjectMeta{Name: ns},
 		Provisioner:          simlonghorn.CSIDriver,
@@ -101,11 +104,15 @@ func getVolume(ctx context.Context, ns, name string) (*lhv1.Volume, error) {
 	return v, env.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, v)
 }
 
-// TestClaimToRunningPod follows a claim through the CSI driver: a Longhorn
-// Volume shaped as Longhorn's CSI driver and webhook write it and a bound
-// PersistentVolume; a pod using it attaches the volume to its node, the
-// replica runs, the pod runs; expanding the claim expands the volume, its
-// replica and the PersistentVolume.
+// TestClaimToRunningPod follows a claim through kube-controller-manager's
+// PV controller and the CSI driver: a Longhorn Volume shaped as Longhorn's
+// CSI driver and webhook write it and a PersistentVolume the external
+// provisioner stores and the PV controller binds; a pod using it attaches
+// the volume to its node, the replica runs, the pod runs; expanding the
+// claim, which kube-controller-manager's expander leaves to the external
+// resizer, expands the volume, its replica, the PersistentVolume and the
+// claim; deleting the pod and the claim (reclaim policy Delete) deletes the
+// PersistentVolume and the volume.
 func TestClaimToRunningPod(t *testing.T) {
 	ns := env.NewNamespace(t)
 	n1 := nodeName(ns, "n1")
@@ -134,6 +141,12 @@ func TestClaimToRunningPod(t *testing.T) {
 	if pv.Spec.CSI == nil || pv.Spec.CSI.VolumeHandle != volName || pv.Spec.ClaimRef == nil || pv.Spec.ClaimRef.UID != pvc.UID {
 		t.Errorf("PersistentVolume = %+v", pv.Spec)
 	}
+	// The external provisioner stored it; the PV controller bound it.
+	if pv.Annotations["pv.kubernetes.io/provisioned-by"] != simlonghorn.CSIDriver || pv.Status.Phase != corev1.VolumeBound ||
+		pvc.Annotations["pv.kubernetes.io/bind-completed"] != "yes" ||
+		pvc.Annotations["volume.kubernetes.io/storage-provisioner"] != simlonghorn.CSIDriver {
+		t.Errorf("PersistentVolume annotations %v, phase %s; claim annotations %v", pv.Annotations, pv.Status.Phase, pvc.Annotations)
+	}
 
 	pod := createPod(t, ns, "app", n1, pvc.Name)
 	podRunning(t, pod)
@@ -153,7 +166,13 @@ func TestClaimToRunningPod(t *testing.T) {
 	}
 	assertRoundTrip(t, &r, "spec.volumeSize")
 
-	// Expansion: the claim asks for 20Gi.
+	// Expansion: the claim asks for 20Gi. While a policy refuses the
+	// volume's growth, as the gate refuses one its disk has no room for, the
+	// claim keeps asking for more than it has, and kube-controller-manager's
+	// expander leaves it to the external resizer; once the policy is gone,
+	// the resizer's retry goes through.
+	binding := denyUpdates(t, ns, "deny-expansion", "volumes", "object.spec.size == oldObject.spec.size",
+		"simulated gate: no room to expand", vol, func(o client.Object) { o.(*lhv1.Volume).Spec.Size += 2 << 20 })
 	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(pvc), pvc); err != nil {
 			return err
@@ -164,7 +183,16 @@ func TestClaimToRunningPod(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 30*time.Second, "expanded to 20Gi", func(ctx context.Context) (bool, string) {
+	eventually(t, 30*time.Second, "kube-controller-manager's expander left the claim to the external resizer", func(ctx context.Context) (bool, string) {
+		return claimEvent(ctx, pvc, "ExternalExpanding")
+	})
+	if vol, err = getVolume(ctx, ns, volName); err != nil || vol.Spec.Size != 10*gi {
+		t.Errorf("the refused expansion: volume size %d (%v), want 10Gi", vol.Spec.Size, err)
+	}
+	if err := env.Client.Delete(ctx, binding); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, time.Minute, "expanded to 20Gi", func(ctx context.Context) (bool, string) {
 		rs, err := replicasOf(ctx, ns, volName)
 		if err != nil || len(rs) != 1 {
 			return false, fmt.Sprintf("replicas %d %v", len(rs), err)
@@ -181,6 +209,106 @@ func TestClaimToRunningPod(t *testing.T) {
 		return rs[0].Spec.VolumeSize == 20*gi && capacity.Value() == 20*gi && scheduled == 20*gi,
 			fmt.Sprintf("replica %d, claim %s, node scheduled %d", rs[0].Spec.VolumeSize, capacity.String(), scheduled)
 	})
+	if err := env.Client.Get(ctx, client.ObjectKeyFromObject(pv), pv); err != nil {
+		t.Fatal(err)
+	}
+	if capacity := pv.Spec.Capacity[corev1.ResourceStorage]; capacity.Value() != 20*gi {
+		t.Errorf("PersistentVolume capacity %s, want 20Gi", capacity.String())
+	}
+
+	// Reclaim policy Delete: the claim's PersistentVolume and volume go.
+	if err := env.Client.Delete(ctx, pod); err != nil {
+		t.Fatal(err)
+	}
+	if err := env.Client.Delete(ctx, pvc); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 30*time.Second, "claim, PersistentVolume and volume deleted", func(ctx context.Context) (bool, string) {
+		var left []string
+		for _, obj := range []client.Object{&corev1.PersistentVolumeClaim{}, &corev1.PersistentVolume{}, &lhv1.Volume{}} {
+			key := client.ObjectKeyFromObject(pvc)
+			switch obj.(type) {
+			case *corev1.PersistentVolume:
+				key = client.ObjectKey{Name: pv.Name}
+			case *lhv1.Volume:
+				key = client.ObjectKey{Namespace: ns, Name: volName}
+			}
+			if err := env.Client.Get(ctx, key, obj); !apierrors.IsNotFound(err) {
+				left = append(left, fmt.Sprintf("%T %s (%v)", obj, key, err))
+			}
+		}
+		return len(left) == 0, fmt.Sprintf("left: %v", left)
+	})
+}
+
+// TestRetainedClaim checks reclaim policy Retain: once its claim is
+// deleted, the PV controller marks the PersistentVolume Released, and the
+// PersistentVolume and the Longhorn volume stay.
+func TestRetainedClaim(t *testing.T) {
+	ns := env.NewNamespace(t)
+	n1 := nodeName(ns, "n1")
+	startSim(t, simlonghorn.Options{Namespace: ns, PlaceReplicas: true, Nodes: []simlonghorn.NodeSpec{
+		{Name: n1, Disks: []simlonghorn.DiskSpec{disk("disk-1", 100)}},
+	}})
+	nodesReady(t, ns, n1)
+	class := createClass(t, ns, map[string]string{simlonghorn.ParamNumberOfReplicas: "1"})
+	ctx := context.Background()
+	sc := &storagev1.StorageClass{}
+	if err := env.Client.Get(ctx, client.ObjectKey{Name: class}, sc); err != nil {
+		t.Fatal(err)
+	}
+	// A class's reclaim policy cannot change: a second class retains.
+	retain := &storagev1.StorageClass{
+		ObjectMeta: metav1.ObjectMeta{Name: class + "-retain"}, Provisioner: sc.Provisioner, Parameters: sc.Parameters,
+		ReclaimPolicy: ptr.To(corev1.PersistentVolumeReclaimRetain), VolumeBindingMode: sc.VolumeBindingMode,
+	}
+	if err := env.Client.Create(ctx, retain); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = env.Client.Delete(context.Background(), retain) })
+	pvc, volName := createClaim(t, ns, "data", retain.Name, 10)
+	if err := env.Client.Delete(ctx, pvc); err != nil {
+		t.Fatal(err)
+	}
+	pv := &corev1.PersistentVolume{}
+	eventually(t, 30*time.Second, "PersistentVolume Released", func(ctx context.Context) (bool, string) {
+		if err := env.Client.Get(ctx, client.ObjectKey{Name: pvc.Spec.VolumeName}, pv); err != nil {
+			return false, err.Error()
+		}
+		return pv.Status.Phase == corev1.VolumeReleased, fmt.Sprintf("phase %s", pv.Status.Phase)
+	})
+	if _, err := getVolume(ctx, ns, volName); err != nil {
+		t.Errorf("the retained claim's volume: %v", err)
+	}
+	// Deleting a retained PersistentVolume leaves the volume to its owner.
+	if err := env.Client.Delete(ctx, pv); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 30*time.Second, "PersistentVolume deleted", func(ctx context.Context) (bool, string) {
+		err := env.Client.Get(ctx, client.ObjectKeyFromObject(pv), &corev1.PersistentVolume{})
+		return apierrors.IsNotFound(err), fmt.Sprintf("%v", err)
+	})
+	if _, err := getVolume(ctx, ns, volName); err != nil {
+		t.Errorf("the retained claim's volume after its PersistentVolume went: %v", err)
+	}
+}
+
+// claimEvent reports whether an Event of reason was recorded for the claim.
+func claimEvent(ctx context.Context, pvc *corev1.PersistentVolumeClaim, reason string) (bool, string) {
+	events := &corev1.EventList{}
+	if err := env.Client.List(ctx, events, client.InNamespace(pvc.Namespace)); err != nil {
+		return false, err.Error()
+	}
+	var seen []string
+	for _, e := range events.Items {
+		if e.InvolvedObject.UID == pvc.UID {
+			if e.Reason == reason {
+				return true, ""
+			}
+			seen = append(seen, e.Source.Component+"/"+e.Reason)
+		}
+	}
+	return false, fmt.Sprintf("events of the claim: %v", seen)
 }
 
 // TestReplicasPlacedFromOwnCache checks Longhorn's way of placing replicas:
@@ -365,12 +493,32 @@ func TestRefusedPlacement(t *testing.T) {
 
 // denyPlacement installs a ValidatingAdmissionPolicy that denies, in ns,
 // every replica Update setting spec.diskID, and waits until the API server
-// enforces it (a dry-run write is refused). It returns the binding.
+// enforces it. It returns the binding.
 func denyPlacement(t *testing.T, ns, message string) *admissionregistrationv1.ValidatingAdmissionPolicyBinding {
+	t.Helper()
+	// A probe replica of no volume (nothing owns it, so nothing removes it).
+	probe := &lhv1.Replica{
+		ObjectMeta: metav1.ObjectMeta{Name: "probe", Namespace: ns},
+		Spec: lhv1.ReplicaSpec{InstanceSpec: lhv1.InstanceSpec{VolumeName: "probe", DataEngine: lhv1.DataEngineTypeV1,
+			DesireState: lhv1.InstanceStateStopped}},
+	}
+	if err := env.Client.Create(context.Background(), probe); err != nil {
+		t.Fatal(err)
+	}
+	return denyUpdates(t, ns, "deny-placement", "replicas", `object.spec.diskID == "" || object.spec.diskID == oldObject.spec.diskID`,
+		message, probe, func(o client.Object) { o.(*lhv1.Replica).Spec.DiskID = "probe-disk" })
+}
+
+// denyUpdates installs a ValidatingAdmissionPolicy named after ns and name
+// that denies, in ns, every Update of the Longhorn resource for which the
+// CEL expression is false, with message, and waits until the API server
+// enforces it: a dry-run Update of probe, changed by change, is refused. It
+// returns the binding; deleting it lifts the policy.
+func denyUpdates(t *testing.T, ns, name, resource, expression, message string, probe client.Object, change func(client.Object)) *admissionregistrationv1.ValidatingAdmissionPolicyBinding {
 	t.Helper()
 	ctx := context.Background()
 	policy := &admissionregistrationv1.ValidatingAdmissionPolicy{
-		ObjectMeta: metav1.ObjectMeta{Name: ns + "-deny-placement"},
+		ObjectMeta: metav1.ObjectMeta{Name: ns + "-" + name},
 		Spec: admissionregistrationv1.ValidatingAdmissionPolicySpec{
 			FailurePolicy: ptr.To(admissionregistrationv1.Fail),
 			MatchConstraints: &admissionregistrationv1.MatchResources{
@@ -378,17 +526,14 @@ func denyPlacement(t *testing.T, ns, message string) *admissionregistrationv1.Va
 				ResourceRules: []admissionregistrationv1.NamedRuleWithOperations{{RuleWithOperations: admissionregistrationv1.RuleWithOperations{
 					Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Update},
 					Rule: admissionregistrationv1.Rule{APIGroups: []string{lhv1.SchemeGroupVersion.Group},
-						APIVersions: []string{lhv1.SchemeGroupVersion.Version}, Resources: []string{"replicas"}},
+						APIVersions: []string{lhv1.SchemeGroupVersion.Version}, Resources: []string{resource}},
 				}}},
 			},
-			Validations: []admissionregistrationv1.Validation{{
-				Expression: `object.spec.diskID == "" || object.spec.diskID == oldObject.spec.diskID`,
-				Message:    message,
-			}},
+			Validations: []admissionregistrationv1.Validation{{Expression: expression, Message: message}},
 		},
 	}
 	binding := &admissionregistrationv1.ValidatingAdmissionPolicyBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: ns + "-deny-placement"},
+		ObjectMeta: metav1.ObjectMeta{Name: ns + "-" + name},
 		Spec: admissionregistrationv1.ValidatingAdmissionPolicyBindingSpec{
 			PolicyName: policy.Name, ValidationActions: []admissionregistrationv1.ValidationAction{admissionregistrationv1.Deny},
 		},
@@ -402,21 +547,12 @@ func denyPlacement(t *testing.T, ns, message string) *admissionregistrationv1.Va
 		_ = client.IgnoreNotFound(env.Client.Delete(ctx, binding))
 		_ = client.IgnoreNotFound(env.Client.Delete(ctx, policy))
 	})
-	// A probe replica of no volume (nothing owns it, so nothing removes it).
-	probe := &lhv1.Replica{
-		ObjectMeta: metav1.ObjectMeta{Name: "probe", Namespace: ns},
-		Spec: lhv1.ReplicaSpec{InstanceSpec: lhv1.InstanceSpec{VolumeName: "probe", DataEngine: lhv1.DataEngineTypeV1,
-			DesireState: lhv1.InstanceStateStopped}},
-	}
-	if err := env.Client.Create(ctx, probe); err != nil {
-		t.Fatal(err)
-	}
-	eventually(t, 20*time.Second, "the policy enforced", func(ctx context.Context) (bool, string) {
-		p := &lhv1.Replica{}
+	eventually(t, 20*time.Second, "the policy "+policy.Name+" enforced", func(ctx context.Context) (bool, string) {
+		p := probe.DeepCopyObject().(client.Object)
 		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(probe), p); err != nil {
 			return false, err.Error()
 		}
-		p.Spec.DiskID = "probe-disk"
+		change(p)
 		err := env.Client.Update(ctx, p, client.DryRunAll)
 		return apierrors.IsInvalid(err) || apierrors.IsForbidden(err), fmt.Sprintf("dry-run update: %v", err)
 	})

@@ -16,12 +16,14 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+	"time"
 
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
+	"github.com/longhorn/diskschedule/internal/controlplane"
 	"github.com/longhorn/diskschedule/internal/longhorncrds"
 	"github.com/longhorn/diskschedule/internal/scheme"
 )
@@ -38,6 +40,10 @@ type Env struct {
 	RepoRoot string
 
 	env *envtest.Environment
+	// controllers is the kube-controller-manager StartControllerManager
+	// started, if any; controllersDir holds its files.
+	controllers    *controlplane.ControllerManager
+	controllersDir string
 }
 
 // RepoRoot returns the repository root, found from this source file's
@@ -50,7 +56,8 @@ func RepoRoot() string {
 	return filepath.Join(filepath.Dir(file), "..", "..")
 }
 
-// AssetsDir returns the directory holding kube-apiserver, etcd and kube-scheduler.
+// AssetsDir returns the directory holding kube-apiserver, etcd,
+// kube-controller-manager and kube-scheduler.
 func AssetsDir() string {
 	if dir := os.Getenv("KUBEBUILDER_ASSETS"); dir != "" {
 		return dir
@@ -94,12 +101,43 @@ func Start() (*Env, error) {
 	return &Env{Config: cfg, Client: c, Scheme: s, RepoRoot: root, env: env}, nil
 }
 
-// Stop stops the API server and etcd.
+// Stop stops kube-controller-manager, if started, the API server and etcd.
 func (e *Env) Stop() error {
 	if e == nil || e.env == nil {
 		return nil
 	}
-	return e.env.Stop()
+	var errs []error
+	if e.controllers != nil {
+		errs = append(errs, e.controllers.Stop(10*time.Second))
+	}
+	if e.controllersDir != "" {
+		errs = append(errs, os.RemoveAll(e.controllersDir))
+	}
+	return errors.Join(append(errs, e.env.Stop())...)
+}
+
+// StartControllerManager starts kube-controller-manager with the given
+// controllers (controlplane's names) next to the API server, unless it
+// runs already; Stop stops it. Its log is discarded. It is not safe for
+// concurrent use.
+func (e *Env) StartControllerManager(ctx context.Context, controllers ...string) error {
+	if e.controllers != nil {
+		return nil
+	}
+	dir, err := os.MkdirTemp("", "diskschedule-kube-controller-manager-")
+	if err != nil {
+		return fmt.Errorf("creating kube-controller-manager's directory: %w", err)
+	}
+	cm, err := controlplane.StartControllerManager(ctx, e.env, controlplane.ControllerManagerOptions{
+		Path:        filepath.Join(AssetsDir(), "kube-controller-manager"),
+		Dir:         dir,
+		Controllers: controllers,
+	})
+	if err != nil {
+		return errors.Join(err, os.RemoveAll(dir))
+	}
+	e.controllers, e.controllersDir = cm, dir
+	return nil
 }
 
 // AddUser returns a rest.Config for a new user of the API server with the

@@ -1,8 +1,8 @@
 // Package e2e_test runs the Longhorn scheduler extender's test plan end to
-// end: each test starts the sandbox (real etcd, kube-apiserver and
-// kube-scheduler processes configured with the extender, the manager under
-// its generated RBAC, the disk monitors and the simulated data plane) with
-// the plan's topology, runs a scenario of internal/scenario several times,
+// end: each test starts the sandbox (real etcd, kube-apiserver,
+// kube-controller-manager and kube-scheduler processes, kube-scheduler
+// configured with the extender, the manager under its generated RBAC, the
+// disk monitors and the simulated data plane) with the plan's topology, runs a scenario of internal/scenario several times,
 // and asserts on where the pods went and what the ledgers granted.
 //
 // It needs the control-plane binaries of `make controlplane` (bin/k8s, or

@@ -22,7 +22,7 @@
 // attachLatency, so the leader stops while reservations are granted and not
 // yet handed over, as it would in a cluster.
 //
-// The tests start etcd, kube-apiserver and kube-scheduler; they need the
-// binaries of `make controlplane` (or KUBEBUILDER_ASSETS) and are skipped
-// with -short.
+// The tests start etcd, kube-apiserver, kube-controller-manager and
+// kube-scheduler; they need the binaries of `make controlplane` (or
+// KUBEBUILDER_ASSETS) and are skipped with -short.
 package failover

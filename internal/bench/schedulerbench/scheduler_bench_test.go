@@ -1,7 +1,7 @@
 // Package schedulerbench measures a real kube-scheduler's throughput, in
 // pods per second, with and without the diskschedule extender, in one run:
-// the sandbox (etcd, kube-apiserver, kube-scheduler configured with the
-// extender, the manager, the disk monitors and the simulated data plane) on
+// the sandbox (etcd, kube-apiserver, kube-controller-manager, kube-scheduler
+// configured with the extender, the manager, the disk monitors and the simulated data plane) on
 // 100 nodes with one 10Ti disk each, and 1000 pods that each use their own
 // 1Gi claim of the Longhorn StorageClass. In one phase the pods request the
 // longhorn.io/scheduler-extender resource, so kube-scheduler calls the
