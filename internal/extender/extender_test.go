@@ -442,11 +442,17 @@ func TestInFlightPodIsReservedOnItsNode(t *testing.T) {
 		t.Fatalf("binding pod a: %v", err)
 	}
 
+	boundAt := time.Now()
 	var r result
 	select {
 	case r = <-done:
 	case <-time.After(30 * time.Second):
 		t.Fatal("pod b's filter never returned after pod a was bound")
+	}
+	// It returns once the view shows pod a's reservation, well before its
+	// own wait (scheduler-extender-pod-scheduling-timeout, 5 s) runs out.
+	if waited := time.Since(boundAt); waited > 3*time.Second {
+		t.Errorf("pod b's filter returned %s after pod a was bound; the reservation's write and event take milliseconds", waited)
 	}
 	if r.err != nil {
 		t.Fatalf("pod b's filter: %v", r.err)
@@ -646,5 +652,72 @@ func (f *fixture) waitViewed(ds *dsv1.DiskSchedule) {
 	})
 	if err != nil {
 		f.t.Fatalf("the extender never saw DiskSchedule %s at resourceVersion %s", ds.Name, ds.ResourceVersion)
+	}
+}
+
+// TestExpiredReservationOfAWaitingPodIsRenewed: a pod bound to its node
+// whose volume waits for Longhorn to attach it and place its replica keeps
+// its space: when its reservation expires, the extender removes the spent
+// entry and, once the ledger has dropped its decision, reserves again.
+func TestExpiredReservationOfAWaitingPodIsRenewed(t *testing.T) {
+	f := newFixture(t)
+	f.node("node-a", []int64{100 * gi}, nil)
+	claimA, volA := f.claim("data-a", 60*gi)
+	podA := f.pod("a", claimA)
+	err := wait.PollUntilContextTimeout(f.ctx, 10*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
+		passed, _, err := f.ext.Filter(ctx, podA, []string{"node-a"})
+		return err == nil && len(passed) == 1, nil
+	})
+	if err != nil {
+		t.Fatalf("pod a: want node-a to pass: %v", err)
+	}
+	binding := &corev1.Binding{ObjectMeta: metav1.ObjectMeta{Name: podA.Name, Namespace: f.ns},
+		Target: corev1.ObjectReference{Kind: "Node", Name: "node-a"}}
+	if err := f.env.Client.SubResource("binding").Create(f.ctx, podA, binding); err != nil {
+		t.Fatalf("binding pod a: %v", err)
+	}
+	if err := f.env.Client.Get(f.ctx, client.ObjectKeyFromObject(podA), podA); err != nil {
+		t.Fatal(err)
+	}
+	podA.Status.Phase = corev1.PodPending // its volume is not attached yet
+	if err := f.env.Client.Status().Update(f.ctx, podA); err != nil {
+		t.Fatal(err)
+	}
+	key := types.NamespacedName{Namespace: f.ns, Name: "node-a-uuid-1"}
+	ledgerWhere := func(what string, cond func(*dsv1.DiskSchedule) bool) *dsv1.DiskSchedule {
+		t.Helper()
+		ds := &dsv1.DiskSchedule{}
+		err := wait.PollUntilContextTimeout(f.ctx, 10*time.Millisecond, 20*time.Second, true, func(ctx context.Context) (bool, error) {
+			if err := f.env.Client.Get(ctx, key, ds); err != nil {
+				return false, err
+			}
+			return cond(ds), nil
+		})
+		if err != nil {
+			t.Fatalf("waiting until %s: %v (spec %+v, status %+v)", what, err, ds.Spec.Reservations, ds.Status.Reservations)
+		}
+		return ds
+	}
+	reserved := func(ds *dsv1.DiskSchedule) bool {
+		res, ok := ds.Spec.Reservations[volA]
+		return ok && res.Pod == f.ns+"/a" && res.Size == 60*gi
+	}
+	ds := ledgerWhere("pod a's reservation is written", reserved)
+
+	// The ledger (played by the test) lets it expire: no replica came.
+	ds.Status.Reservations = map[string]dsv1.ReservationStatus{volA: {State: dsv1.ReservationStateExpired,
+		RequestedSize: 60 * gi, Pod: f.ns + "/a", Message: "expired"}}
+	if err := f.env.Client.Status().Update(f.ctx, ds); err != nil {
+		t.Fatal(err)
+	}
+	ds = ledgerWhere("the extender removes the spent reservation", func(ds *dsv1.DiskSchedule) bool { return !reserved(ds) })
+	// The ledger drops its decision on the removed entry (rule 4).
+	ds.Status.Reservations = nil
+	if err := f.env.Client.Status().Update(f.ctx, ds); err != nil {
+		t.Fatal(err)
+	}
+	ledgerWhere("pod a is reserved again", reserved)
+	if got := metricValue(t, f.metrics.Reservations.WithLabelValues("renewed")); got < 1 {
+		t.Errorf("renewed reservations = %v, want at least 1", got)
 	}
 }

@@ -4,10 +4,12 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	lhv1 "github.com/longhorn/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 	toolscache "k8s.io/client-go/tools/cache"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -23,7 +25,12 @@ const (
 	knownByNomination   = "nominated"
 	knownByBind         = "bind"
 	knownByRebuild      = "rebuild"
+	knownByRenewal      = "renewal"
 )
+
+// renewalWindow bounds how long after its binding a pod's expired
+// reservations are written again while its volumes wait for their replicas.
+const renewalWindow = 5 * time.Minute
 
 // annSelectedNode is the annotation kube-scheduler's volume binding puts on
 // a WaitForFirstConsumer claim with the node it chose, before the pod binds.
@@ -130,6 +137,11 @@ func (e *Extender) ledgerChanged(ds *dsv1.DiskSchedule) {
 		case state != "":
 			e.opts.Metrics.Reservations.WithLabelValues(string(state)).Inc()
 			delete(e.written[ds.Name], volume)
+		}
+	}
+	for volume := range ds.Spec.Reservations {
+		if res, state, _ := ledger.ReservationOf(ds, volume); state == dsv1.ReservationStateExpired && res.Pod != "" {
+			e.renewLater(res.Pod, ds.Spec.NodeID)
 		}
 	}
 	waiting := false
@@ -293,6 +305,67 @@ func (e *Extender) sweep(ctx context.Context) {
 		}
 		e.mu.Unlock()
 	}
+}
+
+// renewLater checks, in the background, whether pod (namespace/name) still
+// needs the reservation that expired on node, and reserves again if so.
+// Called with e.mu held.
+func (e *Extender) renewLater(pod, node string) {
+	key := pod + "@" + node
+	if e.renewing[key] || e.writes == nil {
+		return
+	}
+	e.renewing[key] = true
+	go func() {
+		defer func() {
+			e.mu.Lock()
+			delete(e.renewing, key)
+			e.mu.Unlock()
+		}()
+		if err := e.renew(e.background, pod, node); err != nil {
+			ctrl.LoggerFrom(e.background).V(1).Info("Not renewing an expired reservation", "pod", pod, "node", node, "reason", err.Error())
+		}
+	}()
+}
+
+// renew reserves again on node for pod, bound there within renewalWindow
+// and not running yet: its volumes still wait for Longhorn to attach them
+// and place their replicas, which in a burst takes longer than
+// scheduler-extender-node-reservation-timeout. Volumes whose replica is on
+// the node already need nothing.
+func (e *Extender) renew(ctx context.Context, pod, node string) error {
+	ns, name, ok := strings.Cut(pod, "/")
+	if !ok {
+		return fmt.Errorf("reservation names pod %q, not namespace/name", pod)
+	}
+	p := &corev1.Pod{}
+	if err := e.opts.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, p); err != nil {
+		return client.IgnoreNotFound(err)
+	}
+	if p.Spec.NodeName != node || p.DeletionTimestamp != nil || p.Status.Phase != corev1.PodPending || !boundSince(p, e.opts.Clock.Now().Add(-renewalWindow)) {
+		return nil
+	}
+	e.mu.Lock()
+	tracked := e.overlay.get(p.UID) != nil
+	e.mu.Unlock()
+	if tracked {
+		return nil
+	}
+	if err := e.adopt(ctx, types.NamespacedName{Namespace: ns, Name: name}, p.UID, node, knownByRenewal); err != nil {
+		return err
+	}
+	e.opts.Metrics.Reservations.WithLabelValues("renewed").Inc()
+	return nil
+}
+
+// boundSince reports whether pod was bound after t.
+func boundSince(pod *corev1.Pod, t time.Time) bool {
+	for _, c := range pod.Status.Conditions {
+		if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionTrue {
+			return c.LastTransitionTime.Time.After(t)
+		}
+	}
+	return false
 }
 
 // schedulingFailure returns the message of pod's PodScheduled=False

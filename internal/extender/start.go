@@ -134,10 +134,8 @@ func (e *Extender) nodeOf(ctx context.Context, pod *corev1.Pod, recent time.Time
 		return "", ""
 	}
 	if pod.Spec.NodeName != "" {
-		for _, c := range pod.Status.Conditions {
-			if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionTrue && c.LastTransitionTime.Time.After(recent) {
-				return pod.Spec.NodeName, knownByRebuild
-			}
+		if boundSince(pod, recent) {
+			return pod.Spec.NodeName, knownByRebuild
 		}
 		return "", ""
 	}

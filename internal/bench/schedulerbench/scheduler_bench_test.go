@@ -269,25 +269,7 @@ func startSandbox(b *testing.B, ctx context.Context) (*sandbox.Sandbox, string) 
 // creating them took. It returns once every pod runs.
 func runPhase(b *testing.B, ctx context.Context, sb *sandbox.Sandbox, c client.WithWatch, scheduler int, ns string, extender bool, n int) (elapsed, created time.Duration) {
 	b.Helper()
-	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
-		b.Fatal(err)
-	}
-	if err := parallel(n, func(i int) error { return c.Create(ctx, claim(ns, i, claimSize)) }); err != nil {
-		b.Fatalf("creating the claims: %v", err)
-	}
-	waitFor(b, ctx, sb, 10*time.Minute, fmt.Sprintf("the %d claims of %s are bound", n, ns), func(ctx context.Context) (bool, string, error) {
-		list := &corev1.PersistentVolumeClaimList{}
-		if err := c.List(ctx, list, client.InNamespace(ns)); err != nil {
-			return false, "", err
-		}
-		bound := 0
-		for _, pvc := range list.Items {
-			if pvc.Status.Phase == corev1.ClaimBound {
-				bound++
-			}
-		}
-		return bound == n, fmt.Sprintf("%d bound", bound), nil
-	})
+	provision(b, ctx, sb, c, ns, n, claimSize)
 
 	// Follow the pods from before the first is created.
 	list := &corev1.PodList{}
@@ -348,6 +330,31 @@ func runPhase(b *testing.B, ctx context.Context, sb *sandbox.Sandbox, c client.W
 		return running == n, fmt.Sprintf("%d running on %d nodes", running, len(nodes)), nil
 	})
 	return elapsed, created
+}
+
+// provision creates namespace ns with n claims of size and waits until
+// the PV controller has bound them all.
+func provision(b *testing.B, ctx context.Context, sb *sandbox.Sandbox, c client.Client, ns string, n int, size string) {
+	b.Helper()
+	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+		b.Fatal(err)
+	}
+	if err := parallel(n, func(i int) error { return c.Create(ctx, claim(ns, i, size)) }); err != nil {
+		b.Fatalf("creating the claims: %v", err)
+	}
+	waitFor(b, ctx, sb, 10*time.Minute, fmt.Sprintf("the %d claims of %s are bound", n, ns), func(ctx context.Context) (bool, string, error) {
+		list := &corev1.PersistentVolumeClaimList{}
+		if err := c.List(ctx, list, client.InNamespace(ns)); err != nil {
+			return false, "", err
+		}
+		bound := 0
+		for _, pvc := range list.Items {
+			if pvc.Status.Phase == corev1.ClaimBound {
+				bound++
+			}
+		}
+		return bound == n, fmt.Sprintf("%d bound", bound), nil
+	})
 }
 
 // bindings is when the last pod was seen bound, or why it was not.

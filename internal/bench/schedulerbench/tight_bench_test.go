@@ -10,7 +10,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	dsv1 "github.com/longhorn/diskschedule/api/v1beta2"
@@ -21,8 +20,10 @@ import (
 // tightClaimSize fills a 10Ti disk with exactly ten claims.
 const tightClaimSize = "1Ti"
 
-// reservationTimeout is the tight case's scheduler-extender-node-reservation-timeout, in seconds.
-const reservationTimeout = "120"
+// tightReservationTimeout, when set, is the tight case's
+// scheduler-extender-node-reservation-timeout, in seconds (default: the
+// setting's default, 5).
+var tightReservationTimeout = flag.String("schedulerbench.reservation-timeout", "", "scheduler-extender-node-reservation-timeout for the tight case, in seconds; empty keeps the default.")
 
 var tightPods = flag.Int("schedulerbench.tight-pods", 1100, "Pods of 1Ti each in the tight case (100 nodes hold 1000).")
 
@@ -40,32 +41,13 @@ func BenchmarkTightCluster(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	// A reservation must outlive the time the simulated Longhorn takes to
-	// attach a pod's volume and place its replica, which in a burst of a
-	// thousand volumes on two cores is longer than the default 5 s.
-	setConfig(b, ctx, c, settings.SchedulerExtenderNodeReservationTimeout, reservationTimeout)
+	if *tightReservationTimeout != "" {
+		setConfig(b, ctx, c, settings.SchedulerExtenderNodeReservationTimeout, *tightReservationTimeout)
+	}
 	n, fits := *tightPods, nodeCount*10
 	for i := range b.N {
 		ns := fmt.Sprintf("tight-%d", i)
-		if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
-			b.Fatal(err)
-		}
-		if err := parallel(n, func(i int) error { return c.Create(ctx, claim(ns, i, tightClaimSize)) }); err != nil {
-			b.Fatalf("creating the claims: %v", err)
-		}
-		waitFor(b, ctx, sb, 10*time.Minute, "every claim is bound", func(ctx context.Context) (bool, string, error) {
-			list := &corev1.PersistentVolumeClaimList{}
-			if err := c.List(ctx, list, client.InNamespace(ns)); err != nil {
-				return false, "", err
-			}
-			bound := 0
-			for _, pvc := range list.Items {
-				if pvc.Status.Phase == corev1.ClaimBound {
-					bound++
-				}
-			}
-			return bound == n, fmt.Sprintf("%d bound", bound), nil
-		})
+		provision(b, ctx, sb, c, ns, n, tightClaimSize)
 		b.StartTimer()
 		start := time.Now()
 		if err := parallel(n, func(i int) error { return c.Create(ctx, pod(ns, i, true)) }); err != nil {
