@@ -69,9 +69,6 @@ type Extender struct {
 	// written are reservations written and not yet seen decided, by disk
 	// UUID then volume, for the metrics.
 	written map[string]map[string]string
-	// renewing are the pod@node pairs whose expired reservations are being
-	// looked at again.
-	renewing map[string]bool
 	// writes is the queue of disk UUIDs whose reservations are to be
 	// written; nil while the extender is not running.
 	writes writeQueue
@@ -98,7 +95,6 @@ func New(opts Options) *Extender {
 		view:       newView(),
 		overlay:    newOverlay(),
 		written:    map[string]map[string]string{},
-		renewing:   map[string]bool{},
 		background: context.Background(),
 	}
 }

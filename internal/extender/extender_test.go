@@ -657,8 +657,9 @@ func (f *fixture) waitViewed(ds *dsv1.DiskSchedule) {
 
 // TestExpiredReservationOfAWaitingPodIsRenewed: a pod bound to its node
 // whose volume waits for Longhorn to attach it and place its replica keeps
-// its space: when its reservation expires, the extender removes the spent
-// entry and, once the ledger has dropped its decision, reserves again.
+// its space: when its reservation expires, the extender counts it in flight
+// at once, removes the spent entry and, once the ledger has dropped its
+// decision, reserves again.
 func TestExpiredReservationOfAWaitingPodIsRenewed(t *testing.T) {
 	f := newFixture(t)
 	f.node("node-a", []int64{100 * gi}, nil)
@@ -677,10 +678,6 @@ func TestExpiredReservationOfAWaitingPodIsRenewed(t *testing.T) {
 		t.Fatalf("binding pod a: %v", err)
 	}
 	if err := f.env.Client.Get(f.ctx, client.ObjectKeyFromObject(podA), podA); err != nil {
-		t.Fatal(err)
-	}
-	podA.Status.Phase = corev1.PodPending // its volume is not attached yet
-	if err := f.env.Client.Status().Update(f.ctx, podA); err != nil {
 		t.Fatal(err)
 	}
 	key := types.NamespacedName{Namespace: f.ns, Name: "node-a-uuid-1"}
@@ -711,6 +708,16 @@ func TestExpiredReservationOfAWaitingPodIsRenewed(t *testing.T) {
 		t.Fatal(err)
 	}
 	ds = ledgerWhere("the extender removes the spent reservation", func(ds *dsv1.DiskSchedule) bool { return !reserved(ds) })
+	// Meanwhile the space stays taken for other pods.
+	claimB, _ := f.claim("data-b", 60*gi)
+	podB := f.pod("b", claimB)
+	err = wait.PollUntilContextTimeout(f.ctx, 10*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
+		_, failed, err := f.ext.Filter(ctx, podB, []string{"node-a"})
+		return err == nil && strings.Contains(failed["node-a"], "40Gi"), nil
+	})
+	if err != nil {
+		t.Errorf("while pod a's reservation is written again, node-a must keep only 40Gi for pod b: %v", err)
+	}
 	// The ledger drops its decision on the removed entry (rule 4).
 	ds.Status.Reservations = nil
 	if err := f.env.Client.Status().Update(f.ctx, ds); err != nil {

@@ -29,7 +29,8 @@ const (
 )
 
 // renewalWindow bounds how long after its binding a pod's expired
-// reservations are written again while its volumes wait for their replicas.
+// reservations are held and written again while its volumes wait for their
+// replicas.
 const renewalWindow = 5 * time.Minute
 
 // annSelectedNode is the annotation kube-scheduler's volume binding puts on
@@ -141,7 +142,7 @@ func (e *Extender) ledgerChanged(ds *dsv1.DiskSchedule) {
 	}
 	for volume := range ds.Spec.Reservations {
 		if res, state, _ := ledger.ReservationOf(ds, volume); state == dsv1.ReservationStateExpired && res.Pod != "" {
-			e.renewLater(res.Pod, ds.Spec.NodeID)
+			e.holdExpired(ds, volume, res)
 		}
 	}
 	waiting := false
@@ -307,55 +308,42 @@ func (e *Extender) sweep(ctx context.Context) {
 	}
 }
 
-// renewLater checks, in the background, whether pod (namespace/name) still
-// needs the reservation that expired on node, and reserves again if so.
-// Called with e.mu held.
-func (e *Extender) renewLater(pod, node string) {
-	key := pod + "@" + node
-	if e.renewing[key] || e.writes == nil {
+// holdExpired keeps counting, in the overlay, the space of a reservation
+// that expired while its pod, bound to node, still waits for Longhorn to
+// place its volume's replica there (in a burst that takes longer than
+// scheduler-extender-node-reservation-timeout), and queues it to be written
+// again. It runs under the same lock as the view's update that shows the
+// expiry, so no filter sees the space free in between. Called with e.mu held.
+func (e *Extender) holdExpired(ds *dsv1.DiskSchedule, volume string, res dsv1.DiskScheduleReservation) {
+	ns, name, ok := strings.Cut(res.Pod, "/")
+	if !ok || e.writes == nil {
 		return
 	}
-	e.renewing[key] = true
-	go func() {
-		defer func() {
-			e.mu.Lock()
-			delete(e.renewing, key)
-			e.mu.Unlock()
-		}()
-		if err := e.renew(e.background, pod, node); err != nil {
-			ctrl.LoggerFrom(e.background).V(1).Info("Not renewing an expired reservation", "pod", pod, "node", node, "reason", err.Error())
-		}
-	}()
-}
-
-// renew reserves again on node for pod, bound there within renewalWindow
-// and not running yet: its volumes still wait for Longhorn to attach them
-// and place their replicas, which in a burst takes longer than
-// scheduler-extender-node-reservation-timeout. Volumes whose replica is on
-// the node already need nothing.
-func (e *Extender) renew(ctx context.Context, pod, node string) error {
-	ns, name, ok := strings.Cut(pod, "/")
-	if !ok {
-		return fmt.Errorf("reservation names pod %q, not namespace/name", pod)
+	ctx := e.background
+	pod := &corev1.Pod{}
+	if err := e.opts.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, pod); err != nil {
+		return
 	}
-	p := &corev1.Pod{}
-	if err := e.opts.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, p); err != nil {
-		return client.IgnoreNotFound(err)
+	node := ds.Spec.NodeID
+	if pod.Spec.NodeName != node || pod.DeletionTimestamp != nil || !boundSince(pod, e.opts.Clock.Now().Add(-renewalWindow)) {
+		return
 	}
-	if p.Spec.NodeName != node || p.DeletionTimestamp != nil || p.Status.Phase != corev1.PodPending || !boundSince(p, e.opts.Clock.Now().Add(-renewalWindow)) {
-		return nil
+	if entry := e.overlay.get(pod.UID); entry != nil {
+		return // followed already
 	}
-	e.mu.Lock()
-	tracked := e.overlay.get(p.UID) != nil
-	e.mu.Unlock()
-	if tracked {
-		return nil
+	placed, err := e.placedOnNode(ctx, []want{{volume: volume}}, node)
+	if err != nil || len(placed) > 0 {
+		return // its replica holds the space now
 	}
-	if err := e.adopt(ctx, types.NamespacedName{Namespace: ns, Name: name}, p.UID, node, knownByRenewal); err != nil {
-		return err
+	entry := &inflight{
+		pod: types.NamespacedName{Namespace: ns, Name: name}, uid: pod.UID, claims: claimNames(pod), filtered: e.opts.Clock.Now(),
+		offered: map[string]fit{node: {OK: true, Assignment: map[string]string{volume: ds.Name}, Sizes: map[string]int64{volume: res.Size}}},
 	}
+	e.overlay.add(entry)
+	e.overlay.narrow(entry, node, knownByRenewal, e.opts.Clock.Now())
+	e.queueWrites(entry)
 	e.opts.Metrics.Reservations.WithLabelValues("renewed").Inc()
-	return nil
+	e.opts.Metrics.InFlight.Set(float64(e.overlay.len()))
 }
 
 // boundSince reports whether pod was bound after t.
