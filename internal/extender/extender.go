@@ -69,6 +69,9 @@ type Extender struct {
 	// written are reservations written and not yet seen decided, by disk
 	// UUID then volume, for the metrics.
 	written map[string]map[string]string
+	// lapsed are the pods whose entries expired before their node was
+	// known, by UID, with when: bound later, they are tracked again.
+	lapsed map[types.UID]time.Time
 	// writes is the queue of disk UUIDs whose reservations are to be
 	// written; nil while the extender is not running.
 	writes writeQueue
@@ -95,6 +98,7 @@ func New(opts Options) *Extender {
 		view:       newView(),
 		overlay:    newOverlay(),
 		written:    map[string]map[string]string{},
+		lapsed:     map[types.UID]time.Time{},
 		background: context.Background(),
 	}
 }

@@ -201,6 +201,7 @@ func (e *Extender) settle(entry *inflight, volume string, held bool) {
 func (e *Extender) podChanged(pod *corev1.Pod, gone bool) {
 	entry := e.overlay.get(pod.UID)
 	if entry == nil {
+		e.bindLapsed(pod, gone)
 		return
 	}
 	switch {
@@ -213,6 +214,25 @@ func (e *Extender) podChanged(pod *corev1.Pod, gone bool) {
 		e.learn(entry, pod.Status.NominatedNodeName, knownByNomination)
 	case schedulingFailure(pod) != "" && schedulingFailure(pod) != entry.failure:
 		e.expire(entry, "unschedulable")
+	}
+}
+
+// bindLapsed tracks a pod bound after its entry lapsed (kube-scheduler's
+// binding took longer than scheduler-extender-pod-scheduling-timeout): its
+// volumes are packed onto its node's disks and reserved, in the same
+// handler as the binding, so no filter sees the space free meanwhile.
+// Called with e.mu held.
+func (e *Extender) bindLapsed(pod *corev1.Pod, gone bool) {
+	if _, lapsed := e.lapsed[pod.UID]; !lapsed || (pod.Spec.NodeName == "" && !gone && pod.DeletionTimestamp == nil) {
+		return
+	}
+	delete(e.lapsed, pod.UID)
+	if gone || pod.DeletionTimestamp != nil {
+		return
+	}
+	if err := e.adoptLocked(e.background, pod, pod.Spec.NodeName, knownByBinding); err != nil {
+		ctrl.LoggerFrom(e.background).Info("A pod bound after its space lapsed does not fit its node", "pod", client.ObjectKeyFromObject(pod),
+			"node", pod.Spec.NodeName, "reason", err.Error())
 	}
 }
 
@@ -269,6 +289,9 @@ func (e *Extender) expire(entry *inflight, reason string) {
 	}
 	if entry.node == "" {
 		e.opts.Metrics.PodSchedulingWait.WithLabelValues("false").Observe(e.opts.Clock.Since(entry.filtered).Seconds())
+		if reason == "no-node" {
+			e.lapsed[entry.uid] = e.opts.Clock.Now()
+		}
 	}
 	e.opts.Metrics.Expired.WithLabelValues(reason).Inc()
 	e.opts.Metrics.InFlight.Set(float64(e.overlay.len()))
@@ -277,8 +300,7 @@ func (e *Extender) expire(entry *inflight, reason string) {
 
 // sweep expires, until ctx ends, the entries whose pods got no node within
 // scheduler-extender-pod-scheduling-timeout and those whose reservations
-// the ledgers did not show within scheduler-extender-node-reservation-timeout
-// after that.
+// the ledgers did not show within renewalWindow of the node being known.
 func (e *Extender) sweep(ctx context.Context) {
 	ticker := e.opts.Clock.NewTicker(sweepPeriod)
 	defer ticker.Stop()
@@ -294,13 +316,20 @@ func (e *Extender) sweep(ctx context.Context) {
 		}
 		now := e.opts.Clock.Now()
 		e.mu.Lock()
+		for uid, at := range e.lapsed {
+			if now.Sub(at) > renewalWindow {
+				delete(e.lapsed, uid)
+			}
+		}
 		for _, entry := range e.overlay.entries() {
 			switch {
 			case entry.node == "" && now.Sub(entry.filtered) > sched.PodSchedulingTimeout:
 				e.expire(entry, "no-node")
 			case entry.known == knownByNomination && now.Sub(entry.narrowed) > sched.PodSchedulingTimeout:
 				e.expire(entry, "no-node")
-			case entry.node != "" && now.Sub(entry.narrowed) > sched.PodSchedulingTimeout+sched.NodeReservationTimeout:
+			case entry.node != "" && now.Sub(entry.narrowed) > renewalWindow:
+				// A pod on its node keeps its space counted until the
+				// ledgers show it, however long the writes take.
 				e.expire(entry, "no-reservation")
 			}
 		}

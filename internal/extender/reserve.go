@@ -233,6 +233,16 @@ func (e *Extender) adopt(ctx context.Context, key types.NamespacedName, uid type
 	if pod.UID != uid {
 		return nil
 	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.adoptLocked(ctx, pod, node, how)
+}
+
+// adoptLocked is adopt with e.mu held, for pod as the cache holds it.
+func (e *Extender) adoptLocked(ctx context.Context, pod *corev1.Pod, node, how string) error {
+	if cur := e.overlay.get(pod.UID); cur != nil && cur.node != "" {
+		return nil
+	}
 	vols, err := e.resolver.podVolumes(ctx, pod)
 	if err != nil || len(vols) == 0 {
 		return err
@@ -241,12 +251,7 @@ func (e *Extender) adopt(ctx context.Context, key types.NamespacedName, uid type
 	if err != nil {
 		return err
 	}
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if cur := e.overlay.get(uid); cur != nil && cur.node != "" {
-		return nil
-	}
-	e.overlay.drop(uid)
+	e.overlay.drop(pod.UID)
 	fits := e.evaluateAll(pod, vols, []string{node}, sched, true)
 	f := fits[node]
 	if !f.OK {
@@ -255,7 +260,8 @@ func (e *Extender) adopt(ctx context.Context, key types.NamespacedName, uid type
 	if len(f.Assignment) == 0 {
 		return nil
 	}
-	entry := &inflight{pod: key, uid: uid, claims: claimNames(pod), offered: map[string]fit{node: f}, filtered: e.opts.Clock.Now()}
+	entry := &inflight{pod: types.NamespacedName{Namespace: pod.Namespace, Name: pod.Name}, uid: pod.UID,
+		claims: claimNames(pod), offered: map[string]fit{node: f}, filtered: e.opts.Clock.Now()}
 	e.overlay.add(entry)
 	e.learn(entry, node, how)
 	return nil
