@@ -72,7 +72,8 @@ func chartRows(with, without []scenario.LedgerRow) []diskBars {
 
 // writeDiskChart writes an SVG bar chart of the disks' granted bytes
 // against their limits, per node and disk, with the extender and without
-// it: two bars a disk, a mark at its limit.
+// it: two bars a disk over a light band as long as its limit, with a mark
+// at the limit.
 func writeDiskChart(w io.Writer, title string, with, without []scenario.LedgerRow) error {
 	rows := chartRows(with, without)
 	scale := int64(1)
@@ -95,6 +96,8 @@ func writeDiskChart(w io.Writer, title string, with, without []scenario.LedgerRo
 	for i, r := range rows {
 		y := chartTop + i*rowH
 		fmt.Fprintf(bw, `<text x="8" y="%d">%s</text>`+"\n", y+chartBarH+4, html.EscapeString(r.node+" "+r.disk))
+		fmt.Fprintf(bw, `<rect x="%.1f" y="%d" width="%.1f" height="%d" fill="#edf2f7"/>`+"\n",
+			x(0), y-2, x(r.limit)-x(0), 2*chartBarH+2)
 		bar(bw, x, y, r.with, r.hasWith, colourWith)
 		bar(bw, x, y+chartBarH, r.without, r.hasWithout, colourWithout)
 		fmt.Fprintf(bw, `<line x1="%.1f" y1="%d" x2="%.1f" y2="%d" stroke="black" stroke-width="2"/>`+"\n",
