@@ -279,7 +279,7 @@ func (d *demo) race(ctx context.Context, cl *cluster) error {
 		}
 	}
 	d.reportRace(runs[0], runs[1])
-	return nil
+	return d.chart("race-disks.svg", "The race: disks' granted bytes against their limits", runs[0].Ledgers, runs[1].Ledgers)
 }
 
 func (d *demo) restart(ctx context.Context, cl *cluster) error {
@@ -395,7 +395,7 @@ func (d *demo) drain(ctx context.Context, cl *cluster) error {
 		}
 	}
 	d.reportDrain(runs[0], runs[1])
-	return nil
+	return d.chart("drain-disks.svg", "After the drain: disks' granted bytes against their limits", runs[0].After.Ledgers, runs[1].After.Ledgers)
 }
 
 func withOrWithout(useExtender bool) string {
@@ -416,4 +416,15 @@ func describe(t *sandbox.Topology) string {
 		parts = append(parts, n.Name+" "+strings.Join(sizes, "+"))
 	}
 	return strings.Join(parts, ", ")
+}
+
+// chart writes a bar chart of the disks' ledgers with and without the
+// extender next to the demo's logs, as name, and prints its path.
+func (d *demo) chart(name, title string, with, without []scenario.LedgerRow) error {
+	path, err := writeDiskChartFile(d.opts.logDir, name, title, with, without)
+	if err != nil {
+		return fmt.Errorf("the disk chart: %w", err)
+	}
+	fmt.Fprintf(d.out, "\nChart of the disks' granted bytes against their limits, with and without the extender: %s\n", path)
+	return nil
 }

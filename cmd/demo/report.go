@@ -129,9 +129,10 @@ func (d *demo) extenderFacts(rows ...[3]string) {
 }
 
 func (d *demo) reportRace(with, without scenario.Result) {
-	d.section("1. The race: 16 pods created at once, 4 nodes with one 400Gi disk each",
-		"Sixteen pods, each with its own 100Gi volume, are created at the same moment, as",
-		"a StatefulSet with parallel pod management does. The disks hold exactly sixteen",
+	d.section("1. The race: a StatefulSet of 16 pods created at once, 4 nodes with one 400Gi disk each",
+		"A StatefulSet of sixteen replicas with parallel pod management, each with its own",
+		"100Gi claim: kube-controller-manager creates every pod at the same moment and binds",
+		"the claims to the volumes the provisioner creates. The disks hold exactly sixteen",
 		"such volumes, four per node, so a node that gets a fifth pod cannot hold its data.",
 		"Without the extender kube-scheduler sees no disk space at all; with it, each pod",
 		"waits until the pod before it has its node and its space reserved in the ledger.")
@@ -141,14 +142,16 @@ func (d *demo) reportRace(with, without scenario.Result) {
 		[3]string{"pods per node", with.Distribution(), without.Distribution()},
 		[3]string{"time until every pod has a node", seconds(with.TimeToAllScheduled), seconds(without.TimeToAllScheduled)},
 		[3]string{"time until every pod runs", seconds(with.TimeToAllRunning), seconds(without.TimeToAllRunning)},
+		[3]string{"time until the StatefulSet is ready", seconds(with.TimeToReady), seconds(without.TimeToReady)},
 		[3]string{"pods whose data is on another node", fmt.Sprint(len(with.RemoteData)), fmt.Sprint(len(without.RemoteData))},
 		[3]string{"ledger versions watched; over the limit", ledgerWatch(with), ledgerWatch(without)},
 	)
 	line := fmt.Sprintf("Race: with the extender the pods per node were %s (%s); without it %s (%s). "+
-		"Every pod had a node after %s with, %s without (%s), and ran after %s with, %s without (%s).",
+		"Every pod had a node after %s with, %s without (%s), and ran after %s with, %s without (%s); the StatefulSet was ready after %s with, %s without.",
 		with.Distribution(), evenness(with), without.Distribution(), evenness(without),
 		seconds(with.TimeToAllScheduled), seconds(without.TimeToAllScheduled), ratio(with.TimeToAllScheduled, without.TimeToAllScheduled),
-		seconds(with.TimeToAllRunning), seconds(without.TimeToAllRunning), ratio(with.TimeToAllRunning, without.TimeToAllRunning))
+		seconds(with.TimeToAllRunning), seconds(without.TimeToAllRunning), ratio(with.TimeToAllRunning, without.TimeToAllRunning),
+		seconds(with.TimeToReady), seconds(without.TimeToReady))
 	d.summaries = append(d.summaries, line)
 }
 
@@ -174,11 +177,12 @@ func evenness(res scenario.Result) string {
 }
 
 func (d *demo) reportRestart(with, without scenario.RestartResult) {
-	d.section("2. Restart: the same 16 pods deleted and created again",
-		"The sixteen pods of the race are created, then all deleted and, once gone, created",
-		"again with the same names and claims, as when a StatefulSet is deleted and re-created.",
-		"Each pod should come back to the node that holds its data. Pods per node before and",
-		"after, and each disk's ledger after the restart:")
+	d.section("2. Restart: the race's StatefulSet deleted and created again",
+		"The StatefulSet of the race is created; its volumes are set to be retained, then it",
+		"is deleted with its pods and, once they are gone, created again: its controller",
+		"re-creates the pods with the same names on the claims it kept. Each pod should come",
+		"back to the node that holds its data. Pods per node before and after, and each",
+		"disk's ledger after the restart:")
 	d.beforeAfter(with.Before, with.After, without.Before, without.After)
 	fmt.Fprintln(d.out)
 	d.extenderFacts(
@@ -186,6 +190,7 @@ func (d *demo) reportRestart(with, without scenario.RestartResult) {
 			fmt.Sprintf("%d of %d", len(without.Moved), len(without.After.PodNodes))},
 		[3]string{"pods whose data is on another node after", fmt.Sprint(len(with.After.RemoteData)), fmt.Sprint(len(without.After.RemoteData))},
 		[3]string{"time until every restarted pod has a node", seconds(with.After.TimeToAllScheduled), seconds(without.After.TimeToAllScheduled)},
+		[3]string{"time until the re-created StatefulSet is ready", seconds(with.After.TimeToReady), seconds(without.After.TimeToReady)},
 		[3]string{"ledger versions watched; over the limit", ledgerWatch(both(with.Before, with.After)), ledgerWatch(both(without.Before, without.After))},
 	)
 	if len(without.Moved) > 0 {
@@ -363,16 +368,18 @@ func (d *demo) reportMultiPVC(with, without scenario.MultiPVCResult) {
 
 func (d *demo) reportDrain(with, without scenario.DrainResult) {
 	d.section("5. Drain: 4 pods on node-1, two nodes with 400Gi, two with 99Gi",
-		"Four pods with a 100Gi volume each start on node-1 (the other nodes cordoned). Every",
-		"node is uncordoned, then node-1 is drained: cordoned, its pods deleted and created",
-		"again. Their volumes can follow them only to node-2, the other 400Gi node; on a 99Gi",
-		"node a pod runs, but its data stays behind on node-1. Pods per node before and after",
-		"the drain, and each disk's ledger after it:")
+		"A StatefulSet of four pods with a 100Gi volume each starts on node-1 (the other nodes",
+		"cordoned). Every node is uncordoned, then node-1 is drained as kubectl drain does it:",
+		"cordoned, its pods evicted through the eviction API, and the StatefulSet controller",
+		"re-creates them. Their volumes can follow them only to node-2, the other 400Gi node;",
+		"on a 99Gi node a pod runs, but its data stays behind on node-1. Pods per node before",
+		"and after the drain, and each disk's ledger after it:")
 	d.beforeAfter(with.Before, with.After, without.Before, without.After)
 	fmt.Fprintln(d.out)
 	d.extenderFacts(
 		[3]string{"pods whose data stayed on another node", fmt.Sprint(len(with.After.RemoteData)), fmt.Sprint(len(without.After.RemoteData))},
 		[3]string{"time until every moved pod runs", seconds(with.After.TimeToAllRunning), seconds(without.After.TimeToAllRunning)},
+		[3]string{"time until the StatefulSet is ready again", seconds(with.After.TimeToReady), seconds(without.After.TimeToReady)},
 		[3]string{"ledger versions watched; over the limit", ledgerWatch(both(with.Before, with.After)), ledgerWatch(both(without.Before, without.After))},
 	)
 	d.summaries = append(d.summaries, fmt.Sprintf("Drain: with the extender the pods went %s, %d with data left behind; without it %s, %d with data left behind.",

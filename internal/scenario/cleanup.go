@@ -7,6 +7,7 @@ import (
 	"sort"
 	"strings"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -14,9 +15,11 @@ import (
 )
 
 // Cleanup undoes a scenario run in o.Namespace, in the order a person
-// would: it deletes the pods and waits until they are gone, then the claims,
-// and waits until the volumes behind them, their PersistentVolumes and their
-// replicas are gone. It uncordons every node, and waits until every ledger
+// would: it deletes the StatefulSets and waits until they are gone, then the
+// pods, then sets the volumes of the namespace's claims to be deleted with
+// them (reclaim policy Delete, where a scenario retained them), deletes the
+// claims, and waits until the volumes behind them, their PersistentVolumes
+// and their replicas are gone. It uncordons every node, and waits until every ledger
 // is Ready and grants nothing (storageScheduled 0, no replica request, every
 // request decided), so that the next scenario starts from an empty cluster.
 // The namespace stays: the sandbox runs no namespace controller to delete it.
@@ -25,21 +28,21 @@ func Cleanup(ctx context.Context, c client.WithWatch, o Common) error {
 	if err != nil {
 		return err
 	}
+	if err := c.DeleteAllOf(ctx, &appsv1.StatefulSet{}, client.InNamespace(o.Namespace)); err != nil {
+		return fmt.Errorf("cleanup: deleting the StatefulSets: %w", err)
+	}
+	if err := waitEmpty(ctx, c, o, &appsv1.StatefulSetList{}, o.Namespace, "StatefulSets"); err != nil {
+		return err
+	}
 	if err := c.DeleteAllOf(ctx, &corev1.Pod{}, client.InNamespace(o.Namespace)); err != nil {
 		return fmt.Errorf("cleanup: deleting the pods: %w", err)
 	}
 	if err := waitEmpty(ctx, c, o, &corev1.PodList{}, o.Namespace, "pods"); err != nil {
 		return err
 	}
-	claims := &corev1.PersistentVolumeClaimList{}
-	if err := c.List(ctx, claims, client.InNamespace(o.Namespace)); err != nil {
-		return fmt.Errorf("cleanup: listing the claims: %w", err)
-	}
-	volumes := map[string]bool{}
-	for _, pvc := range claims.Items {
-		if pvc.Spec.VolumeName != "" {
-			volumes[pvc.Spec.VolumeName] = true
-		}
+	volumes, err := reclaimVolumes(ctx, c, o.Namespace)
+	if err != nil {
+		return err
 	}
 	if err := c.DeleteAllOf(ctx, &corev1.PersistentVolumeClaim{}, client.InNamespace(o.Namespace)); err != nil {
 		return fmt.Errorf("cleanup: deleting the claims: %w", err)
@@ -99,6 +102,37 @@ func Cleanup(ctx context.Context, c client.WithWatch, o Common) error {
 	}
 	o.Logf("cleaned up: %d volumes reclaimed, every ledger empty", len(volumes))
 	return nil
+}
+
+// reclaimVolumes returns the PersistentVolumes bound, or once bound, to
+// claims of namespace, after setting the reclaim policy of each to Delete,
+// so that they go with their claims.
+func reclaimVolumes(ctx context.Context, c client.Client, namespace string) (map[string]bool, error) {
+	claims := &corev1.PersistentVolumeClaimList{}
+	if err := c.List(ctx, claims, client.InNamespace(namespace)); err != nil {
+		return nil, fmt.Errorf("cleanup: listing the claims: %w", err)
+	}
+	pvs := &corev1.PersistentVolumeList{}
+	if err := c.List(ctx, pvs); err != nil {
+		return nil, fmt.Errorf("cleanup: listing the PersistentVolumes: %w", err)
+	}
+	volumes := map[string]bool{}
+	for _, pvc := range claims.Items {
+		if pvc.Spec.VolumeName != "" {
+			volumes[pvc.Spec.VolumeName] = true
+		}
+	}
+	for _, pv := range pvs.Items {
+		if ref := pv.Spec.ClaimRef; ref != nil && ref.Namespace == namespace {
+			volumes[pv.Name] = true
+		}
+	}
+	for name := range volumes {
+		if err := setVolumeReclaimPolicy(ctx, c, name, corev1.PersistentVolumeReclaimDelete); client.IgnoreNotFound(err) != nil {
+			return nil, fmt.Errorf("cleanup: %w", err)
+		}
+	}
+	return volumes, nil
 }
 
 // waitEmpty waits until namespace holds none of list's kind.

@@ -3,11 +3,15 @@
 // what happened, without judging it: the demo prints the results, the
 // end-to-end tests assert on them.
 //
-// Each scenario creates claims and pods in its own namespace, the way a
-// StatefulSet would (pods web-0, web-1, … each with its own claim
-// data-web-0, …; there is no StatefulSet controller in the sandbox), waits
-// with timeouts for kube-scheduler and the data plane, and returns where the
-// pods went, how long it took, and what every disk's DiskSchedule ledger
+// Each scenario works in its own namespace. The race, restart and drain
+// create a StatefulSet "web" with parallel pod management and a claim
+// template: kube-controller-manager creates its pods web-0, web-1, … and
+// their claims data-web-0, …, binds the claims to the volumes the
+// provisioner creates, and re-creates the pods a restart or a drain removes
+// (a drain evicts them through the eviction API, as kubectl drain does).
+// The multi-claim scenario creates its pods and claims by themselves. A
+// scenario waits with timeouts for kube-controller-manager, kube-scheduler
+// and the data plane, and returns where the pods went, how long it took, and what every disk's DiskSchedule ledger
 // granted, rejected and reserved meanwhile. A ledger monitor watches every
 // DiskSchedule version during the run and reports any that broke the
 // ledger's invariant.

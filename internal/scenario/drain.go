@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
@@ -31,13 +32,15 @@ type DrainResult struct {
 }
 
 // Drain is the node-drain test of the plan: with every node but Node
-// cordoned, Pods pods, each with its own claim, are created and land on
-// Node. Every node is uncordoned; then Node is drained as kubectl drain and
-// a StatefulSet would: cordoned, its pods deleted and, once gone, created
-// again with the same names and claims. On two nodes with a 400Gi disk and
-// two with a 99Gi disk, four 100Gi volumes can follow their pods only to the
-// other 400Gi node. Every node is uncordoned again at the end; the pods and
-// claims are left for Cleanup.
+// cordoned, a StatefulSet of Pods replicas, each with its own claim, is
+// created and its pods land on Node. Every node is uncordoned; then Node is
+// drained as kubectl drain does it: cordoned, and its pods evicted through
+// the eviction API (which honours PodDisruptionBudgets) and waited for until
+// they are gone; the StatefulSet controller re-creates them with the same
+// names and claims. On two nodes with a 400Gi disk and two with a 99Gi
+// disk, four 100Gi volumes can follow their pods only to the other 400Gi
+// node. After's times run from the drain's start. Every node is uncordoned
+// again at the end; the StatefulSet and its claims are left for Cleanup.
 func Drain(ctx context.Context, c client.WithWatch, opts DrainOptions) (out DrainResult, retErr error) {
 	o, err := opts.Common.withDefaults()
 	if err != nil {
@@ -78,10 +81,8 @@ func Drain(ctx context.Context, c client.WithWatch, opts DrainOptions) (out Drai
 	if err := setCordoned(ctx, c, o, nodes, others...); err != nil {
 		return out, fmt.Errorf("drain: %w", err)
 	}
-	if err := w.createClaims(ctx); err != nil {
-		return out, fmt.Errorf("drain: %w", err)
-	}
-	if out.Before, err = w.run(ctx); err != nil {
+	w.sts = true
+	if out.Before, err = w.run(ctx, w.createStatefulSet); err != nil {
 		return out, fmt.Errorf("drain, first run: %w", err)
 	}
 	if !out.Before.OK() {
@@ -91,14 +92,10 @@ func Drain(ctx context.Context, c client.WithWatch, opts DrainOptions) (out Drai
 		return out, fmt.Errorf("drain: %w", err)
 	}
 	o.Logf("uncordoned every node; draining %s", opts.Node)
-	if err := setCordoned(ctx, c, o, nodes, opts.Node); err != nil {
-		return out, fmt.Errorf("drain: %w", err)
+	drain := func(ctx context.Context) (time.Time, error) {
+		return w.drainNode(ctx, nodes, opts.Node)
 	}
-	if err := w.deletePods(ctx); err != nil {
-		return out, fmt.Errorf("drain: %w", err)
-	}
-	o.Logf("recreating the pods with the same names and claims")
-	if out.After, err = w.run(ctx); err != nil {
+	if out.After, err = w.run(ctx, drain); err != nil {
 		return out, fmt.Errorf("drain, second run: %w", err)
 	}
 	return out, nil

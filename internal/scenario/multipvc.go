@@ -54,7 +54,7 @@ func MultiPVC(ctx context.Context, c client.WithWatch, opts MultiPVCOptions) (Mu
 	if err := w.createClaims(ctx); err != nil {
 		return MultiPVCResult{}, err
 	}
-	res, err := w.run(ctx)
+	res, err := w.run(ctx, w.createPods)
 	out := MultiPVCResult{Result: res, Node: res.PodNodes[w.names[0]]}
 	if err != nil {
 		return out, fmt.Errorf("multi-PVC: %w", err)

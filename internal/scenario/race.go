@@ -18,13 +18,15 @@ type RaceOptions struct {
 	UseExtender bool
 }
 
-// Race is the race-condition test of the plan: Pods pods, each with its own
-// claim of Size, are created at the same moment, as a StatefulSet with
-// parallel pod management does. On four nodes with one 400Gi disk each,
+// Race is the race-condition test of the plan: a StatefulSet of Pods
+// replicas with parallel pod management, each with its own claim of Size
+// from the claim template, so kube-controller-manager creates every pod and
+// claim at the same moment and its PV controller binds the claims to the
+// volumes the provisioner creates. On four nodes with one 400Gi disk each,
 // sixteen 100Gi volumes fill the cluster exactly, so the only placement
-// that gives every pod its data locally is four pods per node. The claims
-// are bound before the pods are created, so the times measure scheduling,
-// not provisioning. The pods and claims are left for Cleanup.
+// that gives every pod its data locally is four pods per node. The times
+// run from the StatefulSet's creation. The StatefulSet and its claims are
+// left for Cleanup.
 func Race(ctx context.Context, c client.WithWatch, opts RaceOptions) (Result, error) {
 	o, err := opts.Common.withDefaults()
 	if err != nil {
@@ -40,10 +42,8 @@ func Race(ctx context.Context, c client.WithWatch, opts RaceOptions) (Result, er
 	if err != nil {
 		return Result{}, err
 	}
-	if err := w.createClaims(ctx); err != nil {
-		return Result{}, err
-	}
-	res, err := w.run(ctx)
+	w.sts = true
+	res, err := w.run(ctx, w.createStatefulSet)
 	if err != nil {
 		return res, fmt.Errorf("race: %w", err)
 	}

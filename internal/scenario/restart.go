@@ -26,12 +26,14 @@ type RestartResult struct {
 	Moved []string
 }
 
-// Restart is the pod-restart test of the plan: Pods pods, each with its own
-// claim, are created at once as in Race; then every pod is deleted and, once
-// all are gone, recreated with the same name and claims, as when a
-// StatefulSet is deleted and created again (the claims, and so the volumes
-// and their replicas, stay). A restarted pod should come back to the node
-// that holds its data. The pods and claims are left for Cleanup.
+// Restart is the pod-restart test of the plan: a StatefulSet of Pods
+// replicas, each with its own claim, is created as in Race; its volumes are
+// set to be retained (reclaim policy Retain), the StatefulSet is deleted
+// with its pods and, once they are gone, created again: its controller
+// re-creates the pods with the same names on the claims it kept, and so
+// the same volumes and replicas. A restarted pod should come back to the
+// node that holds its data. The StatefulSet, its claims and their volumes
+// are left for Cleanup.
 func Restart(ctx context.Context, c client.WithWatch, opts RestartOptions) (RestartResult, error) {
 	var out RestartResult
 	o, err := opts.Common.withDefaults()
@@ -48,20 +50,21 @@ func Restart(ctx context.Context, c client.WithWatch, opts RestartOptions) (Rest
 	if err != nil {
 		return out, err
 	}
-	if err := w.createClaims(ctx); err != nil {
-		return out, err
-	}
-	if out.Before, err = w.run(ctx); err != nil {
+	w.sts = true
+	if out.Before, err = w.run(ctx, w.createStatefulSet); err != nil {
 		return out, fmt.Errorf("restart, first run: %w", err)
 	}
 	if !out.Before.OK() {
 		return out, nil
 	}
-	if err := w.deletePods(ctx); err != nil {
+	if err := w.retainVolumes(ctx); err != nil {
 		return out, fmt.Errorf("restart: %w", err)
 	}
-	o.Logf("recreating the pods with the same names and claims")
-	if out.After, err = w.run(ctx); err != nil {
+	if err := w.deleteStatefulSet(ctx); err != nil {
+		return out, fmt.Errorf("restart: %w", err)
+	}
+	o.Logf("creating StatefulSet %s again on the claims it kept", statefulSetName)
+	if out.After, err = w.run(ctx, w.createStatefulSet); err != nil {
 		return out, fmt.Errorf("restart, second run: %w", err)
 	}
 	for _, pod := range w.names {

@@ -14,6 +14,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -100,6 +101,11 @@ type Result struct {
 	// TimeToAllRunning is the time from the pods' creation until the last
 	// one was seen Running; 0 when one never was.
 	TimeToAllRunning time.Duration
+	// TimeToReady is, for pods of a StatefulSet, the time from the
+	// StatefulSet's creation (or from the eviction that began its pods'
+	// move) until it reported every replica ready; 0 when it did not within
+	// the timeout, or for pods created by themselves.
+	TimeToReady time.Duration
 	// Ledgers are the disks' ledgers at the end, with what they decided
 	// during the run.
 	Ledgers []LedgerRow
@@ -136,13 +142,18 @@ func (r Result) MaxPodsPerNode() int {
 	return most
 }
 
-// workload is a set of pods, each with its claims, created like a
-// StatefulSet's.
+// workload is a set of pods, each with its claims, created by themselves
+// or by a StatefulSet.
 type workload struct {
 	o           Common
 	c           client.WithWatch
 	useExtender bool
 	size        resource.Quantity
+	// sts is whether a StatefulSet makes the pods.
+	sts bool
+	// stale are pods of the workload's names that are on their way out: a
+	// wait for the pods does not count them.
+	stale map[types.UID]bool
 	// pods maps each pod name to its claims, in order.
 	pods  map[string][]string
 	names []string
@@ -249,8 +260,8 @@ func (w *workload) createClaims(ctx context.Context) error {
 	return nil
 }
 
-// createPods creates every pod at once, as a StatefulSet with parallel pod
-// management does, and returns when the creation began.
+// createPods creates every pod at once, by themselves (no controller makes
+// them), and returns when the creation began.
 func (w *workload) createPods(ctx context.Context) (time.Time, error) {
 	objs := make([]client.Object, 0, len(w.names))
 	for _, name := range w.names {
@@ -305,11 +316,16 @@ func waitFor(ctx context.Context, timeout time.Duration, c client.WithWatch, lis
 	return observe(ctx, c, list, namespace, check)
 }
 
-// run creates the workload's pods (its claims exist), waits until they are
-// scheduled, Running and their volumes settled, and reports the result,
-// with the ledgers' decisions meanwhile. A pod that is not scheduled or not
-// Running in time is reported in the result, not as an error.
-func (w *workload) run(ctx context.Context) (Result, error) {
+// starter makes the workload's pods come (creating them, their
+// StatefulSet, or evicting the ones it replaces) and returns when it began.
+type starter func(context.Context) (time.Time, error)
+
+// run starts the workload's pods with begin, waits until they are
+// scheduled, Running (and, for a StatefulSet's pods, the StatefulSet ready)
+// and their volumes settled, and reports the result, with the ledgers'
+// decisions meanwhile. A pod that is not scheduled or not Running in time
+// is reported in the result, not as an error.
+func (w *workload) run(ctx context.Context, begin starter) (Result, error) {
 	res := Result{UseExtender: w.useExtender, PodNodes: map[string]string{}, PodsPerNode: map[string]int{}}
 	nodes, err := longhornNodes(ctx, w.c, w.o.SystemNamespace)
 	if err != nil {
@@ -323,14 +339,14 @@ func (w *workload) run(ctx context.Context) (Result, error) {
 	if err != nil {
 		return res, err
 	}
-	runErr := w.runPods(ctx, &res)
+	runErr := w.runPods(ctx, begin, &res)
 	rows, versions, violations, err := mon.stop(ctx)
 	res.Ledgers, res.LedgerVersions, res.Violations = rows, versions, violations
 	return res, errors.Join(runErr, err)
 }
 
-func (w *workload) runPods(ctx context.Context, res *Result) error {
-	start, err := w.createPods(ctx)
+func (w *workload) runPods(ctx context.Context, begin starter, res *Result) error {
+	start, err := begin(ctx)
 	if err != nil {
 		return err
 	}
@@ -343,6 +359,7 @@ func (w *workload) runPods(ctx context.Context, res *Result) error {
 			all := true
 			for _, name := range w.names {
 				pod, ok := objs[w.o.Namespace+"/"+name].(*corev1.Pod)
+				ok = ok && !w.stale[pod.UID]
 				if ok {
 					pods[name] = pod
 				}
@@ -390,7 +407,14 @@ func (w *workload) runPods(ctx context.Context, res *Result) error {
 		w.o.Logf("%d of %d pods were not Running within %s", len(res.NotRunning), len(w.names), w.o.Timeout)
 		return nil
 	}
-	w.o.Logf("every pod runs after %s; waiting until their volumes settle", round(res.TimeToAllRunning))
+	w.o.Logf("every pod runs after %s", round(res.TimeToAllRunning))
+	if w.sts {
+		if res.TimeToReady, err = w.statefulSetReady(ctx, start); err != nil {
+			return err
+		}
+		w.o.Logf("StatefulSet %s ready after %s", statefulSetName, round(res.TimeToReady))
+	}
+	w.o.Logf("waiting until the volumes settle")
 	res.RemoteData, res.RemoteVolumes, res.SurplusReplicas, err = w.settle(ctx, res.PodNodes)
 	return err
 }
@@ -573,31 +597,6 @@ func longhornNodes(ctx context.Context, c client.Client, namespace string) ([]st
 	}
 	sort.Strings(names)
 	return names, nil
-}
-
-// deletePods deletes the workload's pods and waits until they are gone.
-func (w *workload) deletePods(ctx context.Context) error {
-	for _, name := range w.names {
-		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: w.o.Namespace, Name: name}}
-		if err := w.c.Delete(ctx, pod); client.IgnoreNotFound(err) != nil {
-			return fmt.Errorf("deleting pod %s: %w", name, err)
-		}
-	}
-	var left []string
-	err := waitFor(ctx, w.o.Timeout, w.c, &corev1.PodList{}, w.o.Namespace, func(objs objects) bool {
-		left = left[:0]
-		for _, name := range w.names {
-			if _, ok := objs[w.o.Namespace+"/"+name]; ok {
-				left = append(left, name)
-			}
-		}
-		return len(left) == 0
-	})
-	if err != nil {
-		return fmt.Errorf("waiting until the pods are gone (left: %s): %w", strings.Join(left, ", "), err)
-	}
-	w.o.Logf("deleted the %d pods", len(w.names))
-	return nil
 }
 
 // round rounds a duration for people.

@@ -12,9 +12,10 @@ import (
 const drainRepetitions = 3
 
 // TestDrain is the plan's node-drain test: on two nodes with a 400Gi disk
-// and two with a 99Gi disk, four pods with a 100Gi volume each start on
-// node-1 (the others cordoned). Every node is uncordoned, then node-1 is
-// drained: through the extender all four pods move to node-2, the only
+// and two with a 99Gi disk, a StatefulSet of four pods with a 100Gi volume
+// each starts on node-1 (the others cordoned). Every node is uncordoned,
+// then node-1 is drained through the eviction API and the StatefulSet
+// controller re-creates the pods: through the extender all four pods move to node-2, the only
 // other node whose disk can hold their volumes, and their data follows
 // them. Without the extender where the pods go is only logged.
 func TestDrain(t *testing.T) {

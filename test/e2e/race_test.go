@@ -18,8 +18,8 @@ const (
 )
 
 // TestRace is the plan's race-condition test: on four nodes with one 400Gi
-// disk each, sixteen pods with a 100Gi volume each are created at once.
-// Through the extender every node gets exactly four pods, each pod's data
+// disk each, a StatefulSet of sixteen replicas with parallel pod
+// management and a 100Gi claim template makes its pods at once. Through the extender every node gets exactly four pods, each pod's data
 // stays on its node, and no ledger is ever over its limit. Without the
 // extender the distribution is only logged: kube-scheduler may well spread
 // the pods evenly by chance.
@@ -35,8 +35,8 @@ func TestRace(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			t.Logf("pods per node %s; all scheduled in %s, all running in %s; %d ledger versions watched",
-				res.Distribution(), res.TimeToAllScheduled, res.TimeToAllRunning, res.LedgerVersions)
+			t.Logf("pods per node %s; all scheduled in %s, all running in %s, StatefulSet ready in %s; %d ledger versions watched",
+				res.Distribution(), res.TimeToAllScheduled, res.TimeToAllRunning, res.TimeToReady, res.LedgerVersions)
 			checkRan(t, "race", res)
 			for _, n := range res.Nodes {
 				if got := res.PodsPerNode[n]; got != 4 {

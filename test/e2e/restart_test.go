@@ -12,9 +12,10 @@ import (
 // restartRepetitions is how often the pods are restarted, as the plan says.
 const restartRepetitions = 3
 
-// TestRestart is the plan's pod-restart test: sixteen pods with a 100Gi
-// volume each on four nodes with one 400Gi disk each are deleted and
-// created again with the same names and claims; through the extender each
+// TestRestart is the plan's pod-restart test: a StatefulSet of sixteen
+// pods with a 100Gi volume each on four nodes with one 400Gi disk each, its
+// volumes retained, is deleted and created again on the claims it kept;
+// through the extender each
 // comes back to the node it was on, where its data is. Without the
 // extender the moves are only logged.
 func TestRestart(t *testing.T) {
