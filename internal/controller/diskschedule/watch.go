@@ -2,8 +2,10 @@ package diskschedule
 
 import (
 	"context"
+	"time"
 
 	lhv1 "github.com/longhorn/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
+	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -17,6 +19,11 @@ import (
 	"github.com/longhorn/diskschedule/internal/index"
 	"github.com/longhorn/diskschedule/internal/settings"
 )
+
+// maxRetryDelay bounds how long a ledger whose decision failed (a status
+// write that lost a conflict, a read that failed) waits before it is
+// decided again.
+const maxRetryDelay = 2 * time.Second
 
 // SetupWithManager registers the controller: it decides a ledger when it
 // changes, when its disk's Longhorn Node changes (limit, schedulability),
@@ -34,7 +41,11 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Watches(&lhv1.Replica{}, index.EnqueueDisks(index.ReplicaDisks)).
 		Watches(&lhv1.BackingImage{}, index.EnqueueDisks(index.BackingImageDisks)).
 		WatchesRawSource(source.Channel(r.timeouts.ReservationTimeoutChanges(), handler.EnqueueRequestsFromMapFunc(r.all))).
-		WithOptions(controller.Options{MaxConcurrentReconciles: r.workers}).
+		// Requesters wait for the ledger's decision: a ledger that failed to
+		// decide retries within seconds, not after controller-runtime's
+		// default backoff, which grows to minutes.
+		WithOptions(controller.Options{MaxConcurrentReconciles: r.workers,
+			RateLimiter: workqueue.NewTypedItemExponentialFailureRateLimiter[reconcile.Request](5*time.Millisecond, maxRetryDelay)}).
 		Named("diskschedule").
 		Complete(r)
 }
