@@ -7,7 +7,6 @@ import (
 	"flag"
 	"fmt"
 	lhv1 "github.com/longhorn/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
-	"io"
 	"net"
 	"net/http"
 	"os"
@@ -33,6 +32,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	dsv1 "github.com/longhorn/diskschedule/api/v1beta2"
+	"github.com/longhorn/diskschedule/internal/controlplane"
 	"github.com/longhorn/diskschedule/internal/extender"
 	"github.com/longhorn/diskschedule/internal/manager"
 	"github.com/longhorn/diskschedule/internal/sandbox"
@@ -260,7 +260,7 @@ func testFailover(t *testing.T, cut bool) {
 	eventually(t, time.Minute, "one manager serves the extender and the EndpointSlice points at it", func(ctx context.Context) (bool, string, error) {
 		var serving []*member
 		for _, m := range members {
-			if healthy(ctx, hc, "http://"+m.extender+"/healthz") {
+			if controlplane.Healthy(ctx, hc, "http://"+m.extender+"/healthz") {
 				serving = append(serving, m)
 			}
 		}
@@ -269,7 +269,7 @@ func testFailover(t *testing.T, cut bool) {
 		}
 		leader = serving[0]
 		ok, state, err := endpointNames(ctx, c, leader)
-		return ok && healthy(ctx, hc, proxy.URL()+"/healthz"), state, err
+		return ok && controlplane.Healthy(ctx, hc, proxy.URL()+"/healthz"), state, err
 	})
 	follower := members[1-leader.index]
 	holder := leaseHolder(ctx, t, c)
@@ -354,7 +354,7 @@ func testFailover(t *testing.T, cut bool) {
 	// The follower takes over within the lease duration and a few seconds.
 	deadline := leaseDuration + takeoverSlack
 	eventually(t, deadline, fmt.Sprintf("%s serves the extender", follower.name), func(ctx context.Context) (bool, string, error) {
-		return healthy(ctx, hc, "http://"+follower.extender+"/healthz"), "/healthz does not answer 200", nil
+		return controlplane.Healthy(ctx, hc, "http://"+follower.extender+"/healthz"), "/healthz does not answer 200", nil
 	})
 	takeover := time.Since(stopAt)
 	// The new leader fences: it answers no filter until the pods the old
@@ -383,7 +383,7 @@ func testFailover(t *testing.T, cut bool) {
 	case <-time.After(time.Minute):
 		t.Fatalf("%s did not stop within a minute", leader.name)
 	}
-	if healthy(ctx, hc, "http://"+leader.extender+"/healthz") {
+	if controlplane.Healthy(ctx, hc, "http://"+leader.extender+"/healthz") {
 		t.Errorf("%s still serves the extender after it stopped", leader.name)
 	}
 	if now := leaseHolder(ctx, t, c); now == holder {
@@ -650,21 +650,6 @@ func keys(m map[reservationKey]dsv1.ReservationStatus) []string {
 	}
 	sort.Strings(out)
 	return out
-}
-
-// healthy reports whether GET url answers 200.
-func healthy(ctx context.Context, hc *http.Client, url string) bool {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		return false
-	}
-	resp, err := hc.Do(req)
-	if err != nil {
-		return false
-	}
-	_, _ = io.Copy(io.Discard, resp.Body)
-	_ = resp.Body.Close()
-	return resp.StatusCode == http.StatusOK
 }
 
 // eventually polls check every 50ms until it is done or timeout passes,
