@@ -109,7 +109,8 @@ func (e *Extender) writeDisk(ctx context.Context, disk string, onlyPod types.UID
 	}
 	var refused []want
 	var wrote []want
-	written, err := ledgerclient.Edit(ctx, e.opts.Client, e.opts.APIReader, ds, func(ds *dsv1.DiskSchedule) bool {
+	// The informer's event of the write settles the entries it shows.
+	_, err = ledgerclient.Edit(ctx, e.opts.Client, e.opts.APIReader, ds, func(ds *dsv1.DiskSchedule) bool {
 		refused, wrote = nil, nil
 		changed := dropSpent(ds)
 		free := ledger.Free(ds)
@@ -153,7 +154,6 @@ func (e *Extender) writeDisk(ctx context.Context, disk string, onlyPod types.UID
 		}
 		e.written[disk][w.volume] = w.entry.key()
 	}
-	_ = written // the informer's event of the write settles the entries
 	for _, w := range wants {
 		if r, ok := placed[w.volume]; ok {
 			w.entry.replicas[w.volume] = r

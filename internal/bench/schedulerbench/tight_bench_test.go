@@ -36,13 +36,7 @@ var tightPods = flag.Int("schedulerbench.tight-pods", 1100, "Pods of 1Ti each in
 func BenchmarkTightCluster(b *testing.B) {
 	b.StopTimer()
 	ctx := context.Background()
-	sb, _ := startSandbox(b, ctx)
-	cfg := sb.AdminConfig()
-	cfg.QPS, cfg.Burst = 2000, 4000
-	c, err := client.NewWithWatch(cfg, client.Options{Scheme: sb.Scheme()})
-	if err != nil {
-		b.Fatal(err)
-	}
+	sb, c, _ := startSandbox(b, ctx)
 	if *tightReservationTimeout != "" {
 		setConfig(b, ctx, c, settings.SchedulerExtenderNodeReservationTimeout, *tightReservationTimeout)
 	}
