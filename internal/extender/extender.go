@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -64,8 +65,9 @@ type Extender struct {
 	overlay *overlay
 	// last is the filter's most recent answer, which prioritize reuses.
 	last lastFilter
-	// fenceUntil: filters are refused until then (leader takeover).
-	fenceUntil time.Time
+	// fenceUntil: filters are refused until then (leader takeover). Read
+	// by every filter without taking mu.
+	fenceUntil atomic.Pointer[time.Time]
 	// written are reservations written and not yet seen decided, by disk
 	// UUID then volume, for the metrics.
 	written map[string]map[string]string
@@ -300,7 +302,7 @@ func (e *Extender) evaluateAll(pod *corev1.Pod, vols []podVolume, candidates []s
 	podKey := pod.Namespace + "/" + pod.Name
 	fits := make(map[string]fit, len(candidates))
 	for _, name := range candidates {
-		f := evaluate(vols, e.view.nodes[name], e.view.ledgers[name], claimed, sched, podKey, e.opts.Budget)
+		f := evaluateReading(vols, e.view.reading(name), claimed, sched, podKey, e.opts.Budget)
 		if f.Steps > 0 {
 			e.opts.Metrics.PackingSteps.Observe(float64(f.Steps))
 			if !f.Exact {
@@ -315,10 +317,11 @@ func (e *Extender) evaluateAll(pod *corev1.Pod, vols []podVolume, candidates []s
 // fenced returns an error while a new leader waits for the pods the old
 // one let through.
 func (e *Extender) fenced() error {
-	e.mu.Lock()
-	until := e.fenceUntil
-	e.mu.Unlock()
-	if now := e.opts.Clock.Now(); now.Before(until) {
+	until := e.fenceUntil.Load()
+	if until == nil {
+		return nil
+	}
+	if now := e.opts.Clock.Now(); now.Before(*until) {
 		return fmt.Errorf("the scheduler extender took over from another leader and answers from %s, once the pods that leader let through have bound (%s from now)",
 			until.UTC().Format(time.RFC3339), until.Sub(now).Round(time.Millisecond))
 	}

@@ -6,11 +6,9 @@ import (
 	"strings"
 
 	lhv1 "github.com/longhorn/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
-	"k8s.io/apimachinery/pkg/api/meta"
 
 	dsv1 "github.com/longhorn/diskschedule/api/v1beta2"
 	"github.com/longhorn/diskschedule/internal/extender/packing"
-	"github.com/longhorn/diskschedule/internal/ledger"
 	"github.com/longhorn/diskschedule/internal/placement"
 	"github.com/longhorn/diskschedule/internal/settings"
 )
@@ -35,20 +33,30 @@ type fit struct {
 // evaluate decides whether the volumes that have no replica on node fit
 // together on its disks. node is Longhorn's node (nil when there is none);
 // ledgers are its DiskSchedules by disk UUID; pod ("namespace/name") gets
-// back the space its own reservations hold.
-//
-// Whether the node and each disk may take a replica of a volume is
-// placement.NodeFailures and placement.DiskFailures, the one eligibility
-// rule; how much a disk can still take is the ledger's reading
-// (ledger.Free, ledger.HeldForPod), less what claimed says pods in flight
-// hold on each disk (nil: nothing). This function only combines them and
-// packs the volumes.
+// back the space its own reservations hold. See evaluateReading.
 func evaluate(vols []podVolume, node *lhv1.Node, ledgers map[string]*dsv1.DiskSchedule,
 	claimed func(uuid string) int64, sched settings.Scheduling, pod string, budget int) fit {
 	if node == nil {
 		return fit{Reason: "not a Longhorn node"}
 	}
-	pn := placement.FromLonghorn(node, ledgerSpace(ledgers))
+	return evaluateReading(vols, readNode(node, ledgers), claimed, sched, pod, budget)
+}
+
+// evaluateReading is evaluate on a node's reading (nil: not a Longhorn
+// node), which the view keeps between the node's changes.
+//
+// Whether the node and each disk may take a replica of a volume is
+// placement.NodeFailures and placement.DiskFailures, the one eligibility
+// rule; how much a disk can still take is the ledger's reading
+// (ledger.Free, ledger.HeldByPod), less what claimed says pods in flight
+// hold on each disk (nil: nothing). This function only combines them and
+// packs the volumes.
+func evaluateReading(vols []podVolume, r *nodeReading, claimed func(uuid string) int64,
+	sched settings.Scheduling, pod string, budget int) fit {
+	if r == nil {
+		return fit{Reason: "not a Longhorn node"}
+	}
+	node, pn := r.node, r.placement
 	var need []int // indexes in vols of the volumes without a replica here
 	for i, v := range vols {
 		if v.ReplicaNodes[node.Name] {
@@ -60,7 +68,7 @@ func evaluate(vols []podVolume, node *lhv1.Node, ledgers map[string]*dsv1.DiskSc
 		need = append(need, i)
 	}
 
-	disks := nodeDisks(node, pn, ledgers, claimed, vols, sched, pod)
+	disks := nodeDisks(r, claimed, vols, sched, pod)
 	bins := make([]packing.Bin, 0, len(disks))
 	uuids := make(map[string]string, len(disks))
 	var total int64
@@ -106,11 +114,9 @@ func evaluate(vols []podVolume, node *lhv1.Node, ledgers map[string]*dsv1.DiskSc
 	return out
 }
 
-// diskView is one disk of a node with what the extender read about it.
+// diskView is one disk of a node as one pod sees it.
 type diskView struct {
-	placement.Disk
-	// ledgerFailure says why the disk's ledger grants nothing now, or "".
-	ledgerFailure string
+	diskReading
 	// failures are placement.DiskFailures for each of the pod's volumes, in
 	// the order of the volumes.
 	failures [][]string
@@ -132,41 +138,23 @@ func (d *diskView) usable() bool {
 	return false
 }
 
-// nodeDisks returns the disks of pn (Longhorn's node n as placement sees
-// it), sorted by name, each with its ledger's state and free space and the
-// eligibility of each of vols.
-func nodeDisks(n *lhv1.Node, pn placement.Node, ledgers map[string]*dsv1.DiskSchedule,
-	claimed func(uuid string) int64, vols []podVolume, sched settings.Scheduling, pod string) []*diskView {
-	out := make([]*diskView, 0, len(pn.Disks))
-	for _, d := range pn.Disks {
-		dv := &diskView{Disk: d, failures: make([][]string, len(vols))}
-		var uuid string
-		if st := n.Status.DiskStatus[d.Name]; st != nil {
-			uuid = st.DiskUUID
-		}
-		ds := ledgers[uuid]
-		switch {
-		case uuid == "":
-			// placement.DiskFailures names it.
-		case ds == nil:
-			dv.ledgerFailure = fmt.Sprintf("no DiskSchedule for disk %s yet", uuid)
-		case !meta.IsStatusConditionTrue(ds.Status.Conditions, dsv1.DiskScheduleConditionReady):
-			dv.ledgerFailure = "DiskSchedule is not Ready"
-			if c := meta.FindStatusCondition(ds.Status.Conditions, dsv1.DiskScheduleConditionReady); c != nil && c.Message != "" {
-				dv.ledgerFailure += ": " + c.Message
-			}
-		default:
-			dv.free = ledger.Free(ds) + ledger.HeldForPod(ds, pod)
+// nodeDisks returns the disks of the node read as r, sorted by name, each
+// with its ledger's free space for pod and the eligibility of each of vols.
+func nodeDisks(r *nodeReading, claimed func(uuid string) int64, vols []podVolume, sched settings.Scheduling, pod string) []*diskView {
+	out := make([]*diskView, 0, len(r.disks))
+	for _, d := range r.disks {
+		dv := &diskView{diskReading: d, failures: make([][]string, len(vols))}
+		if d.ledger != nil {
+			dv.free = d.free + d.heldFor[pod]
 			if claimed != nil {
-				dv.free = max(dv.free-claimed(uuid), 0)
+				dv.free = max(dv.free-claimed(d.ledger.Name), 0)
 			}
 		}
 		for i, v := range vols {
-			dv.failures[i] = placement.DiskFailures(d, v.DiskSelector, sched)
+			dv.failures[i] = placement.DiskFailures(d.Disk, v.DiskSelector, sched)
 		}
 		out = append(out, dv)
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out
 }
 
@@ -185,19 +173,6 @@ func noDiskReason(volume string, i int, disks []*diskView) string {
 		why = append(why, d.Name+": "+reason)
 	}
 	return fmt.Sprintf("volume %s: no schedulable disk (%s)", volume, strings.Join(why, "; "))
-}
-
-// ledgerSpace gives placement each disk's space as its ledger counts it:
-// the limit, and what is scheduled plus what is pending. A disk without a
-// ledger has no known space.
-func ledgerSpace(ledgers map[string]*dsv1.DiskSchedule) placement.SpaceFunc {
-	return func(uuid string) (placement.Space, bool) {
-		ds := ledgers[uuid]
-		if ds == nil {
-			return placement.Space{}, false
-		}
-		return placement.Space{Limit: ds.Status.StorageLimit, Scheduled: ds.Status.StorageScheduled + ledger.PendingGrowth(ds)}, true
-	}
 }
 
 // restartNode returns the first (by name) of candidates that holds a replica

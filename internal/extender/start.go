@@ -27,9 +27,9 @@ func (e *Extender) Start(ctx context.Context) error {
 	}
 	queue := workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
 		workqueue.TypedRateLimitingQueueConfig[string]{Name: "extender-reservations"})
+	e.fenceUntil.Store(&until)
 	e.mu.Lock()
 	e.background = ctx
-	e.fenceUntil = until
 	e.writes = queue
 	e.mu.Unlock()
 	go func() {

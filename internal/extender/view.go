@@ -1,9 +1,15 @@
 package extender
 
 import (
+	"fmt"
+	"sort"
+
 	lhv1 "github.com/longhorn/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
+	"k8s.io/apimachinery/pkg/api/meta"
 
 	dsv1 "github.com/longhorn/diskschedule/api/v1beta2"
+	"github.com/longhorn/diskschedule/internal/ledger"
+	"github.com/longhorn/diskschedule/internal/placement"
 )
 
 // view is what the filter reads of the cluster's disks: Longhorn's Nodes
@@ -18,17 +24,27 @@ type view struct {
 	ledgers map[string]map[string]*dsv1.DiskSchedule
 	// nodeOf maps each ledger's disk UUID to its node.
 	nodeOf map[string]string
+	// read caches each node's reading (readNode) until its Longhorn node or
+	// one of its ledgers changes.
+	read map[string]*nodeReading
 }
 
 func newView() *view {
-	return &view{nodes: map[string]*lhv1.Node{}, ledgers: map[string]map[string]*dsv1.DiskSchedule{}, nodeOf: map[string]string{}}
+	return &view{nodes: map[string]*lhv1.Node{}, ledgers: map[string]map[string]*dsv1.DiskSchedule{},
+		nodeOf: map[string]string{}, read: map[string]*nodeReading{}}
 }
 
 // setNode records Longhorn's node n.
-func (v *view) setNode(n *lhv1.Node) { v.nodes[n.Name] = n }
+func (v *view) setNode(n *lhv1.Node) {
+	v.nodes[n.Name] = n
+	delete(v.read, n.Name)
+}
 
 // deleteNode forgets Longhorn's node name.
-func (v *view) deleteNode(name string) { delete(v.nodes, name) }
+func (v *view) deleteNode(name string) {
+	delete(v.nodes, name)
+	delete(v.read, name)
+}
 
 // setLedger records ds under its node.
 func (v *view) setLedger(ds *dsv1.DiskSchedule) {
@@ -42,6 +58,7 @@ func (v *view) setLedger(ds *dsv1.DiskSchedule) {
 	}
 	byDisk[ds.Name] = ds
 	v.nodeOf[ds.Name] = ds.Spec.NodeID
+	delete(v.read, ds.Spec.NodeID)
 }
 
 // deleteLedger forgets the ledger of disk uuid.
@@ -55,9 +72,94 @@ func (v *view) deleteLedger(uuid string) {
 		delete(v.ledgers, node)
 	}
 	delete(v.nodeOf, uuid)
+	delete(v.read, node)
 }
 
 // ledger returns the ledger of disk uuid, or nil.
 func (v *view) ledger(uuid string) *dsv1.DiskSchedule {
 	return v.ledgers[v.nodeOf[uuid]][uuid]
+}
+
+// reading returns node name's reading, computed once per change of its
+// Longhorn node or ledgers; nil when Longhorn has no such node.
+func (v *view) reading(name string) *nodeReading {
+	if r, ok := v.read[name]; ok {
+		return r
+	}
+	n := v.nodes[name]
+	if n == nil {
+		return nil
+	}
+	r := readNode(n, v.ledgers[name])
+	v.read[name] = r
+	return r
+}
+
+// nodeReading is what the filter needs of one node whatever the pod: the
+// node as placement sees it, with each disk's space as its ledger counts
+// it, and each disk's ledger.
+type nodeReading struct {
+	node *lhv1.Node
+	// placement is the node as package placement sees it.
+	placement placement.Node
+	// disks are its disks sorted by name.
+	disks []diskReading
+}
+
+// diskReading is one disk of a nodeReading.
+type diskReading struct {
+	placement.Disk
+	// ledger is the disk's DiskSchedule, or nil.
+	ledger *dsv1.DiskSchedule
+	// ledgerFailure says why the disk's ledger grants nothing now, or "".
+	ledgerFailure string
+	// free is what the ledger can still grant (ledger.Free).
+	free int64
+	// heldFor is what the ledger's granted reservations hold, by pod
+	// (ledger.HeldByPod).
+	heldFor map[string]int64
+}
+
+// readNode reads Longhorn's node n with its ledgers (by disk UUID).
+func readNode(n *lhv1.Node, ledgers map[string]*dsv1.DiskSchedule) *nodeReading {
+	out := &nodeReading{node: n, placement: placement.FromLonghorn(n, ledgerSpace(ledgers))}
+	for _, d := range out.placement.Disks {
+		dr := diskReading{Disk: d}
+		var uuid string
+		if st := n.Status.DiskStatus[d.Name]; st != nil {
+			uuid = st.DiskUUID
+		}
+		ds := ledgers[uuid]
+		switch {
+		case uuid == "":
+			// placement.DiskFailures names it.
+		case ds == nil:
+			dr.ledgerFailure = fmt.Sprintf("no DiskSchedule for disk %s yet", uuid)
+		case !meta.IsStatusConditionTrue(ds.Status.Conditions, dsv1.DiskScheduleConditionReady):
+			dr.ledgerFailure = "DiskSchedule is not Ready"
+			if c := meta.FindStatusCondition(ds.Status.Conditions, dsv1.DiskScheduleConditionReady); c != nil && c.Message != "" {
+				dr.ledgerFailure += ": " + c.Message
+			}
+		default:
+			dr.ledger = ds
+			dr.free = ledger.Free(ds)
+			dr.heldFor = ledger.HeldByPod(ds)
+		}
+		out.disks = append(out.disks, dr)
+	}
+	sort.Slice(out.disks, func(i, j int) bool { return out.disks[i].Name < out.disks[j].Name })
+	return out
+}
+
+// ledgerSpace gives placement each disk's space as its ledger counts it:
+// the limit, and what is scheduled plus what is pending. A disk without a
+// ledger has no known space.
+func ledgerSpace(ledgers map[string]*dsv1.DiskSchedule) placement.SpaceFunc {
+	return func(uuid string) (placement.Space, bool) {
+		ds := ledgers[uuid]
+		if ds == nil {
+			return placement.Space{}, false
+		}
+		return placement.Space{Limit: ds.Status.StorageLimit, Scheduled: ds.Status.StorageScheduled + ledger.PendingGrowth(ds)}, true
+	}
 }

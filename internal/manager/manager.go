@@ -181,7 +181,10 @@ func managerOptions(s *runtime.Scheme, opts Options, cert *gate.Certificate) ctr
 		// Longhorn's objects and the ledgers live in Longhorn's namespace;
 		// of the ConfigMaps there only the extender's is read; the extender
 		// follows pods and claims in every namespace.
+		// Nothing reads managed fields: the cache drops them, so reading a
+		// Longhorn object does not copy them.
 		Cache: cache.Options{
+			DefaultTransform:  cache.TransformStripManagedFields(),
 			DefaultNamespaces: map[string]cache.Config{opts.Namespace: {}},
 			ByObject: map[client.Object]cache.ByObject{
 				&corev1.Pod{}:                   {Namespaces: map[string]cache.Config{cache.AllNamespaces: {}}},

@@ -19,12 +19,9 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/rest"
-	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	dsv1 "github.com/longhorn/diskschedule/api/v1beta2"
 	"github.com/longhorn/diskschedule/internal/controlplane"
@@ -444,21 +441,13 @@ func (s *Sandbox) fail(err error) {
 // CSI driver and the nodes' kubelets) in its own manager with the
 // administrator's credentials, like the components it stands in for.
 func (s *Sandbox) startLonghorn(context.Context) error {
-	mgr, err := ctrl.NewManager(s.adminConfig, ctrl.Options{
-		Scheme:                 s.scheme,
-		Metrics:                metricsserver.Options{BindAddress: "0"},
-		HealthProbeBindAddress: "0",
-		Controller:             config.Controller{SkipNameValidation: ptr.To(true)},
-	})
-	if err != nil {
-		return fmt.Errorf("creating the simulated Longhorn's manager: %w", err)
-	}
-	if err := simlonghorn.Setup(mgr, simlonghorn.Options{
+	mgr, err := simlonghorn.NewManager(s.adminConfig, s.scheme, simlonghorn.Options{
 		Namespace:         Namespace,
 		Nodes:             s.opts.Topology.Longhorn(),
 		PlaceReplicas:     !s.opts.LonghornNodesOnly,
 		NodeLeaseDuration: nodeLeaseDuration(s.opts.NodeMonitorGracePeriod),
-	}); err != nil {
+	})
+	if err != nil {
 		return err
 	}
 	s.run("the simulated Longhorn", mgr)

@@ -87,7 +87,8 @@ func (c *backingImageController) reconcile(ctx context.Context, req reconcile.Re
 	var result reconcile.Result
 	if len(bi.Spec.DiskFileSpecMap) < max(bi.Spec.MinNumberOfCopies, 1) && bi.Status.UUID != "" {
 		nodes := &lhv1.NodeList{}
-		if err := c.sim.client.List(ctx, nodes, client.InNamespace(c.sim.namespace)); err != nil {
+		// Read only: the cache's own objects.
+		if err := c.sim.client.List(ctx, nodes, client.InNamespace(c.sim.namespace), client.UnsafeDisableDeepCopy); err != nil {
 			return reconcile.Result{}, fmt.Errorf("listing Longhorn nodes: %w", err)
 		}
 		sched, err := c.sim.settings(ctx)

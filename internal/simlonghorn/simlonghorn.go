@@ -14,6 +14,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
@@ -171,12 +172,15 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 
 // NewManager returns a manager running the simulated Longhorn alone, as the
 // sandbox, tests and benchmarks run it: cfg's (administrator) credentials,
-// a cache over every namespace, metrics and health probes off, and
-// controller names not checked for uniqueness, so several simulations may
-// run in one process one after another. Start it with its Start method.
+// a cache over every namespace that keeps no managed fields (nothing here
+// reads them, and copying them dominated reading from the cache), metrics
+// and health probes off, and controller names not checked for uniqueness,
+// so several simulations may run in one process one after another. Start it
+// with its Start method.
 func NewManager(cfg *rest.Config, scheme *runtime.Scheme, opts Options) (ctrl.Manager, error) {
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                 scheme,
+		Cache:                  cache.Options{DefaultTransform: cache.TransformStripManagedFields()},
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
 		Controller:             config.Controller{SkipNameValidation: ptr.To(true)},

@@ -100,7 +100,9 @@ func (c *volumeController) unsettledVolumes(ctx context.Context, o client.Object
 		return nil
 	}
 	list := &lhv1.VolumeList{}
-	if err := c.sim.client.List(ctx, list, client.InNamespace(c.sim.namespace)); err != nil {
+	// Read only: the cache's own objects, not copies (every node status
+	// change runs this over every volume).
+	if err := c.sim.client.List(ctx, list, client.InNamespace(c.sim.namespace), client.UnsafeDisableDeepCopy); err != nil {
 		ctrl.LoggerFrom(ctx).Error(err, "Listing volumes to reconcile")
 		return nil
 	}
@@ -141,7 +143,8 @@ func (c *volumeController) reconcile(ctx context.Context, req reconcile.Request)
 		return reconcile.Result{}, fmt.Errorf("listing the replicas of volume %s: %w", vol.Name, err)
 	}
 	nodes := &lhv1.NodeList{}
-	if err := c.sim.client.List(ctx, nodes, client.InNamespace(vol.Namespace)); err != nil {
+	// Read only (planReplicas copies what it keeps): the cache's own objects.
+	if err := c.sim.client.List(ctx, nodes, client.InNamespace(vol.Namespace), client.UnsafeDisableDeepCopy); err != nil {
 		return reconcile.Result{}, fmt.Errorf("listing Longhorn nodes: %w", err)
 	}
 	sched, err := c.sim.settings(ctx)

@@ -5,9 +5,9 @@
 // 100 nodes with one 10Ti disk each, and 1000 pods that each use their own
 // 1Gi claim of the Longhorn StorageClass. In one phase the pods request the
 // longhorn.io/scheduler-extender resource, so kube-scheduler calls the
-// extender for each (filter, prioritize, and the scheduling hold that lets
-// one pod's reservation be decided before the next is filtered); in the
-// other they do not, and kube-scheduler never calls it. In each phase the
+// extender for each (filter and prioritize; the pod's reservation is then
+// written to the ledger of the node it was bound to); in the other they do
+// not, and kube-scheduler never calls it. In each phase the
 // pods are created while kube-scheduler is paused, and the clock runs from
 // resuming it until the last pod is bound.
 //
@@ -24,6 +24,8 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"runtime"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"sync"
@@ -61,6 +63,7 @@ var (
 	podCount     = flag.Int("schedulerbench.pods", 1000, "Pods (each with its own claim) scheduled in each phase.")
 	logDir       = flag.String("schedulerbench.logs", "", "Keep etcd's, kube-apiserver's and kube-scheduler's logs in this directory (default: discard them).")
 	phaseTimeout = flag.Duration("schedulerbench.timeout", 10*time.Minute, "How long a phase's pods may take to be bound.")
+	cpuProfile   = flag.String("schedulerbench.cpuprofile", "", "Write a CPU profile of this process (the manager and the simulated Longhorn) while each phase's pods are scheduled, to <dir>/<phase>.pprof.")
 )
 
 // TestMain discards the in-process controllers' logs when benchmarks run,
@@ -112,13 +115,15 @@ func BenchmarkKubeSchedulerThroughput(b *testing.B) {
 				ns = fmt.Sprintf("with-extender-%d", i)
 			}
 			before := readExtenderTimes(b, metricsURL)
-			elapsed, created := runPhase(b, ctx, sb, c, scheduler, ns, phase.extender, *podCount)
-			*phase.out = append(*phase.out, elapsed)
+			res := runPhase(b, ctx, sb, c, scheduler, ns, phase.extender, *podCount)
+			*phase.out = append(*phase.out, res.elapsed)
 			if phase.extender {
 				ext = ext.add(readExtenderTimes(b, metricsURL).sub(before))
 			}
-			b.Logf("%s: %d pods bound in %s (%.1f pods/s) once kube-scheduler resumed; creating them took %s",
-				ns, *podCount, elapsed.Round(time.Millisecond), float64(*podCount)/elapsed.Seconds(), created.Round(time.Millisecond))
+			b.Logf("%s: %d pods bound in %s (%.1f pods/s) once kube-scheduler resumed; creating them took %s; while scheduling: %s",
+				ns, *podCount, res.elapsed.Round(time.Millisecond), float64(*podCount)/res.elapsed.Seconds(), res.created.Round(time.Millisecond),
+				res.cpu.describe(res.elapsed, runtime.NumCPU()))
+			b.Logf("%s: kube-apiserver served, while scheduling: %s", ns, res.api.describe(16))
 		}
 	}
 	select {
@@ -132,9 +137,9 @@ func BenchmarkKubeSchedulerThroughput(b *testing.B) {
 	b.ReportMetric(rateWith/rateWithout, "with/without")
 	b.ReportMetric(float64(*podCount), "pods")
 	// Where an extender pod's time goes, as the extender's own histograms
-	// say: the filter call (which includes waiting for the previous pod's
-	// hold), the wait for the pod's binding, and the ledger's decision on
-	// its reservation.
+	// say: the filter call (which includes any wait for pods in flight to
+	// leave room), the wait for the pod's binding, and the ledger's decision
+	// on its reservation.
 	b.ReportMetric(ext.mean(ext.filter), "filter-ms")
 	b.ReportMetric(ext.mean(ext.bindingWait), "binding-wait-ms")
 	b.ReportMetric(ext.mean(ext.reservation), "reservation-ms")
@@ -251,7 +256,7 @@ func startSandbox(b *testing.B, ctx context.Context) (*sandbox.Sandbox, client.W
 	}
 	b.Cleanup(func() {
 		if err := sb.Stop(); err != nil {
-			b.Errorf("stopping the sandbox: %v", err)
+			b.Errorf("stopping the sandbox: %v (goroutines: %s)", err, dumpGoroutines())
 		}
 	})
 	b.Logf("the sandbox with %d nodes was ready in %s", nodeCount, time.Since(start).Round(time.Second))
@@ -264,11 +269,23 @@ func startSandbox(b *testing.B, ctx context.Context) (*sandbox.Sandbox, client.W
 	return sb, c, metricsURL
 }
 
+// phaseResult is what runPhase measured.
+type phaseResult struct {
+	// elapsed runs from resuming kube-scheduler until every pod is bound.
+	elapsed time.Duration
+	// created is how long creating the pods took.
+	created time.Duration
+	// cpu is the CPU time each process used during elapsed.
+	cpu cpuTimes
+	// api is what kube-apiserver served during elapsed.
+	api apiCounts
+}
+
 // runPhase provisions n claims in namespace ns, creates n pods using them
-// while kube-scheduler (process scheduler) is paused, and returns the time
-// from resuming kube-scheduler until every pod is bound, and how long
-// creating them took. It returns once every pod runs.
-func runPhase(b *testing.B, ctx context.Context, sb *sandbox.Sandbox, c client.WithWatch, scheduler int, ns string, extender bool, n int) (elapsed, created time.Duration) {
+// while kube-scheduler (process scheduler) is paused, and measures the
+// time from resuming kube-scheduler until every pod is bound. It returns
+// once every pod runs.
+func runPhase(b *testing.B, ctx context.Context, sb *sandbox.Sandbox, c client.WithWatch, scheduler int, ns string, extender bool, n int) (res phaseResult) {
 	b.Helper()
 	provision(b, ctx, sb, c, ns, n, claimSize)
 
@@ -293,20 +310,40 @@ func runPhase(b *testing.B, ctx context.Context, sb *sandbox.Sandbox, c client.W
 	}
 	createStart := time.Now()
 	err := parallel(n, func(i int) error { return c.Create(ctx, pod(ns, i, extender)) })
-	created = time.Since(createStart)
+	res.created = time.Since(createStart)
 	if err != nil {
 		resume()
 		b.Fatalf("creating the pods: %v", err)
+	}
+	stopProfile := startProfile(b, ctx, sb, ns)
+	cpuBefore, err := readCPU(sb)
+	if err != nil {
+		b.Fatal(err)
+	}
+	apiBefore, err := readAPICounts(ctx, sb.AdminConfig())
+	if err != nil {
+		b.Fatal(err)
 	}
 	b.StartTimer()
 	start := time.Now()
 	resume()
 	select {
-	case res := <-allBound:
-		if res.err != nil {
-			b.Fatalf("following the pods of %s: %v", ns, res.err)
+	case bound := <-allBound:
+		if bound.err != nil {
+			b.Fatalf("following the pods of %s: %v", ns, bound.err)
 		}
-		elapsed = res.at.Sub(start)
+		res.elapsed = bound.at.Sub(start)
+		cpuAfter, err := readCPU(sb)
+		if err != nil {
+			b.Fatal(err)
+		}
+		res.cpu = cpuAfter.sub(cpuBefore)
+		stopProfile()
+		apiAfter, err := readAPICounts(ctx, sb.AdminConfig())
+		if err != nil {
+			b.Fatal(err)
+		}
+		res.api = apiAfter.sub(apiBefore)
 	case <-sb.Done():
 		b.Fatalf("a component of the sandbox stopped on its own while the pods of %s were scheduled: %v", ns, sb.Err())
 	case <-time.After(*phaseTimeout):
@@ -330,7 +367,57 @@ func runPhase(b *testing.B, ctx context.Context, sb *sandbox.Sandbox, c client.W
 		}
 		return running == n, fmt.Sprintf("%d running on %d nodes", running, len(nodes)), nil
 	})
-	return elapsed, created
+	return res
+}
+
+// startProfile starts a CPU profile of this process into
+// -schedulerbench.cpuprofile's directory, named after phase, one of
+// kube-apiserver for the phase's first 4 seconds (its /debug/pprof, into
+// <phase>-kube-apiserver.pprof), and records lock contention; it returns
+// the function that stops them and writes <phase>-mutex.pprof. Without the
+// flag it does nothing.
+func startProfile(b *testing.B, ctx context.Context, sb *sandbox.Sandbox, phase string) (stop func()) {
+	b.Helper()
+	if *cpuProfile == "" {
+		return func() {}
+	}
+	if err := os.MkdirAll(*cpuProfile, 0o755); err != nil {
+		b.Fatal(err)
+	}
+	f, err := os.Create(filepath.Join(*cpuProfile, phase+".pprof"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		b.Fatalf("starting a CPU profile (is -test.cpuprofile set too?): %v", err)
+	}
+	apiserver := make(chan error, 1)
+	go func() {
+		rc, err := rest.RESTClientFor(withCodecs(sb.AdminConfig()))
+		if err != nil {
+			apiserver <- err
+			return
+		}
+		data, err := rc.Get().AbsPath("/debug/pprof/profile").Param("seconds", "4").DoRaw(ctx)
+		if err != nil {
+			apiserver <- fmt.Errorf("profiling kube-apiserver: %w", err)
+			return
+		}
+		apiserver <- os.WriteFile(filepath.Join(*cpuProfile, phase+"-kube-apiserver.pprof"), data, 0o644)
+	}()
+	// Contention on locks, from the phase's start: <phase>-mutex.pprof.
+	runtime.SetMutexProfileFraction(1)
+	return func() {
+		pprof.StopCPUProfile()
+		if err := f.Close(); err != nil {
+			b.Error(err)
+		}
+		writeProfile(b, "mutex", filepath.Join(*cpuProfile, phase+"-mutex.pprof"))
+		runtime.SetMutexProfileFraction(0)
+		if err := <-apiserver; err != nil {
+			b.Error(err)
+		}
+	}
 }
 
 // provision creates namespace ns with n claims of size and waits until
@@ -501,6 +588,33 @@ func waitFor(b *testing.B, ctx context.Context, sb *sandbox.Sandbox, timeout tim
 	if err != nil {
 		b.Fatalf("waiting up to %s until %s: %v; last: %s", timeout, what, err, state)
 	}
+}
+
+// writeProfile writes the runtime profile name to path.
+func writeProfile(b *testing.B, name, path string) {
+	f, err := os.Create(path)
+	if err != nil {
+		b.Error(err)
+		return
+	}
+	defer f.Close()
+	if err := pprof.Lookup(name).WriteTo(f, 0); err != nil {
+		b.Error(err)
+	}
+}
+
+// dumpGoroutines writes every goroutine's stack to a file and returns its
+// path, to tell what a component that did not stop waits for.
+func dumpGoroutines() string {
+	f, err := os.CreateTemp("", "schedulerbench-goroutines-*.txt")
+	if err != nil {
+		return err.Error()
+	}
+	defer f.Close()
+	if err := pprof.Lookup("goroutine").WriteTo(f, 2); err != nil {
+		return err.Error()
+	}
+	return f.Name()
 }
 
 // syncBuffer is a strings.Builder safe for concurrent use.

@@ -90,6 +90,43 @@ func Pack(items []Item, bins []Bin, budget int) Result {
 	if len(items) == 0 {
 		return Result{Assignment: map[string]string{}, Fits: true, Exact: true}
 	}
+	if len(items) == 1 {
+		if bin, ok := bestFit(items[0], bins); ok {
+			return Result{Assignment: map[string]string{items[0].Name: bin}, Fits: true, Steps: 1, Exact: true}
+		}
+	}
+	return packBySearch(items, bins, budget)
+}
+
+// bestFit returns the bin the search would give a lone item: the
+// compatible bin with the least free space that still takes it, ties by
+// name; ok is false when none does or two bins share a name (the search
+// then says why). It is the common case of one volume per pod, without
+// building the search.
+func bestFit(it Item, bins []Bin) (name string, ok bool) {
+	for i := range bins {
+		for j := range i {
+			if bins[i].Name == bins[j].Name {
+				return "", false
+			}
+		}
+	}
+	var best Bin
+	size := max(it.Size, 0)
+	for _, b := range bins {
+		free := max(b.Free, 0)
+		if free < size || !compatible(it, b) {
+			continue
+		}
+		if bestFree := max(best.Free, 0); !ok || free < bestFree || (free == bestFree && b.Name < best.Name) {
+			best, ok = b, true
+		}
+	}
+	return best.Name, ok
+}
+
+// packBySearch is Pack by backtracking search, for any number of items.
+func packBySearch(items []Item, bins []Bin, budget int) Result {
 	if reason := checkNames(items, bins); reason != "" {
 		return Result{Exact: true, Reason: reason}
 	}

@@ -2,6 +2,7 @@ package packing
 
 import (
 	"fmt"
+	"maps"
 	"math"
 	"math/rand/v2"
 	"reflect"
@@ -567,6 +568,30 @@ func randomInstance(rng *rand.Rand) ([]Item, []Bin) {
 		}
 	}
 	return items, bins
+}
+
+// TestPackOneItemAsTheSearch: the one-volume shortcut answers what the
+// search answers.
+func TestPackOneItemAsTheSearch(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 11))
+	fits := 0
+	for range 20000 {
+		items, bins := randomInstance(rng)
+		if len(items) == 0 {
+			continue
+		}
+		items = items[:1]
+		got, want := Pack(items, bins, 0), packBySearch(items, bins, DefaultBudget)
+		if got.Fits != want.Fits || got.Reason != want.Reason || !maps.Equal(got.Assignment, want.Assignment) {
+			t.Fatalf("items %+v, bins %+v: Pack = %+v, the search = %+v", items, bins, got, want)
+		}
+		if got.Fits {
+			fits++
+		}
+	}
+	if fits == 0 {
+		t.Fatal("no instance fitted: the comparison covered only failures")
+	}
 }
 
 // bruteForce reports whether some assignment of items to bins is valid, by
