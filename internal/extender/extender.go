@@ -29,8 +29,8 @@ const DefaultFence = 10 * time.Second
 type Options struct {
 	// Client reads through the manager's cache and writes to the API server.
 	Client client.Client
-	// APIReader reads from the API server, for the retry of a write that lost
-	// the optimistic lock.
+	// APIReader reads from the API server, not the cache: the leader Lease
+	// at start and the extender's EndpointSlice.
 	APIReader client.Reader
 	// Informers is the manager's cache, whose events keep the extender's
 	// view of the disks and tell it where pods went.

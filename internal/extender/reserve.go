@@ -87,8 +87,8 @@ func (e *Extender) wanted(disk string, binding types.UID) ([]want, *dsv1.DiskSch
 	return out, e.view.ledger(disk)
 }
 
-// writeDisk writes, in one optimistic write, the reservations the entries
-// in flight wait for on disk, and drops from its spec the reservations the
+// writeDisk writes, in one merge patch, the reservations the entries in
+// flight wait for on disk, and drops from its spec the reservations the
 // ledger is done with. A reservation the ledger has no room for is not
 // written: its entry's claim ends and, when onlyPod (a pod's UID) is set and
 // the reservation is that pod's, errRefused is returned. A volume whose
@@ -109,8 +109,11 @@ func (e *Extender) writeDisk(ctx context.Context, disk string, onlyPod types.UID
 	}
 	var refused []want
 	var wrote []want
-	// The informer's event of the write settles the entries it shows.
-	_, err = ledgerclient.Edit(ctx, e.opts.Client, e.opts.APIReader, ds, func(ds *dsv1.DiskSchedule) bool {
+	// Only the extender writes reservations, whole keys at a time: a merge
+	// patch without the resourceVersion lock never conflicts with the other
+	// writers or the controller (ledgerclient.Merge). The informer's event
+	// of the write settles the entries it shows.
+	_, err = ledgerclient.Merge(ctx, e.opts.Client, ds, func(ds *dsv1.DiskSchedule) bool {
 		refused, wrote = nil, nil
 		changed := dropSpent(ds)
 		free := ledger.Free(ds)
@@ -142,7 +145,7 @@ func (e *Extender) writeDisk(ctx context.Context, disk string, onlyPod types.UID
 			changed = true
 		}
 		return changed
-	}, nil)
+	})
 	if err != nil {
 		return err
 	}

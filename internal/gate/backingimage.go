@@ -62,7 +62,7 @@ func (g *Gate) backingImageVerdict(ctx context.Context, req admissionRequest) ve
 			continue
 		}
 		prev := int64(ds.Spec.BackingImages[bi.Name])
-		gen, err := g.write(ctx, disk, func(ds *dsv1.DiskSchedule) bool { return setRequest(&ds.Spec.BackingImages, bi.Name, size) })
+		gen, err := g.request(ctx, disk, func(ds *dsv1.DiskSchedule) bool { return setRequest(&ds.Spec.BackingImages, bi.Name, size) })
 		if err != nil {
 			return g.putBackImages(ctx, bi.Name, done, failed(err))
 		}

@@ -49,6 +49,27 @@ func (g *Gate) write(ctx context.Context, disk string, edit func(*dsv1.DiskSched
 	return written.Generation, nil
 }
 
+// request is write for an edit that only sets request keys (a replica's or
+// a backing image's size): a merge patch without the resourceVersion lock
+// (ledgerclient.Merge), which never loses the race to the other writers
+// and the controller's status writes on a busy ledger. A handoff to a
+// reservation and a put-back keep write's lock: they depend on what the
+// latest version holds.
+func (g *Gate) request(ctx context.Context, disk string, edit func(*dsv1.DiskSchedule) bool) (int64, error) {
+	ds, err := g.read(ctx, disk)
+	if err != nil {
+		return 0, err
+	}
+	written, err := ledgerclient.Merge(ctx, g.client, ds, edit)
+	if apierrors.IsNotFound(err) {
+		return 0, errNoLedger
+	}
+	if err != nil || written == nil {
+		return 0, err
+	}
+	return written.Generation, nil
+}
+
 // await waits until the named DiskSchedule's controller has decided
 // generation gen and done says the answer is there, and returns the ledger
 // as the informer delivered it. It returns ctx's error when the decision

@@ -85,7 +85,11 @@ func (g *Gate) askReplica(ctx context.Context, disk string, ask replicaAsk, dryR
 			return failed(err)
 		}
 	}
-	gen, err := g.write(ctx, disk, ask.request)
+	write := g.request
+	if ask.handsOff(ds) {
+		write = g.write
+	}
+	gen, err := write(ctx, disk, ask.request)
 	if err != nil {
 		return failed(err)
 	}
@@ -121,6 +125,13 @@ func (a replicaAsk) request(ds *dsv1.DiskSchedule) bool {
 		}
 	}
 	return changed
+}
+
+// handsOff reports whether request names a reservation on ds for the
+// handoff, which must be written with the lock.
+func (a replicaAsk) handsOff(ds *dsv1.DiskSchedule) bool {
+	_, ok := ds.Spec.Reservations[a.volume]
+	return ok && a.volume != ""
 }
 
 // withdraw puts back what the ledger rejected (a new request is removed, a

@@ -105,7 +105,7 @@ func (g *Gate) raise(ctx context.Context, rep *lhv1.Replica, size int64) (*raise
 		return nil, "", nil
 	}
 	prev := int64(ds.Spec.Replicas[rep.Name])
-	gen, err := g.write(ctx, rep.Spec.DiskID, ask.request)
+	gen, err := g.request(ctx, rep.Spec.DiskID, ask.request)
 	if err != nil {
 		return nil, "", err
 	}

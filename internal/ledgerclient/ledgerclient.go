@@ -79,6 +79,29 @@ func Edit(ctx context.Context, c client.Writer, api client.Reader, cur *dsv1.Dis
 	}
 }
 
+// Merge applies change to a copy of cur, a DiskSchedule as a cache holds
+// it, and writes the difference as a JSON merge patch with no
+// resourceVersion precondition: the API server merges it into its latest
+// version, so it never conflicts with other writers or with the
+// controller's status writes, and loses none of their keys. It is for a
+// writer that sets or removes whole map keys no other writer sets (the
+// extender's reservations); a write that must see the latest version of a
+// key another writer may change (a handoff, a put-back) takes Edit's lock.
+// The difference is computed against cur, so a key the cache does not
+// show yet is left as the server has it. change reports whether it changed
+// anything; when it did not, nothing is written and Merge returns nil.
+// Otherwise it returns the object written.
+func Merge(ctx context.Context, c client.Writer, cur *dsv1.DiskSchedule, change func(*dsv1.DiskSchedule) bool) (*dsv1.DiskSchedule, error) {
+	next := cur.DeepCopy()
+	if !change(next) {
+		return nil, nil
+	}
+	if err := c.Patch(ctx, next, client.MergeFrom(cur)); err != nil {
+		return nil, fmt.Errorf("writing to DiskSchedule %s: %w", cur.Name, err)
+	}
+	return next, nil
+}
+
 // SetReplica returns a change that requests size bytes for replica.
 func SetReplica(replica string, size int64) func(*dsv1.DiskSchedule) bool {
 	return func(ds *dsv1.DiskSchedule) bool {
