@@ -16,6 +16,11 @@ type RaceOptions struct {
 	Size string
 	// UseExtender makes the pods request the extender's resource.
 	UseExtender bool
+	// BarePods runs the race without the StatefulSet: the claims are
+	// provisioned and bound first, then the pods are created at once by
+	// themselves, so every pod is ready to schedule at the same moment and
+	// the times are kube-scheduler's alone.
+	BarePods bool
 }
 
 // Race is the race-condition test of the plan: a StatefulSet of Pods
@@ -25,8 +30,8 @@ type RaceOptions struct {
 // volumes the provisioner creates. On four nodes with one 400Gi disk each,
 // sixteen 100Gi volumes fill the cluster exactly, so the only placement
 // that gives every pod its data locally is four pods per node. The times
-// run from the StatefulSet's creation. The StatefulSet and its claims are
-// left for Cleanup.
+// run from the StatefulSet's creation (with BarePods, from the pods'). The
+// StatefulSet or the pods, and the claims, are left for Cleanup.
 func Race(ctx context.Context, c client.WithWatch, opts RaceOptions) (Result, error) {
 	o, err := opts.Common.withDefaults()
 	if err != nil {
@@ -42,8 +47,16 @@ func Race(ctx context.Context, c client.WithWatch, opts RaceOptions) (Result, er
 	if err != nil {
 		return Result{}, err
 	}
-	w.sts = true
-	res, err := w.run(ctx, w.createStatefulSet)
+	begin := w.createStatefulSet
+	if opts.BarePods {
+		if err := w.createClaims(ctx); err != nil {
+			return Result{}, fmt.Errorf("race: %w", err)
+		}
+		begin = w.createPods
+	} else {
+		w.sts = true
+	}
+	res, err := w.run(ctx, begin)
 	if err != nil {
 		return res, fmt.Errorf("race: %w", err)
 	}
