@@ -89,6 +89,14 @@ type DiskScheduleReservation struct {
 	// +optional
 	// +kubebuilder:validation:MaxLength=253
 	Replica string `json:"replica,omitempty"`
+	// renewals counts the writer's renewals of a granted reservation: raising
+	// it moves the reservation's expiresAt to a full timeout from the
+	// decision that sees it, with no moment in between when the space is
+	// free. The extender renews the reservation of a pod bound to the node
+	// while Longhorn has not yet placed its volume's replica there.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	Renewals int32 `json:"renewals,omitempty"`
 }
 
 // DiskScheduleSpec holds the requests written to one disk's ledger.
@@ -174,6 +182,10 @@ type ReservationStatus struct {
 	// expires and frees its space.
 	// +optional
 	ExpiresAt *metav1.Time `json:"expiresAt,omitempty"`
+	// renewals is the spec's renewals the current expiresAt was set for.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	Renewals int32 `json:"renewals,omitempty"`
 }
 
 // DiskScheduleStatus holds the ledger's decisions, written only by the

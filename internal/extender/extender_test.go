@@ -728,3 +728,90 @@ func TestExpiredReservationOfAWaitingPodIsRenewed(t *testing.T) {
 		t.Errorf("renewed reservations = %v, want at least 1", got)
 	}
 }
+
+// TestGrantedReservationOfAWaitingPodIsRenewed: a granted reservation about
+// to expire while its pod, bound to the node, still has no replica there is
+// renewed (spec renewals raised) before it expires, so the ledger never
+// frees the space; once Longhorn placed the replica on the node, it is not
+// renewed any more. The test plays the ledger's controller.
+func TestGrantedReservationOfAWaitingPodIsRenewed(t *testing.T) {
+	f := newFixture(t)
+	f.node("node-a", []int64{100 * gi}, nil)
+	claimA, volA := f.claim("data-a", 60*gi)
+	podA := f.pod("a", claimA)
+	err := wait.PollUntilContextTimeout(f.ctx, 10*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
+		passed, _, err := f.ext.Filter(ctx, podA, []string{"node-a"})
+		return err == nil && len(passed) == 1, nil
+	})
+	if err != nil {
+		t.Fatalf("pod a: want node-a to pass: %v", err)
+	}
+	binding := &corev1.Binding{ObjectMeta: metav1.ObjectMeta{Name: podA.Name, Namespace: f.ns},
+		Target: corev1.ObjectReference{Kind: "Node", Name: "node-a"}}
+	if err := f.env.Client.SubResource("binding").Create(f.ctx, podA, binding); err != nil {
+		t.Fatalf("binding pod a: %v", err)
+	}
+	key := types.NamespacedName{Namespace: f.ns, Name: "node-a-uuid-1"}
+	ledgerWhere := func(what string, cond func(*dsv1.DiskSchedule) bool) *dsv1.DiskSchedule {
+		t.Helper()
+		ds := &dsv1.DiskSchedule{}
+		err := wait.PollUntilContextTimeout(f.ctx, 10*time.Millisecond, 20*time.Second, true, func(ctx context.Context) (bool, error) {
+			if err := f.env.Client.Get(ctx, key, ds); err != nil {
+				return false, err
+			}
+			return cond(ds), nil
+		})
+		if err != nil {
+			t.Fatalf("waiting until %s: %v (spec %+v, status %+v)", what, err, ds.Spec.Reservations, ds.Status.Reservations)
+		}
+		return ds
+	}
+	ds := ledgerWhere("pod a's reservation is written", func(ds *dsv1.DiskSchedule) bool {
+		res, ok := ds.Spec.Reservations[volA]
+		return ok && res.Pod == f.ns+"/a" && res.Size == 60*gi
+	})
+	// grant decides the reservation as written now, expiring in 2 s: within
+	// the renewal lead of the default timeout (5 s).
+	grant := func(ds *dsv1.DiskSchedule) {
+		t.Helper()
+		res := ds.Spec.Reservations[volA]
+		expires := metav1.NewTime(time.Now().Add(2 * time.Second))
+		ds.Status.Reservations = map[string]dsv1.ReservationStatus{volA: {State: dsv1.ReservationStateScheduled,
+			RequestedSize: res.Size, ScheduledSize: res.Size, Pod: res.Pod, ExpiresAt: &expires, Renewals: res.Renewals}}
+		ds.Status.ObservedGeneration = ds.Generation
+		if err := f.env.Client.Status().Update(f.ctx, ds); err != nil {
+			t.Fatal(err)
+		}
+	}
+	grant(ds)
+	ds = ledgerWhere("the extender renews pod a's reservation before it expires", func(ds *dsv1.DiskSchedule) bool {
+		return ds.Spec.Reservations[volA].Renewals == 1
+	})
+	if res := ds.Spec.Reservations[volA]; res.Pod != f.ns+"/a" || res.Size != 60*gi {
+		t.Errorf("renewed reservation = %+v, want pod a's 60Gi", res)
+	}
+	if got := metricValue(t, f.metrics.Reservations.WithLabelValues("renewed")); got < 1 {
+		t.Errorf("renewed reservations = %v, want at least 1", got)
+	}
+
+	// Longhorn places the volume's replica on the node: the reservation,
+	// granted again with the same lead, is left to expire.
+	r := testenv.Replica(f.ns, volA+"-r-1", testenv.ReplicaFixture{Volume: volA, Size: 60 * gi,
+		NodeID: "node-a", DiskName: "disk-1", DiskID: "node-a-uuid-1", State: lhv1.InstanceStateStopping})
+	if err := testenv.CreateLonghorn(f.ctx, f.env.Client, r); err != nil {
+		t.Fatal(err)
+	}
+	f.waitCached(r)
+	grant(ds)
+	deadline := time.Now().Add(3 * time.Second) // past the granted expiry
+	for time.Now().Before(deadline) {
+		cur := &dsv1.DiskSchedule{}
+		if err := f.env.Client.Get(f.ctx, key, cur); err != nil {
+			t.Fatal(err)
+		}
+		if got := cur.Spec.Reservations[volA].Renewals; got != 1 {
+			t.Fatalf("renewals = %d after the replica was placed on the node, want 1 (not renewed)", got)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}

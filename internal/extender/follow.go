@@ -16,6 +16,7 @@ import (
 
 	dsv1 "github.com/longhorn/diskschedule/api/v1beta2"
 	"github.com/longhorn/diskschedule/internal/ledger"
+	"github.com/longhorn/diskschedule/internal/settings"
 )
 
 // How the extender learned a pod's node.
@@ -300,7 +301,9 @@ func (e *Extender) expire(entry *inflight, reason string) {
 
 // sweep expires, until ctx ends, the entries whose pods got no node within
 // scheduler-extender-pod-scheduling-timeout and those whose reservations
-// the ledgers did not show within renewalWindow of the node being known.
+// the ledgers did not show within renewalWindow of the node being known,
+// and renews the reservations about to expire that pods still wait on
+// (renewDue).
 func (e *Extender) sweep(ctx context.Context) {
 	ticker := e.opts.Clock.NewTicker(sweepPeriod)
 	defer ticker.Stop()
@@ -316,6 +319,7 @@ func (e *Extender) sweep(ctx context.Context) {
 		}
 		now := e.opts.Clock.Now()
 		e.mu.Lock()
+		e.renewDue(sched)
 		for uid, at := range e.lapsed {
 			if now.Sub(at) > renewalWindow {
 				delete(e.lapsed, uid)
@@ -339,33 +343,24 @@ func (e *Extender) sweep(ctx context.Context) {
 
 // holdExpired keeps counting, in the overlay, the space of a reservation
 // that expired while its pod, bound to node, still waits for Longhorn to
-// place its volume's replica there (in a burst that takes longer than
-// scheduler-extender-node-reservation-timeout), and queues it to be written
-// again. It runs under the same lock as the view's update that shows the
-// expiry, so no filter sees the space free in between. Called with e.mu held.
+// place its volume's replica there (renewals normally keep it from
+// expiring: see renewDue), and queues it to be written again. It runs under
+// the same lock as the view's update that shows the expiry, so no filter
+// sees the space free in between. Called with e.mu held.
 func (e *Extender) holdExpired(ds *dsv1.DiskSchedule, volume string, res dsv1.DiskScheduleReservation) {
-	ns, name, ok := strings.Cut(res.Pod, "/")
-	if !ok || e.writes == nil {
+	if e.writes == nil {
 		return
 	}
-	ctx := e.background
-	pod := &corev1.Pod{}
-	if err := e.opts.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, pod); err != nil {
-		return
-	}
-	node := ds.Spec.NodeID
-	if pod.Spec.NodeName != node || pod.DeletionTimestamp != nil || !boundSince(pod, e.opts.Clock.Now().Add(-renewalWindow)) {
+	pod, ok := e.waitingPod(ds, volume, res)
+	if !ok {
 		return
 	}
 	if entry := e.overlay.get(pod.UID); entry != nil {
 		return // followed already
 	}
-	placed, err := e.placedOnNode(ctx, []want{{volume: volume}}, node)
-	if err != nil || len(placed) > 0 {
-		return // its replica holds the space now
-	}
+	node := ds.Spec.NodeID
 	entry := &inflight{
-		pod: types.NamespacedName{Namespace: ns, Name: name}, uid: pod.UID, claims: claimNames(pod), filtered: e.opts.Clock.Now(),
+		pod: client.ObjectKeyFromObject(pod), uid: pod.UID, claims: claimNames(pod), filtered: e.opts.Clock.Now(),
 		offered: map[string]fit{node: {OK: true, Assignment: map[string]string{volume: ds.Name}, Sizes: map[string]int64{volume: res.Size}}},
 	}
 	e.overlay.add(entry)
@@ -373,6 +368,79 @@ func (e *Extender) holdExpired(ds *dsv1.DiskSchedule, volume string, res dsv1.Di
 	e.queueWrites(entry)
 	e.opts.Metrics.Reservations.WithLabelValues("renewed").Inc()
 	e.opts.Metrics.InFlight.Set(float64(e.overlay.len()))
+}
+
+// waitingPod returns the pod a reservation of volume on ds was made for
+// when that pod still needs it: bound to the disk's node less than
+// renewalWindow ago, not being deleted, and without a replica of the
+// volume placed on that node yet. Called with e.mu held.
+func (e *Extender) waitingPod(ds *dsv1.DiskSchedule, volume string, res dsv1.DiskScheduleReservation) (*corev1.Pod, bool) {
+	ns, name, ok := strings.Cut(res.Pod, "/")
+	if !ok {
+		return nil, false
+	}
+	ctx := e.background
+	pod := &corev1.Pod{}
+	if err := e.opts.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, pod); err != nil {
+		return nil, false
+	}
+	node := ds.Spec.NodeID
+	if pod.Spec.NodeName != node || pod.DeletionTimestamp != nil || !boundSince(pod, e.opts.Clock.Now().Add(-renewalWindow)) {
+		return nil, false
+	}
+	placed, err := e.placedOnNode(ctx, []want{{volume: volume}}, node)
+	if err != nil || len(placed) > 0 {
+		return nil, false // its replica holds the space now
+	}
+	return pod, true
+}
+
+// renewDue marks for renewal the granted reservations of every disk where
+// one of them, still needed by its pod (waitingPod), expires within
+// renewAhead of now, and queues those disks: all the disk's needed
+// reservations are renewed in the same write, so they expire together and
+// the next renewal is one write again. Called with e.mu held.
+func (e *Extender) renewDue(sched settings.Scheduling) {
+	if e.writes == nil || sched.NodeReservationTimeout <= 0 {
+		return
+	}
+	now := e.opts.Clock.Now()
+	ahead := sched.NodeReservationTimeout * 3 / 5
+	for _, byDisk := range e.view.ledgers {
+		for uuid, ds := range byDisk {
+			if !renewalDue(ds, now.Add(ahead)) {
+				continue
+			}
+			for volume, res := range ds.Spec.Reservations {
+				if st, ok := ds.Status.Reservations[volume]; !ok || st.State != dsv1.ReservationStateScheduled ||
+					st.RequestedSize != res.Size || st.Pod != res.Pod || res.Pod == "" {
+					continue
+				}
+				if _, ok := e.waitingPod(ds, volume, res); !ok {
+					continue
+				}
+				if e.renewals[uuid] == nil {
+					e.renewals[uuid] = map[string]renewal{}
+				}
+				e.renewals[uuid][volume] = renewal{pod: res.Pod, to: res.Renewals + 1}
+			}
+			if len(e.renewals[uuid]) > 0 {
+				e.writes.Add(uuid)
+			}
+		}
+	}
+}
+
+// renewalDue reports whether a granted reservation of ds expires before by.
+func renewalDue(ds *dsv1.DiskSchedule, by time.Time) bool {
+	for volume, res := range ds.Spec.Reservations {
+		st, ok := ds.Status.Reservations[volume]
+		if ok && st.State == dsv1.ReservationStateScheduled && st.ExpiresAt != nil && st.ExpiresAt.Time.Before(by) &&
+			st.RequestedSize == res.Size && st.Pod == res.Pod && res.Pod != "" {
+			return true
+		}
+	}
+	return false
 }
 
 // boundSince reports whether pod was bound after t.

@@ -96,8 +96,10 @@ func (e *Extender) wanted(disk string, binding types.UID) ([]want, *dsv1.DiskSch
 func (e *Extender) writeDisk(ctx context.Context, disk string, onlyPod types.UID) error {
 	e.mu.Lock()
 	wants, ds := e.wanted(disk, onlyPod)
+	renew := e.renewals[disk]
+	delete(e.renewals, disk)
 	e.mu.Unlock()
-	if len(wants) == 0 {
+	if len(wants) == 0 && len(renew) == 0 {
 		return nil
 	}
 	if ds == nil {
@@ -109,6 +111,7 @@ func (e *Extender) writeDisk(ctx context.Context, disk string, onlyPod types.UID
 	}
 	var refused []want
 	var wrote []want
+	var renewed int
 	// Only the extender writes reservations, whole keys at a time: a merge
 	// patch without the resourceVersion lock never conflicts with the other
 	// writers or the controller (ledgerclient.Merge). The informer's event
@@ -116,6 +119,8 @@ func (e *Extender) writeDisk(ctx context.Context, disk string, onlyPod types.UID
 	_, err = ledgerclient.Merge(ctx, e.opts.Client, ds, func(ds *dsv1.DiskSchedule) bool {
 		refused, wrote = nil, nil
 		changed := dropSpent(ds)
+		renewed = applyRenewals(ds, renew)
+		changed = renewed > 0 || changed
 		free := ledger.Free(ds)
 		for _, w := range wants {
 			if _, ok := placed[w.volume]; ok {
@@ -147,10 +152,21 @@ func (e *Extender) writeDisk(ctx context.Context, disk string, onlyPod types.UID
 		return changed
 	})
 	if err != nil {
+		e.mu.Lock()
+		for volume, r := range renew { // tried again with the disk's next write
+			if e.renewals[disk] == nil {
+				e.renewals[disk] = map[string]renewal{}
+			}
+			if _, newer := e.renewals[disk][volume]; !newer {
+				e.renewals[disk][volume] = r
+			}
+		}
+		e.mu.Unlock()
 		return err
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	e.opts.Metrics.Reservations.WithLabelValues("renewed").Add(float64(renewed))
 	for _, w := range wrote {
 		if e.written[disk] == nil {
 			e.written[disk] = map[string]string{}
@@ -178,6 +194,30 @@ func (e *Extender) writeDisk(ctx context.Context, disk string, onlyPod types.UID
 			ds.Spec.Name, ds.Spec.NodeID, ledger.Bytes(ledger.Free(ds)))
 	}
 	return nil
+}
+
+// renewal is a granted reservation to renew: its pod, and the renewals
+// count to write.
+type renewal struct {
+	pod string
+	to  int32
+}
+
+// applyRenewals raises the renewals of ds's reservations in renew that are
+// still the same pod's and below the count to write, and returns how many
+// it raised.
+func applyRenewals(ds *dsv1.DiskSchedule, renew map[string]renewal) int {
+	n := 0
+	for volume, r := range renew {
+		res, ok := ds.Spec.Reservations[volume]
+		if !ok || res.Pod != r.pod || res.Renewals >= r.to {
+			continue
+		}
+		res.Renewals = r.to
+		ds.Spec.Reservations[volume] = res
+		n++
+	}
+	return n
 }
 
 // dropSpent removes from ds's spec the reservations the ledger is done

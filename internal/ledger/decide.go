@@ -87,6 +87,7 @@ func Decide(in Input) (dsv1.DiskScheduleStatus, Outcome) {
 	d.keepDecided()
 	d.shrink()
 	d.holdUndecided()
+	d.renewReservations()
 	d.expireReservations(true)
 	d.handOff()
 	d.fulfillPlaced()
@@ -230,6 +231,25 @@ func (d *decider) heldBy(name string, previous, decided map[string]dsv1.RequestS
 // request holding them is decided and charged its new scheduled size.
 func (d *decider) release(held int64) {
 	d.used -= held
+}
+
+// renewReservations gives each granted reservation whose writer raised its
+// renewals since the last decision a full timeout from now, keeping its
+// space: a renewal that arrives after expiresAt but before the expiry was
+// written still renews, and no status in between shows the space free.
+func (d *decider) renewReservations() {
+	for _, name := range sortedKeys(d.out.Reservations) {
+		st := d.out.Reservations[name]
+		res, ok := d.in.Spec.Reservations[name]
+		if !ok || st.State != dsv1.ReservationStateScheduled || st.ExpiresAt == nil ||
+			res.Renewals == st.Renewals || !reservationDecided(res, st) {
+			continue
+		}
+		expires := metav1.NewTime(d.in.Now.Add(d.in.ReservationTimeout))
+		st.ExpiresAt = &expires
+		st.Renewals = res.Renewals
+		d.setReservation(name, st)
+	}
 }
 
 // expireReservations frees granted reservations whose time is up (rule 6).
@@ -408,7 +428,8 @@ func (d *decider) grow() {
 			continue
 		}
 		st := d.growth(res.Size, dsv1.RequestStatus{}, false)
-		out := dsv1.ReservationStatus{RequestedSize: res.Size, Pod: res.Pod, ScheduledSize: st.ScheduledSize, Message: st.Message}
+		out := dsv1.ReservationStatus{RequestedSize: res.Size, Pod: res.Pod, ScheduledSize: st.ScheduledSize, Message: st.Message,
+			Renewals: res.Renewals}
 		if st.State == dsv1.RequestStateScheduled {
 			out.State = dsv1.ReservationStateScheduled
 			expires := metav1.NewTime(d.in.Now.Add(d.in.ReservationTimeout))

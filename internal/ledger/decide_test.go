@@ -1806,3 +1806,59 @@ func TestDecideReservationTakenOverByAPlacedReplica(t *testing.T) {
 		})
 	}
 }
+
+// TestDecideRenewal: raising a granted reservation's renewals gives it a
+// full timeout from the decision that sees it, keeping its space, even when
+// that decision comes after the old expiresAt; without a renewal it expires
+// and a request takes the space.
+func TestDecideRenewal(t *testing.T) {
+	in := Input{
+		Spec: dsv1.DiskScheduleSpec{Reservations: map[string]dsv1.DiskScheduleReservation{
+			"v": {Size: 100 * Gi, Pod: "ns/p"},
+		}},
+		Generation: 1, Disk: okDisk(100 * Gi), ReservationTimeout: timeout, Now: t0,
+	}
+	st, _ := decide(t, in)
+	wantRes(t, st.Reservations, "v", resScheduled(100*Gi, "ns/p", t0.Add(timeout)))
+
+	// Renewed one second after expiresAt, with a request waiting for the
+	// space: the reservation keeps it until a timeout from now.
+	in.Spec.Reservations["v"] = dsv1.DiskScheduleReservation{Size: 100 * Gi, Pod: "ns/p", Renewals: 1}
+	in.Spec.Replicas = map[string]rb{"r-other": 10 * Gi}
+	in.Generation, in.Previous, in.Now = 2, st, t0.Add(timeout+time.Second)
+	renewed, oc := decide(t, in)
+	want := resScheduled(100*Gi, "ns/p", t0.Add(2*timeout+time.Second))
+	want.Renewals = 1
+	wantRes(t, renewed.Reservations, "v", want)
+	wantReq(t, "replica", renewed.Replicas, "r-other", rejected(10*Gi, 0, "requested 10Gi, 0 free of limit 100Gi"))
+	wantScheduled(t, renewed, 100*Gi)
+	wantOutcome(t, oc, 0, 1, 0, 0)
+	if !oc.NextExpiry.Equal(t0.Add(2*timeout + time.Second)) {
+		t.Errorf("NextExpiry = %v, want %v", oc.NextExpiry, t0.Add(2*timeout+time.Second))
+	}
+
+	// Decided again with the same renewals: nothing moves.
+	in.Generation, in.Previous, in.Now = 3, renewed, t0.Add(timeout+2*time.Second)
+	again, _ := decide(t, in)
+	wantRes(t, again.Reservations, "v", want)
+
+	// Not renewed again: at the new expiresAt it expires and the waiting
+	// request is granted in the same decision.
+	in.Spec.Replicas = map[string]rb{"r-later": 10 * Gi}
+	in.Generation, in.Previous, in.Now = 4, again, t0.Add(2*timeout+time.Second)
+	st, oc = decide(t, in)
+	if got := st.Reservations["v"]; got.State != dsv1.ReservationStateExpired || got.ScheduledSize != 0 {
+		t.Errorf("v = %+v, want expired", got)
+	}
+	wantReq(t, "replica", st.Replicas, "r-later", granted(10*Gi))
+	wantOutcome(t, oc, 1, 0, 1, 0)
+
+	// A renewal of a reservation that already expired does not bring it
+	// back: expired stays expired.
+	in.Spec.Reservations["v"] = dsv1.DiskScheduleReservation{Size: 100 * Gi, Pod: "ns/p", Renewals: 2}
+	in.Generation, in.Previous, in.Now = 5, st, t0.Add(2*timeout+2*time.Second)
+	st, _ = decide(t, in)
+	if got := st.Reservations["v"]; got.State != dsv1.ReservationStateExpired || got.ScheduledSize != 0 {
+		t.Errorf("v after a late renewal = %+v, want expired", got)
+	}
+}
