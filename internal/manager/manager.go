@@ -193,6 +193,12 @@ func managerOptions(s *runtime.Scheme, opts Options, cert *gate.Certificate) ctr
 			},
 		},
 		Client: client.Options{Cache: &client.CacheOptions{Unstructured: false}},
+		// controller-runtime v0.24's priority queue can deadlock on shutdown
+		// (kubernetes-sigs/controller-runtime#3538, fixed in v0.25, which
+		// needs the Kubernetes 1.37 libraries): a manager losing or
+		// releasing its lease would not stop. The classic work queue has no
+		// such race.
+		Controller: config.Controller{UsePriorityQueue: ptr.To(false)},
 	}
 	if cert != nil {
 		port := opts.Gate.Port
@@ -216,7 +222,7 @@ func managerOptions(s *runtime.Scheme, opts Options, cert *gate.Certificate) ctr
 		mgrOpts.RetryPeriod = ptr.To(opts.RetryPeriod)
 	}
 	if opts.SkipControllerNameValidation {
-		mgrOpts.Controller = config.Controller{SkipNameValidation: ptr.To(true)}
+		mgrOpts.Controller.SkipNameValidation = ptr.To(true)
 	}
 	return mgrOpts
 }

@@ -183,7 +183,9 @@ func NewManager(cfg *rest.Config, scheme *runtime.Scheme, opts Options) (ctrl.Ma
 		Cache:                  cache.Options{DefaultTransform: cache.TransformStripManagedFields()},
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
-		Controller:             config.Controller{SkipNameValidation: ptr.To(true)},
+		// The classic work queue: controller-runtime v0.24's priority queue
+		// can deadlock on shutdown (kubernetes-sigs/controller-runtime#3538).
+		Controller: config.Controller{SkipNameValidation: ptr.To(true), UsePriorityQueue: ptr.To(false)},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("creating the simulated Longhorn's manager: %w", err)
