@@ -5,9 +5,6 @@ import (
 	"sort"
 	"strings"
 
-	lhv1 "github.com/longhorn/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
-
-	dsv1 "github.com/longhorn/diskschedule/api/v1beta2"
 	"github.com/longhorn/diskschedule/internal/extender/packing"
 	"github.com/longhorn/diskschedule/internal/placement"
 	"github.com/longhorn/diskschedule/internal/settings"
@@ -30,20 +27,10 @@ type fit struct {
 	Exact bool
 }
 
-// evaluate decides whether the volumes that have no replica on node fit
-// together on its disks. node is Longhorn's node (nil when there is none);
-// ledgers are its DiskSchedules by disk UUID; pod ("namespace/name") gets
-// back the space its own reservations hold. See evaluateReading.
-func evaluate(vols []podVolume, node *lhv1.Node, ledgers map[string]*dsv1.DiskSchedule,
-	claimed func(uuid string) int64, sched settings.Scheduling, pod string, budget int) fit {
-	if node == nil {
-		return fit{Reason: "not a Longhorn node"}
-	}
-	return evaluateReading(vols, readNode(node, ledgers), claimed, sched, pod, budget)
-}
-
-// evaluateReading is evaluate on a node's reading (nil: not a Longhorn
-// node), which the view keeps between the node's changes.
+// evaluateReading decides whether the volumes that have no replica on the
+// node read as r (nil: not a Longhorn node; the view keeps readings between
+// the node's changes) fit together on its disks; pod ("namespace/name")
+// gets back the space its own reservations hold.
 //
 // Whether the node and each disk may take a replica of a volume is
 // placement.NodeFailures and placement.DiskFailures, the one eligibility

@@ -272,3 +272,16 @@ func TestRestartNode(t *testing.T) {
 		t.Errorf("restartNode = %q, want none", got)
 	}
 }
+
+// evaluate decides whether the volumes that have no replica on node fit
+// together on its disks. node is Longhorn's node (nil when there is none);
+// ledgers are its DiskSchedules by disk UUID; pod ("namespace/name") gets
+// back the space its own reservations hold: evaluateReading on the node
+// read with its ledgers.
+func evaluate(vols []podVolume, node *lhv1.Node, ledgers map[string]*dsv1.DiskSchedule,
+	claimed func(uuid string) int64, sched settings.Scheduling, pod string, budget int) fit {
+	if node == nil {
+		return fit{Reason: "not a Longhorn node"}
+	}
+	return evaluateReading(vols, readNode(node, ledgers), claimed, sched, pod, budget)
+}

@@ -395,11 +395,11 @@ func (e *Extender) waitingPod(ds *dsv1.DiskSchedule, volume string, res dsv1.Dis
 	return pod, true
 }
 
-// renewDue marks for renewal the granted reservations of every disk where
-// one of them, still needed by its pod (waitingPod), expires within
-// renewAhead of now, and queues those disks: all the disk's needed
-// reservations are renewed in the same write, so they expire together and
-// the next renewal is one write again. Called with e.mu held.
+// renewDue marks for renewal, on every disk where a granted reservation
+// expires within 3/5 of scheduler-extender-node-reservation-timeout from
+// now, the disk's granted reservations their pods still need (waitingPod),
+// and queues the disk: they are renewed in one write, so they expire
+// together and the next renewal is one write again. Called with e.mu held.
 func (e *Extender) renewDue(sched settings.Scheduling) {
 	if e.writes == nil || sched.NodeReservationTimeout <= 0 {
 		return
@@ -411,9 +411,9 @@ func (e *Extender) renewDue(sched settings.Scheduling) {
 			if !renewalDue(ds, now.Add(ahead)) {
 				continue
 			}
-			for volume, res := range ds.Spec.Reservations {
-				if st, ok := ds.Status.Reservations[volume]; !ok || st.State != dsv1.ReservationStateScheduled ||
-					st.RequestedSize != res.Size || st.Pod != res.Pod || res.Pod == "" {
+			for volume := range ds.Spec.Reservations {
+				res, state, _ := ledger.ReservationOf(ds, volume)
+				if state != dsv1.ReservationStateScheduled || res.Pod == "" {
 					continue
 				}
 				if _, ok := e.waitingPod(ds, volume, res); !ok {
@@ -431,12 +431,13 @@ func (e *Extender) renewDue(sched settings.Scheduling) {
 	}
 }
 
-// renewalDue reports whether a granted reservation of ds expires before by.
+// renewalDue reports whether a granted reservation of a pod on ds expires
+// before by.
 func renewalDue(ds *dsv1.DiskSchedule, by time.Time) bool {
-	for volume, res := range ds.Spec.Reservations {
-		st, ok := ds.Status.Reservations[volume]
-		if ok && st.State == dsv1.ReservationStateScheduled && st.ExpiresAt != nil && st.ExpiresAt.Time.Before(by) &&
-			st.RequestedSize == res.Size && st.Pod == res.Pod && res.Pod != "" {
+	for volume := range ds.Spec.Reservations {
+		res, state, _ := ledger.ReservationOf(ds, volume)
+		if at := ds.Status.Reservations[volume].ExpiresAt; state == dsv1.ReservationStateScheduled && res.Pod != "" &&
+			at != nil && at.Time.Before(by) {
 			return true
 		}
 	}
