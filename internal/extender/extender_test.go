@@ -665,35 +665,14 @@ func TestExpiredReservationOfAWaitingPodIsRenewed(t *testing.T) {
 	f.node("node-a", []int64{100 * gi}, nil)
 	claimA, volA := f.claim("data-a", 60*gi)
 	podA := f.pod("a", claimA)
-	err := wait.PollUntilContextTimeout(f.ctx, 10*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
-		passed, _, err := f.ext.Filter(ctx, podA, []string{"node-a"})
-		return err == nil && len(passed) == 1, nil
-	})
-	if err != nil {
-		t.Fatalf("pod a: want node-a to pass: %v", err)
-	}
-	binding := &corev1.Binding{ObjectMeta: metav1.ObjectMeta{Name: podA.Name, Namespace: f.ns},
-		Target: corev1.ObjectReference{Kind: "Node", Name: "node-a"}}
-	if err := f.env.Client.SubResource("binding").Create(f.ctx, podA, binding); err != nil {
-		t.Fatalf("binding pod a: %v", err)
-	}
+	f.filterAndBind(podA, "node-a")
 	if err := f.env.Client.Get(f.ctx, client.ObjectKeyFromObject(podA), podA); err != nil {
 		t.Fatal(err)
 	}
 	key := types.NamespacedName{Namespace: f.ns, Name: "node-a-uuid-1"}
 	ledgerWhere := func(what string, cond func(*dsv1.DiskSchedule) bool) *dsv1.DiskSchedule {
 		t.Helper()
-		ds := &dsv1.DiskSchedule{}
-		err := wait.PollUntilContextTimeout(f.ctx, 10*time.Millisecond, 20*time.Second, true, func(ctx context.Context) (bool, error) {
-			if err := f.env.Client.Get(ctx, key, ds); err != nil {
-				return false, err
-			}
-			return cond(ds), nil
-		})
-		if err != nil {
-			t.Fatalf("waiting until %s: %v (spec %+v, status %+v)", what, err, ds.Spec.Reservations, ds.Status.Reservations)
-		}
-		return ds
+		return f.ledgerWhere(key, what, cond)
 	}
 	reserved := func(ds *dsv1.DiskSchedule) bool {
 		res, ok := ds.Spec.Reservations[volA]
@@ -711,7 +690,7 @@ func TestExpiredReservationOfAWaitingPodIsRenewed(t *testing.T) {
 	// Meanwhile the space stays taken for other pods.
 	claimB, _ := f.claim("data-b", 60*gi)
 	podB := f.pod("b", claimB)
-	err = wait.PollUntilContextTimeout(f.ctx, 10*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
+	err := wait.PollUntilContextTimeout(f.ctx, 10*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
 		_, failed, err := f.ext.Filter(ctx, podB, []string{"node-a"})
 		return err == nil && strings.Contains(failed["node-a"], "40Gi"), nil
 	})
@@ -739,32 +718,11 @@ func TestGrantedReservationOfAWaitingPodIsRenewed(t *testing.T) {
 	f.node("node-a", []int64{100 * gi}, nil)
 	claimA, volA := f.claim("data-a", 60*gi)
 	podA := f.pod("a", claimA)
-	err := wait.PollUntilContextTimeout(f.ctx, 10*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
-		passed, _, err := f.ext.Filter(ctx, podA, []string{"node-a"})
-		return err == nil && len(passed) == 1, nil
-	})
-	if err != nil {
-		t.Fatalf("pod a: want node-a to pass: %v", err)
-	}
-	binding := &corev1.Binding{ObjectMeta: metav1.ObjectMeta{Name: podA.Name, Namespace: f.ns},
-		Target: corev1.ObjectReference{Kind: "Node", Name: "node-a"}}
-	if err := f.env.Client.SubResource("binding").Create(f.ctx, podA, binding); err != nil {
-		t.Fatalf("binding pod a: %v", err)
-	}
+	f.filterAndBind(podA, "node-a")
 	key := types.NamespacedName{Namespace: f.ns, Name: "node-a-uuid-1"}
 	ledgerWhere := func(what string, cond func(*dsv1.DiskSchedule) bool) *dsv1.DiskSchedule {
 		t.Helper()
-		ds := &dsv1.DiskSchedule{}
-		err := wait.PollUntilContextTimeout(f.ctx, 10*time.Millisecond, 20*time.Second, true, func(ctx context.Context) (bool, error) {
-			if err := f.env.Client.Get(ctx, key, ds); err != nil {
-				return false, err
-			}
-			return cond(ds), nil
-		})
-		if err != nil {
-			t.Fatalf("waiting until %s: %v (spec %+v, status %+v)", what, err, ds.Spec.Reservations, ds.Status.Reservations)
-		}
-		return ds
+		return f.ledgerWhere(key, what, cond)
 	}
 	ds := ledgerWhere("pod a's reservation is written", func(ds *dsv1.DiskSchedule) bool {
 		res, ok := ds.Spec.Reservations[volA]
@@ -814,4 +772,38 @@ func TestGrantedReservationOfAWaitingPodIsRenewed(t *testing.T) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+}
+
+// filterAndBind filters pod until node passes, then binds it there.
+func (f *fixture) filterAndBind(pod *corev1.Pod, node string) {
+	f.t.Helper()
+	err := wait.PollUntilContextTimeout(f.ctx, 10*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
+		passed, _, err := f.ext.Filter(ctx, pod, []string{node})
+		return err == nil && len(passed) == 1, nil
+	})
+	if err != nil {
+		f.t.Fatalf("pod %s: want %s to pass: %v", pod.Name, node, err)
+	}
+	binding := &corev1.Binding{ObjectMeta: metav1.ObjectMeta{Name: pod.Name, Namespace: f.ns},
+		Target: corev1.ObjectReference{Kind: "Node", Name: node}}
+	if err := f.env.Client.SubResource("binding").Create(f.ctx, pod, binding); err != nil {
+		f.t.Fatalf("binding pod %s: %v", pod.Name, err)
+	}
+}
+
+// ledgerWhere waits until the DiskSchedule key, read from the API server,
+// satisfies cond, and returns it.
+func (f *fixture) ledgerWhere(key types.NamespacedName, what string, cond func(*dsv1.DiskSchedule) bool) *dsv1.DiskSchedule {
+	f.t.Helper()
+	ds := &dsv1.DiskSchedule{}
+	err := wait.PollUntilContextTimeout(f.ctx, 10*time.Millisecond, 20*time.Second, true, func(ctx context.Context) (bool, error) {
+		if err := f.env.Client.Get(ctx, key, ds); err != nil {
+			return false, err
+		}
+		return cond(ds), nil
+	})
+	if err != nil {
+		f.t.Fatalf("waiting until %s: %v (spec %+v, status %+v)", what, err, ds.Spec.Reservations, ds.Status.Reservations)
+	}
+	return ds
 }
