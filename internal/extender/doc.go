@@ -12,8 +12,11 @@
 // flight alone keep the pod off every node. The node is learned from
 // events: the pod's binding, its claims' selected-node annotation, its
 // nominated node, or kube-scheduler's call to /bind when the extender is
-// its binder. Reservations are written with one optimistic write per disk
-// and no wait for the decision: a pending request already counts as taken.
+// its binder. Reservations are written with one merge patch per disk, with
+// no resourceVersion precondition (only the extender writes them), and no
+// wait for the decision: a pending request already counts as taken. A
+// granted reservation is renewed before it expires while its pod, bound to
+// the node, still waits for Longhorn to place the volume's replica there.
 // The view of nodes and ledgers the filter reads is kept from informer
 // events under the same lock as the overlay, so an entry drops only once
 // the view shows what replaces it. A new leader that takes over from
@@ -25,7 +28,7 @@
 // DiskSchedule specs, pod Bindings when it is kube-scheduler's binder, and
 // the EndpointSlice of its Service. It derives nothing from a ledger or a
 // Longhorn node itself: free space is internal/ledger's reading
-// (ledger.Free, ledger.HeldForPod, ledger.ReservationOf) and node and disk
+// (ledger.Free, ledger.HeldByPod, ledger.ReservationOf) and node and disk
 // eligibility is internal/placement's one rule (placement.NodeFailures,
 // placement.DiskFailures). Its settings are the ConfigMap
 // diskschedule-config, read on every call.

@@ -1,7 +1,9 @@
-// Package ledgerclient is how requesters write to a DiskSchedule's spec: a
-// read-modify-write conditional on the resourceVersion read, retried from
-// the API server's latest version on a conflict, so concurrent requesters
-// never lose each other's requests.
+// Package ledgerclient is how requesters write to a DiskSchedule's spec,
+// so concurrent requesters never lose each other's requests: Edit and
+// Mutate, a read-modify-write conditional on the resourceVersion read,
+// retried from the API server's latest version on a conflict; Merge, a
+// merge patch of whole map keys without that condition, for keys no other
+// writer changes.
 package ledgerclient
 
 import (
