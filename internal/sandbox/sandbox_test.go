@@ -327,10 +327,18 @@ func testNodeHeartbeats(t *testing.T, sb *sandbox.Sandbox, nodes ...string) {
 			t.Errorf("deleting node %s: %v", ghost.Name, err)
 		}
 	})
-	now := metav1.Now()
-	ghost.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue, Reason: "KubeletReady",
-		LastHeartbeatTime: now, LastTransitionTime: now}}
-	if err := c.Status().Update(ctx, ghost); err != nil {
+	// kube-controller-manager may write the new node first (its taints):
+	// report Ready on the latest version.
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if err := c.Get(ctx, client.ObjectKeyFromObject(ghost), ghost); err != nil {
+			return err
+		}
+		now := metav1.Now()
+		ghost.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue, Reason: "KubeletReady",
+			LastHeartbeatTime: now, LastTransitionTime: now}}
+		return c.Status().Update(ctx, ghost)
+	})
+	if err != nil {
 		t.Fatal(err)
 	}
 	start := time.Now()
