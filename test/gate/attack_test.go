@@ -232,7 +232,7 @@ func watchReplicas(ctx context.Context, t *testing.T, c client.WithWatch, r *run
 			for _, x := range on {
 				now = append(now, x)
 			}
-			for disk, sum := range persistedPerDisk(now) {
+			for disk, sum := range testenv.PersistedPerDisk(now) {
 				r.peak[disk] = max(r.peak[disk], sum)
 			}
 		}
@@ -311,7 +311,7 @@ func waitQuiet(ctx context.Context, t *testing.T, c client.Client, r *run) {
 	if err := c.List(ctx, list, client.InNamespace(sandbox.Namespace)); err != nil {
 		t.Fatal(err)
 	}
-	for disk, sum := range persistedPerDisk(list.Items) {
+	for disk, sum := range testenv.PersistedPerDisk(list.Items) {
 		r.peak[disk] = max(r.peak[disk], sum)
 	}
 }
@@ -328,7 +328,7 @@ func (v *view) refresh(ctx context.Context) error {
 	if err := v.c.List(ctx, list, client.InNamespace(sandbox.Namespace)); err != nil {
 		return err
 	}
-	used := persistedPerDisk(list.Items)
+	used := testenv.PersistedPerDisk(list.Items)
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	v.used = used
@@ -419,18 +419,6 @@ func place(ctx context.Context, c client.Client, v *view, rnd *rand.Rand, key ty
 	return out
 }
 
-// persistedPerDisk sums, per disk UUID, the volumeSize of the replicas
-// whose spec.diskID names it: the bytes Longhorn persisted there.
-func persistedPerDisk(replicas []lhv1.Replica) map[string]int64 {
-	out := map[string]int64{}
-	for _, x := range replicas {
-		if x.Spec.DiskID != "" {
-			out[x.Spec.DiskID] += x.Spec.VolumeSize
-		}
-	}
-	return out
-}
-
 // settle waits until every ledger equals what is persisted on its disk and
 // has nothing pending: nothing leaked, every request decided.
 func settle(t *testing.T, c client.Client) {
@@ -439,25 +427,9 @@ func settle(t *testing.T, c client.Client) {
 	defer cancel()
 	var last string
 	err := wait.PollUntilContextCancel(ctx, 200*time.Millisecond, true, func(ctx context.Context) (bool, error) {
-		replicas := &lhv1.ReplicaList{}
-		if err := c.List(ctx, replicas, client.InNamespace(sandbox.Namespace)); err != nil {
-			return false, err
-		}
-		persisted := persistedPerDisk(replicas.Items)
-		list := &dsv1.DiskScheduleList{}
-		if err := c.List(ctx, list, client.InNamespace(sandbox.Namespace)); err != nil {
-			return false, err
-		}
-		var off []string
-		for i := range list.Items {
-			ds := &list.Items[i]
-			if ds.Status.StorageScheduled != persisted[ds.Name] || ledger.PendingCount(ds) != 0 {
-				off = append(off, fmt.Sprintf("%s/%s: ledger %s (%d pending), persisted %s", ds.Spec.NodeID, ds.Spec.Name,
-					ledger.Bytes(ds.Status.StorageScheduled), ledger.PendingCount(ds), ledger.Bytes(persisted[ds.Name])))
-			}
-		}
-		last = strings.Join(off, "; ")
-		return len(off) == 0, nil
+		off, err := testenv.Unsettled(ctx, c, sandbox.Namespace)
+		last = off
+		return off == "" && err == nil, err
 	})
 	if err != nil {
 		t.Fatalf("the ledgers never settled on what is persisted: %s", last)

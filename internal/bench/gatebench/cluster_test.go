@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"hash/fnv"
 	"path/filepath"
-	"sort"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -22,8 +21,6 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	dsv1 "github.com/longhorn/diskschedule/api/v1beta2"
-	"github.com/longhorn/diskschedule/internal/ledger"
 	"github.com/longhorn/diskschedule/internal/sandbox"
 	"github.com/longhorn/diskschedule/internal/simlonghorn"
 	"github.com/longhorn/diskschedule/internal/testenv"
@@ -252,30 +249,7 @@ func (c *cluster) settle(ctx context.Context) error {
 // unsettled describes the ledgers that differ from what is persisted on
 // their disk or have pending requests, or returns "".
 func (c *cluster) unsettled(ctx context.Context) (string, error) {
-	replicas := &lhv1.ReplicaList{}
-	if err := c.admin.List(ctx, replicas, client.InNamespace(sandbox.Namespace)); err != nil {
-		return "", fmt.Errorf("listing replicas: %w", err)
-	}
-	persisted := map[string]int64{}
-	for _, r := range replicas.Items {
-		if r.Spec.DiskID != "" {
-			persisted[r.Spec.DiskID] += r.Spec.VolumeSize
-		}
-	}
-	list := &dsv1.DiskScheduleList{}
-	if err := c.admin.List(ctx, list, client.InNamespace(sandbox.Namespace)); err != nil {
-		return "", fmt.Errorf("listing ledgers: %w", err)
-	}
-	var off []string
-	for i := range list.Items {
-		ds := &list.Items[i]
-		if ds.Status.StorageScheduled != persisted[ds.Name] || ledger.PendingCount(ds) != 0 {
-			off = append(off, fmt.Sprintf("%s/%s: ledger %s (%d pending), persisted %s", ds.Spec.NodeID, ds.Spec.Name,
-				ledger.Bytes(ds.Status.StorageScheduled), ledger.PendingCount(ds), ledger.Bytes(persisted[ds.Name])))
-		}
-	}
-	sort.Strings(off)
-	return strings.Join(off, "; "), nil
+	return testenv.Unsettled(ctx, c.admin, sandbox.Namespace)
 }
 
 // lockedBuffer collects a sandbox's progress lines from several goroutines.

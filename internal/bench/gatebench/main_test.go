@@ -19,9 +19,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-logr/logr"
-	"k8s.io/klog/v2"
-	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
+	"github.com/longhorn/diskschedule/internal/testenv"
 )
 
 var (
@@ -34,9 +32,6 @@ var (
 // to keep the figures readable; without -bench it only runs the (no) tests.
 func TestMain(m *testing.M) {
 	flag.Parse()
-	if f := flag.Lookup("test.bench"); f != nil && f.Value.String() != "" {
-		ctrllog.SetLogger(logr.Discard())
-		klog.SetLogger(logr.Discard())
-	}
+	testenv.QuietBenchmarks()
 	os.Exit(m.Run())
 }

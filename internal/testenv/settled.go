@@ -1,0 +1,66 @@
+package testenv
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/go-logr/logr"
+	lhv1 "github.com/longhorn/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
+	"k8s.io/klog/v2"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
+
+	dsv1 "github.com/longhorn/diskschedule/api/v1beta2"
+	"github.com/longhorn/diskschedule/internal/ledger"
+)
+
+// PersistedPerDisk sums, per disk UUID, the spec.volumeSize of the
+// replicas Longhorn persisted with that spec.diskID.
+func PersistedPerDisk(replicas []lhv1.Replica) map[string]int64 {
+	out := map[string]int64{}
+	for _, r := range replicas {
+		if r.Spec.DiskID != "" {
+			out[r.Spec.DiskID] += r.Spec.VolumeSize
+		}
+	}
+	return out
+}
+
+// Unsettled describes, sorted, the DiskSchedules of namespace whose
+// storageScheduled differs from what Longhorn persisted on their disk
+// (PersistedPerDisk) or that have pending requests; "" when every ledger
+// has settled on what is persisted: nothing leaked, every request decided.
+func Unsettled(ctx context.Context, c client.Reader, namespace string) (string, error) {
+	replicas := &lhv1.ReplicaList{}
+	if err := c.List(ctx, replicas, client.InNamespace(namespace)); err != nil {
+		return "", fmt.Errorf("listing replicas: %w", err)
+	}
+	persisted := PersistedPerDisk(replicas.Items)
+	list := &dsv1.DiskScheduleList{}
+	if err := c.List(ctx, list, client.InNamespace(namespace)); err != nil {
+		return "", fmt.Errorf("listing DiskSchedules: %w", err)
+	}
+	var off []string
+	for i := range list.Items {
+		ds := &list.Items[i]
+		if ds.Status.StorageScheduled != persisted[ds.Name] || ledger.PendingCount(ds) != 0 {
+			off = append(off, fmt.Sprintf("%s/%s: ledger %s (%d pending), persisted %s", ds.Spec.NodeID, ds.Spec.Name,
+				ledger.Bytes(ds.Status.StorageScheduled), ledger.PendingCount(ds), ledger.Bytes(persisted[ds.Name])))
+		}
+	}
+	sort.Strings(off)
+	return strings.Join(off, "; "), nil
+}
+
+// QuietBenchmarks discards the in-process controllers' logs when the test
+// binary runs benchmarks (-test.bench set), to keep the figures readable.
+// Call it from TestMain after flag.Parse.
+func QuietBenchmarks() {
+	if f := flag.Lookup("test.bench"); f != nil && f.Value.String() != "" {
+		ctrllog.SetLogger(logr.Discard())
+		klog.SetLogger(logr.Discard())
+	}
+}
