@@ -9,6 +9,7 @@ import (
 
 	lhv1 "github.com/longhorn/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
 	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
 	"k8s.io/apimachinery/pkg/types"
 	toolscache "k8s.io/client-go/tools/cache"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -78,6 +79,17 @@ func (e *Extender) follow(ctx context.Context) error {
 				e.claimChanged(pvc)
 			}
 		})},
+	}
+	// What a filter reads without following it: started now, so that the
+	// first filter after taking over does not wait for a full list.
+	for _, obj := range []client.Object{&corev1.PersistentVolume{}, &storagev1.StorageClass{}, &lhv1.Volume{}, &lhv1.Replica{}} {
+		inf, err := e.opts.Informers.GetInformer(ctx, obj)
+		if err != nil {
+			return fmt.Errorf("getting the informer of %T: %w", obj, err)
+		}
+		if !toolscache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
+			return fmt.Errorf("waiting until the extender has seen every %T: %w", obj, ctx.Err())
+		}
 	}
 	for _, h := range handlers {
 		inf, err := e.opts.Informers.GetInformer(ctx, h.obj)

@@ -187,3 +187,52 @@ func withCodecs(cfg *rest.Config) *rest.Config {
 	}
 	return out
 }
+
+// total returns the CPU seconds of every process together.
+func (c cpuTimes) total() float64 {
+	var sum float64
+	for _, t := range c {
+		sum += t
+	}
+	return sum
+}
+
+// quietBelow is the share of the machine's cores under which the sandbox
+// counts as idle: its controllers' resyncs and heartbeats, not the work the
+// last provisioning or the previous phase left behind.
+const quietBelow = 0.15
+
+// waitQuiet waits, for at most timeout, until the sandbox's processes and
+// this one together use less than quietBelow of the machine's cores over
+// two consecutive seconds, so that a phase's clock starts on an idle
+// machine rather than during the previous work's tail. It returns how long
+// it waited and the last second's usage, and whether the machine went quiet.
+func waitQuiet(ctx context.Context, sb *sandbox.Sandbox, cores int, timeout time.Duration) (time.Duration, float64, bool, error) {
+	start := time.Now()
+	prev, err := readCPU(sb)
+	if err != nil {
+		return 0, 0, false, err
+	}
+	quiet, usage := 0, 0.0
+	for time.Since(start) < timeout {
+		select {
+		case <-ctx.Done():
+			return time.Since(start), usage, false, ctx.Err()
+		case <-time.After(time.Second):
+		}
+		cur, err := readCPU(sb)
+		if err != nil {
+			return time.Since(start), usage, false, err
+		}
+		usage = cur.sub(prev).total() / float64(cores)
+		prev = cur
+		if usage >= quietBelow {
+			quiet = 0
+			continue
+		}
+		if quiet++; quiet == 2 {
+			return time.Since(start), usage, true, nil
+		}
+	}
+	return time.Since(start), usage, false, nil
+}
