@@ -112,13 +112,18 @@ func BenchmarkKubeSchedulerThroughput(b *testing.B) {
 			res := runPhase(b, ctx, sb, c, scheduler, ns, phase.extender, *podCount)
 			*phase.out = append(*phase.out, res.elapsed)
 			if phase.extender {
-				ext = ext.add(readExtenderTimes(b, metricsURL).sub(before))
+				phaseTimes := readExtenderTimes(b, metricsURL).sub(before)
+				ext = ext.add(phaseTimes)
+				b.Logf("%s: reservations by result, until its pods ran: %s", ns, phaseTimes.describeReservations())
 			}
 			b.Logf("%s: %d pods bound in %s (%.1f pods/s) once kube-scheduler resumed; creating them took %s, then %s until the sandbox was idle; while scheduling: %s",
 				ns, *podCount, res.elapsed.Round(time.Millisecond), float64(*podCount)/res.elapsed.Seconds(), res.created.Round(time.Millisecond), res.settled.Round(time.Second),
 				res.cpu.describe(res.elapsed, runtime.NumCPU()))
 			b.Logf("%s: kube-apiserver served, while scheduling: %s", ns, res.api.describe(16))
 		}
+		// A single op varies with the machine's load; each op's own ratio
+		// shows how much.
+		b.Logf("op %d: with ÷ without the extender = %.2f", i, without[len(without)-1].Seconds()/with[len(with)-1].Seconds())
 	}
 	select {
 	case <-sb.Done():
@@ -144,23 +149,49 @@ func BenchmarkKubeSchedulerThroughput(b *testing.B) {
 // histogram is a Prometheus histogram's sum (seconds) and count.
 type histogram struct{ sum, count float64 }
 
-// extenderTimes are the extender's duration histograms.
-type extenderTimes struct{ filter, bindingWait, reservation histogram }
+// extenderTimes are the extender's duration histograms, and its
+// reservations by result (longhorn_scheduler_extender_reservations_total).
+type extenderTimes struct {
+	filter, bindingWait, reservation histogram
+	reservations                     map[string]float64
+}
+
+// reservationResults are the results of reservations the benchmark reports.
+var reservationResults = []string{"scheduled", "fulfilled", "expired", "renewed", "refused", "rejected"}
 
 func (e extenderTimes) add(o extenderTimes) extenderTimes {
-	return extenderTimes{
-		filter:      histogram{e.filter.sum + o.filter.sum, e.filter.count + o.filter.count},
-		bindingWait: histogram{e.bindingWait.sum + o.bindingWait.sum, e.bindingWait.count + o.bindingWait.count},
-		reservation: histogram{e.reservation.sum + o.reservation.sum, e.reservation.count + o.reservation.count},
+	out := extenderTimes{
+		filter:       histogram{e.filter.sum + o.filter.sum, e.filter.count + o.filter.count},
+		bindingWait:  histogram{e.bindingWait.sum + o.bindingWait.sum, e.bindingWait.count + o.bindingWait.count},
+		reservation:  histogram{e.reservation.sum + o.reservation.sum, e.reservation.count + o.reservation.count},
+		reservations: map[string]float64{},
 	}
+	for _, r := range reservationResults {
+		out.reservations[r] = e.reservations[r] + o.reservations[r]
+	}
+	return out
 }
 
 func (e extenderTimes) sub(o extenderTimes) extenderTimes {
-	return e.add(extenderTimes{
-		filter:      histogram{-o.filter.sum, -o.filter.count},
-		bindingWait: histogram{-o.bindingWait.sum, -o.bindingWait.count},
-		reservation: histogram{-o.reservation.sum, -o.reservation.count},
-	})
+	neg := extenderTimes{
+		filter:       histogram{-o.filter.sum, -o.filter.count},
+		bindingWait:  histogram{-o.bindingWait.sum, -o.bindingWait.count},
+		reservation:  histogram{-o.reservation.sum, -o.reservation.count},
+		reservations: map[string]float64{},
+	}
+	for _, r := range reservationResults {
+		neg.reservations[r] = -o.reservations[r]
+	}
+	return e.add(neg)
+}
+
+// describeReservations lists the reservations by result.
+func (e extenderTimes) describeReservations() string {
+	parts := make([]string, 0, len(reservationResults))
+	for _, r := range reservationResults {
+		parts = append(parts, fmt.Sprintf("%s %.0f", r, e.reservations[r]))
+	}
+	return strings.Join(parts, ", ")
 }
 
 // mean returns h's mean in milliseconds, or 0.
@@ -188,11 +219,16 @@ func readExtenderTimes(b *testing.B, url string) extenderTimes {
 	read := func(name, labels string) histogram {
 		return histogram{sum: sample(text, name+"_sum"+labels), count: sample(text, name+"_count"+labels)}
 	}
-	return extenderTimes{
-		filter:      read("longhorn_scheduler_extender_filter_duration_seconds", ""),
-		bindingWait: read("longhorn_scheduler_extender_pod_scheduling_wait_duration_seconds", `{pod_scheduled="true"}`),
-		reservation: read("longhorn_scheduler_extender_node_reservation_duration_seconds", `{replicas_scheduled="true"}`),
+	out := extenderTimes{
+		filter:       read("longhorn_scheduler_extender_filter_duration_seconds", ""),
+		bindingWait:  read("longhorn_scheduler_extender_pod_scheduling_wait_duration_seconds", `{pod_scheduled="true"}`),
+		reservation:  read("longhorn_scheduler_extender_node_reservation_duration_seconds", `{replicas_scheduled="true"}`),
+		reservations: map[string]float64{},
 	}
+	for _, r := range reservationResults {
+		out.reservations[r] = sample(text, fmt.Sprintf(`longhorn_scheduler_extender_reservations_total{result=%q}`, r))
+	}
+	return out
 }
 
 // sample returns the value of the sample named series (name and labels, as
