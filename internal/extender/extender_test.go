@@ -807,3 +807,50 @@ func (f *fixture) ledgerWhere(key types.NamespacedName, what string, cond func(*
 	}
 	return ds
 }
+
+// TestRenewalRidesOnTheDisksNextWrite: when a disk is written for a new
+// reservation, the granted reservations there that have lived a fifth of
+// the timeout and whose pods still wait are renewed in that same write,
+// before they are due for a write of their own.
+func TestRenewalRidesOnTheDisksNextWrite(t *testing.T) {
+	f := newFixture(t)
+	f.node("node-a", []int64{100 * gi}, nil)
+	claimA, volA := f.claim("data-a", 30*gi)
+	claimB, volB := f.claim("data-b", 30*gi)
+	f.filterAndBind(f.pod("a", claimA), "node-a")
+	key := types.NamespacedName{Namespace: f.ns, Name: "node-a-uuid-1"}
+	ds := f.ledgerWhere(key, "pod a's reservation is written", func(ds *dsv1.DiskSchedule) bool {
+		return ds.Spec.Reservations[volA].Pod == f.ns+"/a"
+	})
+	// Granted as if decided 1.5 s ago with the default timeout (5 s): past a
+	// fifth of its life, and 0.5 s before the renewal lead (3 s) makes it due
+	// on its own.
+	res := ds.Spec.Reservations[volA]
+	expires := metav1.NewTime(time.Now().Add(3500 * time.Millisecond))
+	ds.Status.Reservations = map[string]dsv1.ReservationStatus{volA: {State: dsv1.ReservationStateScheduled,
+		RequestedSize: res.Size, ScheduledSize: res.Size, Pod: res.Pod, ExpiresAt: &expires}}
+	ds.Status.ObservedGeneration = ds.Generation
+	if err := f.env.Client.Status().Update(f.ctx, ds); err != nil {
+		t.Fatal(err)
+	}
+	// Wait until the extender's view has the grant, then bring pod b.
+	err := wait.PollUntilContextTimeout(f.ctx, 2*time.Millisecond, 5*time.Second, true, func(context.Context) (bool, error) {
+		f.ext.mu.Lock()
+		defer f.ext.mu.Unlock()
+		seen := f.ext.view.ledger(key.Name)
+		return seen != nil && seen.Status.Reservations[volA].State == dsv1.ReservationStateScheduled, nil
+	})
+	if err != nil {
+		t.Fatalf("the extender never saw pod a's reservation granted: %v", err)
+	}
+	f.filterAndBind(f.pod("b", claimB), "node-a")
+	ds = f.ledgerWhere(key, "pod b's reservation is written", func(ds *dsv1.DiskSchedule) bool {
+		return ds.Spec.Reservations[volB].Pod == f.ns+"/b"
+	})
+	if time.Now().After(expires.Add(-3 * time.Second)) {
+		t.Skip("pod b's reservation took longer than 0.5 s to be written: pod a's renewal may have been due on its own")
+	}
+	if got := ds.Spec.Reservations[volA].Renewals; got != 1 {
+		t.Errorf("pod a's renewals in the write of pod b's reservation = %d, want 1", got)
+	}
+}

@@ -408,39 +408,50 @@ func (e *Extender) waitingPod(ds *dsv1.DiskSchedule, volume string, res dsv1.Dis
 }
 
 // renewDue marks for renewal, on every disk where a granted reservation
-// expires within 3/5 of scheduler-extender-node-reservation-timeout from
-// now, the disk's granted reservations their pods still need (waitingPod),
-// and queues the disk: they are renewed in one write, so they expire
-// together and the next renewal is one write again. Called with e.mu held.
+// of a pod expires within 3/5 of the reservation timeout, all the granted
+// reservations there whose pods still wait for their replica, and queues
+// those disks to be written. Called with e.mu held.
 func (e *Extender) renewDue(sched settings.Scheduling) {
 	if e.writes == nil || sched.NodeReservationTimeout <= 0 {
 		return
 	}
-	now := e.opts.Clock.Now()
 	ahead := sched.NodeReservationTimeout * 3 / 5
+	by := e.opts.Clock.Now().Add(ahead)
 	for _, byDisk := range e.view.ledgers {
 		for uuid, ds := range byDisk {
-			if !renewalDue(ds, now.Add(ahead)) {
+			if !renewalDue(ds, by) {
 				continue
 			}
-			for volume := range ds.Spec.Reservations {
-				res, state, _ := ledger.ReservationOf(ds, volume)
-				if state != dsv1.ReservationStateScheduled || res.Pod == "" {
-					continue
-				}
-				if _, ok := e.waitingPod(ds, volume, res); !ok {
-					continue
-				}
-				if e.renewals[uuid] == nil {
-					e.renewals[uuid] = map[string]renewal{}
-				}
-				e.renewals[uuid][volume] = renewal{pod: res.Pod, to: res.Renewals + 1}
-			}
-			if len(e.renewals[uuid]) > 0 {
+			if e.markRenewals(uuid, ds, time.Time{}) > 0 {
 				e.writes.Add(uuid)
 			}
 		}
 	}
+}
+
+// markRenewals marks for renewal the granted reservations on ds (disk
+// uuid) that expire before by (all of them when by is zero) and whose pods
+// still wait for their replica, and returns how many are marked on the
+// disk. Called with e.mu held.
+func (e *Extender) markRenewals(uuid string, ds *dsv1.DiskSchedule, by time.Time) int {
+	for volume := range ds.Spec.Reservations {
+		res, state, _ := ledger.ReservationOf(ds, volume)
+		at := ds.Status.Reservations[volume].ExpiresAt
+		if state != dsv1.ReservationStateScheduled || res.Pod == "" || at == nil || (!by.IsZero() && !at.Time.Before(by)) {
+			continue
+		}
+		if _, marked := e.renewals[uuid][volume]; marked {
+			continue
+		}
+		if _, ok := e.waitingPod(ds, volume, res); !ok {
+			continue
+		}
+		if e.renewals[uuid] == nil {
+			e.renewals[uuid] = map[string]renewal{}
+		}
+		e.renewals[uuid][volume] = renewal{pod: res.Pod, to: res.Renewals + 1}
+	}
+	return len(e.renewals[uuid])
 }
 
 // renewalDue reports whether a granted reservation of a pod on ds expires

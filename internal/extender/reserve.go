@@ -94,8 +94,18 @@ func (e *Extender) wanted(disk string, binding types.UID) ([]want, *dsv1.DiskSch
 // the reservation is that pod's, errRefused is returned. A volume whose
 // replica Longhorn already placed on the node needs no reservation.
 func (e *Extender) writeDisk(ctx context.Context, disk string, onlyPod types.UID) error {
+	sched, err := e.settings.get(ctx)
+	if err != nil {
+		return err
+	}
 	e.mu.Lock()
 	wants, ds := e.wanted(disk, onlyPod)
+	if ds != nil && sched.NodeReservationTimeout > 0 && unwritten(wants, ds) {
+		// The disk is written anyway: renew in the same write the granted
+		// reservations that have lived a fifth of their time and whose pods
+		// still wait, instead of a write of their own later (renewDue).
+		e.markRenewals(disk, ds, e.opts.Clock.Now().Add(sched.NodeReservationTimeout*4/5))
+	}
 	renew := e.renewals[disk]
 	delete(e.renewals, disk)
 	e.mu.Unlock()
@@ -107,6 +117,7 @@ func (e *Extender) writeDisk(ctx context.Context, disk string, onlyPod types.UID
 	}
 	placed, err := e.placedOnNode(ctx, wants, ds.Spec.NodeID)
 	if err != nil {
+		e.putBackRenewals(disk, renew)
 		return err
 	}
 	var refused []want
@@ -126,11 +137,11 @@ func (e *Extender) writeDisk(ctx context.Context, disk string, onlyPod types.UID
 			if _, ok := placed[w.volume]; ok {
 				continue
 			}
-			res, _, ok := ledger.ReservationOf(ds, w.volume)
-			if ok && res.Pod == w.entry.key() && res.Size == w.size {
+			if w.on(ds) {
 				continue // written already
 			}
-			if _, decided := ds.Status.Reservations[w.volume]; !ok && decided {
+			_, inSpec := ds.Spec.Reservations[w.volume]
+			if _, decided := ds.Status.Reservations[w.volume]; !inSpec && decided {
 				// The ledger has not dropped its decision on an earlier
 				// reservation of the volume (dropSpent removes it from the
 				// spec): written now, the new one would be read as that
@@ -152,16 +163,7 @@ func (e *Extender) writeDisk(ctx context.Context, disk string, onlyPod types.UID
 		return changed
 	})
 	if err != nil {
-		e.mu.Lock()
-		for volume, r := range renew { // tried again with the disk's next write
-			if e.renewals[disk] == nil {
-				e.renewals[disk] = map[string]renewal{}
-			}
-			if _, newer := e.renewals[disk][volume]; !newer {
-				e.renewals[disk][volume] = r
-			}
-		}
-		e.mu.Unlock()
+		e.putBackRenewals(disk, renew)
 		return err
 	}
 	e.mu.Lock()
@@ -194,6 +196,37 @@ func (e *Extender) writeDisk(ctx context.Context, disk string, onlyPod types.UID
 			ds.Spec.Name, ds.Spec.NodeID, ledger.Bytes(ledger.Free(ds)))
 	}
 	return nil
+}
+
+// on reports whether ds's spec holds the reservation w waits for.
+func (w want) on(ds *dsv1.DiskSchedule) bool {
+	res, _, ok := ledger.ReservationOf(ds, w.volume)
+	return ok && res.Pod == w.entry.key() && res.Size == w.size
+}
+
+// unwritten reports whether one of wants is not on ds's spec yet.
+func unwritten(wants []want, ds *dsv1.DiskSchedule) bool {
+	for _, w := range wants {
+		if !w.on(ds) {
+			return true
+		}
+	}
+	return false
+}
+
+// putBackRenewals keeps renew, which a failed write did not carry, for the
+// disk's next write, unless newer renewals are marked.
+func (e *Extender) putBackRenewals(disk string, renew map[string]renewal) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for volume, r := range renew {
+		if e.renewals[disk] == nil {
+			e.renewals[disk] = map[string]renewal{}
+		}
+		if _, newer := e.renewals[disk][volume]; !newer {
+			e.renewals[disk][volume] = r
+		}
+	}
 }
 
 // renewal is a granted reservation to renew: its pod, and the renewals
