@@ -408,9 +408,11 @@ func (e *Extender) waitingPod(ds *dsv1.DiskSchedule, volume string, res dsv1.Dis
 }
 
 // renewDue marks for renewal, on every disk where a granted reservation
-// of a pod expires within 3/5 of the reservation timeout, all the granted
-// reservations there whose pods still wait for their replica, and queues
-// those disks to be written. Called with e.mu held.
+// of a pod expires within 3/5 of scheduler-extender-node-reservation-timeout
+// from now, the disk's granted reservations whose pods still wait for their
+// replica (waitingPod), and queues the disk: they are renewed in one write,
+// so they expire together and the next renewal is one write again. Called
+// with e.mu held.
 func (e *Extender) renewDue(sched settings.Scheduling) {
 	if e.writes == nil || sched.NodeReservationTimeout <= 0 {
 		return
