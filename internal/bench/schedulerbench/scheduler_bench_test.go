@@ -114,16 +114,16 @@ func BenchmarkKubeSchedulerThroughput(b *testing.B) {
 			if phase.extender {
 				phaseTimes := readExtenderTimes(b, metricsURL).sub(before)
 				ext = ext.add(phaseTimes)
-				b.Logf("%s: reservations by result, until its pods ran: %s", ns, phaseTimes.describeReservations())
+				report(b, "%s: reservations by result, until its pods ran: %s", ns, phaseTimes.describeReservations())
 			}
-			b.Logf("%s: %d pods bound in %s (%.1f pods/s) once kube-scheduler resumed; creating them took %s, then %s until the sandbox was idle; while scheduling: %s",
+			report(b, "%s: %d pods bound in %s (%.1f pods/s) once kube-scheduler resumed; creating them took %s, then %s until the sandbox was idle; while scheduling: %s",
 				ns, *podCount, res.elapsed.Round(time.Millisecond), float64(*podCount)/res.elapsed.Seconds(), res.created.Round(time.Millisecond), res.settled.Round(time.Second),
 				res.cpu.describe(res.elapsed, runtime.NumCPU()))
-			b.Logf("%s: kube-apiserver served, while scheduling: %s", ns, res.api.describe(16))
+			report(b, "%s: kube-apiserver served, while scheduling: %s", ns, res.api.describe(16))
 		}
 		// A single op varies with the machine's load; each op's own ratio
 		// shows how much.
-		b.Logf("op %d: with ÷ without the extender = %.2f", i, without[len(without)-1].Seconds()/with[len(with)-1].Seconds())
+		report(b, "op %d: with ÷ without the extender = %.2f", i, without[len(without)-1].Seconds()/with[len(with)-1].Seconds())
 	}
 	select {
 	case <-sb.Done():
@@ -142,7 +142,7 @@ func BenchmarkKubeSchedulerThroughput(b *testing.B) {
 	b.ReportMetric(ext.mean(ext.filter), "filter-ms")
 	b.ReportMetric(ext.mean(ext.bindingWait), "binding-wait-ms")
 	b.ReportMetric(ext.mean(ext.reservation), "reservation-ms")
-	b.Logf("extender: %.0f filter calls, %.0f pods followed to their node, %.0f reservations decided",
+	report(b, "extender: %.0f filter calls, %.0f pods followed to their node, %.0f reservations decided",
 		ext.filter.count, ext.bindingWait.count, ext.reservation.count)
 }
 
@@ -289,7 +289,7 @@ func startSandbox(b *testing.B, ctx context.Context) (*sandbox.Sandbox, client.W
 			b.Errorf("stopping the sandbox: %v (goroutines: %s)", err, dumpGoroutines())
 		}
 	})
-	b.Logf("the sandbox with %d nodes was ready in %s", nodeCount, time.Since(start).Round(time.Second))
+	report(b, "the sandbox with %d nodes was ready in %s", nodeCount, time.Since(start).Round(time.Second))
 	cfg := sb.AdminConfig()
 	cfg.QPS, cfg.Burst = 2000, 4000
 	c, err := client.NewWithWatch(cfg, client.Options{Scheme: sb.Scheme()})
@@ -356,7 +356,7 @@ func runPhase(b *testing.B, ctx context.Context, sb *sandbox.Sandbox, c client.W
 		b.Fatalf("waiting for the sandbox to go idle: %v", err)
 	}
 	if !quiet {
-		b.Logf("%s: the sandbox still used %.0f%% of the machine after %s; measuring anyway", ns, usage*100, waited.Round(time.Second))
+		report(b, "%s: the sandbox still used %.0f%% of the machine after %s; measuring anyway", ns, usage*100, waited.Round(time.Second))
 	}
 	res.settled = waited
 	stopProfile := startProfile(b, ctx, sb, ns)
@@ -677,4 +677,12 @@ func (s *syncBuffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.buf.String()
+}
+
+// report prints one line of a benchmark's figures to standard output as it
+// is measured: the testing package keeps only the first ten lines a
+// benchmark logs, and a run of several ops logs more.
+func report(b *testing.B, format string, args ...any) {
+	b.Helper()
+	fmt.Printf("%s: %s\n", b.Name(), fmt.Sprintf(format, args...))
 }

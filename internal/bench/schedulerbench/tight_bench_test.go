@@ -90,7 +90,7 @@ func BenchmarkTightCluster(b *testing.B) {
 		if !strings.Contains(msg, "Ti") && !strings.Contains(msg, "Gi") {
 			b.Errorf("an unschedulable pod's reason has no numbers: %s", msg)
 		}
-		b.Logf("%s: %d pods bound in %s (10 on each of %d nodes), %d Pending, e.g. %s: %s", ns, fits, elapsed.Round(time.Millisecond),
+		report(b, "%s: %d pods bound in %s (10 on each of %d nodes), %d Pending, e.g. %s: %s", ns, fits, elapsed.Round(time.Millisecond),
 			len(perNode), len(unschedulable), unschedulable[0].Name, msg)
 		checkLedgers(b, ctx, c)
 	}
