@@ -16,7 +16,9 @@
 // no resourceVersion precondition (only the extender writes them), and no
 // wait for the decision: a pending request already counts as taken. A
 // granted reservation is renewed before it expires while its pod, bound to
-// the node, still waits for Longhorn to place the volume's replica there.
+// the node, still waits for Longhorn to place the volume's replica there:
+// in the disk's next write of a new reservation once it has lived a fifth
+// of the timeout, or in a write of its own within 3/5 of expiring.
 // The view of nodes and ledgers the filter reads is kept from informer
 // events under the same lock as the overlay, so an entry drops only once
 // the view shows what replaces it. A new leader that takes over from
