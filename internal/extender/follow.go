@@ -437,9 +437,8 @@ func (e *Extender) renewDue(sched settings.Scheduling) {
 // disk. Called with e.mu held.
 func (e *Extender) markRenewals(uuid string, ds *dsv1.DiskSchedule, by time.Time) int {
 	for volume := range ds.Spec.Reservations {
-		res, state, _ := ledger.ReservationOf(ds, volume)
-		at := ds.Status.Reservations[volume].ExpiresAt
-		if state != dsv1.ReservationStateScheduled || res.Pod == "" || at == nil || (!by.IsZero() && !at.Time.Before(by)) {
+		res, ok := expiringBefore(ds, volume, by)
+		if !ok {
 			continue
 		}
 		if _, marked := e.renewals[uuid][volume]; marked {
@@ -460,13 +459,20 @@ func (e *Extender) markRenewals(uuid string, ds *dsv1.DiskSchedule, by time.Time
 // before by.
 func renewalDue(ds *dsv1.DiskSchedule, by time.Time) bool {
 	for volume := range ds.Spec.Reservations {
-		res, state, _ := ledger.ReservationOf(ds, volume)
-		if at := ds.Status.Reservations[volume].ExpiresAt; state == dsv1.ReservationStateScheduled && res.Pod != "" &&
-			at != nil && at.Time.Before(by) {
+		if _, ok := expiringBefore(ds, volume, by); ok {
 			return true
 		}
 	}
 	return false
+}
+
+// expiringBefore returns the reservation of volume on ds when it is a
+// pod's, granted, and expires before by (at any time when by is zero).
+func expiringBefore(ds *dsv1.DiskSchedule, volume string, by time.Time) (dsv1.DiskScheduleReservation, bool) {
+	res, state, _ := ledger.ReservationOf(ds, volume)
+	at := ds.Status.Reservations[volume].ExpiresAt
+	ok := state == dsv1.ReservationStateScheduled && res.Pod != "" && at != nil && (by.IsZero() || at.Time.Before(by))
+	return res, ok
 }
 
 // boundSince reports whether pod was bound after t.

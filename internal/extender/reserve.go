@@ -94,13 +94,11 @@ func (e *Extender) wanted(disk string, binding types.UID) ([]want, *dsv1.DiskSch
 // the reservation is that pod's, errRefused is returned. A volume whose
 // replica Longhorn already placed on the node needs no reservation.
 func (e *Extender) writeDisk(ctx context.Context, disk string, onlyPod types.UID) error {
-	sched, err := e.settings.get(ctx)
-	if err != nil {
-		return err
-	}
+	// Without the settings the write goes on, only without renewals.
+	sched, settingsErr := e.settings.get(ctx)
 	e.mu.Lock()
 	wants, ds := e.wanted(disk, onlyPod)
-	if ds != nil && sched.NodeReservationTimeout > 0 && unwritten(wants, ds) {
+	if settingsErr == nil && ds != nil && sched.NodeReservationTimeout > 0 && unwritten(wants, ds) {
 		// The disk is written anyway: renew in the same write the granted
 		// reservations that have lived a fifth of their time and whose pods
 		// still wait, instead of a write of their own later (renewDue).
