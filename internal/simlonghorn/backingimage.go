@@ -1,10 +1,8 @@
 package simlonghorn
 
 import (
-	"cmp"
 	"context"
 	"fmt"
-	"slices"
 	"strings"
 	"time"
 
@@ -21,9 +19,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
-
-	"github.com/longhorn/diskschedule/internal/placement"
-	"github.com/longhorn/diskschedule/internal/settings"
 )
 
 // backingImageController plays Longhorn's backing-image controller, its
@@ -86,16 +81,11 @@ func (c *backingImageController) reconcile(ctx context.Context, req reconcile.Re
 	}
 	var result reconcile.Result
 	if len(bi.Spec.DiskFileSpecMap) < max(bi.Spec.MinNumberOfCopies, 1) && bi.Status.UUID != "" {
-		nodes := &lhv1.NodeList{}
-		// Read only: the cache's own objects.
-		if err := c.sim.client.List(ctx, nodes, client.InNamespace(c.sim.namespace), client.UnsafeDisableDeepCopy); err != nil {
-			return reconcile.Result{}, fmt.Errorf("listing Longhorn nodes: %w", err)
-		}
-		sched, err := c.sim.settings(ctx)
+		pod, err := c.sim.pods.forName(ctx, bi.Name)
 		if err != nil {
 			return reconcile.Result{}, err
 		}
-		if uuid, node := copyDisk(bi, nodes.Items, sched); uuid != "" {
+		if uuid, node := copyDisk(pod, bi); uuid != "" {
 			next := bi.DeepCopy()
 			if next.Spec.DiskFileSpecMap == nil {
 				next.Spec.DiskFileSpecMap = map[string]*lhv1.BackingImageDiskFileSpec{}
@@ -140,39 +130,19 @@ func imageDataEngine(bi *lhv1.BackingImage) lhv1.DataEngineType {
 }
 
 // copyDisk returns the disk for the image's next copy and its node, or ""
-// when none can take it: an eligible node and disk (placement's one
-// eligibility rule, with the image's selectors; Longhorn's
-// GetReadyNodeDiskForBackingImage checks the same conditions) without a
-// copy yet. Among them (Longhorn takes a random one) the disk with the most
-// free space in Longhorn's own view, then the smaller node and disk name.
-func copyDisk(bi *lhv1.BackingImage, nodes []lhv1.Node, s settings.Scheduling) (uuid, node string) {
-	type candidate struct {
-		node, disk, uuid string
-		free             int64
-	}
-	var cands []candidate
-	for i := range nodes {
-		n := placement.FromLonghorn(&nodes[i], placement.LonghornSpace(&nodes[i], s))
-		if len(placement.NodeFailures(n, bi.Spec.NodeSelector, s)) > 0 {
-			continue
-		}
-		for _, d := range n.Disks {
-			if len(placement.DiskFailures(d, bi.Spec.DiskSelector, s)) > 0 {
-				continue
-			}
-			if _, has := bi.Spec.DiskFileSpecMap[d.UUID]; has {
-				continue
-			}
-			cands = append(cands, candidate{node: n.Name, disk: d.Name, uuid: d.UUID, free: d.StorageLimit - d.StorageScheduled})
-		}
-	}
-	if len(cands) == 0 {
+// when none can take it, as Longhorn's backing-image controller picks one:
+// its datastore's GetReadyNodeDiskForBackingImage, a random schedulable
+// disk matching the image's selectors without a copy yet.
+func copyDisk(pod *LonghornManager, bi *lhv1.BackingImage) (uuid, node string) {
+	n, disk, err := pod.DataStore.GetReadyNodeDiskForBackingImage(bi, imageDataEngine(bi), nil)
+	if err != nil || n == nil {
 		return "", ""
 	}
-	best := slices.MinFunc(cands, func(a, b candidate) int {
-		return cmp.Or(cmp.Compare(b.free, a.free), strings.Compare(a.node, b.node), strings.Compare(a.disk, b.disk))
-	})
-	return best.uuid, best.node
+	st := n.Status.DiskStatus[disk]
+	if st == nil {
+		return "", ""
+	}
+	return st.DiskUUID, n.Name
 }
 
 // backingImageStatus returns the image's status: its UUID, its size from

@@ -62,7 +62,7 @@ func (b *bootstrap) createAll(ctx context.Context) error {
 			return fmt.Errorf("creating Longhorn node %s: %w", n.Name, err)
 		}
 	}
-	return nil
+	return createInstances(ctx, b.sim)
 }
 
 // createIfMissing creates obj unless an object of its name exists.

@@ -5,6 +5,43 @@
 // an unmodified Longhorn does the same work. It never reads a DiskSchedule:
 // Longhorn does not know the ledger.
 //
+// # Longhorn's own code and what is simulated
+//
+// Replica placement is Longhorn v1.12.0's own code, imported from the
+// longhorn-manager module (never copied):
+//
+//   - managerpod.go: Options.ManagerPods (DefaultManagerPods) simulated
+//     longhorn-manager pods, each with its own datastore.DataStore (its own
+//     informers on the API server, so each pod's view of the disks is as
+//     stale as a real pod's) and its own scheduler.ReplicaScheduler. A
+//     volume belongs to the pod of its status.ownerID (the node it is
+//     attached to, else its current owner, else a node chosen by its name),
+//     as Longhorn's volume controllers share volumes between nodes.
+//   - volume_plan.go: unscheduled replicas are placed with the owner's
+//     ReplicaScheduler.ScheduleReplica, a failed replica is reused when its
+//     CheckAndReuseFailedReplica says so, and best-effort data locality's
+//     local replica is created only when its FindDiskCandidates finds a disk
+//     on the attached node; volume.go writes replicas with the owner's
+//     datastore.UpdateReplica, and a refused write is retried as
+//     longhorn-manager's queue does (three quick retries with its 5 ms
+//     doubling backoff, then the 30 s resync or a node change).
+//   - backingimage.go: a backing image's next copy goes to the disk the
+//     datastore's GetReadyNodeDiskForBackingImage picks.
+//   - instances.go: what Longhorn's scheduler requires of a node: its
+//     running default instance manager (the default-instance-manager-image
+//     Setting, an all-in-one InstanceManager with Longhorn's labels) and the
+//     engine image deployed there (EngineImage state deployed,
+//     nodeDeploymentMap), named and labelled with Longhorn's types package.
+//
+// Longhorn's controllers themselves (package controller) do not build
+// outside longhorn-manager: their engine, instance-manager and
+// backing-image-manager client modules are not published. Everything below
+// that places nothing is therefore simulated, following Longhorn's source:
+// the node controller's disk accounting, the volume controller's replica
+// life cycle around the scheduler (create, follow, clean up, status), the
+// data plane (instance managers that run replicas, engines, rebuilds,
+// backing-image files), the CSI driver and the kubelets.
+//
 // What it plays, one file per part:
 //
 //   - bootstrap.go: what longhorn-manager creates at start: the default
@@ -45,35 +82,32 @@
 //   - attacher.go: the CSI attacher with Longhorn's volume-attachment
 //     controller: a volume is attached to the node of the pod using it.
 //   - volume*.go: Longhorn's volume controller: replicas created
-//     unscheduled, then placed with package placement from the controller's
-//     own cache of Nodes and Replicas with Longhorn's own view of disk space
-//     (placement.LonghornSpace), and written with a typed Update of the
-//     Replica. A refused write leaves the replica unscheduled, reports
-//     Scheduled=False with the refusal, and is retried with a backoff.
-//     Expansion, best-effort data locality (a local replica only when a
-//     disk there can take it, then the remote one removed) and strict-local
-//     pinning are as Longhorn v1.12 does them.
+//     unscheduled, then placed by Longhorn's own scheduler of the owning
+//     longhorn-manager pod (above) and written with its datastore's
+//     UpdateReplica. A refused write leaves the replica unscheduled, reports
+//     Scheduled=False with the refusal, and is retried as Longhorn retries.
+//     Expansion, best-effort data locality (a local replica only when
+//     Longhorn's scheduler finds a disk there, then the remote one removed)
+//     and strict-local pinning are as Longhorn v1.12 does them.
 //   - replica.go: the instance managers: a scheduled replica of an attached
 //     volume runs; replicas of deleted volumes are removed, as the garbage
 //     collector does through their owner references.
 //   - backingimage.go: Longhorn's backing-image controller and managers:
 //     status.size from the declared source size, copies on
-//     minNumberOfCopies disks and on each disk a replica using the image is
-//     placed on, each copy ready at once.
+//     minNumberOfCopies disks (chosen by Longhorn's datastore) and on each
+//     disk a replica using the image is placed on, each copy ready at once.
 //
 // With Options.PlaceReplicas false (the sandbox's --simulated-longhorn=false)
 // only the nodes, their disks' status, the Settings and the kubelets run:
 // nothing provisions volumes or creates and places replicas.
 //
 // Where it deviates from Longhorn v1.12, it does so to stay simple and
-// deterministic: no engines, instance managers or volume attachments exist
-// as objects; disks are as free as they are large; a new replica of an
+// deterministic: no engines or volume attachments exist as objects, and the
+// instance managers and engine image never change state; disks are as free as they are large; a new replica of an
 // attached volume runs at once; a best-effort local replica is created only
 // when a disk on the attached node can take it (v1.12 creates it pinned and
 // lets it fail to schedule) and a Warning Event (LocalReplicaSkipped) says
-// when none can, where Longhorn only logs it; a backing-image copy goes to
-// the eligible disk with the most free space rather than a random one;
-// volumes carry no longhorn.io finalizer (the simulation deletes a deleted
+// when none can, where Longhorn only logs it; volumes carry no longhorn.io finalizer (the simulation deletes a deleted
 // volume's replicas itself) and no status.kubernetesStatus. The simulation
 // runs with administrator credentials and carries no RBAC markers.
 package simlonghorn

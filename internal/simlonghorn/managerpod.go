@@ -4,9 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/fnv"
+	"slices"
 	"time"
 
 	"github.com/longhorn/longhorn-manager/datastore"
+	lhv1 "github.com/longhorn/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
 	lhclientset "github.com/longhorn/longhorn-manager/k8s/pkg/client/clientset/versioned"
 	"github.com/longhorn/longhorn-manager/scheduler"
 	lhutil "github.com/longhorn/longhorn-manager/util"
@@ -20,21 +23,40 @@ import (
 // volume controller looks again at a volume it dropped from its queue.
 const informerResync = 30 * time.Second
 
-// managerPod is one simulated longhorn-manager pod: Longhorn v1.12.0's own
-// datastore, with informers of its own on the API server (so its view is as
-// stale as a real pod's), and Longhorn's own replica scheduler over it.
-type managerPod struct {
-	// node is the node the pod runs on, its controller ID (the value of
+// LonghornManager is one simulated longhorn-manager pod: Longhorn v1.12.0's
+// own datastore, with informers of its own on the API server (so its view is
+// as stale as a real pod's), and Longhorn's own replica scheduler over it.
+// The volume controller runs several; tests and benchmarks that play
+// Longhorn's volume controllers themselves start their own with
+// StartLonghornManager.
+type LonghornManager struct {
+	// Node is the node the pod runs on, its controller ID (the value of
 	// a volume's status.ownerID it is responsible for).
-	node      string
-	ds        *datastore.DataStore
-	scheduler *scheduler.ReplicaScheduler
-	factories *lhutil.InformerFactories
+	Node string
+	// DataStore is Longhorn's datastore of the pod.
+	DataStore *datastore.DataStore
+	// Scheduler is Longhorn's replica scheduler over DataStore.
+	Scheduler *scheduler.ReplicaScheduler
+	// Informers are the informers DataStore reads.
+	Informers *lhutil.InformerFactories
+}
+
+// StartLonghornManager builds a longhorn-manager pod on cfg and runs its
+// informers until ctx ends; it returns once they have synced.
+func StartLonghornManager(ctx context.Context, cfg *rest.Config, namespace, node string) (*LonghornManager, error) {
+	p, err := newManagerPod(cfg, namespace, node)
+	if err != nil {
+		return nil, err
+	}
+	if err := p.start(ctx); err != nil {
+		return nil, err
+	}
+	return p, nil
 }
 
 // newManagerPod builds the pod's clients, informers, datastore and
 // scheduler; start runs the informers.
-func newManagerPod(cfg *rest.Config, namespace, node string) (*managerPod, error) {
+func newManagerPod(cfg *rest.Config, namespace, node string) (*LonghornManager, error) {
 	cfg = rest.CopyConfig(cfg)
 	cfg.UserAgent = "longhorn-manager/" + node
 	// longhorn-manager's own client rates are far above client-go's
@@ -54,18 +76,110 @@ func newManagerPod(cfg *rest.Config, namespace, node string) (*managerPod, error
 	}
 	factories := lhutil.NewInformerFactories(namespace, kube, lh, informerResync)
 	ds := datastore.NewDataStore(namespace, lh, kube, ext, factories)
-	return &managerPod{node: node, ds: ds, scheduler: scheduler.NewReplicaScheduler(ds), factories: factories}, nil
+	return &LonghornManager{Node: node, DataStore: ds, Scheduler: scheduler.NewReplicaScheduler(ds), Informers: factories}, nil
 }
 
 // start runs the pod's informers until ctx ends and waits for their first
 // lists, as longhorn-manager does before its controllers start.
-func (p *managerPod) start(ctx context.Context) error {
-	p.factories.Start(ctx.Done())
-	if !p.ds.Sync(ctx.Done()) {
+func (p *LonghornManager) start(ctx context.Context) error {
+	p.Informers.Start(ctx.Done())
+	if !p.DataStore.Sync(ctx.Done()) {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		return errors.New("longhorn-manager on " + p.node + ": the datastore's caches did not sync")
+		return errors.New("longhorn-manager on " + p.Node + ": the datastore's caches did not sync")
 	}
 	return nil
+}
+
+// DefaultManagerPods is how many longhorn-manager pods the simulation runs
+// when Options.ManagerPods is zero.
+const DefaultManagerPods = 3
+
+// managerPods are the simulated longhorn-manager pods. A cluster runs one
+// per node; the simulation runs fewer, each standing for the pods of every
+// len(pods)-th node and sharing one datastore between them, so volumes
+// owned by nodes of different pods are placed from different, independently
+// stale views, as in a cluster.
+type managerPods struct {
+	pods  []*LonghornManager
+	nodes []string
+	// ready is closed once every pod's datastore has synced.
+	ready chan struct{}
+}
+
+// newManagerPods builds n pods (at least one, at most one per node) over
+// the simulated nodes.
+func newManagerPods(cfg *rest.Config, namespace string, nodes []string, n int) (*managerPods, error) {
+	if len(nodes) == 0 {
+		return nil, errors.New("the simulated Longhorn's volume controller needs at least one node")
+	}
+	n = max(1, min(n, len(nodes)))
+	g := &managerPods{nodes: nodes, ready: make(chan struct{})}
+	for i := range n {
+		p, err := newManagerPod(cfg, namespace, nodes[i])
+		if err != nil {
+			return nil, err
+		}
+		g.pods = append(g.pods, p)
+	}
+	return g, nil
+}
+
+// Start runs every pod's informers until ctx ends (a manager.Runnable).
+func (g *managerPods) Start(ctx context.Context) error {
+	for _, p := range g.pods {
+		if err := p.start(ctx); err != nil {
+			return err
+		}
+	}
+	close(g.ready)
+	<-ctx.Done()
+	return nil
+}
+
+// ownerID returns the node whose longhorn-manager is responsible for v, as
+// Longhorn picks a volume's status.ownerID: the node it is attached to, else
+// its current owner, else a node chosen by the volume's name.
+func (g *managerPods) ownerID(v *lhv1.Volume) string {
+	for _, id := range []string{v.Spec.NodeID, v.Status.OwnerID} {
+		if slices.Contains(g.nodes, id) {
+			return id
+		}
+	}
+	h := fnv.New32a()
+	_, _ = h.Write([]byte(v.Name))
+	return g.nodes[int(h.Sum32()%uint32(len(g.nodes)))]
+}
+
+// owner waits until the pods' datastores have synced and returns the pod
+// responsible for v, with the owner ID it writes into v's status.
+func (g *managerPods) owner(ctx context.Context, v *lhv1.Volume) (*LonghornManager, string, error) {
+	if err := g.wait(ctx); err != nil {
+		return nil, "", err
+	}
+	id := g.ownerID(v)
+	return g.pods[slices.Index(g.nodes, id)%len(g.pods)], id, nil
+}
+
+// forName waits until the pods' datastores have synced and returns the pod
+// responsible for the object of the given name (Longhorn spreads the
+// ownership of objects without a node of their own over its pods).
+func (g *managerPods) forName(ctx context.Context, name string) (*LonghornManager, error) {
+	if err := g.wait(ctx); err != nil {
+		return nil, err
+	}
+	h := fnv.New32a()
+	_, _ = h.Write([]byte(name))
+	return g.pods[int(h.Sum32()%uint32(len(g.pods)))], nil
+}
+
+// wait waits until every pod's datastore has synced or ctx ends.
+func (g *managerPods) wait(ctx context.Context) error {
+	select {
+	case <-g.ready:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }

@@ -225,7 +225,7 @@ func diskStatus(in nodeInput, name string, spec lhv1.DiskSpec, prev lhv1.DiskSta
 		return &st
 	}
 	st.DiskUUID, st.FSType, st.DiskDriver = d.UUID, "ext4", lhv1.DiskDriverNone
-	st.InstanceManagerName = instanceManagerName(in.node.Name, EngineImage)
+	st.InstanceManagerName = instanceManagerName(in.node.Name, InstanceManagerImage)
 	st.StorageMaximum, st.StorageAvailable = d.Size, d.Size
 
 	st.ScheduledReplica, st.ScheduledBackingImage, st.StorageScheduled = map[string]int64{}, map[string]int64{}, 0

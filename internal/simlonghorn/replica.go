@@ -2,8 +2,6 @@ package simlonghorn
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 
 	lhv1 "github.com/longhorn/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
@@ -157,7 +155,7 @@ func instanceStatus(r *lhv1.Replica, run bool, ip string) lhv1.ReplicaStatus {
 	st.Starting = false
 	if run {
 		st.OwnerID = r.Spec.NodeID
-		st.InstanceManagerName = instanceManagerName(r.Spec.NodeID, r.Spec.Image)
+		st.InstanceManagerName = instanceManagerName(r.Spec.NodeID, InstanceManagerImage)
 		st.CurrentState = lhv1.InstanceStateRunning
 		st.CurrentImage = r.Spec.Image
 		st.IP, st.StorageIP, st.Port = ip, ip, replicaPort
@@ -171,13 +169,6 @@ func instanceStatus(r *lhv1.Replica, run bool, ip string) lhv1.ReplicaStatus {
 		st.OwnerID = r.Spec.NodeID
 	}
 	return st
-}
-
-// instanceManagerName returns the name of node's instance manager for
-// image, shaped as Longhorn names them.
-func instanceManagerName(node, image string) string {
-	sum := sha256.Sum256([]byte(node + image + string(lhv1.DataEngineTypeV1)))
-	return "instance-manager-" + hex.EncodeToString(sum[:])[:32]
 }
 
 // nodeIP returns the simulated address of the named node.

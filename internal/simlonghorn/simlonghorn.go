@@ -86,6 +86,10 @@ type Options struct {
 	// --simulated-longhorn=false) runs only the nodes: they exist and report
 	// their disks' space, but nothing creates or places replicas.
 	PlaceReplicas bool
+	// ManagerPods is how many longhorn-manager pods place replicas, each
+	// with its own datastore and replica scheduler; zero is
+	// DefaultManagerPods.
+	ManagerPods int
 	// NodeLeaseDuration is the duration of each simulated node's Lease in
 	// kube-node-lease, renewed every quarter of it; zero is
 	// DefaultNodeLeaseDuration, the kubelet's default.
@@ -153,6 +157,20 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 		&kubelet{sim: s},
 	}
 	if opts.PlaceReplicas {
+		names := make([]string, 0, len(s.nodes))
+		for _, n := range s.nodes {
+			names = append(names, n.Name)
+		}
+		pods := opts.ManagerPods
+		if pods == 0 {
+			pods = DefaultManagerPods
+		}
+		if s.pods, err = newManagerPods(mgr.GetConfig(), s.namespace, names, pods); err != nil {
+			return err
+		}
+		if err := mgr.Add(s.pods); err != nil {
+			return fmt.Errorf("adding the simulated longhorn-manager pods: %w", err)
+		}
 		controllers = append(controllers,
 			&csiProvisioner{sim: s},
 			&resizer{sim: s},
@@ -206,6 +224,9 @@ type sim struct {
 	nodeByName map[string]*NodeSpec
 	// diskNode maps a disk UUID to its node's name.
 	diskNode map[string]string
+	// pods are the longhorn-manager pods placing replicas (nil when
+	// replicas are not placed).
+	pods *managerPods
 }
 
 // newSim validates opts and returns the shared state.

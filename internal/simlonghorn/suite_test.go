@@ -175,8 +175,14 @@ func replicasOf(ctx context.Context, ns, volume string) ([]lhv1.Replica, error) 
 // and returns them.
 func scheduledReplicas(t *testing.T, ns, volume string, n int) []lhv1.Replica {
 	t.Helper()
+	return scheduledReplicasWithin(t, ns, volume, n, 30*time.Second)
+}
+
+// scheduledReplicasWithin is scheduledReplicas with its own timeout.
+func scheduledReplicasWithin(t *testing.T, ns, volume string, n int, timeout time.Duration) []lhv1.Replica {
+	t.Helper()
 	var out []lhv1.Replica
-	eventually(t, 30*time.Second, fmt.Sprintf("%d scheduled replicas of %s", n, volume), func(ctx context.Context) (bool, string) {
+	eventually(t, timeout, fmt.Sprintf("%d scheduled replicas of %s", n, volume), func(ctx context.Context) (bool, string) {
 		rs, err := replicasOf(ctx, ns, volume)
 		if err != nil {
 			return false, err.Error()

@@ -33,9 +33,17 @@ const (
 	// disk is tried again (Longhorn's 30 s), unless a node or setting
 	// change brings it back sooner.
 	retryUnschedulable = 30 * time.Second
-	// refusedRetryFirst and refusedRetryMax bound the backoff of a volume
-	// whose replica writes the API server refused.
-	refusedRetryFirst, refusedRetryMax = 500 * time.Millisecond, 10 * time.Second
+	// refusedRetryFirst and refusedRetryMax are the per-item backoff of
+	// longhorn-manager's work queues (EnhancedDefaultControllerRateLimiter:
+	// 5 ms doubling up to 1000 s). Longhorn's controller package does not
+	// build outside longhorn-manager (its engine and instance-manager client
+	// modules are not published), so its parameters are used with client-go's
+	// rate limiter here.
+	refusedRetryFirst, refusedRetryMax = 5 * time.Millisecond, 1000 * time.Second
+	// refusedRetries is longhorn-manager's maxRetries: after this many quick
+	// retries a failing volume is dropped from the queue until the informer
+	// resync (informerResync) or a node change brings it back.
+	refusedRetries = 3
 	// cacheWait bounds how long a created replica is waited for in the
 	// cache, as Longhorn's datastore verifies a creation.
 	cacheWait = 10 * time.Second
@@ -142,17 +150,12 @@ func (c *volumeController) reconcile(ctx context.Context, req reconcile.Request)
 	if err := c.sim.client.List(ctx, replicas, client.InNamespace(vol.Namespace), client.MatchingFields{replicaByVolume: vol.Name}); err != nil {
 		return reconcile.Result{}, fmt.Errorf("listing the replicas of volume %s: %w", vol.Name, err)
 	}
-	nodes := &lhv1.NodeList{}
-	// Read only (planReplicas copies what it keeps): the cache's own objects.
-	if err := c.sim.client.List(ctx, nodes, client.InNamespace(vol.Namespace), client.UnsafeDisableDeepCopy); err != nil {
-		return reconcile.Result{}, fmt.Errorf("listing Longhorn nodes: %w", err)
-	}
-	sched, err := c.sim.settings(ctx)
+	pod, ownerID, err := c.sim.pods.owner(ctx, vol)
 	if err != nil {
 		return reconcile.Result{}, err
 	}
 	now := c.now()
-	plan := planReplicas(volumeInput{volume: vol, replicas: replicas.Items, nodes: nodes.Items, settings: sched, now: now, newID: c.newID})
+	plan := planReplicas(volumeInput{volume: vol, replicas: replicas.Items, scheduler: pod.Scheduler, now: now, newID: c.newID})
 	if plan.localSkipped != "" {
 		log.V(1).Info("No disk on the attached node can take a local replica", "volume", vol.Name, "node", vol.Spec.NodeID,
 			"reason", plan.localSkipped)
@@ -160,11 +163,12 @@ func (c *volumeController) reconcile(ctx context.Context, req reconcile.Request)
 			"%s", truncate(fmt.Sprintf("no local replica on node %s: %s", vol.Spec.NodeID, plan.localSkipped), maxEventNote))
 	}
 
-	out, err := c.writeReplicas(ctx, vol, plan)
+	out, err := c.writeReplicas(ctx, pod, vol, plan)
 	if err != nil {
 		return reconcile.Result{}, err
 	}
 	status := volumeStatus(vol, out.replicas, plan, out.refused, now)
+	status.OwnerID = ownerID
 	if !apiequality.Semantic.DeepEqual(vol.Status, status) {
 		becameUnschedulable := condition(vol.Status.Conditions, lhv1.VolumeConditionTypeScheduled).Status != lhv1.ConditionStatusFalse &&
 			condition(status.Conditions, lhv1.VolumeConditionTypeScheduled).Status == lhv1.ConditionStatusFalse
@@ -179,7 +183,11 @@ func (c *volumeController) reconcile(ctx context.Context, req reconcile.Request)
 	}
 	switch {
 	case len(out.refused) > 0:
-		return reconcile.Result{RequeueAfter: c.backoff.When(req.NamespacedName)}, nil
+		if c.backoff.NumRequeues(req.NamespacedName) < refusedRetries {
+			return reconcile.Result{RequeueAfter: c.backoff.When(req.NamespacedName)}, nil
+		}
+		c.backoff.Forget(req.NamespacedName)
+		return reconcile.Result{RequeueAfter: informerResync}, nil
 	case out.conflict:
 		return reconcile.Result{RequeueAfter: conflictRetry}, nil
 	case plan.failure != nil:
@@ -200,10 +208,12 @@ type writeOutcome struct {
 	conflict bool
 }
 
-// writeReplicas creates, updates and deletes the plan's replicas. A
-// refused write is logged and reported, and the replica stays as it was:
-// a refused placement leaves it unscheduled, to be placed again later.
-func (c *volumeController) writeReplicas(ctx context.Context, vol *lhv1.Volume, plan volumePlan) (writeOutcome, error) {
+// writeReplicas creates, updates and deletes the plan's replicas; updates
+// go through the owning longhorn-manager pod's datastore (UpdateReplica), as
+// Longhorn writes them. A refused write is logged and reported, and the
+// replica stays as it was: a refused placement leaves it unscheduled, to be
+// placed again later.
+func (c *volumeController) writeReplicas(ctx context.Context, pod *LonghornManager, vol *lhv1.Volume, plan volumePlan) (writeOutcome, error) {
 	log := ctrl.LoggerFrom(ctx)
 	var out writeOutcome
 	for _, p := range plan.replicas {
@@ -222,14 +232,14 @@ func (c *volumeController) writeReplicas(ctx context.Context, vol *lhv1.Volume, 
 			continue
 		}
 		next := p.want.DeepCopy()
-		err := c.sim.client.Update(ctx, next)
+		written, err := pod.DataStore.UpdateReplica(next)
 		switch {
 		case err == nil:
-			if p.choice != nil {
-				log.Info("Scheduled replica", "replica", klog.KObj(next), "node", p.choice.NodeID, "disk", p.choice.DiskName,
-					"diskUUID", p.choice.DiskUUID, "size", next.Spec.VolumeSize)
+			if p.placed {
+				log.Info("Scheduled replica", "replica", klog.KObj(written), "node", written.Spec.NodeID,
+					"diskUUID", written.Spec.DiskID, "size", written.Spec.VolumeSize, "longhornManager", pod.Node)
 			}
-			out.replicas = append(out.replicas, *next)
+			out.replicas = append(out.replicas, *written)
 		case apierrors.IsNotFound(err):
 			// Deleted meanwhile: nothing to write.
 		case apierrors.IsConflict(err):
@@ -237,8 +247,8 @@ func (c *volumeController) writeReplicas(ctx context.Context, vol *lhv1.Volume, 
 			out.replicas = append(out.replicas, *cur)
 		default:
 			what := "updating"
-			if p.choice != nil {
-				what = fmt.Sprintf("scheduling it to node %s disk %s (%s)", p.choice.NodeID, p.choice.DiskName, p.choice.DiskUUID)
+			if p.placed {
+				what = fmt.Sprintf("scheduling it to node %s disk %s", next.Spec.NodeID, next.Spec.DiskID)
 			} else if next.Spec.VolumeSize > cur.Spec.VolumeSize {
 				what = fmt.Sprintf("expanding it to %d bytes", next.Spec.VolumeSize)
 			}

@@ -6,26 +6,35 @@ import (
 	"sort"
 	"time"
 
+	"github.com/longhorn/go-common-libs/multierr"
 	lhv1 "github.com/longhorn/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
+	"github.com/longhorn/longhorn-manager/scheduler"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
-	"github.com/longhorn/diskschedule/internal/placement"
-	"github.com/longhorn/diskschedule/internal/settings"
 )
 
 // defaultReplicaCount is Longhorn's default-replica-count, which its
 // admission webhook gives a volume that asks for 0.
 const defaultReplicaCount = 3
 
-// volumeInput is what planReplicas decides from: one volume and the volume
-// controller's own cache of its replicas, the nodes and the settings.
+// replicaScheduler is the part of Longhorn v1.12.0's own replica scheduler
+// (scheduler.ReplicaScheduler) the volume controller calls. It reads the
+// nodes, disks, settings, instance managers and engine images from its
+// longhorn-manager pod's datastore.
+type replicaScheduler interface {
+	ScheduleReplica(r *lhv1.Replica, rs map[string]*lhv1.Replica, v *lhv1.Volume) (*lhv1.Replica, multierr.MultiError)
+	FindDiskCandidates(r *lhv1.Replica, rs map[string]*lhv1.Replica, v *lhv1.Volume) (map[string]*scheduler.Disk, multierr.MultiError)
+	CheckAndReuseFailedReplica(rs map[string]*lhv1.Replica, v *lhv1.Volume, hardNodeAffinity string) (*lhv1.Replica, error)
+}
+
+// volumeInput is what planReplicas decides from: one volume, the volume
+// controller's own cache of its replicas, and the replica scheduler of the
+// longhorn-manager pod that owns the volume.
 type volumeInput struct {
-	volume   *lhv1.Volume
-	replicas []lhv1.Replica
-	nodes    []lhv1.Node
-	settings settings.Scheduling
-	now      time.Time
-	// newID returns a fresh random suffix for replica and directory names.
+	volume    *lhv1.Volume
+	replicas  []lhv1.Replica
+	scheduler replicaScheduler
+	now       time.Time
+	// newID returns a fresh random suffix for replica names.
 	newID func() string
 }
 
@@ -35,8 +44,10 @@ type replicaPlan struct {
 	cur *lhv1.Replica
 	// want is the replica as the plan wants it written.
 	want *lhv1.Replica
-	// choice is where this plan places the replica, if it does.
-	choice *placement.Choice
+	// placed tells that Longhorn's scheduler placed the replica in this plan.
+	placed bool
+	// reused tells that the plan reuses this failed replica.
+	reused bool
 }
 
 // changed reports whether the plan changes the replica's spec or labels.
@@ -53,10 +64,9 @@ type volumePlan struct {
 	replicas []*replicaPlan
 	// remove are replicas to delete.
 	remove []*lhv1.Replica
-	// failure is the first placement that found no disk, if any.
-	failure *placement.Result
-	// failurePinned tells that the failed replica was pinned to a node.
-	failurePinned bool
+	// failure is why the first replica Longhorn's scheduler could not
+	// place found no disk, if any.
+	failure *scheduleFailure
 	// localSkipped says why no local replica was created for best-effort
 	// data locality, when one was wanted but no disk there can take it.
 	localSkipped string
@@ -71,11 +81,19 @@ func wantedReplicas(v *lhv1.Volume) int {
 	return v.Spec.NumberOfReplicas
 }
 
+// scheduleFailure is a replica Longhorn's scheduler found no disk for.
+type scheduleFailure struct {
+	// reason is the volume's Scheduled condition reason.
+	reason string
+	// message is the scheduler's reasons, joined.
+	message string
+}
+
 // planReplicas decides, as Longhorn v1.12's volume controller does, which
-// replicas to create (unscheduled), where to place unscheduled ones (with
-// package placement and Longhorn's own view of disk space), how each
-// replica's spec follows the volume (size, desired state, health), and
-// which surplus replicas to remove.
+// replicas to create (unscheduled) or reuse, where to place unscheduled ones
+// (with Longhorn's own replica scheduler), how each replica's spec follows
+// the volume (size, desired state, health), and which surplus replicas to
+// remove.
 func planReplicas(in volumeInput) volumePlan {
 	v := in.volume
 	var plan volumePlan
@@ -90,13 +108,17 @@ func planReplicas(in volumeInput) volumePlan {
 
 	want := wantedReplicas(v)
 	attached := v.Spec.NodeID != "" && v.Status.State == lhv1.VolumeStateAttached && v.Status.CurrentNodeID == v.Spec.NodeID
-	nodes := placementNodes(in.nodes, in.settings)
 
 	// Replenish: a new volume gets all its replicas at once; an attached
-	// one is rebuilt one replica at a time.
+	// one is rebuilt one replica at a time, reusing a failed replica when
+	// Longhorn's scheduler says one can be reused.
 	if missing := want - usableReplicas(v, plan.replicas); missing > 0 && (len(plan.replicas) == 0 || attached) {
 		if len(plan.replicas) > 0 {
 			missing = 1
+			if r, err := in.scheduler.CheckAndReuseFailedReplica(replicaMap(plan.replicas), v, ""); err == nil && r != nil {
+				reuse(plan.replicas, r.Name)
+				missing = 0
+			}
 		}
 		for range missing {
 			plan.replicas = append(plan.replicas, &replicaPlan{want: NewReplica(v, "", in.newID())})
@@ -104,21 +126,20 @@ func planReplicas(in volumeInput) volumePlan {
 	}
 
 	// Best-effort data locality: a local replica, once every replica is
-	// healthy, only when a disk of the attached node can take it.
+	// healthy, only when Longhorn's scheduler finds a disk on the attached
+	// node for it.
 	if v.Spec.DataLocality == lhv1.DataLocalityBestEffort && attached && !hasLocalReplica(plan.replicas, v.Spec.NodeID) &&
 		healthyReplicas(plan.replicas) >= want {
-		res := placement.Place(placement.Request{
-			Volume: v, Size: v.Spec.Size, ActualSize: v.Status.ActualSize, Count: 1,
-			Existing: existingReplicas(plan.replicas), HardNodeAffinity: v.Spec.NodeID, Nodes: nodes, Settings: in.settings,
-		})
-		if len(res.Choices) > 0 {
-			plan.replicas = append(plan.replicas, &replicaPlan{want: NewReplica(v, v.Spec.NodeID, in.newID())})
+		local := NewReplica(v, v.Spec.NodeID, in.newID())
+		disks, errs := in.scheduler.FindDiskCandidates(local, replicaMap(plan.replicas), v)
+		if len(disks) > 0 {
+			plan.replicas = append(plan.replicas, &replicaPlan{want: local})
 		} else {
-			plan.localSkipped = res.Message
+			plan.localSkipped = reasons(errs)
 		}
 	}
 
-	schedule(&plan, in, nodes)
+	schedule(&plan, in)
 	for _, p := range plan.replicas {
 		followVolume(p, v, in.now)
 	}
@@ -129,16 +150,6 @@ func planReplicas(in volumeInput) volumePlan {
 		})
 	}
 	return plan
-}
-
-// placementNodes returns Longhorn's nodes as placement sees them, with
-// Longhorn's own view of each disk's space (its status storageScheduled).
-func placementNodes(nodes []lhv1.Node, s settings.Scheduling) []placement.Node {
-	out := make([]placement.Node, 0, len(nodes))
-	for i := range nodes {
-		out = append(out, placement.FromLonghorn(&nodes[i], placement.LonghornSpace(&nodes[i], s)))
-	}
-	return out
 }
 
 // NewReplica returns a new, unscheduled replica of v as Longhorn creates
@@ -244,26 +255,43 @@ func hasLocalReplica(plans []*replicaPlan, node string) bool {
 	return false
 }
 
-// existingReplicas returns the scheduled replicas as placement counts them
-// for anti-affinity and data locality.
-func existingReplicas(plans []*replicaPlan) []placement.Replica {
-	var out []placement.Replica
+// replicaMap returns the plan's replicas by name, as Longhorn's volume
+// controller passes them to its scheduler.
+func replicaMap(plans []*replicaPlan) map[string]*lhv1.Replica {
+	out := make(map[string]*lhv1.Replica, len(plans))
 	for _, p := range plans {
-		if p.want.Spec.NodeID != "" {
-			out = append(out, placement.Replica{NodeID: p.want.Spec.NodeID, DiskUUID: p.want.Spec.DiskID, Healthy: p.want.Spec.FailedAt == ""})
-		}
+		out[p.want.Name] = p.want
 	}
 	return out
 }
 
-// schedule places the unscheduled replicas that may be placed now, in
-// groups by the node they are pinned to, as Longhorn's scheduler does for
-// each in turn: best-effort and strict-local replicas wait for the volume
-// to be attached; strict-local ones are pinned to its node.
-func schedule(plan *volumePlan, in volumeInput, nodes []placement.Node) {
+// reuse marks the named failed replica to be rebuilt, as Longhorn's volume
+// controller reuses one: no longer failed, not healthy until rebuilt.
+func reuse(plans []*replicaPlan, name string) {
+	for _, p := range plans {
+		if p.want.Name == name {
+			p.want.Spec.FailedAt, p.want.Spec.HealthyAt = "", ""
+			p.reused = true
+		}
+	}
+}
+
+// reasons joins the reasons of a scheduler's errors.
+func reasons(errs multierr.MultiError) string {
+	if len(errs) == 0 {
+		return "no disk candidate"
+	}
+	return errs.Error()
+}
+
+// schedule places the unscheduled replicas that may be placed now with
+// Longhorn's own ScheduleReplica, one after another in name order as
+// Longhorn's volume controller does, each seeing the ones placed before it:
+// best-effort and strict-local replicas wait for the volume to be attached;
+// strict-local ones are pinned to its node.
+func schedule(plan *volumePlan, in volumeInput) {
 	v := in.volume
-	var pins []string
-	groups := map[string][]*replicaPlan{}
+	rs := replicaMap(plan.replicas)
 	for _, p := range plan.replicas {
 		r := p.want
 		if r.Spec.NodeID != "" || (r.Spec.HealthyAt == "" && r.Spec.FailedAt != "") {
@@ -280,43 +308,19 @@ func schedule(plan *volumePlan, in volumeInput, nodes []placement.Node) {
 				continue
 			}
 		}
-		pin := r.Spec.HardNodeAffinity
-		if _, ok := groups[pin]; !ok {
-			pins = append(pins, pin)
-		}
-		groups[pin] = append(groups[pin], p)
-	}
-	for _, pin := range pins {
-		group := groups[pin]
-		res := placement.Place(placement.Request{
-			Volume: v, Size: v.Spec.Size, ActualSize: v.Status.ActualSize, Count: len(group),
-			Existing: existingReplicas(plan.replicas), HardNodeAffinity: pin, Nodes: nodes, Settings: in.settings,
-		})
-		for i, c := range res.Choices {
-			r := group[i].want
-			r.Spec.NodeID, r.Spec.DiskID, r.Spec.DiskPath = c.NodeID, c.DiskUUID, c.DiskPath
-			r.Spec.DataDirectoryName = v.Name + "-" + in.newID()
-			group[i].choice = &res.Choices[i]
-			charge(nodes, c, v.Spec.Size)
-		}
-		if res.Reason != "" && plan.failure == nil {
-			plan.failure, plan.failurePinned = &res, pin != ""
-		}
-	}
-}
-
-// charge counts a replica of size bytes placed by c in the nodes' view, so
-// the next group sees it.
-func charge(nodes []placement.Node, c placement.Choice, size int64) {
-	for i := range nodes {
-		if nodes[i].Name != c.NodeID {
+		placed, errs := in.scheduler.ScheduleReplica(r, rs, v)
+		if placed == nil {
+			if plan.failure == nil {
+				reason := lhv1.VolumeConditionReasonReplicaSchedulingFailure
+				if r.Spec.HardNodeAffinity != "" {
+					reason = lhv1.VolumeConditionReasonLocalReplicaSchedulingFailure
+				}
+				plan.failure = &scheduleFailure{reason: reason, message: reasons(errs)}
+			}
 			continue
 		}
-		for j := range nodes[i].Disks {
-			if nodes[i].Disks[j].UUID == c.DiskUUID {
-				nodes[i].Disks[j].StorageScheduled += size
-			}
-		}
+		p.want, p.placed = placed, true
+		rs[placed.Name] = placed
 	}
 }
 

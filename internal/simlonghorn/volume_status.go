@@ -42,7 +42,7 @@ func volumeStatus(v *lhv1.Volume, replicas []lhv1.Replica, plan volumePlan, refu
 	case scheduled == 0:
 		st.State, st.CurrentNodeID, st.Robustness = lhv1.VolumeStateAttaching, "", lhv1.VolumeRobustnessUnknown
 	default:
-		st.State, st.CurrentNodeID, st.OwnerID = lhv1.VolumeStateAttached, v.Spec.NodeID, v.Spec.NodeID
+		st.State, st.CurrentNodeID = lhv1.VolumeStateAttached, v.Spec.NodeID
 		switch {
 		case running >= want:
 			st.Robustness = lhv1.VolumeRobustnessHealthy
@@ -59,11 +59,7 @@ func volumeStatus(v *lhv1.Volume, replicas []lhv1.Replica, plan volumePlan, refu
 		st.Conditions = setCondition(st.Conditions, typ, lhv1.ConditionStatusFalse,
 			lhv1.VolumeConditionReasonReplicaSchedulingFailure, strings.Join(refused, "; "), now)
 	case plan.failure != nil:
-		reason := lhv1.VolumeConditionReasonReplicaSchedulingFailure
-		if plan.failurePinned {
-			reason = lhv1.VolumeConditionReasonLocalReplicaSchedulingFailure
-		}
-		st.Conditions = setCondition(st.Conditions, typ, lhv1.ConditionStatusFalse, reason, plan.failure.Message, now)
+		st.Conditions = setCondition(st.Conditions, typ, lhv1.ConditionStatusFalse, plan.failure.reason, plan.failure.message, now)
 	case scheduled+waiting < len(replicas) || len(replicas) < want:
 		st.Conditions = setCondition(st.Conditions, typ, lhv1.ConditionStatusFalse, lhv1.VolumeConditionReasonReplicaSchedulingFailure,
 			fmt.Sprintf("failed to schedule volume %v: %d of %d replicas scheduled", v.Name, scheduled, want), now)

@@ -124,10 +124,17 @@ func TestClaimToRunningPod(t *testing.T) {
 	pvc, volName := createClaim(t, ns, "data", class, 10)
 	ctx := context.Background()
 
-	vol, err := getVolume(ctx, ns, volName)
-	if err != nil {
-		t.Fatal(err)
-	}
+	// The volume controller of the owning longhorn-manager writes the
+	// status: its owner, the node of the one simulated pod.
+	var vol *lhv1.Volume
+	eventually(t, 20*time.Second, "volume "+volName+" owned", func(ctx context.Context) (bool, string) {
+		v, err := getVolume(ctx, ns, volName)
+		if err != nil {
+			return false, err.Error()
+		}
+		vol = v
+		return v.Status.OwnerID == n1, "ownerID " + v.Status.OwnerID
+	})
 	if vol.Spec.Size != 10*gi || vol.Spec.NumberOfReplicas != 1 || vol.Spec.Frontend != lhv1.VolumeFrontendBlockDev ||
 		vol.Spec.DataEngine != lhv1.DataEngineTypeV1 || vol.Spec.DataLocality != lhv1.DataLocalityDisabled ||
 		vol.Spec.AccessMode != lhv1.AccessModeReadWriteOnce || vol.Spec.Image != simlonghorn.EngineImage {
@@ -151,6 +158,7 @@ func TestClaimToRunningPod(t *testing.T) {
 	pod := createPod(t, ns, "app", n1, pvc.Name)
 	podRunning(t, pod)
 	eventually(t, 10*time.Second, "volume attached and healthy", func(ctx context.Context) (bool, string) {
+		var err error
 		if vol, err = getVolume(ctx, ns, volName); err != nil {
 			return false, err.Error()
 		}
@@ -173,7 +181,7 @@ func TestClaimToRunningPod(t *testing.T) {
 	// the resizer's retry goes through.
 	binding := denyUpdates(t, ns, "deny-expansion", "volumes", "object.spec.size == oldObject.spec.size",
 		"simulated gate: no room to expand", vol, func(o client.Object) { o.(*lhv1.Volume).Spec.Size += 2 << 20 })
-	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(pvc), pvc); err != nil {
 			return err
 		}
@@ -477,11 +485,11 @@ func TestRefusedPlacement(t *testing.T) {
 		t.Fatalf("replicas after the refusal = %+v (%v), want one unscheduled", rs, err)
 	}
 
-	// The gate lets the write through: the backoff's next try places it.
+	// The gate lets the write through: the resync's try places it.
 	if err := env.Client.Delete(ctx, binding); err != nil {
 		t.Fatal(err)
 	}
-	scheduledReplicas(t, ns, vol.Name, 1)
+	scheduledReplicasWithin(t, ns, vol.Name, 1, 45*time.Second)
 	eventually(t, 20*time.Second, "volume scheduled", func(ctx context.Context) (bool, string) {
 		v, err := getVolume(ctx, ns, vol.Name)
 		if err != nil {

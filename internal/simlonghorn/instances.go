@@ -1,0 +1,116 @@
+package simlonghorn
+
+import (
+	"context"
+	"fmt"
+
+	lhv1 "github.com/longhorn/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
+	lhtypes "github.com/longhorn/longhorn-manager/types"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// InstanceManagerImage is the instance manager image of Longhorn v1.12.0,
+// the value of its default-instance-manager-image Setting.
+const InstanceManagerImage = "longhornio/longhorn-instance-manager:v1.12.0"
+
+// instanceManagerName returns the name Longhorn gives node's default (v1,
+// all-in-one) instance manager of image.
+func instanceManagerName(node, image string) string {
+	name, err := lhtypes.GetInstanceManagerName(lhv1.InstanceManagerTypeAllInOne, node, image, string(lhv1.DataEngineTypeV1))
+	if err != nil {
+		// Unreachable: the all-in-one type has a name.
+		panic(err)
+	}
+	return name
+}
+
+// InstanceManager returns node's default instance manager as Longhorn's
+// instance manager controller keeps it: all-in-one, data engine v1, of the
+// default image, with Longhorn's labels, running. Longhorn's replica
+// scheduler places nothing on a node without one.
+func InstanceManager(node, namespace string) *lhv1.InstanceManager {
+	return &lhv1.InstanceManager{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: instanceManagerName(node, InstanceManagerImage), Namespace: namespace,
+			Labels: lhtypes.GetInstanceManagerLabels(node, InstanceManagerImage, lhv1.InstanceManagerTypeAllInOne, lhv1.DataEngineTypeV1),
+		},
+		Spec: lhv1.InstanceManagerSpec{
+			Image: InstanceManagerImage, NodeID: node, Type: lhv1.InstanceManagerTypeAllInOne, DataEngine: lhv1.DataEngineTypeV1,
+		},
+		Status: lhv1.InstanceManagerStatus{
+			OwnerID: node, CurrentState: lhv1.InstanceManagerStateRunning,
+		},
+	}
+}
+
+// EngineImageObject returns Longhorn's EngineImage of EngineImage as its
+// engine image controller keeps it once deployed on nodes: state deployed
+// and each node in its nodeDeploymentMap. Longhorn's replica scheduler places
+// a replica only on nodes where its engine image is deployed.
+func EngineImageObject(namespace string, nodes []string) *lhv1.EngineImage {
+	deployed := make(map[string]bool, len(nodes))
+	for _, n := range nodes {
+		deployed[n] = true
+	}
+	return &lhv1.EngineImage{
+		ObjectMeta: metav1.ObjectMeta{Name: lhtypes.GetEngineImageChecksumName(EngineImage), Namespace: namespace},
+		Spec:       lhv1.EngineImageSpec{Image: EngineImage},
+		Status: lhv1.EngineImageStatus{
+			State: lhv1.EngineImageStateDeployed, NodeDeploymentMap: deployed,
+			Conditions: []lhv1.Condition{{Type: lhv1.EngineImageConditionTypeReady, Status: lhv1.ConditionStatusTrue}},
+		},
+	}
+}
+
+// createWithStatus creates obj (when missing) and then writes the status it
+// carries through the status subresource, as Longhorn's controllers write
+// status after creating an object.
+func createWithStatus(ctx context.Context, c client.Client, obj client.Object, copyStatus func(from, to client.Object)) error {
+	want := obj.DeepCopyObject().(client.Object)
+	if err := c.Create(ctx, obj); err != nil {
+		if !apierrors.IsAlreadyExists(err) {
+			return err
+		}
+		if err := c.Get(ctx, client.ObjectKeyFromObject(obj), obj); err != nil {
+			return err
+		}
+	}
+	copyStatus(want, obj)
+	if err := c.Status().Update(ctx, obj); err != nil {
+		return fmt.Errorf("writing the status of %s: %w", obj.GetName(), err)
+	}
+	return nil
+}
+
+// createInstances creates every node's running instance manager, the
+// deployed engine image and the default-instance-manager-image Setting.
+func createInstances(ctx context.Context, s *sim) error {
+	setting := &lhv1.Setting{
+		ObjectMeta: metav1.ObjectMeta{Name: string(lhtypes.SettingNameDefaultInstanceManagerImage), Namespace: s.namespace},
+		Value:      InstanceManagerImage,
+	}
+	if err := createIfMissing(ctx, s, setting); err != nil {
+		return fmt.Errorf("creating setting %s: %w", setting.Name, err)
+	}
+	names := make([]string, 0, len(s.nodes))
+	for _, n := range s.nodes {
+		names = append(names, n.Name)
+		im := InstanceManager(n.Name, s.namespace)
+		err := createWithStatus(ctx, s.client, im, func(from, to client.Object) {
+			to.(*lhv1.InstanceManager).Status = from.(*lhv1.InstanceManager).Status
+		})
+		if err != nil {
+			return fmt.Errorf("creating instance manager of node %s: %w", n.Name, err)
+		}
+	}
+	ei := EngineImageObject(s.namespace, names)
+	err := createWithStatus(ctx, s.client, ei, func(from, to client.Object) {
+		to.(*lhv1.EngineImage).Status = from.(*lhv1.EngineImage).Status
+	})
+	if err != nil {
+		return fmt.Errorf("creating engine image %s: %w", ei.Name, err)
+	}
+	return nil
+}
