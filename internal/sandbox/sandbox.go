@@ -59,8 +59,9 @@ type Options struct {
 	// kube-scheduler binaries; "" is $KUBEBUILDER_ASSETS, else "bin/k8s".
 	AssetsDir string
 	// LogDir receives etcd.log, kube-apiserver.log,
-	// kube-controller-manager.log, kube-scheduler.log and
-	// kube-scheduler-config.yaml; "" discards the logs.
+	// kube-controller-manager.log, kube-scheduler.log,
+	// kube-scheduler-config.yaml and longhorn-manager.log (what Longhorn's
+	// own scheduler and datastore log); "" discards the logs.
 	LogDir string
 	// Out receives progress lines; nil discards them.
 	Out io.Writer
@@ -441,6 +442,11 @@ func (s *Sandbox) fail(err error) {
 // CSI driver and the nodes' kubelets) in its own manager with the
 // administrator's credentials, like the components it stands in for.
 func (s *Sandbox) startLonghorn(context.Context) error {
+	longhornLog, err := s.logFile("longhorn-manager.log")
+	if err != nil {
+		return err
+	}
+	simlonghorn.LogLonghornTo(longhornLog)
 	mgr, err := simlonghorn.NewManager(s.adminConfig, s.scheme, simlonghorn.Options{
 		Namespace:         Namespace,
 		Nodes:             s.opts.Topology.Longhorn(),

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"io"
 	"slices"
 	"time"
 
@@ -13,6 +14,7 @@ import (
 	lhclientset "github.com/longhorn/longhorn-manager/k8s/pkg/client/clientset/versioned"
 	"github.com/longhorn/longhorn-manager/scheduler"
 	lhutil "github.com/longhorn/longhorn-manager/util"
+	"github.com/sirupsen/logrus"
 	apiextensionsclientset "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -183,3 +185,8 @@ func (g *managerPods) wait(ctx context.Context) error {
 		return ctx.Err()
 	}
 }
+
+// LogLonghornTo sends the log lines of Longhorn's own code to w:
+// longhorn-manager logs through logrus's standard logger, which belongs to
+// the process, so the process that runs the simulation chooses where they go.
+func LogLonghornTo(w io.Writer) { logrus.SetOutput(w) }
