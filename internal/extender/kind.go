@@ -152,8 +152,11 @@ func replicasElsewhere(v podVolume, node string) int {
 // space; each volume is checked on its own, with one replica of it on
 // node, by placement.Place (the one eligibility rule), so no pod is kept
 // off a node because the cluster lacks room it would never get there. It
-// is a check, not a reservation: the ledgers and the admission gate hold
-// the space when Longhorn places the replicas.
+// is a check, not a reservation: it reads the ledgers only (not the pods in
+// flight, nor the pod's volumes together), and the ledgers and the
+// admission gate hold the space when Longhorn places the replicas. The
+// local replica's own space is not counted on its node, which matters only
+// when soft node anti-affinity lets another replica share that node.
 func roomElsewhere(vols []podVolume, node string, nodes []placement.Node, sched settings.Scheduling) string {
 	for _, v := range vols {
 		count := replicasElsewhere(v, node)
