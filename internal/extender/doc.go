@@ -1,9 +1,41 @@
 // Package extender is the kube-scheduler extender. It keeps no capacity map
 // of its own: it reads the DiskSchedule ledgers, packs all of a pod's new
-// Longhorn volumes onto each candidate node's disks at once, keeps a
-// restarted pod on the node that holds its replicas, and once kube-scheduler
-// has chosen a node writes the choice as reservations in that node's
-// ledgers.
+// Longhorn volumes that need space on its node onto each candidate node's
+// disks at once, keeps a restarted pod on the node that holds their
+// replicas, and once kube-scheduler has chosen a node writes the choice as
+// reservations in that node's ledgers.
+//
+// What a volume needs depends on its kind (DESIGN §6): Longhorn's
+// spec.dataLocality and spec.numberOfReplicas, read from the Longhorn
+// Volume of a bound claim, or from the StorageClass parameters dataLocality
+// and numberOfReplicas of an unbound one as Longhorn's CSI driver reads
+// them (missing: Longhorn v1.12's defaults, disabled and 3). One function,
+// needsLocalSpace, tells the kinds apart, and the claims it rejects are
+// dropped where they are resolved (resolver.localVolumes), so the filter,
+// the prioritizer and the reservation writer never see them:
+//
+//   - strict-local and best-effort: one replica's space on the pod's node,
+//     packed with the pod's other such volumes onto its disks and reserved
+//     there; a node that cannot give it is removed with the numbers. Their
+//     other numberOfReplicas − 1 replicas (less those already placed off
+//     the node) need room elsewhere under Longhorn's anti-affinity rules:
+//     roomElsewhere asks placement.Place for them, volume by volume,
+//     against every Longhorn node's ledgers, and a node from which they
+//     would find none is removed too. A strict-local volume whose replica
+//     is on another node passes no other node: Longhorn never moves it.
+//   - disabled (Longhorn's default StorageClass: 3 replicas, disabled):
+//     nothing on the pod's node. Longhorn places its replicas wherever its
+//     scheduler finds room and serves the pod over the network, so it
+//     removes no node for lack of local space and gets no reservation;
+//     whether the cluster can hold its replicas is Longhorn's business.
+//
+// The restart rule (a node that holds a replica of every volume is the
+// only node returned, and scores highest) counts only the volumes that
+// need local space: for them, another node means a new local replica to
+// build. A pod whose Longhorn volumes are all disabled has no locality
+// preference, as its operators expect from Longhorn (a disabled volume's
+// replicas never follow its pod): every candidate passes, unscored, as for
+// a pod without Longhorn volumes, and kube-scheduler spreads it as it would.
 //
 // Filters do not wait for each other. A pod let through counts, in the
 // in-flight overlay, against every node it was offered (per disk, as packed

@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/longhorn/diskschedule/internal/metrics"
+	"github.com/longhorn/diskschedule/internal/placement"
 	"github.com/longhorn/diskschedule/internal/settings"
 )
 
@@ -123,12 +124,12 @@ func (e *Extender) Filter(ctx context.Context, pod *corev1.Pod, candidates []str
 	if err != nil {
 		return nil, nil, err
 	}
-	vols, err := e.resolver.podVolumes(ctx, pod)
+	vols, err := e.resolver.localVolumes(ctx, pod)
 	if err != nil {
 		return nil, nil, err
 	}
 	if len(vols) == 0 {
-		return candidates, nil, nil
+		return candidates, nil, nil // no volume ties the pod to a node
 	}
 	if node := restartNode(vols, candidates); node != "" {
 		e.mu.Lock()
@@ -178,7 +179,7 @@ func (e *Extender) Filter(ctx context.Context, pod *corev1.Pod, candidates []str
 func (e *Extender) decide(pod *corev1.Pod, vols []podVolume, candidates []string, sched settings.Scheduling) (
 	passed []string, failed map[string]string, blocked int, changed <-chan struct{}) {
 	e.overlay.drop(pod.UID) // a new scheduling cycle of the same pod
-	fits := e.evaluateAll(pod, vols, candidates, sched, true)
+	fits := e.evaluateAll(pod, vols, candidates, sched, withOverlay|withRoomElsewhere)
 	failed = map[string]string{}
 	for _, name := range candidates {
 		if f := fits[name]; f.OK {
@@ -197,7 +198,7 @@ func (e *Extender) decide(pod *corev1.Pod, vols []podVolume, candidates []string
 	if e.overlay.len() == 0 {
 		return nil, failed, 0, nil
 	}
-	alone := e.evaluateAll(pod, vols, candidates, sched, false)
+	alone := e.evaluateAll(pod, vols, candidates, sched, withRoomElsewhere)
 	for _, name := range candidates {
 		if alone[name].OK {
 			blocked++
@@ -242,7 +243,7 @@ func (e *Extender) Prioritize(ctx context.Context, pod *corev1.Pod, candidates [
 	vols, fits := last.vols, last.fits
 	if last.uid != pod.UID || !covers(fits, candidates) {
 		var err error
-		if vols, err = e.resolver.podVolumes(ctx, pod); err != nil {
+		if vols, err = e.resolver.localVolumes(ctx, pod); err != nil {
 			return nil, err
 		}
 		fits = nil
@@ -260,7 +261,7 @@ func (e *Extender) Prioritize(ctx context.Context, pod *corev1.Pod, candidates [
 			return nil, err
 		}
 		e.mu.Lock()
-		fits = e.evaluateAll(pod, vols, candidates, sched, true)
+		fits = e.evaluateAll(pod, vols, candidates, sched, withOverlay|withRoomElsewhere)
 		e.mu.Unlock()
 	}
 	var most int64
@@ -296,13 +297,23 @@ func covers(fits map[string]fit, candidates []string) bool {
 	return fits != nil
 }
 
-// evaluateAll evaluates every candidate node from the view, less what the
-// pods in flight claim when withOverlay. Called with e.mu held.
-func (e *Extender) evaluateAll(pod *corev1.Pod, vols []podVolume, candidates []string, sched settings.Scheduling, withOverlay bool) map[string]fit {
+// What evaluateAll counts besides the ledgers and the pod's local volumes.
+const (
+	// withOverlay takes off what the pods in flight claim.
+	withOverlay = 1 << iota
+	// withRoomElsewhere fails a node where the pod's volumes fit when
+	// Longhorn would find no room for their other replicas (roomElsewhere).
+	withRoomElsewhere
+)
+
+// evaluateAll evaluates every candidate node from the view, as how says.
+// Called with e.mu held.
+func (e *Extender) evaluateAll(pod *corev1.Pod, vols []podVolume, candidates []string, sched settings.Scheduling, how int) map[string]fit {
 	var claimed func(string) int64
-	if withOverlay && e.overlay.len() > 0 {
+	if how&withOverlay != 0 && e.overlay.len() > 0 {
 		claimed = e.overlay.demand
 	}
+	var cluster []placement.Node // every Longhorn node, read once when needed
 	podKey := pod.Namespace + "/" + pod.Name
 	fits := make(map[string]fit, len(candidates))
 	for _, name := range candidates {
@@ -311,6 +322,14 @@ func (e *Extender) evaluateAll(pod *corev1.Pod, vols []podVolume, candidates []s
 			e.opts.Metrics.PackingSteps.Observe(float64(f.Steps))
 			if !f.Exact {
 				e.opts.Metrics.PackingFallbacks.Inc()
+			}
+		}
+		if f.OK && how&withRoomElsewhere != 0 {
+			if cluster == nil {
+				cluster = e.view.placementNodes()
+			}
+			if why := roomElsewhere(vols, name, cluster, sched); why != "" {
+				f = fit{Reason: why}
 			}
 		}
 		fits[name] = f

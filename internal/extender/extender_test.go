@@ -74,7 +74,8 @@ type fixture struct {
 	cached  client.Client
 	metrics *metrics.Extender
 	ext     *Extender
-	// storageClass is the test's own Longhorn StorageClass.
+	// storageClass is the test's own Longhorn StorageClass: one replica,
+	// best-effort data locality.
 	storageClass string
 }
 
@@ -107,7 +108,7 @@ func newFixture(t *testing.T) *fixture {
 	}
 	f := &fixture{t: t, env: env, ctx: ctx, ns: ns, cached: cached, metrics: m, ext: ext, storageClass: "longhorn-" + ns}
 	sc := &storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: f.storageClass}, Provisioner: CSIDriver,
-		Parameters: map[string]string{"numberOfReplicas": "1"}}
+		Parameters: map[string]string{"numberOfReplicas": "1", "dataLocality": "best-effort"}}
 	f.create(sc)
 	t.Cleanup(func() { _ = env.Client.Delete(context.Background(), sc) })
 	return f
@@ -146,14 +147,21 @@ func (f *fixture) node(name string, sizes []int64, used []int64) {
 	}
 }
 
-// volume creates a Longhorn volume of size bytes with a stopped replica on
-// disk-1 of each of nodes, as longhorn-manager writes them (volumeSize a
-// string in JSON, the replica labelled with its volume, fields this project
-// does not read filled in), and a PV and bound PVC for it. It returns the
-// claim's name.
+// volume creates a best-effort Longhorn volume of size bytes with a
+// stopped replica on disk-1 of each of nodes, as longhorn-manager writes
+// them (volumeSize a string in JSON, the replica labelled with its volume,
+// fields this project does not read filled in), and a PV and bound PVC for
+// it. It returns the claim's name.
 func (f *fixture) volume(name string, size int64, nodes ...string) string {
 	f.t.Helper()
-	v := testenv.Volume(f.ns, name, testenv.VolumeFixture{Size: size, Replicas: len(nodes)})
+	return f.volumeOf(name, size, lhv1.DataLocalityBestEffort, len(nodes), nodes...)
+}
+
+// volumeOf is volume with data locality locality and numberOfReplicas
+// replicas (0: Longhorn's default).
+func (f *fixture) volumeOf(name string, size int64, locality lhv1.DataLocality, replicas int, nodes ...string) string {
+	f.t.Helper()
+	v := testenv.Volume(f.ns, name, testenv.VolumeFixture{Size: size, Replicas: replicas, DataLocality: locality})
 	if err := testenv.CreateLonghorn(f.ctx, f.env.Client, v); err != nil {
 		f.t.Fatal(err)
 	}

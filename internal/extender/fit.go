@@ -27,9 +27,10 @@ type fit struct {
 	Exact bool
 }
 
-// evaluateReading decides whether the volumes that have no replica on the
-// node read as r (nil: not a Longhorn node; the view keeps readings between
-// the node's changes) fit together on its disks; pod ("namespace/name")
+// evaluateReading decides whether vols, the pod's volumes that need local
+// space (needsLocalSpace), fit together on the disks of the node read as r
+// (nil: not a Longhorn node; the view keeps readings between the node's
+// changes), leaving out those with a replica there; pod ("namespace/name")
 // gets back the space its own reservations hold.
 //
 // Whether the node and each disk may take a replica of a volume is
@@ -48,6 +49,9 @@ func evaluateReading(vols []podVolume, r *nodeReading, claimed func(uuid string)
 	for i, v := range vols {
 		if v.ReplicaNodes[node.Name] {
 			continue // a replica is here already: no new space needed
+		}
+		if why := pinnedElsewhere(v, node.Name); why != "" {
+			return fit{Reason: why}
 		}
 		if why := placement.NodeFailures(pn, v.NodeSelector, sched); len(why) > 0 {
 			return fit{Reason: fmt.Sprintf("volume %s: %s", v.Name, strings.Join(why, " and "))}
@@ -163,7 +167,7 @@ func noDiskReason(volume string, i int, disks []*diskView) string {
 }
 
 // restartNode returns the first (by name) of candidates that holds a replica
-// of every volume, or "".
+// of every one of vols, the pod's volumes that need local space, or "".
 func restartNode(vols []podVolume, candidates []string) string {
 	for _, name := range sortedCopy(candidates) {
 		all := true

@@ -317,7 +317,7 @@ func (e *Extender) adoptLocked(ctx context.Context, pod *corev1.Pod, node, how s
 	if cur := e.overlay.get(pod.UID); cur != nil && cur.node != "" {
 		return nil
 	}
-	vols, err := e.resolver.podVolumes(ctx, pod)
+	vols, err := e.resolver.localVolumes(ctx, pod)
 	if err != nil || len(vols) == 0 {
 		return err
 	}
@@ -326,7 +326,9 @@ func (e *Extender) adoptLocked(ctx context.Context, pod *corev1.Pod, node, how s
 		return err
 	}
 	e.overlay.drop(pod.UID)
-	fits := e.evaluateAll(pod, vols, []string{node}, sched, true)
+	// The pod is on node already: its local space is reserved whatever room
+	// Longhorn finds for the other replicas.
+	fits := e.evaluateAll(pod, vols, []string{node}, sched, withOverlay)
 	f := fits[node]
 	if !f.OK {
 		return fmt.Errorf("its volumes do not fit on node %s: %s", node, f.Reason)

@@ -95,6 +95,21 @@ func (v *view) reading(name string) *nodeReading {
 	return r
 }
 
+// placementNodes returns every Longhorn node as placement sees it, with its
+// disks' space as their ledgers count it, sorted by name.
+func (v *view) placementNodes() []placement.Node {
+	names := make([]string, 0, len(v.nodes))
+	for name := range v.nodes {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	out := make([]placement.Node, 0, len(names))
+	for _, name := range names {
+		out = append(out, v.reading(name).placement)
+	}
+	return out
+}
+
 // nodeReading is what the filter needs of one node whatever the pod: the
 // node as placement sees it, with each disk's space as its ledger counts
 // it, and each disk's ledger.

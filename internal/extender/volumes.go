@@ -15,6 +15,7 @@ import (
 	lhv1 "github.com/longhorn/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
 
 	"github.com/longhorn/diskschedule/internal/index"
+	"github.com/longhorn/diskschedule/internal/placement"
 )
 
 // CSIDriver is the name of Longhorn's CSI driver and provisioner.
@@ -31,6 +32,10 @@ type podVolume struct {
 	NodeSelector, DiskSelector []string
 	// ReplicaNodes are the nodes that hold a replica of the volume.
 	ReplicaNodes map[string]bool
+	// Replicas are its replicas placed on a node, not failed.
+	Replicas []placement.Replica
+	// kind says how Longhorn places its replicas (needsLocalSpace).
+	kind
 }
 
 // resolver finds a pod's Longhorn volumes through the manager's cache.
@@ -39,8 +44,13 @@ type resolver struct {
 	namespace string
 }
 
-// podVolumes returns the pod's Longhorn volumes, skipping claims of other drivers.
-func (r *resolver) podVolumes(ctx context.Context, pod *corev1.Pod) ([]podVolume, error) {
+// localVolumes returns the pod's Longhorn volumes that need space on its
+// node (needsLocalSpace), skipping claims of other drivers. The pod's other
+// Longhorn volumes (data locality disabled) are resolved too, so a claim
+// that cannot be read fails the pod's filter whatever its kind, and then
+// left out: the extender neither packs nor reserves them, and they keep no
+// pod near their replicas.
+func (r *resolver) localVolumes(ctx context.Context, pod *corev1.Pod) ([]podVolume, error) {
 	var out []podVolume
 	for _, v := range pod.Spec.Volumes {
 		if v.PersistentVolumeClaim == nil {
@@ -50,7 +60,7 @@ func (r *resolver) podVolumes(ctx context.Context, pod *corev1.Pod) ([]podVolume
 		if err != nil {
 			return nil, err
 		}
-		if ok {
+		if ok && needsLocalSpace(pv) {
 			out = append(out, pv)
 		}
 	}
@@ -91,17 +101,22 @@ func (r *resolver) claimVolume(ctx context.Context, namespace, claimName string)
 	if sc.Provisioner != CSIDriver {
 		return podVolume{}, false, nil
 	}
+	k, err := classKind(sc.Parameters)
+	if err != nil {
+		return podVolume{}, false, fmt.Errorf("storageclass %s of persistentvolumeclaim %s/%s: %w", sc.Name, namespace, claimName, err)
+	}
 	size := pvc.Spec.Resources.Requests[corev1.ResourceStorage]
 	return podVolume{
 		Name:         "pvc-" + string(pvc.UID),
 		Size:         size.Value(),
-		NodeSelector: splitTags(sc.Parameters["nodeSelector"]),
-		DiskSelector: splitTags(sc.Parameters["diskSelector"]),
+		NodeSelector: splitTags(sc.Parameters[paramNodeSelector]),
+		DiskSelector: splitTags(sc.Parameters[paramDiskSelector]),
+		kind:         k,
 	}, true, nil
 }
 
-// longhornVolume returns the named Longhorn Volume with the nodes holding
-// its replicas (looked up by the replicas' spec.volumeName).
+// longhornVolume returns the named Longhorn Volume with its kind and its
+// replicas (looked up by the replicas' spec.volumeName).
 func (r *resolver) longhornVolume(ctx context.Context, name string) (podVolume, bool, error) {
 	vol := &lhv1.Volume{}
 	if err := r.client.Get(ctx, types.NamespacedName{Namespace: r.namespace, Name: name}, vol); err != nil {
@@ -111,7 +126,7 @@ func (r *resolver) longhornVolume(ctx context.Context, name string) (podVolume, 
 		return podVolume{}, false, fmt.Errorf("getting longhorn volume %s: %w", name, err)
 	}
 	out := podVolume{Name: name, Size: vol.Spec.Size, NodeSelector: vol.Spec.NodeSelector,
-		DiskSelector: vol.Spec.DiskSelector, ReplicaNodes: map[string]bool{}}
+		DiskSelector: vol.Spec.DiskSelector, ReplicaNodes: map[string]bool{}, kind: volumeKind(vol)}
 	replicas := &lhv1.ReplicaList{}
 	if err := r.client.List(ctx, replicas, client.InNamespace(r.namespace), client.MatchingFields{index.ReplicaByVolume: name}); err != nil {
 		return podVolume{}, false, fmt.Errorf("listing the replicas of volume %s: %w", name, err)
@@ -120,6 +135,9 @@ func (r *resolver) longhornVolume(ctx context.Context, name string) (podVolume, 
 		rep := &replicas.Items[i]
 		if rep.DeletionTimestamp.IsZero() && rep.Spec.NodeID != "" {
 			out.ReplicaNodes[rep.Spec.NodeID] = true
+			if rep.Spec.FailedAt == "" {
+				out.Replicas = append(out.Replicas, placement.Replica{NodeID: rep.Spec.NodeID, DiskUUID: rep.Spec.DiskID, Healthy: true})
+			}
 		}
 	}
 	return out, true, nil

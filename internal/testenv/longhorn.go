@@ -266,6 +266,8 @@ type VolumeFixture struct {
 	NodeID string
 	// BackingImage is spec.backingImage.
 	BackingImage string
+	// DataLocality is spec.dataLocality; disabled (Longhorn's default) when "".
+	DataLocality lhv1.DataLocality
 }
 
 // Volume returns a Longhorn Volume as longhorn-manager v1.12 writes it,
@@ -274,6 +276,10 @@ func Volume(namespace, name string, f VolumeFixture) *lhv1.Volume {
 	replicas := f.Replicas
 	if replicas == 0 {
 		replicas = 3
+	}
+	locality := f.DataLocality
+	if locality == "" {
+		locality = lhv1.DataLocalityDisabled
 	}
 	state, robustness := lhv1.VolumeStateDetached, lhv1.VolumeRobustnessUnknown
 	if f.NodeID != "" {
@@ -285,7 +291,7 @@ func Volume(namespace, name string, f VolumeFixture) *lhv1.Volume {
 		Spec: lhv1.VolumeSpec{
 			Size: f.Size, Frontend: lhv1.VolumeFrontendBlockDev,
 			RestoreVolumeRecurringJob: lhv1.RestoreVolumeRecurringJobDefault,
-			DataLocality:              lhv1.DataLocalityDisabled, StaleReplicaTimeout: 30, NodeID: f.NodeID,
+			DataLocality:              locality, StaleReplicaTimeout: 30, NodeID: f.NodeID,
 			Image: EngineImage, BackingImage: f.BackingImage,
 			DiskSelector: []string{}, NodeSelector: []string{},
 			RevisionCounterDisabled:     true,
@@ -331,6 +337,8 @@ type ReplicaFixture struct {
 	State lhv1.InstanceState
 	// BackingImage is spec.backingImage.
 	BackingImage string
+	// DataLocality is spec.dataLocality; disabled (Longhorn's default) when "".
+	DataLocality lhv1.DataLocality
 }
 
 // Replica returns a Longhorn Replica as longhorn-manager v1.12 writes it.

@@ -1,0 +1,199 @@
+package extender
+
+import (
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+
+	lhv1 "github.com/longhorn/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/longhorn/diskschedule/internal/placement"
+	"github.com/longhorn/diskschedule/internal/settings"
+)
+
+// The StorageClass parameters of Longhorn v1.12's CSI driver that shape
+// where a new volume's replicas go (csi/util.go getVolumeOptions).
+const (
+	paramDataLocality                = "dataLocality"
+	paramNumberOfReplicas            = "numberOfReplicas"
+	paramReplicaSoftAntiAffinity     = "replicaSoftAntiAffinity"
+	paramReplicaZoneSoftAntiAffinity = "replicaZoneSoftAntiAffinity"
+	paramReplicaDiskSoftAntiAffinity = "replicaDiskSoftAntiAffinity"
+	paramNodeSelector                = "nodeSelector"
+	paramDiskSelector                = "diskSelector"
+)
+
+// Longhorn v1.12's defaults for a volume whose StorageClass leaves the
+// parameter out: its admission webhook fills spec.numberOfReplicas from the
+// default-replica-count setting (default 3) and spec.dataLocality from the
+// default-data-locality setting (default disabled). The default
+// StorageClass Longhorn installs says the same explicitly
+// (numberOfReplicas "3", dataLocality "disabled").
+const (
+	defaultNumberOfReplicas = 3
+	defaultDataLocality     = lhv1.DataLocalityDisabled
+)
+
+// kind is how Longhorn places a volume's replicas with respect to the node
+// its pod runs on.
+type kind struct {
+	// DataLocality is the volume's spec.dataLocality.
+	DataLocality lhv1.DataLocality
+	// NumberOfReplicas is the volume's spec.numberOfReplicas.
+	NumberOfReplicas int
+	// The volume's anti-affinity overrides ("" or "ignored": the setting).
+	ReplicaSoftAntiAffinity, ReplicaZoneSoftAntiAffinity, ReplicaDiskSoftAntiAffinity string
+}
+
+// volumeKind returns the kind of Longhorn's volume vol, with Longhorn's
+// defaults where its webhook would have filled them in.
+func volumeKind(vol *lhv1.Volume) kind {
+	k := kind{DataLocality: vol.Spec.DataLocality, NumberOfReplicas: vol.Spec.NumberOfReplicas,
+		ReplicaSoftAntiAffinity:     string(vol.Spec.ReplicaSoftAntiAffinity),
+		ReplicaZoneSoftAntiAffinity: string(vol.Spec.ReplicaZoneSoftAntiAffinity),
+		ReplicaDiskSoftAntiAffinity: string(vol.Spec.ReplicaDiskSoftAntiAffinity)}
+	if k.DataLocality == "" {
+		k.DataLocality = defaultDataLocality
+	}
+	if k.NumberOfReplicas <= 0 {
+		k.NumberOfReplicas = defaultNumberOfReplicas
+	}
+	return k
+}
+
+// classKind returns the kind of the volume Longhorn's CSI driver creates
+// for a claim of a StorageClass with params, reading them as the driver
+// does: a value it refuses is an error (the claim would never be
+// provisioned), numberOfReplicas 0 or missing and dataLocality missing take
+// Longhorn's defaults.
+func classKind(params map[string]string) (kind, error) {
+	k := kind{DataLocality: defaultDataLocality, NumberOfReplicas: defaultNumberOfReplicas,
+		ReplicaSoftAntiAffinity:     params[paramReplicaSoftAntiAffinity],
+		ReplicaZoneSoftAntiAffinity: params[paramReplicaZoneSoftAntiAffinity],
+		ReplicaDiskSoftAntiAffinity: params[paramReplicaDiskSoftAntiAffinity]}
+	if v, ok := params[paramNumberOfReplicas]; ok {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 {
+			return kind{}, fmt.Errorf("parameter %s %q is not a replica count", paramNumberOfReplicas, v)
+		}
+		if n > 0 {
+			k.NumberOfReplicas = n
+		}
+	}
+	if v, ok := params[paramDataLocality]; ok {
+		switch l := lhv1.DataLocality(v); l {
+		case lhv1.DataLocalityDisabled, lhv1.DataLocalityBestEffort, lhv1.DataLocalityStrictLocal:
+			k.DataLocality = l
+		default:
+			return kind{}, fmt.Errorf("parameter %s %q is not one of Longhorn's data localities (%s, %s, %s)", paramDataLocality, v,
+				lhv1.DataLocalityDisabled, lhv1.DataLocalityBestEffort, lhv1.DataLocalityStrictLocal)
+		}
+	}
+	return k, nil
+}
+
+// needsLocalSpace reports whether volume v needs one replica's space on
+// its pod's node: true for data locality strict-local (Longhorn attaches it
+// only where its one replica is) and best-effort (Longhorn places a replica
+// on the attached node when a disk there can take it), false for disabled
+// (Longhorn places its replicas wherever its scheduler finds room, whatever
+// the pod's node). This is the one rule by which the extender tells the
+// kinds apart: a volume it rejects takes no space on the node, removes no
+// node for lack of local space, gets no reservation and keeps no pod on
+// the node that holds its replicas.
+func needsLocalSpace(v podVolume) bool {
+	switch v.DataLocality {
+	case lhv1.DataLocalityBestEffort, lhv1.DataLocalityStrictLocal:
+		return true
+	default:
+		return false
+	}
+}
+
+// pinnedElsewhere says why a strict-local volume v cannot be used on node
+// because its replica is on another node (Longhorn refuses to move a
+// strict-local volume), or "".
+func pinnedElsewhere(v podVolume, node string) string {
+	if v.DataLocality != lhv1.DataLocalityStrictLocal || len(v.ReplicaNodes) == 0 || v.ReplicaNodes[node] {
+		return ""
+	}
+	nodes := make([]string, 0, len(v.ReplicaNodes))
+	for n := range v.ReplicaNodes {
+		nodes = append(nodes, n)
+	}
+	sort.Strings(nodes)
+	return fmt.Sprintf("volume %s: data locality is %s and its replica is on node %s: Longhorn does not move it to another node",
+		v.Name, v.DataLocality, strings.Join(nodes, ", "))
+}
+
+// replicasElsewhere returns how many of v's replicas Longhorn still has to
+// place off node once one is on node: numberOfReplicas − 1, less the
+// replicas it has on other nodes already (Longhorn removes the surplus
+// once the local one is there). 0 for strict-local, whose one replica is
+// the local one.
+func replicasElsewhere(v podVolume, node string) int {
+	if v.DataLocality == lhv1.DataLocalityStrictLocal {
+		return 0
+	}
+	n := v.NumberOfReplicas - 1
+	for _, r := range v.Replicas {
+		if r.NodeID != node {
+			n--
+		}
+	}
+	return max(n, 0)
+}
+
+// roomElsewhere says why Longhorn could not place the replicas of vols
+// that go off node (replicasElsewhere) under its anti-affinity rules, or
+// "" when it could. nodes are every Longhorn node with its disks' ledger
+// space; each volume is checked on its own, with one replica of it on
+// node, by placement.Place (the one eligibility rule), so no pod is kept
+// off a node because the cluster lacks room it would never get there. It
+// is a check, not a reservation: it reads the ledgers only (not the pods in
+// flight, nor the pod's volumes together), and the ledgers and the
+// admission gate hold the space when Longhorn places the replicas. The
+// local replica's own space is not counted on its node, which matters only
+// when soft node anti-affinity lets another replica share that node.
+func roomElsewhere(vols []podVolume, node string, nodes []placement.Node, sched settings.Scheduling) string {
+	for _, v := range vols {
+		count := replicasElsewhere(v, node)
+		if count == 0 {
+			continue
+		}
+		existing := []placement.Replica{{NodeID: node, Healthy: true}}
+		for _, r := range v.Replicas {
+			if r.NodeID != node {
+				existing = append(existing, r)
+			}
+		}
+		res := placement.Place(placement.Request{
+			Volume: &lhv1.Volume{ObjectMeta: metav1.ObjectMeta{Name: v.Name}, Spec: lhv1.VolumeSpec{
+				Size: v.Size, NumberOfReplicas: v.NumberOfReplicas, DataLocality: v.DataLocality, NodeID: node,
+				NodeSelector: v.NodeSelector, DiskSelector: v.DiskSelector,
+				ReplicaSoftAntiAffinity:     lhv1.ReplicaSoftAntiAffinity(v.ReplicaSoftAntiAffinity),
+				ReplicaZoneSoftAntiAffinity: lhv1.ReplicaZoneSoftAntiAffinity(v.ReplicaZoneSoftAntiAffinity),
+				ReplicaDiskSoftAntiAffinity: lhv1.ReplicaDiskSoftAntiAffinity(v.ReplicaDiskSoftAntiAffinity),
+			}},
+			Count:    count,
+			Existing: existing,
+			Nodes:    nodes,
+			Settings: sched,
+		})
+		if len(res.Choices) < count {
+			why := res.Message
+			if len(res.Failures) > 0 {
+				parts := make([]string, len(res.Failures))
+				for i, f := range res.Failures {
+					parts[i] = f.String()
+				}
+				why = strings.Join(parts, "; ")
+			}
+			return fmt.Sprintf("volume %s: Longhorn would find room for %d of its %d other replicas (%s)",
+				v.Name, len(res.Choices), count, why)
+		}
+	}
+	return ""
+}
