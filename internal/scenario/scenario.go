@@ -483,8 +483,12 @@ func (w *workload) settle(ctx context.Context, podNodes map[string]string) ([]st
 			}
 		}
 		for _, obj := range ledgers {
-			if ds := obj.(*dsv1.DiskSchedule); ds.Status.ObservedGeneration != ds.Generation {
+			ds := obj.(*dsv1.DiskSchedule)
+			if ds.Status.ObservedGeneration != ds.Generation {
 				return false, fmt.Sprintf("DiskSchedule %s has undecided requests", ds.Name)
+			}
+			if why := heldWithoutReplica(ds, reps); why != "" {
+				return false, why
 			}
 		}
 		return true, ""
@@ -516,6 +520,24 @@ func (w *workload) settle(ctx context.Context, podNodes map[string]string) ([]st
 		remoteVolumes += remote
 	}
 	return remotePods, remoteVolumes, surplus, nil
+}
+
+// heldWithoutReplica says which replica a ledger still grants although
+// Longhorn no longer has it on the ledger's disk (removed, or elsewhere), or
+// "": the mirror releases such entries (DESIGN §3.2 rule 10), and a settled
+// ledger holds exactly what Longhorn persisted.
+func heldWithoutReplica(ds *dsv1.DiskSchedule, reps objects) string {
+	for name, st := range ds.Status.Replicas {
+		if st.State != dsv1.RequestStateScheduled {
+			continue
+		}
+		r, ok := reps[ds.Namespace+"/"+name].(*lhv1.Replica)
+		if !ok || r.Spec.DiskID != ds.Name {
+			return fmt.Sprintf("DiskSchedule %s (disk %s of node %s) still grants replica %s, which Longhorn no longer has there",
+				ds.Name, ds.Spec.Name, ds.Spec.NodeID, name)
+		}
+	}
+	return ""
 }
 
 // replicasOf returns the replicas of a volume among objs, those being

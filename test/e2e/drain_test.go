@@ -42,7 +42,7 @@ func TestDrain(t *testing.T) {
 				}
 			}
 			if len(res.After.RemoteData) > 0 {
-				t.Logf("note: "+"after the drain, pods whose data did not follow them: %v", res.After.RemoteData)
+				t.Errorf("after the drain, pods whose data did not follow them: %v", res.After.RemoteData)
 			}
 			for _, row := range res.After.Ledgers {
 				want := int64(0)
@@ -50,7 +50,7 @@ func TestDrain(t *testing.T) {
 					want = 400 << 30
 				}
 				if row.Scheduled != want {
-					t.Logf("note: "+"after the drain, disk %s of node %s grants %s, want %s", row.Disk, row.Node,
+					t.Errorf("after the drain, disk %s of node %s grants %s, want %s", row.Disk, row.Node,
 						scenario.Bytes(row.Scheduled), scenario.Bytes(want))
 				}
 			}

@@ -37,7 +37,7 @@ func TestMultiPVC(t *testing.T) {
 				t.Errorf("the pod with four 100Gi claims went to %q, want node-4, the only node with four 100Gi disks", res.Node)
 			}
 			if len(res.RemoteData) > 0 {
-				t.Logf("note (not asserted: replica placement follows the pod asynchronously): " + "the pod has a volume with no replica on its node")
+				t.Errorf("the pod has a volume with no replica on its node")
 			}
 			for _, row := range res.Ledgers {
 				want := int64(0)
@@ -45,7 +45,7 @@ func TestMultiPVC(t *testing.T) {
 					want = 100 << 30
 				}
 				if row.Scheduled != want {
-					t.Logf("note: "+"disk %s of node %s grants %s, want %s (one 100Gi replica on each disk of node-4, nothing elsewhere)",
+					t.Errorf("disk %s of node %s grants %s, want %s (one 100Gi replica on each disk of node-4, nothing elsewhere)",
 						row.Disk, row.Node, scenario.Bytes(row.Scheduled), scenario.Bytes(want))
 				}
 			}

@@ -44,7 +44,7 @@ func TestRace(t *testing.T) {
 				}
 			}
 			if len(res.RemoteData) > 0 {
-				t.Logf("note: "+"pods whose volume has no replica on their node: %v", res.RemoteData)
+				t.Errorf("pods whose volume has no replica on their node: %v", res.RemoteData)
 			}
 			if res.LedgerVersions == 0 {
 				t.Errorf("the ledger monitor saw no DiskSchedule version during the race")

@@ -40,7 +40,7 @@ func TestRestart(t *testing.T) {
 				t.Errorf("pods that did not come back to their node: %s", strings.Join(res.Moved, ", "))
 			}
 			if len(res.After.RemoteData) > 0 {
-				t.Logf("note: "+"after the restart, pods whose volume has no replica on their node: %v", res.After.RemoteData)
+				t.Errorf("after the restart, pods whose volume has no replica on their node: %v", res.After.RemoteData)
 			}
 			checkLedgers(t, "before the restart", res.Before)
 			checkLedgers(t, "after the restart", res.After)

@@ -126,13 +126,13 @@ func checkLedgers(t testing.TB, what string, res scenario.Result) {
 func checkRan(t testing.TB, what string, res scenario.Result) {
 	t.Helper()
 	if res.SurplusReplicas > 0 {
-		t.Logf("note: "+"%s: the volumes hold %d replicas more than they want", what, res.SurplusReplicas)
+		t.Errorf("%s: the volumes hold %d replicas more than they want", what, res.SurplusReplicas)
 	}
 	if len(res.Unscheduled) > 0 {
 		t.Errorf("%s: pods without a node: %s", what, strings.Join(res.Unscheduled, "; "))
 	}
 	if len(res.NotRunning) > 0 {
-		t.Logf("note: "+"%s: pods not Running: %s", what, strings.Join(res.NotRunning, ", "))
+		t.Errorf("%s: pods not Running: %s", what, strings.Join(res.NotRunning, ", "))
 	}
 }
 
