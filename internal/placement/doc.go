@@ -25,6 +25,8 @@
 //     unlabelled node.
 //   - Zone anti-affinity hard implies node anti-affinity hard: only a new
 //     node in a new zone is ever chosen.
+//   - A data engine v1 volume takes filesystem disks, a v2 volume block
+//     disks; a v1 volume of 16Ti or more does not fit an ext2/3/4 disk.
 //   - The actual size A of a new replica is given by the caller (Longhorn uses
 //     the volume's status.actualSize, 0 for a new volume; the documentation
 //     treats it as 0 when evaluating disks).

@@ -66,6 +66,7 @@ func FromLonghorn(n *lhv1.Node, space SpaceFunc) Node {
 				conditionTrue(st.Conditions, lhv1.DiskConditionTypeReady)
 			d.StorageMaximum = st.StorageMaximum
 			d.StorageAvailable = st.StorageAvailable
+			d.FSType = st.FSType
 			if d.Type == "" {
 				d.Type = st.Type
 			}

@@ -37,7 +37,7 @@ func longhornNode() *lhv1.Node {
 			},
 			DiskStatus: map[string]*lhv1.DiskStatus{
 				"d1": {DiskUUID: "uuid-1", StorageMaximum: 500 * gi, StorageAvailable: 400 * gi, StorageScheduled: 200 * gi,
-					Conditions: []lhv1.Condition{ready, schedulable}},
+					FSType: "ext4", Conditions: []lhv1.Condition{ready, schedulable}},
 				"d2": {DiskUUID: "uuid-2", StorageMaximum: 300 * gi, StorageAvailable: 300 * gi,
 					Conditions: []lhv1.Condition{ready, schedulable}},
 			},
@@ -85,7 +85,7 @@ func TestFromLonghorn(t *testing.T) {
 		t.Errorf("node = %+v, want %+v", got, want)
 	}
 	wantDisks := map[string]Disk{
-		"d1": {Name: "d1", UUID: "uuid-1", Path: "/var/lib/longhorn/d1", Type: lhv1.DiskTypeFilesystem, AllowScheduling: true,
+		"d1": {Name: "d1", UUID: "uuid-1", Path: "/var/lib/longhorn/d1", Type: lhv1.DiskTypeFilesystem, FSType: "ext4", AllowScheduling: true,
 			Schedulable: true, Tags: []string{"ssd"}, StorageMaximum: 500 * gi, StorageAvailable: 400 * gi,
 			StorageLimit: 500 * gi, StorageScheduled: 200 * gi},
 		"d2": {Name: "d2", UUID: "uuid-2", Path: "/var/lib/longhorn/d2", Type: lhv1.DiskTypeFilesystem, AllowScheduling: true,

@@ -240,16 +240,33 @@ func NodeFailures(n Node, nodeSelector []string, s settings.Scheduling) []string
 // diskStaticFailures returns why disk d can never take a replica of the
 // volume, whatever its space.
 func (v *view) diskStaticFailures(d Disk) []string {
-	return DiskFailures(d, v.req.Volume.Spec.DiskSelector, v.req.Settings)
+	return DiskFailuresForVolume(d, v.req.Volume, v.req.Settings)
 }
 
-// DiskFailures is the one disk-eligibility rule (DESIGN §5): why disk d can
-// never take a replica of a volume with diskSelector, whatever its space;
-// empty when it can.
+// DiskFailures is DiskFailuresForVolume for a data engine v1 volume with
+// diskSelector whose size is not known: it does not check the volume's size
+// against the disk's file system.
 func DiskFailures(d Disk, diskSelector []string, s settings.Scheduling) []string {
+	return DiskFailuresForVolume(d, &lhv1.Volume{Spec: lhv1.VolumeSpec{DiskSelector: diskSelector}}, s)
+}
+
+// DiskFailuresForVolume is the one disk-eligibility rule (DESIGN §5): why
+// disk d can never take a replica of volume vol, whatever its space; empty
+// when it can. It reads the volume's spec.dataEngine (a v1 volume needs a
+// filesystem disk, a v2 volume a block disk), spec.size (a v1 volume must
+// fit the disk's file system) and spec.diskSelector.
+func DiskFailuresForVolume(d Disk, vol *lhv1.Volume, s settings.Scheduling) []string {
 	var reasons []string
-	if t := cmp.Or(d.Type, lhv1.DiskTypeFilesystem); t != lhv1.DiskTypeFilesystem {
-		reasons = append(reasons, fmt.Sprintf("disk type %s does not match the volume's %s", t, lhv1.DiskTypeFilesystem))
+	engine, want := dataEngine(vol.Spec.DataEngine)
+	if t := cmp.Or(d.Type, lhv1.DiskTypeFilesystem); t != want {
+		r := fmt.Sprintf("disk type %s does not match the volume's %s", t, want)
+		if engine != lhv1.DataEngineTypeV1 {
+			r += fmt.Sprintf(" (data engine %s)", engine)
+		}
+		reasons = append(reasons, r)
+	} else if limit, ok := fileSystemLimit(engine, d.FSType); ok && vol.Spec.Size >= limit {
+		reasons = append(reasons, fmt.Sprintf("volume size %s does not fit file system %s (limit %s)",
+			bytesString(vol.Spec.Size), d.FSType, bytesString(limit)))
 	}
 	if d.UUID == "" {
 		reasons = append(reasons, "disk has no UUID")
@@ -263,7 +280,7 @@ func DiskFailures(d Disk, diskSelector []string, s settings.Scheduling) []string
 	if !d.Schedulable {
 		reasons = append(reasons, "disk is not schedulable")
 	}
-	if r := tagsFailure(d.Tags, diskSelector, s.AllowEmptyDiskSelectorVolume,
+	if r := tagsFailure(d.Tags, vol.Spec.DiskSelector, s.AllowEmptyDiskSelectorVolume,
 		settings.AllowEmptyDiskSelectorVolume); r != "" {
 		reasons = append(reasons, r)
 	}

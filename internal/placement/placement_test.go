@@ -910,3 +910,51 @@ func TestPlaceDeterministic(t *testing.T) {
 		}
 	}
 }
+
+// TestPlaceDataEngineAndFileSystem checks the disk rules that depend on the
+// volume: a v2 volume needs block disks, and a v1 volume must fit the
+// disk's file system.
+func TestPlaceDataEngineAndFileSystem(t *testing.T) {
+	v2 := func(s *lhv1.VolumeSpec) { s.DataEngine = lhv1.DataEngineTypeV2 }
+	block := diskEdit(func(d *Disk) { d.Type = lhv1.DiskTypeBlock })
+	fs := func(t string) func(*Disk) { return func(d *Disk) { d.FSType = t } }
+	big := func(size int64) func(*lhv1.VolumeSpec) { return func(s *lhv1.VolumeSpec) { s.Size = size } }
+	const ti = 1024 * gi
+	runPlaceCases(t, []placeCase{
+		{
+			name:  "a v2 volume takes a block disk only",
+			spec:  v2,
+			nodes: []Node{mkNode("a", "z1", mkDisk("d1", 500*gi), mkDisk("d2", 100*gi, block))},
+			want:  []string{"a/d2"},
+		},
+		{
+			name:    "a v2 volume on a filesystem disk is reported",
+			spec:    v2,
+			nodes:   []Node{mkNode("a", "z1", mkDisk("d1", 500*gi))},
+			wantMsg: []string{"a/d1: disk type filesystem does not match the volume's block (data engine v2)"},
+		},
+		{
+			name:  "a v1 volume just under 16Ti fits ext4",
+			spec:  big(16*ti - 1),
+			nodes: []Node{mkNode("a", "z1", mkDisk("d1", 40*ti, fs("ext4")))},
+			want:  []string{"a/d1"},
+		},
+		{
+			name:    "a v1 volume of 16Ti does not fit ext4",
+			spec:    big(16 * ti),
+			nodes:   []Node{mkNode("a", "z1", mkDisk("d1", 40*ti, fs("ext4")))},
+			wantMsg: []string{"a/d1: volume size 16Ti does not fit file system ext4 (limit 16Ti)"},
+		},
+		{
+			name:  "xfs and a v2 volume have no such limit",
+			spec:  big(16 * ti),
+			nodes: []Node{mkNode("a", "z1", mkDisk("d1", 40*ti, fs("xfs")))},
+			want:  []string{"a/d1"},
+		},
+	})
+	withUUID := diskEdit(func(d *Disk) { d.UUID = "uuid-1" })
+	if got := DiskFailures(mkDisk("d1", 40*ti, fs("ext4"), block, withUUID), nil, settings.Default()); len(got) != 1 ||
+		got[0] != "disk type block does not match the volume's filesystem" {
+		t.Errorf("DiskFailures (a v1 volume of unknown size) = %q, want only the type", got)
+	}
+}

@@ -56,6 +56,10 @@ type Disk struct {
 	Path string
 	// Type is the disk's spec diskType; empty means filesystem.
 	Type lhv1.DiskType
+	// FSType is status.diskStatus[name].fsType, the file system the disk
+	// monitor found ("ext4", "xfs"; empty for block disks). It bounds the
+	// size of a data engine v1 volume (see DiskFailuresForVolume).
+	FSType string
 	// AllowScheduling is the disk's spec allowScheduling.
 	AllowScheduling bool
 	// EvictionRequested is the disk's spec evictionRequested.
@@ -96,8 +100,8 @@ type Replica struct {
 // Request is everything Place needs to place new replicas of one volume.
 type Request struct {
 	// Volume is the volume. Place reads its name, spec.size,
-	// spec.dataLocality, spec.nodeID, spec.nodeSelector, spec.diskSelector
-	// and the three anti-affinity overrides. Required.
+	// spec.dataEngine, spec.dataLocality, spec.nodeID, spec.nodeSelector,
+	// spec.diskSelector and the three anti-affinity overrides. Required.
 	Volume *lhv1.Volume
 	// Size is the bytes each new replica requests; 0 means spec.size.
 	Size int64
