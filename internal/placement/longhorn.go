@@ -1,6 +1,9 @@
 package placement
 
 import (
+	"fmt"
+	"time"
+
 	lhv1 "github.com/longhorn/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
 
 	"github.com/longhorn/diskschedule/internal/settings"
@@ -66,6 +69,7 @@ func FromLonghorn(n *lhv1.Node, space SpaceFunc) Node {
 				conditionTrue(st.Conditions, lhv1.DiskConditionTypeReady)
 			d.StorageMaximum = st.StorageMaximum
 			d.StorageAvailable = st.StorageAvailable
+			d.FSType = st.FSType
 			if d.Type == "" {
 				d.Type = st.Type
 			}
@@ -78,6 +82,54 @@ func FromLonghorn(n *lhv1.Node, space SpaceFunc) Node {
 		out.Disks = append(out.Disks, d)
 	}
 	return out
+}
+
+// failedReplicaMaxRetryCount is how many rebuilds of a failed replica
+// Longhorn tries before it stops reusing it (scheduler.FailedReplicaMaxRetryCount).
+const failedReplicaMaxRetryCount = 5
+
+// FromLonghornReplica returns Longhorn's replica r of a volume as placement
+// counts it, and false when it does not count at all, as longhorn-manager
+// v1.12's scheduler counts the volume's replicas (getCurrentNodesAndZones,
+// filterDisksWithMatchingReplicas):
+//
+//   - a replica not scheduled to a node does not count;
+//   - a failed replica counts only while it may be reused (on a node and a
+//     disk, fewer than 5 rebuild retries, not being evicted), and only for
+//     disk anti-affinity once the volume is replenishing (see Replenishing);
+//   - a replica being deleted counts for disk anti-affinity only;
+//   - a replica being evicted counts, marked EvictionRequested.
+func FromLonghornReplica(r *lhv1.Replica, replenishing bool) (Replica, bool) {
+	if r.Spec.NodeID == "" {
+		return Replica{}, false
+	}
+	failed := r.Spec.FailedAt != ""
+	if failed && (r.Spec.DiskID == "" || r.Spec.RebuildRetryCount >= failedReplicaMaxRetryCount || r.Spec.EvictionRequested) {
+		return Replica{}, false
+	}
+	return Replica{
+		NodeID:            r.Spec.NodeID,
+		DiskUUID:          r.Spec.DiskID,
+		Healthy:           !failed,
+		EvictionRequested: r.Spec.EvictionRequested,
+		DiskOnly:          r.DeletionTimestamp != nil || (failed && replenishing),
+	}, true
+}
+
+// Replenishing reports whether Longhorn replaces volume v's failed replicas
+// now rather than waiting to reuse them: v is degraded and has been for
+// longer than wait (the setting replica-replenishment-wait-interval) at
+// now. A degraded volume whose status.lastDegradedAt is not a time is an
+// error, as in Longhorn, which then schedules none of its replicas.
+func Replenishing(v *lhv1.Volume, wait time.Duration, now time.Time) (bool, error) {
+	if v.Status.Robustness != lhv1.VolumeRobustnessDegraded {
+		return false, nil
+	}
+	at, err := time.Parse(time.RFC3339, v.Status.LastDegradedAt)
+	if err != nil {
+		return false, fmt.Errorf("volume %s: parsing status.lastDegradedAt: %w", v.Name, err)
+	}
+	return now.After(at.Add(wait)), nil
 }
 
 // conditionTrue reports whether Longhorn's condition typ is True.

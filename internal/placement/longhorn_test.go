@@ -3,6 +3,7 @@ package placement
 import (
 	"reflect"
 	"testing"
+	"time"
 
 	lhv1 "github.com/longhorn/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -37,7 +38,7 @@ func longhornNode() *lhv1.Node {
 			},
 			DiskStatus: map[string]*lhv1.DiskStatus{
 				"d1": {DiskUUID: "uuid-1", StorageMaximum: 500 * gi, StorageAvailable: 400 * gi, StorageScheduled: 200 * gi,
-					Conditions: []lhv1.Condition{ready, schedulable}},
+					FSType: "ext4", Conditions: []lhv1.Condition{ready, schedulable}},
 				"d2": {DiskUUID: "uuid-2", StorageMaximum: 300 * gi, StorageAvailable: 300 * gi,
 					Conditions: []lhv1.Condition{ready, schedulable}},
 			},
@@ -85,7 +86,7 @@ func TestFromLonghorn(t *testing.T) {
 		t.Errorf("node = %+v, want %+v", got, want)
 	}
 	wantDisks := map[string]Disk{
-		"d1": {Name: "d1", UUID: "uuid-1", Path: "/var/lib/longhorn/d1", Type: lhv1.DiskTypeFilesystem, AllowScheduling: true,
+		"d1": {Name: "d1", UUID: "uuid-1", Path: "/var/lib/longhorn/d1", Type: lhv1.DiskTypeFilesystem, FSType: "ext4", AllowScheduling: true,
 			Schedulable: true, Tags: []string{"ssd"}, StorageMaximum: 500 * gi, StorageAvailable: 400 * gi,
 			StorageLimit: 500 * gi, StorageScheduled: 200 * gi},
 		"d2": {Name: "d2", UUID: "uuid-2", Path: "/var/lib/longhorn/d2", Type: lhv1.DiskTypeFilesystem, AllowScheduling: true,
@@ -156,5 +157,76 @@ func TestFromLonghornConditions(t *testing.T) {
 				t.Errorf("failures %v do not include %q", res.Failures, c.reason)
 			}
 		})
+	}
+}
+
+// TestFromLonghornReplica checks how each kind of Longhorn replica counts,
+// as Longhorn's scheduler counts it.
+func TestFromLonghornReplica(t *testing.T) {
+	scheduled := func(edit func(*lhv1.Replica)) *lhv1.Replica {
+		r := &lhv1.Replica{Spec: lhv1.ReplicaSpec{InstanceSpec: lhv1.InstanceSpec{NodeID: "n1"}, DiskID: "uuid-1",
+			HealthyAt: "2026-01-01T00:00:00Z"}}
+		if edit != nil {
+			edit(r)
+		}
+		return r
+	}
+	failed := func(r *lhv1.Replica) { r.Spec.FailedAt = "2026-01-02T00:00:00Z" }
+	cases := []struct {
+		name         string
+		replica      *lhv1.Replica
+		replenishing bool
+		want         Replica
+		ok           bool
+	}{
+		{"healthy", scheduled(nil), false, Replica{NodeID: "n1", DiskUUID: "uuid-1", Healthy: true}, true},
+		{"not scheduled", scheduled(func(r *lhv1.Replica) { r.Spec.NodeID = "" }), false, Replica{}, false},
+		{"failed, reusable", scheduled(failed), false, Replica{NodeID: "n1", DiskUUID: "uuid-1"}, true},
+		{"failed, replenishing", scheduled(failed), true, Replica{NodeID: "n1", DiskUUID: "uuid-1", DiskOnly: true}, true},
+		{"healthy, replenishing", scheduled(nil), true, Replica{NodeID: "n1", DiskUUID: "uuid-1", Healthy: true}, true},
+		{"failed, never used", scheduled(func(r *lhv1.Replica) { failed(r); r.Spec.HealthyAt = "" }), false,
+			Replica{NodeID: "n1", DiskUUID: "uuid-1"}, true},
+		{"failed, retried 5 times", scheduled(func(r *lhv1.Replica) { failed(r); r.Spec.RebuildRetryCount = 5 }), false, Replica{}, false},
+		{"failed, no disk", scheduled(func(r *lhv1.Replica) { failed(r); r.Spec.DiskID = "" }), false, Replica{}, false},
+		{"failed, evicted", scheduled(func(r *lhv1.Replica) { failed(r); r.Spec.EvictionRequested = true }), false, Replica{}, false},
+		{"evicted", scheduled(func(r *lhv1.Replica) { r.Spec.EvictionRequested = true }), false,
+			Replica{NodeID: "n1", DiskUUID: "uuid-1", Healthy: true, EvictionRequested: true}, true},
+		{"being deleted", scheduled(func(r *lhv1.Replica) { r.DeletionTimestamp = &metav1.Time{} }), false,
+			Replica{NodeID: "n1", DiskUUID: "uuid-1", Healthy: true, DiskOnly: true}, true},
+	}
+	for _, c := range cases {
+		got, ok := FromLonghornReplica(c.replica, c.replenishing)
+		if got != c.want || ok != c.ok {
+			t.Errorf("%s: FromLonghornReplica = %+v, %v; want %+v, %v", c.name, got, ok, c.want, c.ok)
+		}
+	}
+}
+
+// TestReplenishing checks when Longhorn replaces failed replicas rather
+// than waiting to reuse them.
+func TestReplenishing(t *testing.T) {
+	now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+	vol := func(rob lhv1.VolumeRobustness, since string) *lhv1.Volume {
+		return &lhv1.Volume{ObjectMeta: metav1.ObjectMeta{Name: "vol"},
+			Status: lhv1.VolumeStatus{Robustness: rob, LastDegradedAt: since}}
+	}
+	cases := []struct {
+		name    string
+		vol     *lhv1.Volume
+		want    bool
+		wantErr bool
+	}{
+		{"healthy", vol(lhv1.VolumeRobustnessHealthy, ""), false, false},
+		{"faulted", vol(lhv1.VolumeRobustnessFaulted, "2026-01-01T00:00:00Z"), false, false},
+		{"degraded within the wait", vol(lhv1.VolumeRobustnessDegraded, "2026-01-01T11:55:00Z"), false, false},
+		{"degraded exactly the wait", vol(lhv1.VolumeRobustnessDegraded, "2026-01-01T11:50:00Z"), false, false},
+		{"degraded past the wait", vol(lhv1.VolumeRobustnessDegraded, "2026-01-01T11:49:59Z"), true, false},
+		{"degraded since no time", vol(lhv1.VolumeRobustnessDegraded, ""), false, true},
+	}
+	for _, c := range cases {
+		got, err := Replenishing(c.vol, 10*time.Minute, now)
+		if got != c.want || (err != nil) != c.wantErr {
+			t.Errorf("%s: Replenishing = %v, %v; want %v, error %v", c.name, got, err, c.want, c.wantErr)
+		}
 	}
 }

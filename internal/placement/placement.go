@@ -27,14 +27,39 @@ func Place(req Request) Result {
 	v := newView(req)
 	choices := make([]Choice, 0, req.Count)
 	for len(choices) < req.Count {
-		d, failures := v.next()
-		if d == nil {
-			return v.failed(choices, req.Count, failures)
+		ev := v.evaluate()
+		if len(ev.candidates) == 0 {
+			return v.failed(choices, req.Count, ev.failures)
 		}
+		d := v.choose(ev.candidates)
 		v.commit(d)
 		choices = append(choices, d.choice())
 	}
 	return Result{Choices: choices}
+}
+
+// Eligibility is the one eligibility rule applied to every node and disk
+// (DESIGN §5): which disks may take the next new replica of req.Volume, as
+// Longhorn v1.12's scheduler finds its disk candidates for one replica
+// (ReplicaScheduler.FindDiskCandidates), and why every other node and disk
+// may not. req.Count is ignored: the verdict is for one replica. Place
+// chooses among the same candidates.
+func Eligibility(req Request) Verdict {
+	req.Count = 1
+	if res, done := precheck(req); done {
+		return Verdict{Reason: res.Reason, Message: res.Message, Failures: res.Failures}
+	}
+	v := newView(req)
+	ev := v.evaluate()
+	if len(ev.candidates) == 0 {
+		res := v.failed(nil, 1, ev.failures)
+		return Verdict{Reason: res.Reason, Message: res.Message, Failures: res.Failures}
+	}
+	out := Verdict{Candidates: make([]Choice, 0, len(ev.candidates)), Failures: ev.failures}
+	for _, d := range ev.candidates {
+		out.Candidates = append(out.Candidates, d.choice())
+	}
+	return out
 }
 
 // precheck handles the requests that need no search: nothing to place,
@@ -83,15 +108,21 @@ func requestSize(req Request) int64 {
 	return req.Volume.Spec.Size
 }
 
-// stage is an anti-affinity stage; lower stages are tried first.
+// stage is an anti-affinity stage, Longhorn's order of node sets to try:
+// lower stages are tried first and the first with a candidate disk wins.
+// Which nodes the later stages hold depends on the anti-affinity settings
+// (see view.stageOf).
 type stage int
 
 const (
-	// stageNewZone: a node without a replica in a zone without a replica.
+	// stageNewZone: a node in a zone without a replica.
 	stageNewZone stage = iota
-	// stageNewNode: a node without a replica in a zone with one.
+	// stageNewNode: a node without a replica in a zone with one (zone
+	// soft), or a node whose replicas, and its zone's, are all being
+	// evicted (zone hard).
 	stageNewNode
-	// stageUsedNode: a node that already has a replica.
+	// stageUsedNode: a node with a replica (node soft), or one whose
+	// replicas are all being evicted (node hard, zone soft).
 	stageUsedNode
 	stageCount
 )
@@ -108,9 +139,16 @@ type view struct {
 	nodes      []*nodeState
 	pinMissing bool
 
+	// nodeReplicas and zoneReplicas count the replicas that count for node
+	// and zone anti-affinity; nodeStaying and zoneStaying those of them not
+	// being evicted.
 	nodeReplicas map[string]int
-	nodeHealthy  map[string]int
+	nodeStaying  map[string]int
 	zoneReplicas map[string]int
+	zoneStaying  map[string]int
+	// nodeHealthy counts the healthy replicas on each node, for best-effort
+	// data locality.
+	nodeHealthy map[string]int
 }
 
 // nodeState is a candidate node and what fails it regardless of placements.
@@ -142,8 +180,10 @@ func newView(req Request) *view {
 		diskSoft:     SoftAntiAffinity(string(spec.ReplicaDiskSoftAntiAffinity), s.ReplicaDiskSoftAntiAffinity),
 		pinned:       req.HardNodeAffinity,
 		nodeReplicas: map[string]int{},
-		nodeHealthy:  map[string]int{},
+		nodeStaying:  map[string]int{},
 		zoneReplicas: map[string]int{},
+		zoneStaying:  map[string]int{},
+		nodeHealthy:  map[string]int{},
 	}
 	switch spec.DataLocality {
 	case lhv1.DataLocalityStrictLocal:
@@ -151,46 +191,71 @@ func newView(req Request) *view {
 	case lhv1.DataLocalityBestEffort:
 		v.local = spec.NodeID
 	}
-	diskReplicas := v.countReplicas()
 	for _, n := range req.Nodes {
 		if v.pinned == "" || n.Name == v.pinned {
-			v.nodes = append(v.nodes, v.newNodeState(n, diskReplicas))
+			v.nodes = append(v.nodes, v.newNodeState(n))
 		}
 	}
 	slices.SortFunc(v.nodes, func(a, b *nodeState) int { return cmp.Compare(a.Name, b.Name) })
 	v.pinMissing = v.pinned != "" && len(v.nodes) == 0
+	diskReplicas := v.countReplicas()
+	for _, n := range v.nodes {
+		for _, d := range n.disks {
+			d.replicas = diskReplicas[d.UUID]
+		}
+	}
 	return v
 }
 
-// countReplicas fills the node, healthy and zone counts from the existing
-// replicas and returns the count per disk UUID. A replica on a node missing
-// from the input counts for its node only: its zone is unknown.
+// countReplicas fills the node, zone and healthy counts from the existing
+// replicas and returns the count per disk UUID. As in Longhorn's scheduler,
+// a replica counts for node and zone anti-affinity only when it is not
+// DiskOnly and its node may take replicas (Ready, Schedulable,
+// allowScheduling, and the pinned node when one is); a replica on any other
+// node, known or not, counts for disk anti-affinity only.
 func (v *view) countReplicas() map[string]int {
-	zones := make(map[string]string, len(v.req.Nodes))
-	for _, n := range v.req.Nodes {
-		zones[n.Name] = n.Zone
+	zones := make(map[string]string, len(v.nodes))
+	for _, n := range v.nodes {
+		if nodeTakesReplicas(n.Node) {
+			zones[n.Name] = n.Zone
+		}
 	}
 	perDisk := map[string]int{}
 	for _, r := range v.req.Existing {
 		if r.NodeID == "" {
 			continue
 		}
-		v.nodeReplicas[r.NodeID]++
 		if r.Healthy {
 			v.nodeHealthy[r.NodeID]++
 		}
-		if zone, ok := zones[r.NodeID]; ok {
-			v.zoneReplicas[zone]++
-		}
 		if r.DiskUUID != "" {
 			perDisk[r.DiskUUID]++
+		}
+		zone, ok := zones[r.NodeID]
+		if r.DiskOnly || !ok {
+			continue
+		}
+		v.nodeReplicas[r.NodeID]++
+		v.zoneReplicas[zone]++
+		if !r.EvictionRequested {
+			v.nodeStaying[r.NodeID]++
+			v.zoneStaying[zone]++
 		}
 	}
 	return perDisk
 }
 
-// newNodeState returns the state of node n with its disks sorted by name.
-func (v *view) newNodeState(n Node, diskReplicas map[string]int) *nodeState {
+// nodeTakesReplicas reports whether Longhorn lists node n among the nodes
+// that may take replicas at all (ListSchedulableNodes): Ready, Schedulable
+// and allowScheduling. Only replicas on such nodes count for node and zone
+// anti-affinity.
+func nodeTakesReplicas(n Node) bool {
+	return n.Ready && n.Schedulable && n.AllowScheduling
+}
+
+// newNodeState returns the state of node n with its disks sorted by name;
+// countReplicas fills in the disks' replica counts.
+func (v *view) newNodeState(n Node) *nodeState {
 	ns := &nodeState{Node: n, static: v.nodeFailures(n)}
 	for _, d := range n.Disks {
 		ns.disks = append(ns.disks, &diskState{
@@ -198,7 +263,6 @@ func (v *view) newNodeState(n Node, diskReplicas map[string]int) *nodeState {
 			node:      ns,
 			scheduled: d.StorageScheduled,
 			available: d.StorageAvailable,
-			replicas:  diskReplicas[d.UUID],
 			static:    v.diskStaticFailures(d),
 		})
 	}
@@ -240,16 +304,33 @@ func NodeFailures(n Node, nodeSelector []string, s settings.Scheduling) []string
 // diskStaticFailures returns why disk d can never take a replica of the
 // volume, whatever its space.
 func (v *view) diskStaticFailures(d Disk) []string {
-	return DiskFailures(d, v.req.Volume.Spec.DiskSelector, v.req.Settings)
+	return DiskFailuresForVolume(d, v.req.Volume, v.req.Settings)
 }
 
-// DiskFailures is the one disk-eligibility rule (DESIGN §5): why disk d can
-// never take a replica of a volume with diskSelector, whatever its space;
-// empty when it can.
+// DiskFailures is DiskFailuresForVolume for a data engine v1 volume with
+// diskSelector whose size is not known: it does not check the volume's size
+// against the disk's file system.
 func DiskFailures(d Disk, diskSelector []string, s settings.Scheduling) []string {
+	return DiskFailuresForVolume(d, &lhv1.Volume{Spec: lhv1.VolumeSpec{DiskSelector: diskSelector}}, s)
+}
+
+// DiskFailuresForVolume is the one disk-eligibility rule (DESIGN §5): why
+// disk d can never take a replica of volume vol, whatever its space; empty
+// when it can. It reads the volume's spec.dataEngine (a v1 volume needs a
+// filesystem disk, a v2 volume a block disk), spec.size (a v1 volume must
+// fit the disk's file system) and spec.diskSelector.
+func DiskFailuresForVolume(d Disk, vol *lhv1.Volume, s settings.Scheduling) []string {
 	var reasons []string
-	if t := cmp.Or(d.Type, lhv1.DiskTypeFilesystem); t != lhv1.DiskTypeFilesystem {
-		reasons = append(reasons, fmt.Sprintf("disk type %s does not match the volume's %s", t, lhv1.DiskTypeFilesystem))
+	engine, want := dataEngine(vol.Spec.DataEngine)
+	if t := cmp.Or(d.Type, lhv1.DiskTypeFilesystem); t != want {
+		r := fmt.Sprintf("disk type %s does not match the volume's %s", t, want)
+		if engine != lhv1.DataEngineTypeV1 {
+			r += fmt.Sprintf(" (data engine %s)", engine)
+		}
+		reasons = append(reasons, r)
+	} else if limit, ok := fileSystemLimit(engine, d.FSType); ok && vol.Spec.Size >= limit {
+		reasons = append(reasons, fmt.Sprintf("volume size %s does not fit file system %s (limit %s)",
+			bytesString(vol.Spec.Size), d.FSType, bytesString(limit)))
 	}
 	if d.UUID == "" {
 		reasons = append(reasons, "disk has no UUID")
@@ -263,7 +344,7 @@ func DiskFailures(d Disk, diskSelector []string, s settings.Scheduling) []string
 	if !d.Schedulable {
 		reasons = append(reasons, "disk is not schedulable")
 	}
-	if r := tagsFailure(d.Tags, diskSelector, s.AllowEmptyDiskSelectorVolume,
+	if r := tagsFailure(d.Tags, vol.Spec.DiskSelector, s.AllowEmptyDiskSelectorVolume,
 		settings.AllowEmptyDiskSelectorVolume); r != "" {
 		reasons = append(reasons, r)
 	}
@@ -298,71 +379,97 @@ func (v *view) actualSpaceFailure(d *diskState) string {
 	}
 }
 
-// stageOf returns the anti-affinity stage node n is in now.
-func (v *view) stageOf(n *nodeState) stage {
+// stageOf returns the anti-affinity stage node n is in now, or why the
+// anti-affinity settings allow it in none. These are Longhorn's stages
+// (getDiskCandidates): a node in a new zone first; then, with zone
+// anti-affinity hard, only a node whose replicas, and its zone's, are all
+// being evicted; with zone soft, a new node, then a node holding replicas
+// when node anti-affinity is soft or when they are all being evicted.
+func (v *view) stageOf(n *nodeState) (stage, string) {
+	replicas, staying := v.nodeReplicas[n.Name], v.nodeStaying[n.Name]
+	evicted := replicas > 0 && staying == 0
 	switch {
-	case v.nodeReplicas[n.Name] > 0:
-		return stageUsedNode
-	case v.zoneReplicas[n.Zone] > 0:
-		return stageNewNode
+	case v.zoneReplicas[n.Zone] == 0:
+		return stageNewZone, ""
+	case !v.zoneSoft && evicted && v.zoneStaying[n.Zone] == 0:
+		return stageNewNode, ""
+	case !v.zoneSoft && replicas == 0:
+		return 0, fmt.Sprintf("zone %q already holds a replica of the volume and zone anti-affinity is hard", n.Zone)
+	case !v.zoneSoft && evicted:
+		return 0, fmt.Sprintf("zone %q holds a replica of the volume that is not being evicted and zone anti-affinity is hard", n.Zone)
+	case !v.zoneSoft:
+		return 0, "node already holds a replica of the volume and zone anti-affinity is hard, which makes node anti-affinity hard"
+	case replicas == 0:
+		return stageNewNode, ""
+	case evicted || v.nodeSoft:
+		return stageUsedNode, ""
 	default:
-		return stageNewZone
+		return 0, "node already holds a replica of the volume and node anti-affinity is hard"
 	}
 }
 
-// stageFailure returns why the anti-affinity settings forbid stage st for
-// node n, or "" when they allow it. Zone-hard forbids both later stages.
-func (v *view) stageFailure(n *nodeState, st stage) string {
-	switch {
-	case st == stageNewNode && !v.zoneSoft:
-		return fmt.Sprintf("zone %q already holds a replica of the volume and zone anti-affinity is hard", n.Zone)
-	case st == stageUsedNode && !v.zoneSoft:
-		return "node already holds a replica of the volume and zone anti-affinity is hard, which makes node anti-affinity hard"
-	case st == stageUsedNode && !v.nodeSoft:
-		return "node already holds a replica of the volume and node anti-affinity is hard"
-	default:
-		return ""
+// stagePreferred says why a disk that may take the replica lost to the
+// candidates of stage won.
+func stagePreferred(won stage) string {
+	if won == stageNewZone {
+		return "anti-affinity prefers a node in a zone without a replica of the volume"
 	}
+	return "anti-affinity prefers a node without a replica of the volume"
 }
 
-// next returns the disk for the next replica, or nil and why every
-// candidate failed. The first stage with a candidate disk wins.
-func (v *view) next() (*diskState, []Failure) {
-	var failures []Failure
+// evaluation is the verdict on every node and disk for the next replica.
+type evaluation struct {
+	// candidates are the disks that may take it, in node then disk order.
+	candidates []*diskState
+	// failures say why every other node and disk may not, sorted.
+	failures []Failure
+}
+
+// evaluate returns the candidates for the next replica: the disks of the
+// first stage that has any after disk anti-affinity.
+func (v *view) evaluate() evaluation {
+	var ev evaluation
 	var stages [stageCount][]*diskState
 	for _, n := range v.nodes {
-		disks, fs := v.candidates(n)
-		failures = append(failures, fs...)
-		st := v.stageOf(n)
+		st, disks, fs := v.nodeCandidates(n)
+		ev.failures = append(ev.failures, fs...)
 		stages[st] = append(stages[st], disks...)
 	}
-	for _, cands := range stages {
-		kept, rejected := v.diskAntiAffinity(cands)
-		if len(kept) > 0 {
-			return v.choose(kept), nil
+	won := stageCount
+	for st, cands := range stages {
+		if won < stageCount {
+			for _, d := range cands {
+				ev.failures = append(ev.failures, Failure{Node: d.node.Name, Disk: d.Name, Reasons: []string{stagePreferred(won)}})
+			}
+			continue
 		}
-		failures = append(failures, rejected...)
+		kept, rejected := v.diskAntiAffinity(cands)
+		ev.failures = append(ev.failures, rejected...)
+		if len(kept) > 0 {
+			ev.candidates, won = kept, stage(st)
+		}
 	}
 	if v.pinMissing {
-		failures = append(failures, Failure{Node: v.pinned, Reasons: []string{"node not found"}})
+		ev.failures = append(ev.failures, Failure{Node: v.pinned, Reasons: []string{"node not found"}})
 	}
-	slices.SortStableFunc(failures, func(a, b Failure) int {
+	slices.SortStableFunc(ev.failures, func(a, b Failure) int {
 		return cmp.Or(cmp.Compare(a.Node, b.Node), cmp.Compare(a.Disk, b.Disk))
 	})
-	return nil, failures
+	return ev
 }
 
-// candidates returns the disks of node n that may take the next replica,
-// and the failures of the node or of its other disks.
-func (v *view) candidates(n *nodeState) ([]*diskState, []Failure) {
+// nodeCandidates returns the stage of node n and its disks that may take
+// the next replica, and the failures of the node or of its other disks.
+func (v *view) nodeCandidates(n *nodeState) (stage, []*diskState, []Failure) {
 	if len(n.static) > 0 {
-		return nil, []Failure{{Node: n.Name, Reasons: n.static}}
+		return 0, nil, []Failure{{Node: n.Name, Reasons: n.static}}
 	}
-	if r := v.stageFailure(n, v.stageOf(n)); r != "" {
-		return nil, []Failure{{Node: n.Name, Reasons: []string{r}}}
+	st, why := v.stageOf(n)
+	if why != "" {
+		return 0, nil, []Failure{{Node: n.Name, Reasons: []string{why}}}
 	}
 	if len(n.disks) == 0 {
-		return nil, []Failure{{Node: n.Name, Reasons: []string{"node has no disks"}}}
+		return 0, nil, []Failure{{Node: n.Name, Reasons: []string{"node has no disks"}}}
 	}
 	var disks []*diskState
 	var failures []Failure
@@ -373,29 +480,31 @@ func (v *view) candidates(n *nodeState) ([]*diskState, []Failure) {
 		}
 		disks = append(disks, d)
 	}
-	return disks, failures
+	return st, disks, failures
 }
 
 // diskAntiAffinity keeps the disks without a replica of the volume when
 // there are any; otherwise all of them when disk anti-affinity is soft, and
-// none (reporting each) when it is hard.
+// none when it is hard. rejected says why each other disk is not kept.
 func (v *view) diskAntiAffinity(cands []*diskState) (kept []*diskState, rejected []Failure) {
 	for _, d := range cands {
 		if d.replicas == 0 {
 			kept = append(kept, d)
 		}
 	}
-	if len(kept) > 0 || v.diskSoft {
-		if len(kept) == 0 {
-			kept = cands
-		}
-		return kept, nil
+	why := "disk already holds a replica of the volume and disk anti-affinity is hard"
+	switch {
+	case len(kept) == 0 && v.diskSoft:
+		return cands, nil
+	case len(kept) > 0:
+		why = "disk anti-affinity prefers a disk without a replica of the volume"
 	}
 	for _, d := range cands {
-		rejected = append(rejected, Failure{Node: d.node.Name, Disk: d.Name,
-			Reasons: []string{"disk already holds a replica of the volume and disk anti-affinity is hard"}})
+		if d.replicas > 0 {
+			rejected = append(rejected, Failure{Node: d.node.Name, Disk: d.Name, Reasons: []string{why}})
+		}
 	}
-	return nil, rejected
+	return kept, rejected
 }
 
 // choose picks among candidate disks, which are in node then disk order:
@@ -432,8 +541,10 @@ func (v *view) commit(d *diskState) {
 	d.available -= v.req.ActualSize
 	d.replicas++
 	v.nodeReplicas[d.node.Name]++
-	v.nodeHealthy[d.node.Name]++
+	v.nodeStaying[d.node.Name]++
 	v.zoneReplicas[d.node.Zone]++
+	v.zoneStaying[d.node.Zone]++
+	v.nodeHealthy[d.node.Name]++
 }
 
 // failed returns the result of a call that placed only choices.

@@ -910,3 +910,221 @@ func TestPlaceDeterministic(t *testing.T) {
 		}
 	}
 }
+
+// TestPlaceReplicaCounting checks which existing replicas count for which
+// anti-affinity, as Longhorn's scheduler counts them: for node and zone
+// only on nodes that may take replicas, DiskOnly ones for disks only.
+func TestPlaceReplicaCounting(t *testing.T) {
+	runPlaceCases(t, []placeCase{
+		{
+			name: "a replica on a node that is not ready does not count for its zone",
+			set:  soft(false, false, true),
+			nodes: []Node{
+				edit(mkNode("a", "z1", mkDisk("d1", 100*gi)), func(n *Node) { n.Ready = false }),
+				mkNode("b", "z1", mkDisk("d1", 100*gi)),
+			},
+			existing: []Replica{rep("a", "d1")},
+			want:     []string{"b/d1"},
+		},
+		{
+			name: "a replica on a cordoned node or one with scheduling disabled does not count for its zone",
+			set:  soft(false, false, true),
+			nodes: []Node{
+				edit(mkNode("a", "z1", mkDisk("d1", 100*gi)), func(n *Node) { n.Schedulable = false }),
+				edit(mkNode("b", "z1", mkDisk("d1", 100*gi)), func(n *Node) { n.AllowScheduling = false }),
+				mkNode("c", "z1", mkDisk("d1", 100*gi)),
+			},
+			existing: []Replica{rep("a", "d1"), rep("b", "d1")},
+			want:     []string{"c/d1"},
+		},
+		{
+			name: "a replica on a node whose tags miss the selector still counts for its zone",
+			set:  soft(false, false, true),
+			spec: func(s *lhv1.VolumeSpec) { s.NodeSelector = []string{"fast"} },
+			nodes: []Node{
+				mkNode("a", "z1", mkDisk("d1", 100*gi)),
+				edit(mkNode("b", "z1", mkDisk("d1", 100*gi)), func(n *Node) { n.Tags = []string{"fast"} }),
+			},
+			existing: []Replica{rep("a", "d1")},
+			wantMsg:  []string{`b: zone "z1" already holds a replica of the volume and zone anti-affinity is hard`},
+		},
+		{
+			name: "pinned: only replicas on the pinned node count for node and zone",
+			set:  soft(false, false, true),
+			pin:  "b",
+			nodes: []Node{
+				mkNode("a", "z1", mkDisk("d1", 100*gi)),
+				mkNode("b", "z1", mkDisk("d1", 100*gi)),
+			},
+			existing: []Replica{rep("a", "d1")},
+			want:     []string{"b/d1"},
+		},
+		{
+			name: "a DiskOnly replica does not count for its node or zone",
+			set:  soft(false, false, false),
+			nodes: []Node{
+				mkNode("a", "z1", mkDisk("d1", 100*gi), mkDisk("d2", 50*gi)),
+			},
+			existing: []Replica{{NodeID: "a", DiskUUID: "a-d1", DiskOnly: true}},
+			want:     []string{"a/d2"},
+		},
+		{
+			name: "a DiskOnly replica still counts for its disk",
+			set:  soft(false, false, false),
+			nodes: []Node{
+				mkNode("a", "z1", mkDisk("d1", 100*gi)),
+			},
+			existing: []Replica{{NodeID: "a", DiskUUID: "a-d1", DiskOnly: true}},
+			wantMsg:  []string{"a/d1: disk already holds a replica of the volume and disk anti-affinity is hard"},
+		},
+	})
+}
+
+// TestPlaceEvictedReplicas checks Longhorn's rule for replicas being
+// evicted (Longhorn #3076): a node whose replicas are all being evicted may
+// take their replacement where hard anti-affinity refuses other used nodes.
+func TestPlaceEvictedReplicas(t *testing.T) {
+	evicted := func(node, disk string) Replica {
+		r := rep(node, disk)
+		r.EvictionRequested = true
+		return r
+	}
+	runPlaceCases(t, []placeCase{
+		{
+			name:     "zone hard: the evicted node of an evicted zone takes the replacement on another disk",
+			set:      soft(false, false, false),
+			nodes:    []Node{mkNode("a", "z1", mkDisk("d1", 100*gi), mkDisk("d2", 100*gi)), mkNode("b", "z1", mkDisk("d1", 900*gi))},
+			existing: []Replica{evicted("a", "d1")},
+			want:     []string{"a/d2"},
+			notMsg:   []string{"b/d1"},
+		},
+		{
+			name:     "zone hard: not when another replica in the zone stays",
+			set:      soft(false, false, false),
+			nodes:    []Node{mkNode("a", "z1", mkDisk("d1", 100*gi), mkDisk("d2", 100*gi)), mkNode("b", "z1", mkDisk("d1", 100*gi))},
+			existing: []Replica{evicted("a", "d1"), rep("b", "d1")},
+			wantMsg:  []string{`a: zone "z1" holds a replica of the volume that is not being evicted and zone anti-affinity is hard`},
+		},
+		{
+			name:     "zone hard: a new node of an evicted zone is still refused",
+			set:      soft(false, false, false),
+			nodes:    []Node{mkNode("a", "z1", mkDisk("d1", 100*gi)), mkNode("b", "z1", mkDisk("d1", 100*gi))},
+			existing: []Replica{evicted("a", "d1")},
+			wantMsg:  []string{`b: zone "z1" already holds a replica of the volume and zone anti-affinity is hard`},
+		},
+		{
+			name: "zone soft, node hard: a new node first, then the evicted node",
+			set:  soft(false, true, false),
+			nodes: []Node{
+				mkNode("a", "z1", mkDisk("d1", 100*gi), mkDisk("d2", 900*gi)),
+				mkNode("b", "z1", mkDisk("d1", 100*gi)),
+			},
+			existing: []Replica{evicted("a", "d1")},
+			count:    2,
+			want:     []string{"b/d1", "a/d2"},
+		},
+		{
+			name:     "zone soft, node hard: a node holding a staying replica is refused",
+			set:      soft(false, true, false),
+			nodes:    []Node{mkNode("a", "z1", mkDisk("d1", 100*gi), mkDisk("d2", 100*gi))},
+			existing: []Replica{evicted("a", "d1"), rep("a", "d2")},
+			wantMsg:  []string{"a: node already holds a replica of the volume and node anti-affinity is hard"},
+		},
+	})
+}
+
+// TestPlaceDataEngineAndFileSystem checks the disk rules that depend on the
+// volume: a v2 volume needs block disks, and a v1 volume must fit the
+// disk's file system.
+func TestPlaceDataEngineAndFileSystem(t *testing.T) {
+	v2 := func(s *lhv1.VolumeSpec) { s.DataEngine = lhv1.DataEngineTypeV2 }
+	block := diskEdit(func(d *Disk) { d.Type = lhv1.DiskTypeBlock })
+	fs := func(t string) func(*Disk) { return func(d *Disk) { d.FSType = t } }
+	big := func(size int64) func(*lhv1.VolumeSpec) { return func(s *lhv1.VolumeSpec) { s.Size = size } }
+	const ti = 1024 * gi
+	runPlaceCases(t, []placeCase{
+		{
+			name:  "a v2 volume takes a block disk only",
+			spec:  v2,
+			nodes: []Node{mkNode("a", "z1", mkDisk("d1", 500*gi), mkDisk("d2", 100*gi, block))},
+			want:  []string{"a/d2"},
+		},
+		{
+			name:    "a v2 volume on a filesystem disk is reported",
+			spec:    v2,
+			nodes:   []Node{mkNode("a", "z1", mkDisk("d1", 500*gi))},
+			wantMsg: []string{"a/d1: disk type filesystem does not match the volume's block (data engine v2)"},
+		},
+		{
+			name:  "a v1 volume just under 16Ti fits ext4",
+			spec:  big(16*ti - 1),
+			nodes: []Node{mkNode("a", "z1", mkDisk("d1", 40*ti, fs("ext4")))},
+			want:  []string{"a/d1"},
+		},
+		{
+			name:    "a v1 volume of 16Ti does not fit ext4",
+			spec:    big(16 * ti),
+			nodes:   []Node{mkNode("a", "z1", mkDisk("d1", 40*ti, fs("ext4")))},
+			wantMsg: []string{"a/d1: volume size 16Ti does not fit file system ext4 (limit 16Ti)"},
+		},
+		{
+			name:  "xfs and a v2 volume have no such limit",
+			spec:  big(16 * ti),
+			nodes: []Node{mkNode("a", "z1", mkDisk("d1", 40*ti, fs("xfs")))},
+			want:  []string{"a/d1"},
+		},
+	})
+	withUUID := diskEdit(func(d *Disk) { d.UUID = "uuid-1" })
+	if got := DiskFailures(mkDisk("d1", 40*ti, fs("ext4"), block, withUUID), nil, settings.Default()); len(got) != 1 ||
+		got[0] != "disk type block does not match the volume's filesystem" {
+		t.Errorf("DiskFailures (a v1 volume of unknown size) = %q, want only the type", got)
+	}
+}
+
+// TestEligibility checks the verdict for one replica: the candidates of
+// the winning stage after disk anti-affinity, and why each other disk is
+// not one.
+func TestEligibility(t *testing.T) {
+	req := placeCase{
+		set: soft(true, true, true),
+		nodes: []Node{
+			mkNode("a", "z1", mkDisk("d1", 100*gi), mkDisk("d2", 100*gi)),
+			mkNode("b", "z2", mkDisk("d1", 100*gi), mkDisk("d2", 5*gi)),
+			mkNode("c", "z1", mkDisk("d1", 100*gi)),
+		},
+		existing: []Replica{rep("a", "d1"), rep("b", "d1")},
+		count:    3, // ignored
+	}.request()
+	got := Eligibility(req)
+	want := Verdict{
+		Candidates: []Choice{{NodeID: "c", DiskName: "d1", DiskUUID: "c-d1", DiskPath: "/mnt/d1"}},
+		Failures: []Failure{
+			{Node: "a", Disk: "d1", Reasons: []string{"anti-affinity prefers a node without a replica of the volume"}},
+			{Node: "a", Disk: "d2", Reasons: []string{"anti-affinity prefers a node without a replica of the volume"}},
+			{Node: "b", Disk: "d1", Reasons: []string{"anti-affinity prefers a node without a replica of the volume"}},
+			{Node: "b", Disk: "d2", Reasons: []string{"insufficient storage: requested 10Gi, 5Gi usable of limit 5Gi"}},
+		},
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("Eligibility =\n%+v\nwant\n%+v", got, want)
+	}
+
+	req.Nodes = req.Nodes[:2]
+	got = Eligibility(req)
+	if len(got.Candidates) != 1 || got.Candidates[0].DiskUUID != "a-d2" || got.Reason != "" {
+		t.Errorf("Eligibility with a and b only = %+v, want a/d2 (the used nodes' disk without a replica)", got)
+	}
+	wantFailure := Failure{Node: "a", Disk: "d1", Reasons: []string{"disk anti-affinity prefers a disk without a replica of the volume"}}
+	if !slices.ContainsFunc(got.Failures, func(f Failure) bool { return reflect.DeepEqual(f, wantFailure) }) {
+		t.Errorf("failures %v do not include %v", got.Failures, wantFailure)
+	}
+
+	req.Nodes = req.Nodes[1:2]
+	req.Settings.ReplicaDiskSoftAntiAffinity = false
+	got = Eligibility(req)
+	wantMsg := "placed 0 of 1 new replicas of volume vol: b/d1: disk already holds a replica of the volume and disk anti-affinity is hard; " +
+		"b/d2: insufficient storage: requested 10Gi, 5Gi usable of limit 5Gi"
+	if len(got.Candidates) != 0 || got.Reason != ReasonReplicaSchedulingFailure || got.Message != wantMsg {
+		t.Errorf("Eligibility with b only and disk anti-affinity hard = %+v, want no candidate and message %q", got, wantMsg)
+	}
+}

@@ -4,6 +4,17 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
+
+	lhv1 "github.com/longhorn/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
+)
+
+// The largest volumes a data engine v1 replica may have on a file system,
+// as longhorn-manager v1.12 bounds them (util.MaxExt4VolumeSize,
+// util.MaxXfsVolumeSize): a volume of this size or more does not fit.
+const (
+	maxExt4VolumeSize = 16 << 40
+	maxXfsVolumeSize  = 8<<60 - 1
 )
 
 // NodeSchedulable returns the value of a node's Schedulable condition: a
@@ -67,6 +78,33 @@ func HasActualSpace(available, actualSize, maximum, minimalAvailablePercentage i
 		return false
 	}
 	return available-actualSize > MinimalAvailable(maximum, minimalAvailablePercentage)
+}
+
+// dataEngine returns the volume's data engine, with empty meaning v1 as in
+// Longhorn, and the disk type its replicas need: filesystem for v1, block
+// for v2.
+func dataEngine(e lhv1.DataEngineType) (lhv1.DataEngineType, lhv1.DiskType) {
+	if e == lhv1.DataEngineTypeV2 {
+		return e, lhv1.DiskTypeBlock
+	}
+	return lhv1.DataEngineTypeV1, lhv1.DiskTypeFilesystem
+}
+
+// fileSystemLimit returns the size from which a volume of data engine
+// engine does not fit a disk with file system fsType, and false when there
+// is no such limit (data engine v2, file systems Longhorn does not bound).
+// Longhorn cannot tell ext2, ext3 and ext4 apart and bounds them all.
+func fileSystemLimit(engine lhv1.DataEngineType, fsType string) (int64, bool) {
+	switch {
+	case engine != lhv1.DataEngineTypeV1:
+		return 0, false
+	case strings.HasPrefix(fsType, "ext"):
+		return maxExt4VolumeSize, true
+	case fsType == "xfs":
+		return maxXfsVolumeSize, true
+	default:
+		return 0, false
+	}
 }
 
 // HasSchedulingSpace is the ledger's scheduling-space condition:

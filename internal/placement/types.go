@@ -56,6 +56,10 @@ type Disk struct {
 	Path string
 	// Type is the disk's spec diskType; empty means filesystem.
 	Type lhv1.DiskType
+	// FSType is status.diskStatus[name].fsType, the file system the disk
+	// monitor found ("ext4", "xfs"; empty for block disks). It bounds the
+	// size of a data engine v1 volume (see DiskFailuresForVolume).
+	FSType string
 	// AllowScheduling is the disk's spec allowScheduling.
 	AllowScheduling bool
 	// EvictionRequested is the disk's spec evictionRequested.
@@ -88,16 +92,30 @@ type Replica struct {
 	DiskUUID string
 	// Healthy is true when the replica is running or about to run (granted
 	// or pending, not failed). Only healthy replicas satisfy best-effort
-	// data locality; every replica passed counts for anti-affinity, so leave
-	// out replicas that are being deleted or can never be reused.
+	// data locality. Every replica passed counts for anti-affinity, so leave
+	// out replicas that can never be reused (FromLonghornReplica does).
+	// As in Longhorn, a replica counts for node and zone anti-affinity only
+	// on a node that may take replicas (Ready, Schedulable, allowScheduling,
+	// and the pinned node when one is).
 	Healthy bool
+	// EvictionRequested is the replica's spec.evictionRequested: Longhorn
+	// is moving it off its node or disk. It still counts for anti-affinity,
+	// but a node whose replicas are all being evicted may take their
+	// replacement where hard anti-affinity would refuse another node
+	// (Longhorn #3076).
+	EvictionRequested bool
+	// DiskOnly is true when the replica counts for disk anti-affinity only,
+	// not for node and zone anti-affinity: Longhorn's scheduler counts so a
+	// replica being deleted, and a failed replica once the volume is being
+	// replenished (see FromLonghornReplica).
+	DiskOnly bool
 }
 
 // Request is everything Place needs to place new replicas of one volume.
 type Request struct {
 	// Volume is the volume. Place reads its name, spec.size,
-	// spec.dataLocality, spec.nodeID, spec.nodeSelector, spec.diskSelector
-	// and the three anti-affinity overrides. Required.
+	// spec.dataEngine, spec.dataLocality, spec.nodeID, spec.nodeSelector,
+	// spec.diskSelector and the three anti-affinity overrides. Required.
 	Volume *lhv1.Volume
 	// Size is the bytes each new replica requests; 0 means spec.size.
 	Size int64
@@ -148,6 +166,24 @@ func (f Failure) String() string {
 		who += "/" + f.Disk
 	}
 	return who + ": " + strings.Join(f.Reasons, " and ")
+}
+
+// Verdict is Eligibility's answer: which disks may take the next new
+// replica of a volume, and why every other node and disk may not.
+type Verdict struct {
+	// Candidates are the disks that may take the next replica, sorted by
+	// node and disk name: the disks of the first anti-affinity stage that
+	// has any, after disk anti-affinity. Empty when Reason is set.
+	Candidates []Choice
+	// Reason is empty when there are candidates; otherwise
+	// ReasonWaitingForAttachment or ReasonReplicaSchedulingFailure.
+	Reason string
+	// Message says, for people, why there is no candidate; empty otherwise.
+	Message string
+	// Failures say why each node or disk that is not a candidate is not,
+	// sorted by node and disk. A disk that only lost to a preferred
+	// anti-affinity stage or to a disk without a replica says so.
+	Failures []Failure
 }
 
 // Result is what Place decided.
