@@ -163,6 +163,10 @@ func (c *volumeController) reconcile(ctx context.Context, req reconcile.Request)
 			"%s", truncate(fmt.Sprintf("no local replica on node %s: %s", vol.Spec.NodeID, plan.localSkipped), maxEventNote))
 	}
 
+	if plan.failure != nil {
+		log.V(1).Info("Longhorn's scheduler found no disk for a replica", "volume", vol.Name,
+			"longhornManager", pod.Node, "errors", plan.failure.detail)
+	}
 	out, err := c.writeReplicas(ctx, pod, vol, plan)
 	if err != nil {
 		return reconcile.Result{}, err

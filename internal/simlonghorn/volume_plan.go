@@ -85,8 +85,11 @@ func wantedReplicas(v *lhv1.Volume) int {
 type scheduleFailure struct {
 	// reason is the volume's Scheduled condition reason.
 	reason string
-	// message is the scheduler's reasons, joined.
+	// message is the scheduler's reasons, joined, as Longhorn's condition
+	// message says them.
 	message string
+	// detail is the scheduler's errors in full.
+	detail string
 }
 
 // planReplicas decides, as Longhorn v1.12's volume controller does, which
@@ -135,7 +138,7 @@ func planReplicas(in volumeInput) volumePlan {
 		if len(disks) > 0 {
 			plan.replicas = append(plan.replicas, &replicaPlan{want: local})
 		} else {
-			plan.localSkipped = reasons(errs)
+			_, plan.localSkipped = reasons(errs)
 		}
 	}
 
@@ -276,12 +279,15 @@ func reuse(plans []*replicaPlan, name string) {
 	}
 }
 
-// reasons joins the reasons of a scheduler's errors.
-func reasons(errs multierr.MultiError) string {
+// reasons returns the reasons of a scheduler's errors as Longhorn's volume
+// controller writes them into the Scheduled condition (JoinReasons: the
+// reasons only, "to avoid spamming the condition with too lengthy
+// messages"), and the errors in full, for logs and Events.
+func reasons(errs multierr.MultiError) (short, full string) {
 	if len(errs) == 0 {
-		return "no disk candidate"
+		return "no disk candidate", "no disk candidate"
 	}
-	return errs.Error()
+	return errs.JoinReasons(), errs.Error()
 }
 
 // schedule places the unscheduled replicas that may be placed now with
@@ -315,7 +321,8 @@ func schedule(plan *volumePlan, in volumeInput) {
 				if r.Spec.HardNodeAffinity != "" {
 					reason = lhv1.VolumeConditionReasonLocalReplicaSchedulingFailure
 				}
-				plan.failure = &scheduleFailure{reason: reason, message: reasons(errs)}
+				short, full := reasons(errs)
+				plan.failure = &scheduleFailure{reason: reason, message: short, detail: full}
 			}
 			continue
 		}
