@@ -4,11 +4,13 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"io"
 	"sort"
 	"strings"
 
 	"github.com/go-logr/logr"
 	lhv1 "github.com/longhorn/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
+	"github.com/sirupsen/logrus"
 	"k8s.io/klog/v2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
@@ -56,11 +58,13 @@ func Unsettled(ctx context.Context, c client.Reader, namespace string) (string, 
 }
 
 // QuietBenchmarks discards the in-process controllers' logs when the test
-// binary runs benchmarks (-test.bench set), to keep the figures readable.
-// Call it from TestMain after flag.Parse.
+// binary runs benchmarks (-test.bench set), to keep the figures readable:
+// the project's and Longhorn's own (its datastore and scheduler log with
+// logrus). Call it from TestMain after flag.Parse.
 func QuietBenchmarks() {
 	if f := flag.Lookup("test.bench"); f != nil && f.Value.String() != "" {
 		ctrllog.SetLogger(logr.Discard())
 		klog.SetLogger(logr.Discard())
+		logrus.SetOutput(io.Discard)
 	}
 }

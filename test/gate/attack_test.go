@@ -2,6 +2,7 @@ package gate_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand"
 	"path/filepath"
@@ -13,11 +14,7 @@ import (
 	"time"
 
 	lhv1 "github.com/longhorn/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
-	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/rest"
@@ -27,23 +24,33 @@ import (
 	"github.com/longhorn/diskschedule/internal/ledger"
 	"github.com/longhorn/diskschedule/internal/manager"
 	"github.com/longhorn/diskschedule/internal/sandbox"
-	"github.com/longhorn/diskschedule/internal/simlonghorn"
 	"github.com/longhorn/diskschedule/internal/testenv"
+	"github.com/longhorn/diskschedule/internal/testenv/replicawriter"
 )
 
 const (
 	gib = int64(1) << 30
-	// writers is how many volume controllers place replicas at once.
+	// writers is how many volumes, each placed by its own volume
+	// controller, are placed at once.
 	writers = 32
+	// managerPods is how many longhorn-manager pods own the volumes, each
+	// with its own datastore: their views are independently stale.
+	managerPods = 3
 	// replicaSize is each volume's size: 32 × 100Gi on 4 × 400Gi disks is
 	// twice what fits.
 	replicaSize = 100 * gib
 	// grace is the managers' --gate-grace: admitted writes that were lost
 	// are released this long after their grant.
 	grace = 3 * time.Second
-	// lossRate is the share of placements whose write is lost after the
-	// gate admitted it (a stale resourceVersion).
-	lossRate = 0.15
+	// lossRate is the share of writes another client makes lose on
+	// resourceVersion while the gate holds them, until one of the volume's
+	// writes was admitted and lost.
+	lossRate = 0.3
+	// resync stands for longhorn-manager's informer resync (30 s): a
+	// volume dropped from the queue after its refused writes is looked at
+	// again after it when no Longhorn Node changed, shortened as the
+	// managers' --gate-grace is (30 s → 3 s).
+	resync = 3 * time.Second
 )
 
 // topology is 4 nodes with one 400Gi disk each.
@@ -66,8 +73,8 @@ type run struct {
 	limits, peak map[string]int64
 	// names are the disks' names for people.
 	names map[string]string
-	// placed, denied and lost count placements persisted, refused by the
-	// gate, and admitted but lost to a stale resourceVersion.
+	// placed, denied and lost count replicas placed, writes refused by the
+	// gate, and writes the gate admitted that lost on resourceVersion.
 	placed, denied, lost int
 	// events counts the Replica events watched.
 	events int
@@ -96,9 +103,11 @@ func (r *run) over() []string {
 	return out
 }
 
-// startSandbox starts a sandbox with Longhorn's Nodes and disks but no
-// simulated volume controller (the test's writers are the volume
-// controllers), with managers managers.
+// startSandbox starts a sandbox whose simulated Longhorn runs the nodes
+// only (Longhorn Nodes with their disks' status kept by the node
+// controller, the instance managers and the engine image Longhorn's
+// scheduler requires) and no volume controller, whose part the test's
+// writers play with Longhorn's own code, with managers managers.
 func startSandbox(t *testing.T, managers int, withGate bool) *sandbox.Sandbox {
 	t.Helper()
 	if testing.Short() {
@@ -149,51 +158,39 @@ func (w lockedWriter) Write(p []byte) (int, error) {
 	return w.b.Write(p)
 }
 
-// disks reads every disk's ledger: UUID → limit, and UUID → node and name.
-func disks(ctx context.Context, t *testing.T, c client.Client) (map[string]int64, map[string]string, map[string]string) {
+// disks reads every disk's ledger: UUID → limit, and UUID → node/disk.
+func disks(ctx context.Context, t *testing.T, c client.Client) (map[string]int64, map[string]string) {
 	t.Helper()
 	list := &dsv1.DiskScheduleList{}
 	if err := c.List(ctx, list, client.InNamespace(sandbox.Namespace)); err != nil {
 		t.Fatal(err)
 	}
-	limits, nodes, names := map[string]int64{}, map[string]string{}, map[string]string{}
+	limits, names := map[string]int64{}, map[string]string{}
 	for _, ds := range list.Items {
 		limits[ds.Name] = ds.Status.StorageLimit
-		nodes[ds.Name] = ds.Spec.NodeID
 		names[ds.Name] = ds.Spec.NodeID + "/" + ds.Spec.Name
 	}
 	if len(limits) != 4 {
 		t.Fatalf("%d ledgers, want 4", len(limits))
 	}
-	return limits, nodes, names
+	return limits, names
 }
 
+// volume is one volume of the attack and its replica.
+type volume struct{ name, replica string }
+
 // createVolumes creates n Longhorn Volumes of replicaSize as the Longhorn
-// CSI driver does, each with one unscheduled replica as Longhorn's volume
-// controller creates it.
-func createVolumes(ctx context.Context, t *testing.T, c client.Client, prefix string, n int) []types.NamespacedName {
+// CSI driver does, each with its unscheduled replica as Longhorn's volume
+// controller creates it (replicawriter.CreateVolume).
+func createVolumes(ctx context.Context, t *testing.T, c client.Client, prefix string, n int) []volume {
 	t.Helper()
-	class := sandbox.StorageClass()
-	var out []types.NamespacedName
+	var out []volume
 	for i := 0; i < n; i++ {
-		pvc := &corev1.PersistentVolumeClaim{
-			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("%s-%d", prefix, i), Namespace: "default", UID: types.UID(fmt.Sprintf("%s-%02d", prefix, i))},
-			Spec: corev1.PersistentVolumeClaimSpec{Resources: corev1.VolumeResourceRequirements{
-				Requests: corev1.ResourceList{corev1.ResourceStorage: *resource.NewQuantity(replicaSize, resource.BinarySI)},
-			}},
-		}
-		vol, err := simlonghorn.VolumeFor(pvc, class, sandbox.Namespace)
+		rep, err := replicawriter.CreateVolume(ctx, c, sandbox.Namespace, fmt.Sprintf("%s-%02d", prefix, i), replicaSize)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := c.Create(ctx, vol); err != nil {
-			t.Fatalf("creating volume %s: %v", vol.Name, err)
-		}
-		rep := simlonghorn.NewReplica(vol, "", "0")
-		if err := c.Create(ctx, rep); err != nil {
-			t.Fatalf("creating replica %s: %v", rep.Name, err)
-		}
-		out = append(out, client.ObjectKeyFromObject(rep))
+		out = append(out, volume{name: rep.Spec.VolumeName, replica: rep.Name})
 	}
 	return out
 }
@@ -241,7 +238,10 @@ func watchReplicas(ctx context.Context, t *testing.T, c client.WithWatch, r *run
 }
 
 // attack runs the writers against a sandbox; restart, when set, is called
-// once a third of the placements have been tried.
+// once a third of the placements have been tried. The writers are
+// Longhorn's own code: managerPods longhorn-manager pods, each with its own
+// datastore and replica scheduler, and one volume controller per volume on
+// the pod that owns the volume (round-robin).
 func attack(t *testing.T, sb *sandbox.Sandbox, seed int64, restart func()) *run {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
@@ -252,56 +252,85 @@ func attack(t *testing.T, sb *sandbox.Sandbox, seed int64, restart func()) *run 
 	if err != nil {
 		t.Fatal(err)
 	}
-	limits, nodes, names := disks(ctx, t, c)
+	limits, names := disks(ctx, t, c)
 	r := &run{limits: limits, peak: map[string]int64{}, names: names}
+	pods, err := replicawriter.StartPods(ctx, cfg, sandbox.Namespace, podNodes()...)
+	if err != nil {
+		t.Fatal(err)
+	}
 	stop, err := watchReplicas(ctx, t, c, r)
 	if err != nil {
 		t.Fatal(err)
 	}
-	replicas := createVolumes(ctx, t, c, fmt.Sprintf("attack-%d", seed), writers)
-
-	// view is the writers' shared cache of what is persisted per disk,
-	// refreshed only now and then: as stale as a volume controller's.
-	v := &view{c: c}
-	if err := v.refresh(ctx); err != nil {
-		t.Fatal(err)
+	volumes := createVolumes(ctx, t, c, fmt.Sprintf("attack-%d", seed), writers)
+	owned := make([]map[string][]string, len(pods))
+	for i, v := range volumes {
+		if owned[i%len(pods)] == nil {
+			owned[i%len(pods)] = map[string][]string{}
+		}
+		owned[i%len(pods)][v.name] = []string{v.replica}
 	}
+	for i, p := range pods {
+		if err := p.WaitForVolumes(ctx, owned[i]); err != nil {
+			t.Fatal(err)
+		}
+	}
+
 	var (
 		mu       sync.Mutex
 		tries    int
 		restartd sync.Once
 		wg       sync.WaitGroup
+		errs     []error
 	)
-	for i, key := range replicas {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+	for i, v := range volumes {
+		wg.Go(func() {
 			rnd := rand.New(rand.NewSource(seed*1000 + int64(i)))
-			res := place(ctx, c, v, rnd, key, limits, nodes, func() {
-				mu.Lock()
-				tries++
-				n := tries
-				mu.Unlock()
-				if restart != nil && n == writers/3 {
-					restartd.Do(restart)
-				}
+			out, err := pods[i%len(pods)].Place(ctx, v.name, v.replica, replicawriter.Options{
+				Live:   c,
+				Resync: resync,
+				Lose:   func(o replicawriter.Outcome) bool { return o.Lost == 0 && rnd.Float64() < lossRate },
+				Writing: func() {
+					mu.Lock()
+					tries++
+					n := tries
+					mu.Unlock()
+					if restart != nil && n == writers/3 {
+						restartd.Do(restart)
+					}
+				},
 			})
 			mu.Lock()
 			defer mu.Unlock()
-			r.placed += res.placed
-			r.denied += res.denied
-			r.lost += res.lost
-		}()
+			if err != nil {
+				errs = append(errs, fmt.Errorf("volume %s: %w", v.name, err))
+			}
+			if out.Placed {
+				r.placed++
+			}
+			r.denied += out.Denied
+			r.lost += out.Lost
+		})
 	}
 	wg.Wait()
-	if ctx.Err() != nil {
-		t.Fatalf("the writers did not finish: %v", ctx.Err())
+	if err := errors.Join(errs...); err != nil {
+		t.Fatalf("the writers did not finish: %v", err)
 	}
 	stop()
 	// Count what is persisted now too, should the watch have stopped
 	// before delivering the last writes.
 	waitQuiet(ctx, t, c, r)
 	return r
+}
+
+// podNodes names the nodes of the longhorn-manager pods that place the
+// replicas: the first managerPods nodes of the topology.
+func podNodes() []string {
+	var out []string
+	for _, n := range topology().Nodes[:managerPods] {
+		out = append(out, n.Name)
+	}
+	return out
 }
 
 // waitQuiet adds what is persisted now to the peaks.
@@ -314,109 +343,6 @@ func waitQuiet(ctx context.Context, t *testing.T, c client.Client, r *run) {
 	for disk, sum := range testenv.PersistedPerDisk(list.Items) {
 		r.peak[disk] = max(r.peak[disk], sum)
 	}
-}
-
-// view is a stale, shared picture of the bytes persisted per disk.
-type view struct {
-	c    client.Client
-	mu   sync.Mutex
-	used map[string]int64
-}
-
-func (v *view) refresh(ctx context.Context) error {
-	list := &lhv1.ReplicaList{}
-	if err := v.c.List(ctx, list, client.InNamespace(sandbox.Namespace)); err != nil {
-		return err
-	}
-	used := testenv.PersistedPerDisk(list.Items)
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	v.used = used
-	return nil
-}
-
-func (v *view) snapshot() map[string]int64 {
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	out := make(map[string]int64, len(v.used))
-	for k, b := range v.used {
-		out[k] = b
-	}
-	return out
-}
-
-// outcome is one writer's count of what happened to its placements.
-type outcome struct{ placed, denied, lost int }
-
-// place is one volume controller placing its replica: it picks a disk that
-// fits in its stale view, writes the replica with a whole-object Update as
-// Longhorn does, and tries again when the write is refused. Some of its
-// writes are lost after admission: it sends them with a resourceVersion
-// that another write already made stale. It gives up when a fresh view has
-// no disk with room.
-func place(ctx context.Context, c client.Client, v *view, rnd *rand.Rand, key types.NamespacedName, limits map[string]int64, nodes map[string]string, tried func()) outcome {
-	var out outcome
-	for attempt := 0; attempt < 400 && ctx.Err() == nil; attempt++ {
-		fresh := attempt > 0 && rnd.Intn(3) == 0
-		if fresh {
-			_ = v.refresh(ctx)
-		}
-		used := v.snapshot()
-		var fits []string
-		for disk, limit := range limits {
-			if used[disk]+replicaSize <= limit {
-				fits = append(fits, disk)
-			}
-		}
-		if len(fits) == 0 {
-			if fresh {
-				return out
-			}
-			continue
-		}
-		sort.Strings(fits)
-		disk := fits[rnd.Intn(len(fits))]
-		rep := &lhv1.Replica{}
-		if err := c.Get(ctx, key, rep); err != nil {
-			continue
-		}
-		next := rep.DeepCopy()
-		next.Spec.NodeID, next.Spec.DiskID = nodes[disk], disk
-		next.Spec.DiskPath = "/var/lib/longhorn/"
-		next.Spec.DataDirectoryName = key.Name + "-data"
-		lose := rnd.Float64() < lossRate
-		if lose {
-			// Another writer touches the replica first: this write is
-			// admitted, then refused by the API server's optimistic lock.
-			touch := rep.DeepCopy()
-			if touch.Labels == nil {
-				touch.Labels = map[string]string{}
-			}
-			touch.Labels["diskschedule.test/touched"] = fmt.Sprint(attempt)
-			if err := c.Update(ctx, touch); err != nil {
-				continue
-			}
-		}
-		tried()
-		err := c.Update(ctx, next)
-		switch {
-		case err == nil:
-			out.placed++
-			return out
-		case apierrors.IsConflict(err):
-			if lose {
-				out.lost++
-			}
-		case apierrors.IsForbidden(err): // the gate denied it
-			out.denied++
-			time.Sleep(time.Duration(5+rnd.Intn(45)) * time.Millisecond)
-		default:
-			// The gate did not answer in time, or a manager was stopping:
-			// Longhorn requeues and tries again.
-			time.Sleep(time.Duration(20+rnd.Intn(80)) * time.Millisecond)
-		}
-	}
-	return out
 }
 
 // settle waits until every ledger equals what is persisted on its disk and

@@ -5,10 +5,16 @@ import (
 	"testing"
 )
 
-// TestGateUnderAttack: 32 writers behaving like Longhorn's volume
-// controllers place 32 × 100Gi replicas on 4 × 400Gi disks at once, from
-// stale views, losing some admitted writes, while a manager is restarted
-// (one manager) or stopped (two managers serving the gate). Several seeds.
+// TestGateUnderAttack: Longhorn's own scheduler and datastore code places
+// 32 × 100Gi replicas on 4 × 400Gi disks at once: the volume controllers of
+// three longhorn-manager pods, each pod with its own datastore (its own
+// informers, so the pods' views are independently stale), each volume
+// placed by its owner with ScheduleReplica and written with UpdateReplica,
+// refused writes retried as longhorn-manager retries them. Some admitted
+// writes lose on resourceVersion, and a manager is restarted (one manager)
+// or stopped (two managers serving the gate) mid-run. No disk may ever hold
+// more than its limit, every slot that fits must be used (16), and the
+// ledgers must settle on what is persisted. Several seeds.
 func TestGateUnderAttack(t *testing.T) {
 	for _, tc := range []struct {
 		managers int
@@ -46,8 +52,9 @@ func TestGateUnderAttack(t *testing.T) {
 	}
 }
 
-// TestWithoutGate runs the same workload with the gate not registered, as
-// Longhorn runs today: the disks overfill.
+// TestWithoutGate runs the same workload, Longhorn's own scheduler and
+// datastore code from three longhorn-manager pods, with the gate not
+// registered, as Longhorn runs today: the disks overfill.
 func TestWithoutGate(t *testing.T) {
 	sb := startSandbox(t, 1, false)
 	r := attack(t, sb, 1, nil)

@@ -1,7 +1,10 @@
 // Package gate_test attacks the admission gate as Longhorn's volume
-// controllers would: many writers place replicas from stale views of the
-// disks at once, some of their admitted writes are lost, and managers stop
-// mid-run. A watch of every Replica event checks that the bytes persisted on
-// a disk never exceed its limit; after quiescence every ledger equals what
-// is persisted. The same workload without the gate overfills a disk.
+// controllers do, with Longhorn v1.12.0's own code
+// (internal/testenv/replicawriter): the volume controllers of several
+// longhorn-manager pods, each pod with its own datastore and replica
+// scheduler, place replicas from their stale views at once, some of their
+// admitted writes are lost, and managers stop mid-run. A watch of every
+// Replica event checks that the bytes persisted on a disk never exceed its
+// limit; after quiescence every ledger equals what is persisted. The same
+// workload without the gate overfills the disks.
 package gate_test

@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"hash/fnv"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -13,17 +12,12 @@ import (
 	"time"
 
 	lhv1 "github.com/longhorn/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
-	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/longhorn/diskschedule/internal/sandbox"
-	"github.com/longhorn/diskschedule/internal/simlonghorn"
 	"github.com/longhorn/diskschedule/internal/testenv"
+	"github.com/longhorn/diskschedule/internal/testenv/replicawriter"
 )
 
 const (
@@ -43,26 +37,37 @@ const (
 	// maxRefusals bounds how often one placement is refused before the
 	// benchmark gives up.
 	maxRefusals = 30
+	// managerPods is how many longhorn-manager pods the writers belong to,
+	// each with its own datastore and replica scheduler.
+	managerPods = 3
+	// oneDiskTag is the Longhorn disk tag of node-1's disk-1 alone: the
+	// one-disk shape's volumes select it (spec.diskSelector), so Longhorn's
+	// scheduler places every one of them there.
+	oneDiskTag = "gatebench-one"
 )
 
-// cluster is one of the benchmark's two sandboxes: Longhorn's Nodes and
-// disks and the manager, with the gate registered or not, and no simulated
-// volume controller: the benchmark's writers play it.
+// cluster is one of the benchmark's two sandboxes: a simulated Longhorn
+// running the nodes only and the manager, with the gate registered or not,
+// and the longhorn-manager pods whose volume controllers the benchmark's
+// writers play with Longhorn's own code.
 type cluster struct {
-	name    string
-	gate    bool
-	sb      *sandbox.Sandbox
-	admin   client.Client
-	writers []client.Client
-	// disks are the disks' UUIDs, node-1's disk-1 first; nodeOf and pathOf
-	// give each disk's node and path as Longhorn's Node spec has them.
-	disks          []string
-	nodeOf, pathOf map[string]string
-	tracker        *tracker
-	stopTracker    context.CancelFunc
+	name  string
+	gate  bool
+	sb    *sandbox.Sandbox
+	admin client.Client
+	// pods are the longhorn-manager pods (Longhorn's datastore and replica
+	// scheduler); writer w is a volume-controller worker of pod w mod
+	// managerPods.
+	pods []*replicawriter.Pod
+	// firstDisk is the UUID of node-1's disk-1, the disk with oneDiskTag.
+	firstDisk   string
+	tracker     *tracker
+	stopTracker context.CancelFunc
+	stopPods    context.CancelFunc
 }
 
-// topology is nodeCount nodes with disksPerNode disks of diskSize each.
+// topology is nodeCount nodes with disksPerNode disks of diskSize each;
+// node-1's disk-1 has oneDiskTag.
 func topology() *sandbox.Topology {
 	t := &sandbox.Topology{}
 	for n := 1; n <= nodeCount; n++ {
@@ -72,14 +77,16 @@ func topology() *sandbox.Topology {
 		}
 		t.Nodes = append(t.Nodes, node)
 	}
+	t.Nodes[0].Disks[0].Tags = []string{oneDiskTag}
 	return t
 }
 
-// startCluster starts a sandbox of the topology with Longhorn's Nodes only,
-// with the gate registered or not, and a client per writer with no
-// client-side rate limit (the writers stand in for volume controllers on
-// many nodes).
-func startCluster(ctx context.Context, name string, gate bool, writers int) (*cluster, error) {
+// startCluster starts a sandbox of the topology with Longhorn's Nodes only
+// (their disks' status kept by the simulated node controller, the instance
+// managers and engine image Longhorn's scheduler requires), with the gate
+// registered or not, and managerPods longhorn-manager pods on its first
+// nodes.
+func startCluster(ctx context.Context, name string, gate bool) (*cluster, error) {
 	var out bytes.Buffer
 	logs := ""
 	if *logDir != "" {
@@ -99,33 +106,30 @@ func startCluster(ctx context.Context, name string, gate bool, writers int) (*cl
 	if err != nil {
 		return nil, fmt.Errorf("starting the sandbox %s: %w\n%s", name, err, out.String())
 	}
-	c := &cluster{name: name, gate: gate, sb: sb, admin: sb.Client(), nodeOf: map[string]string{}, pathOf: map[string]string{}}
-	for _, n := range topo.Nodes {
-		for _, d := range n.Disks {
-			uuid := sandbox.DiskUUID(n.Name, d.Name)
-			c.disks = append(c.disks, uuid)
-			c.nodeOf[uuid], c.pathOf[uuid] = n.Name, simlonghorn.DiskPath(d.Name)
-		}
+	c := &cluster{name: name, gate: gate, sb: sb, admin: sb.Client(),
+		firstDisk: sandbox.DiskUUID(topo.Nodes[0].Name, topo.Nodes[0].Disks[0].Name)}
+	nodes := make([]string, 0, managerPods)
+	for _, n := range topo.Nodes[:managerPods] {
+		nodes = append(nodes, n.Name)
 	}
-	cfg := sb.AdminConfig()
-	cfg.QPS, cfg.Burst = -1, 0
-	for range writers {
-		w, err := client.New(rest.CopyConfig(cfg), client.Options{Scheme: sb.Scheme()})
-		if err != nil {
-			return nil, errors.Join(fmt.Errorf("creating a writer's client: %w", err), sb.Stop())
-		}
-		c.writers = append(c.writers, w)
+	podCtx, stopPods := context.WithCancel(context.Background())
+	c.stopPods = stopPods
+	if c.pods, err = replicawriter.StartPods(podCtx, sb.AdminConfig(), sandbox.Namespace, nodes...); err != nil {
+		return nil, errors.Join(err, c.stop())
 	}
 	if err := c.startTracker(ctx); err != nil {
-		return nil, errors.Join(err, sb.Stop())
+		return nil, errors.Join(err, c.stop())
 	}
 	return c, nil
 }
 
-// stop stops the cluster's tracker and sandbox.
+// stop stops the cluster's tracker, longhorn-manager pods and sandbox.
 func (c *cluster) stop() error {
 	if c.stopTracker != nil {
 		c.stopTracker()
+	}
+	if c.stopPods != nil {
+		c.stopPods()
 	}
 	return c.sb.Stop()
 }
@@ -141,9 +145,11 @@ func (c *cluster) alive() error {
 }
 
 // prepare creates n Longhorn Volumes of volumeSize as the Longhorn CSI
-// driver does, each with one unscheduled replica as Longhorn's volume
-// controller creates it, and returns the replicas as created.
-func (c *cluster) prepare(ctx context.Context, prefix string, n int) ([]*lhv1.Replica, error) {
+// driver does, with the disk selector selector, each with one unscheduled
+// replica as Longhorn's volume controller creates it, and waits until every
+// longhorn-manager pod's datastore holds them; it returns the replicas as
+// created.
+func (c *cluster) prepare(ctx context.Context, prefix string, n int, selector []string) ([]*lhv1.Replica, error) {
 	out := make([]*lhv1.Replica, n)
 	errs := make([]error, creators)
 	var next atomic.Int64
@@ -151,7 +157,7 @@ func (c *cluster) prepare(ctx context.Context, prefix string, n int) ([]*lhv1.Re
 	for g := range creators {
 		wg.Go(func() {
 			for i := int(next.Add(1)) - 1; i < n; i = int(next.Add(1)) - 1 {
-				rep, err := c.createVolume(ctx, fmt.Sprintf("%s-%05d", prefix, i))
+				rep, err := replicawriter.CreateVolume(ctx, c.admin, sandbox.Namespace, fmt.Sprintf("%s-%05d", prefix, i), volumeSize, selector...)
 				if err != nil {
 					errs[g] = err
 					return
@@ -161,70 +167,19 @@ func (c *cluster) prepare(ctx context.Context, prefix string, n int) ([]*lhv1.Re
 		})
 	}
 	wg.Wait()
-	return out, errors.Join(errs...)
-}
-
-// createVolume creates one volume, for a claim with the given UID, and its
-// unscheduled replica.
-func (c *cluster) createVolume(ctx context.Context, uid string) (*lhv1.Replica, error) {
-	pvc := &corev1.PersistentVolumeClaim{
-		ObjectMeta: metav1.ObjectMeta{Name: uid, Namespace: "default", UID: types.UID(uid)},
-		Spec: corev1.PersistentVolumeClaimSpec{Resources: corev1.VolumeResourceRequirements{
-			Requests: corev1.ResourceList{corev1.ResourceStorage: *resource.NewQuantity(volumeSize, resource.BinarySI)},
-		}},
-	}
-	vol, err := simlonghorn.VolumeFor(pvc, sandbox.StorageClass(), sandbox.Namespace)
-	if err != nil {
+	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
-	if err := c.admin.Create(ctx, vol); err != nil {
-		return nil, fmt.Errorf("creating volume %s: %w", vol.Name, err)
+	volumes := make(map[string][]string, n)
+	for _, rep := range out {
+		volumes[rep.Spec.VolumeName] = []string{rep.Name}
 	}
-	rep := simlonghorn.NewReplica(vol, "", "0")
-	if err := c.admin.Create(ctx, rep); err != nil {
-		return nil, fmt.Errorf("creating replica %s: %w", rep.Name, err)
-	}
-	return rep, nil
-}
-
-// place is one replica's placement by writer w: the replica, as the volume
-// controller's cache holds it, updated whole with the chosen node, disk,
-// path and data directory, as longhorn-manager v1.12 writes it. A refused
-// write is tried again after the volume controller's requeue backoff, as
-// Longhorn does. It returns when the first write started, how long until
-// one succeeded, and how many were refused before.
-func (c *cluster) place(ctx context.Context, w int, rep *lhv1.Replica, disk string) (time.Time, time.Duration, int, error) {
-	next := rep.DeepCopy()
-	next.Spec.NodeID, next.Spec.DiskID, next.Spec.DiskPath = c.nodeOf[disk], disk, c.pathOf[disk]
-	next.Spec.DataDirectoryName = dataDirectory(rep)
-	start := time.Now()
-	for refused := 0; ; refused++ {
-		err := c.writers[w].Update(ctx, next.DeepCopy())
-		if err == nil {
-			return start, time.Since(start), refused, nil
-		}
-		if ctx.Err() != nil || refused == maxRefusals {
-			return start, 0, refused, fmt.Errorf("%s: placing replica %s on disk %s, refused %d times: %w", c.name, rep.Name, disk, refused, err)
-		}
-		select {
-		case <-time.After(requeueDelay(refused)):
-		case <-ctx.Done():
+	for _, p := range c.pods {
+		if err := p.WaitForVolumes(ctx, volumes); err != nil {
+			return nil, err
 		}
 	}
-}
-
-// requeueDelay is the delay before a volume's n-th retry (from 0): the
-// exponential per-item backoff of the volume controller's workqueue,
-// client-go's default, 5ms doubling.
-func requeueDelay(n int) time.Duration { return 5 * time.Millisecond << min(n, 10) }
-
-// dataDirectory names a replica's data directory as Longhorn does: the
-// volume's name and eight hex digits (a hash of the replica's name here,
-// where Longhorn draws them at random).
-func dataDirectory(rep *lhv1.Replica) string {
-	h := fnv.New32a()
-	_, _ = h.Write([]byte(rep.Name))
-	return fmt.Sprintf("%s-%08x", rep.Spec.VolumeName, h.Sum32())
+	return out, nil
 }
 
 // settle waits until every ledger equals what is persisted on its disk and

@@ -15,6 +15,8 @@ import (
 	"time"
 
 	lhv1 "github.com/longhorn/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
+
+	"github.com/longhorn/diskschedule/internal/testenv/replicawriter"
 )
 
 // BenchmarkReplicaScheduling measures, in one run, Longhorn's replica
@@ -24,20 +26,26 @@ import (
 //
 // Two sandboxes of the same topology run side by side: one with
 // diskschedule-gate registered, one without (Longhorn as it is today; the
-// mirror adopts each placement after it landed). In each, for b.N writes,
-// b.N Volumes of 1Gi with one unscheduled Replica each are created first
-// (not measured); then -gatebench.writers writers, each with its own client
-// and one write at a time, place them: an Update of the whole Replica
-// setting spec.nodeID, spec.diskID, spec.diskPath and
-// spec.dataDirectoryName, as longhorn-manager v1.12's volume controller
-// writes it. Disks have room for every write, so none is refused for
-// space; a write refused for another reason (the gate could not write the
-// ledger or did not hear back in time) is tried again after the volume
-// controller's requeue backoff, as Longhorn does, and its latency runs
-// until a write succeeded (the refusals are counted). Between
-// phases the ledgers settle on what is persisted. ns/op covers the gated
-// phase only; the figures, the ratios and where the gate's time goes are
-// printed as Markdown tables. There are no thresholds.
+// mirror adopts each placement after it landed). The writers are Longhorn's
+// own scheduler and datastore code: in each sandbox three longhorn-manager
+// pods, each with its own datastore and replica scheduler, and
+// -gatebench.writers volume-controller workers spread over them, each
+// placing one replica at a time as longhorn-manager v1.12's volume
+// controller does: the volume and its replicas from its pod's datastore,
+// Longhorn's ScheduleReplica, and the datastore's UpdateReplica
+// (replicawriter.Pod.Place). For b.N writes, b.N Volumes of 1Gi with one
+// unscheduled Replica each are created first and waited for in every
+// pod's datastore (not measured); the one-disk shape's volumes select
+// node-1's disk-1 by its disk tag. Disks have room for every write, so
+// none is refused for space; a write refused for another reason (the gate
+// could not write the ledger or did not hear back in time) is retried as
+// longhorn-manager retries it. A write's latency runs from its first
+// scheduling attempt until the API server answered the write that placed
+// it (the refusals before are counted); writes/s is the phase's, and also
+// covers each worker's wait in UpdateReplica for its own cache to hold the
+// write. Between phases the ledgers settle on what is persisted. ns/op
+// covers the gated phase only; the figures, the ratios and where the gate's
+// time goes are printed as Markdown tables. There are no thresholds.
 func BenchmarkReplicaScheduling(b *testing.B) {
 	if *writerCount < 1 {
 		b.Fatalf("-gatebench.writers=%d: at least one writer is needed", *writerCount)
@@ -51,7 +59,7 @@ func BenchmarkReplicaScheduling(b *testing.B) {
 		into **cluster
 	}{{"gate", true, &bn.gated}, {"no gate", false, &bn.baseline}} {
 		start := time.Now()
-		c, err := startCluster(ctx, spec.name, spec.gate, *writerCount)
+		c, err := startCluster(ctx, spec.name, spec.gate)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -168,7 +176,8 @@ type phaseRun struct {
 	writes []write
 }
 
-// write is one measured placement: from its first write until one succeeded.
+// write is one measured placement: from its first scheduling attempt
+// until the API server answered the write that placed it.
 type write struct {
 	replica    string
 	start, end time.Time
@@ -176,11 +185,15 @@ type write struct {
 	refused int
 }
 
-// phase prepares n replicas in c, places them with the writers (disk i mod
-// disks for the i-th), and waits for the ledgers to settle. With b, the
-// benchmark's timer runs during the writes.
+// phase prepares n replicas in c (of volumes selecting the one disk when
+// disks is 1), places them with the writers, and waits for the ledgers to
+// settle. With b, the benchmark's timer runs during the writes.
 func phase(ctx context.Context, c *cluster, prefix string, disks, n int, b *testing.B) (*phaseRun, error) {
-	reps, err := c.prepare(ctx, prefix, n)
+	var selector []string
+	if disks == 1 {
+		selector = []string{oneDiskTag}
+	}
+	reps, err := c.prepare(ctx, prefix, n, selector)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", c.name, err)
 	}
@@ -190,7 +203,7 @@ func phase(ctx context.Context, c *cluster, prefix string, disks, n int, b *test
 	if b != nil {
 		b.StartTimer()
 	}
-	run, err := c.run(ctx, reps, disks)
+	run, err := c.run(ctx, reps, disks == 1)
 	if b != nil {
 		b.StopTimer()
 	}
@@ -203,28 +216,42 @@ func phase(ctx context.Context, c *cluster, prefix string, disks, n int, b *test
 	return run, c.alive()
 }
 
-// run has the writers place reps, concurrently, each writer one write at a
-// time, the i-th replica on disk i mod disks.
-func (c *cluster) run(ctx context.Context, reps []*lhv1.Replica, disks int) (*phaseRun, error) {
+// run has the writers place reps, concurrently, each writer one replica at
+// a time as a volume-controller worker of its longhorn-manager pod:
+// Longhorn's ScheduleReplica and the datastore's UpdateReplica, refused
+// writes retried as longhorn-manager does (replicawriter.Pod.Place). With
+// oneDisk, every replica must land on the first disk.
+func (c *cluster) run(ctx context.Context, reps []*lhv1.Replica, oneDisk bool) (*phaseRun, error) {
 	ctx, cancel := context.WithTimeout(ctx, *phaseTimeout)
 	defer cancel()
 	var (
 		next   atomic.Int64
 		wg     sync.WaitGroup
 		writes = make([]write, len(reps))
-		errs   = make([]error, len(c.writers))
+		errs   = make([]error, *writerCount)
 	)
 	start := time.Now()
-	for w := range c.writers {
+	for w := range *writerCount {
+		pod := c.pods[w%len(c.pods)]
 		wg.Go(func() {
 			for i := int(next.Add(1)) - 1; i < len(reps); i = int(next.Add(1)) - 1 {
-				began, took, refused, err := c.place(ctx, w, reps[i], c.disks[i%disks])
+				rep := reps[i]
+				out, err := pod.Place(ctx, rep.Spec.VolumeName, rep.Name, replicawriter.Options{
+					Live: c.admin, Resync: replicawriter.LonghornResync, MaxRefusals: maxRefusals,
+				})
+				switch {
+				case err != nil:
+				case !out.Placed:
+					err = fmt.Errorf("Longhorn's scheduler found no disk for replica %s", rep.Name)
+				case oneDisk && out.DiskID != c.firstDisk:
+					err = fmt.Errorf("replica %s of a volume selecting disk tag %s landed on disk %s", rep.Name, oneDiskTag, out.DiskID)
+				}
 				if err != nil {
-					errs[w] = err
+					errs[w] = fmt.Errorf("%s: %w", c.name, err)
 					cancel()
 					return
 				}
-				writes[i] = write{replica: reps[i].Name, start: began, end: began.Add(took), refused: refused}
+				writes[i] = write{replica: rep.Name, start: out.Start, end: out.Answered, refused: out.Refused}
 			}
 		})
 	}

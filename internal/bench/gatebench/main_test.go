@@ -1,7 +1,8 @@
 // Package gatebench measures what the admission gate costs Longhorn's
-// replica scheduling writes: the Update of a Replica's spec.nodeID and
-// spec.diskID, shaped as longhorn-manager v1.12's volume controller writes
-// it, through the gate (diskschedule-gate registered, every write asks the
+// replica scheduling writes, made by Longhorn v1.12.0's own code (the
+// replica scheduler's ScheduleReplica and the datastore's UpdateReplica of
+// several longhorn-manager pods, each with its own datastore), through the
+// gate (diskschedule-gate registered, every write asks the
 // disk's DiskSchedule first) and the same writes with the gate not
 // registered (Longhorn as it is today), in one run, on two sandboxes of the
 // same topology running side by side. It prints p50/p99 latency and
