@@ -10,3 +10,10 @@ import _ "embed"
 //
 //go:embed webhook/manifests.yaml
 var GateWebhookConfiguration []byte
+
+// DiskScheduleCRD is config/crd/bases/longhorn.io_diskschedules.yaml: the one
+// CRD the add-on installs, which the manager compares with the CRD of that
+// name on the cluster before it starts.
+//
+//go:embed crd/bases/longhorn.io_diskschedules.yaml
+var DiskScheduleCRD []byte

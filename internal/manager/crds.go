@@ -1,6 +1,7 @@
 package manager
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strings"
@@ -26,6 +27,9 @@ type MissingCRDsError struct {
 	Longhorn []string
 	// DiskSchedule is true when the add-on's DiskSchedule CRD is missing.
 	DiskSchedule bool
+	// Foreign says why the DiskSchedule CRD on the cluster is not the one
+	// the add-on installs ("" when it is, or when it is missing).
+	Foreign string
 }
 
 // Error names what is missing and what to do about it.
@@ -38,6 +42,12 @@ func (e *MissingCRDsError) Error() string {
 	if e.DiskSchedule {
 		parts = append(parts, fmt.Sprintf("the CRD %s is not installed: install the add-on's CRD (config/crd)",
 			qualified([]string{DiskScheduleResource})))
+	}
+	if e.Foreign != "" {
+		parts = append(parts, fmt.Sprintf("the CRD %s on the cluster is not the one this add-on installs (%s): "+
+			"it may be another project's or a future Longhorn's, and the add-on does not share it; "+
+			"if it is an older or newer version of the add-on's, apply this version's config/crd",
+			diskScheduleCRDName, e.Foreign))
 	}
 	return strings.Join(parts, "; ")
 }
@@ -52,7 +62,8 @@ func qualified(resources []string) string {
 
 // CheckCRDs asks the API server's discovery which resources it serves at
 // longhorn.io/v1beta2 and returns a *MissingCRDsError when Longhorn's kinds
-// or DiskSchedule are not among them.
+// or DiskSchedule are not among them, or when the DiskSchedule CRD is not
+// the add-on's own (foreignCRD).
 func CheckCRDs(cfg *rest.Config) error {
 	dc, err := discovery.NewDiscoveryClientForConfig(cfg)
 	if err != nil {
@@ -76,13 +87,19 @@ func CheckCRDs(cfg *rest.Config) error {
 			missing.Longhorn = append(missing.Longhorn, r)
 		}
 	}
-	if len(missing.Longhorn) > 0 || missing.DiskSchedule {
+	if !missing.DiskSchedule {
+		if missing.Foreign, err = foreignCRD(context.Background(), cfg); err != nil {
+			return err
+		}
+	}
+	if len(missing.Longhorn) > 0 || missing.DiskSchedule || missing.Foreign != "" {
 		return missing
 	}
 	return nil
 }
 
-// IsMissingCRDs reports whether err says CRDs are missing.
+// IsMissingCRDs reports whether err says CRDs are missing or the
+// DiskSchedule CRD is not the add-on's.
 func IsMissingCRDs(err error) bool {
 	var missing *MissingCRDsError
 	return errors.As(err, &missing)

@@ -86,6 +86,11 @@ type Options struct {
 	// --simulated-longhorn=false) runs only the nodes: they exist and report
 	// their disks' space, but nothing creates or places replicas.
 	PlaceReplicas bool
+	// OnRefusedWrite, when set, is called for every replica write the API
+	// server refused (the admission gate's denials among them): Longhorn
+	// only logs them, so tests and benchmarks measure stalls through it.
+	// It must not block.
+	OnRefusedWrite func(RefusedWrite)
 	// ManagerPods is how many longhorn-manager pods place replicas, each
 	// with its own datastore and replica scheduler; zero is
 	// DefaultManagerPods.
@@ -227,6 +232,20 @@ type sim struct {
 	// pods are the longhorn-manager pods placing replicas (nil when
 	// replicas are not placed).
 	pods *managerPods
+	// onRefused is Options.OnRefusedWrite.
+	onRefused func(RefusedWrite)
+}
+
+// RefusedWrite is a replica write the API server refused.
+type RefusedWrite struct {
+	// Volume and Replica name the replica.
+	Volume, Replica string
+	// Write says what the write did ("scheduling it to node … disk …").
+	Write string
+	// Err is the API server's answer.
+	Err error
+	// At is when it was refused.
+	At time.Time
 }
 
 // newSim validates opts and returns the shared state.
@@ -235,7 +254,7 @@ func newSim(mgr ctrl.Manager, opts Options) (*sim, error) {
 		return nil, errors.New("the simulated Longhorn needs Longhorn's namespace")
 	}
 	s := &sim{
-		client: mgr.GetClient(), namespace: opts.Namespace, allocatable: opts.Allocatable,
+		client: mgr.GetClient(), namespace: opts.Namespace, allocatable: opts.Allocatable, onRefused: opts.OnRefusedWrite,
 		nodeByName: map[string]*NodeSpec{}, diskNode: map[string]string{},
 	}
 	if s.allocatable == nil {

@@ -171,19 +171,21 @@ func (c *volumeController) reconcile(ctx context.Context, req reconcile.Request)
 	if err != nil {
 		return reconcile.Result{}, err
 	}
-	status := volumeStatus(vol, out.replicas, plan, out.refused, now)
-	status.OwnerID = ownerID
-	if !apiequality.Semantic.DeepEqual(vol.Status, status) {
-		becameUnschedulable := condition(vol.Status.Conditions, lhv1.VolumeConditionTypeScheduled).Status != lhv1.ConditionStatusFalse &&
-			condition(status.Conditions, lhv1.VolumeConditionTypeScheduled).Status == lhv1.ConditionStatusFalse
-		vol.Status = status
-		if err := c.sim.client.Status().Update(ctx, vol); err != nil {
-			return requeueOnConflict(fmt.Errorf("updating the status of volume %s: %w", vol.Name, err))
+	for _, r := range out.refused {
+		if c.sim.onRefused != nil {
+			c.sim.onRefused(r)
 		}
-		if becameUnschedulable {
-			cond := condition(status.Conditions, lhv1.VolumeConditionTypeScheduled)
-			c.recorder.Eventf(vol, nil, corev1.EventTypeWarning, cond.Reason, "Schedule", "%s", truncate(cond.Message, maxEventNote))
+	}
+	// As longhorn-manager's syncVolume does: when a replica's Update
+	// failed, nothing else of the volume is written in this sync (no engine,
+	// no status); the volume waits for the next sync.
+	if len(out.refused) == 0 && !out.conflict {
+		if err := c.writeStatus(ctx, vol, volumeStatus(vol, out.replicas, plan, now), ownerID); err != nil {
+			return requeueOnConflict(err)
 		}
+	} else {
+		log.V(1).Info("A replica write failed: nothing else of the volume is written in this sync", "volume", vol.Name,
+			"refused", len(out.refused), "conflict", out.conflict)
 	}
 	switch {
 	case len(out.refused) > 0:
@@ -202,12 +204,32 @@ func (c *volumeController) reconcile(ctx context.Context, req reconcile.Request)
 	return reconcile.Result{}, nil
 }
 
+// writeStatus writes the volume's status when it changed, with its owner,
+// and records the Event of a volume that became unschedulable.
+func (c *volumeController) writeStatus(ctx context.Context, vol *lhv1.Volume, status lhv1.VolumeStatus, ownerID string) error {
+	status.OwnerID = ownerID
+	if apiequality.Semantic.DeepEqual(vol.Status, status) {
+		return nil
+	}
+	becameUnschedulable := condition(vol.Status.Conditions, lhv1.VolumeConditionTypeScheduled).Status != lhv1.ConditionStatusFalse &&
+		condition(status.Conditions, lhv1.VolumeConditionTypeScheduled).Status == lhv1.ConditionStatusFalse
+	vol.Status = status
+	if err := c.sim.client.Status().Update(ctx, vol); err != nil {
+		return fmt.Errorf("updating the status of volume %s: %w", vol.Name, err)
+	}
+	if becameUnschedulable {
+		cond := condition(status.Conditions, lhv1.VolumeConditionTypeScheduled)
+		c.recorder.Eventf(vol, nil, corev1.EventTypeWarning, cond.Reason, "Schedule", "%s", truncate(cond.Message, maxEventNote))
+	}
+	return nil
+}
+
 // writeOutcome is what writing a plan's replica changes left.
 type writeOutcome struct {
 	// replicas are the volume's live replicas as persisted now.
 	replicas []lhv1.Replica
-	// refused are the API server's refusals of replica writes, for people.
-	refused []string
+	// refused are the API server's refusals of replica writes.
+	refused []RefusedWrite
 	// conflict tells that some write lost a race and must be tried again.
 	conflict bool
 }
@@ -256,10 +278,9 @@ func (c *volumeController) writeReplicas(ctx context.Context, pod *LonghornManag
 			} else if next.Spec.VolumeSize > cur.Spec.VolumeSize {
 				what = fmt.Sprintf("expanding it to %d bytes", next.Spec.VolumeSize)
 			}
-			msg := fmt.Sprintf("replica %s: %s was refused: %v", cur.Name, what, err)
 			log.Info("The API server refused a replica write; the replica stays as it was and is tried again",
 				"replica", klog.KObj(cur), "write", what, "error", err.Error())
-			out.refused = append(out.refused, msg)
+			out.refused = append(out.refused, RefusedWrite{Volume: vol.Name, Replica: cur.Name, Write: what, Err: err, At: c.now()})
 			out.replicas = append(out.replicas, *cur)
 		}
 	}

@@ -2,7 +2,6 @@ package simlonghorn
 
 import (
 	"fmt"
-	"strings"
 	"time"
 
 	lhv1 "github.com/longhorn/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
@@ -11,9 +10,9 @@ import (
 // volumeStatus returns the status Longhorn's volume controller reports for
 // v with its persisted replicas: the attachment state, robustness, whether
 // an expansion is still required, and the Scheduled condition: False with
-// the placement's reason when a replica found no disk, or with the API
-// server's refusal when a replica's placement could not be written.
-func volumeStatus(v *lhv1.Volume, replicas []lhv1.Replica, plan volumePlan, refused []string, now time.Time) lhv1.VolumeStatus {
+// the scheduler's reasons when a replica found no disk. (A sync whose
+// replica write was refused writes no status at all, as Longhorn's.)
+func volumeStatus(v *lhv1.Volume, replicas []lhv1.Replica, plan volumePlan, now time.Time) lhv1.VolumeStatus {
 	st := *v.Status.DeepCopy()
 	if st.CurrentImage == "" {
 		st.CurrentImage = volumeImage(v)
@@ -55,9 +54,6 @@ func volumeStatus(v *lhv1.Volume, replicas []lhv1.Replica, plan volumePlan, refu
 
 	typ := lhv1.VolumeConditionTypeScheduled
 	switch {
-	case len(refused) > 0:
-		st.Conditions = setCondition(st.Conditions, typ, lhv1.ConditionStatusFalse,
-			lhv1.VolumeConditionReasonReplicaSchedulingFailure, strings.Join(refused, "; "), now)
 	case plan.failure != nil:
 		st.Conditions = setCondition(st.Conditions, typ, lhv1.ConditionStatusFalse, plan.failure.reason, plan.failure.message, now)
 	case scheduled+waiting < len(replicas) || len(replicas) < want:

@@ -461,14 +461,25 @@ func diskUsage(t *testing.T, ns string, nodes ...string) map[string]int64 {
 
 // TestRefusedPlacement checks a refused replica write, as the admission
 // gate refuses one: a ValidatingAdmissionPolicy denies every replica
-// Update that sets spec.diskID. The replica stays unscheduled, the volume
-// reports Scheduled=False with the refusal, and once the policy's binding
-// is gone the replica is placed on a later reconcile.
+// Update that sets spec.diskID. As longhorn-manager's volume controller,
+// the simulation writes nothing else of the volume in a sync whose replica
+// write failed: the volume is stalled (no owner, no Scheduled condition, not
+// attached) while the refusal lasts, and its replica stays unscheduled.
+// After three quick retries the volume waits for the informers' resync (30
+// s) or a node change; once the policy's binding is gone, that retry places
+// the replica and the volume's status is written. The stall, from the first
+// refusal to the placement, is bounded by the resync.
 func TestRefusedPlacement(t *testing.T) {
 	ns := env.NewNamespace(t)
 	n1 := nodeName(ns, "n1")
+	refusals := make(chan simlonghorn.RefusedWrite, 100)
 	startSim(t, simlonghorn.Options{Namespace: ns, PlaceReplicas: true, Nodes: []simlonghorn.NodeSpec{
 		{Name: n1, Disks: []simlonghorn.DiskSpec{disk("disk-1", 100)}},
+	}, OnRefusedWrite: func(r simlonghorn.RefusedWrite) {
+		select {
+		case refusals <- r:
+		default:
+		}
 	}})
 	nodesReady(t, ns, n1)
 	ctx := context.Background()
@@ -479,7 +490,30 @@ func TestRefusedPlacement(t *testing.T) {
 	if err := env.Client.Create(ctx, vol); err != nil {
 		t.Fatal(err)
 	}
-	waitUnscheduled(t, ns, vol.Name, denial)
+	// Longhorn's queue: the first try and three quick retries, all refused.
+	var first time.Time
+	for i := range 4 {
+		select {
+		case r := <-refusals:
+			if r.Volume != vol.Name || !strings.Contains(r.Err.Error(), denial) {
+				t.Fatalf("refusal %d = %+v, want one of %s saying %q", i, r, vol.Name, denial)
+			}
+			if i == 0 {
+				first = r.At
+			}
+		case <-time.After(20 * time.Second):
+			t.Fatalf("%d refusals of %s's placement within 20s, want 4", i, vol.Name)
+		}
+	}
+	// The stall: nothing of the volume was written since the refusals began.
+	got, err := getVolume(ctx, ns, vol.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Status.OwnerID != "" || len(got.Status.Conditions) != 0 || got.Status.State != "" {
+		t.Errorf("volume status during the refusals = owner %q, state %q, conditions %+v; want nothing written",
+			got.Status.OwnerID, got.Status.State, got.Status.Conditions)
+	}
 	rs, err := replicasOf(ctx, ns, vol.Name)
 	if err != nil || len(rs) != 1 || rs[0].Spec.NodeID != "" || rs[0].Spec.DiskID != "" {
 		t.Fatalf("replicas after the refusal = %+v (%v), want one unscheduled", rs, err)
@@ -490,13 +524,19 @@ func TestRefusedPlacement(t *testing.T) {
 		t.Fatal(err)
 	}
 	scheduledReplicasWithin(t, ns, vol.Name, 1, 45*time.Second)
-	eventually(t, 20*time.Second, "volume scheduled", func(ctx context.Context) (bool, string) {
+	eventually(t, 20*time.Second, "volume scheduled and owned", func(ctx context.Context) (bool, string) {
 		v, err := getVolume(ctx, ns, vol.Name)
 		if err != nil {
 			return false, err.Error()
 		}
-		return condTrue(v.Status.Conditions, lhv1.VolumeConditionTypeScheduled), fmt.Sprintf("%+v", v.Status.Conditions)
+		return condTrue(v.Status.Conditions, lhv1.VolumeConditionTypeScheduled) && v.Status.OwnerID == n1,
+			fmt.Sprintf("owner %q, %+v", v.Status.OwnerID, v.Status.Conditions)
 	})
+	if d := time.Since(first); d > 30*time.Second+15*time.Second {
+		t.Errorf("the volume was stalled %s from its first refusal, want at most the resync (30s) and some", d.Round(time.Second))
+	} else {
+		t.Logf("stalled %s from the first refusal to its status written", d.Round(time.Second))
+	}
 }
 
 // denyPlacement installs a ValidatingAdmissionPolicy that denies, in ns,
