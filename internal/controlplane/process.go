@@ -26,11 +26,12 @@ type Process struct {
 
 // StartProcess starts the binary at path with args in its own process
 // group (so a ^C to the caller's terminal leaves its shutdown to the
-// caller), its output going to out.
+// caller), killed when the caller dies (childAttr), its output going to
+// out.
 func StartProcess(name, path string, args []string, out io.Writer) (*Process, error) {
 	cmd := exec.Command(path, args...)
 	cmd.Stdout, cmd.Stderr = out, out
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.SysProcAttr = childAttr()
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("starting %s: %w", name, err)
 	}

@@ -112,6 +112,9 @@ type Sandbox struct {
 	managerUser                string
 
 	workDir           string
+	// reaper kills the sandbox's processes and removes its directories if
+	// the sandbox dies without Stop.
+	reaper *controlplane.Reaper
 	serviceAccountKey string
 	logs              []*os.File
 	scheduler         *controlplane.Process
@@ -207,10 +210,17 @@ func Start(ctx context.Context, opts Options) (_ *Sandbox, retErr error) {
 		}
 	}()
 	var err error
+	// Whatever kills the sandbox, its processes and directories go with it.
+	if s.reaper, err = controlplane.StartReaper(); err != nil {
+		return nil, err
+	}
 	if s.scheme, err = scheme.New(); err != nil {
 		return nil, err
 	}
-	if s.workDir, err = os.MkdirTemp("", "diskschedule-sandbox-"); err != nil {
+	if s.workDir, err = os.MkdirTemp("", "diskschedule-sandbox-"); err == nil {
+		err = s.reaper.RemoveDir(s.workDir)
+	}
+	if err != nil {
 		return nil, fmt.Errorf("creating the sandbox's directory: %w", err)
 	}
 	for _, step := range []func(context.Context) error{
@@ -296,7 +306,14 @@ func (s *Sandbox) startControlPlane(context.Context) error {
 		if err != nil {
 			return err
 		}
-		s.processes = append(s.processes, Process{Name: p.name, PID: pid})
+		if err := s.track(Process{Name: p.name, PID: pid}); err != nil {
+			return err
+		}
+	}
+	for _, dir := range []string{s.env.ControlPlane.Etcd.DataDir, api.CertDir} {
+		if err := s.reaper.RemoveDir(dir); err != nil {
+			return err
+		}
 	}
 	s.progress("kube-apiserver at %s (pid %d), etcd at %s (pid %d)",
 		s.env.Config.Host, s.processes[1].PID, s.env.ControlPlane.Etcd.URL, s.processes[0].PID)
@@ -405,7 +422,9 @@ func (s *Sandbox) startControllerManager(ctx context.Context) error {
 		return err
 	}
 	s.ports = append(s.ports, s.controllers.Port)
-	s.processes = append(s.processes, Process{Name: "kube-controller-manager", PID: s.controllers.PID()})
+	if err := s.track(Process{Name: "kube-controller-manager", PID: s.controllers.PID()}); err != nil {
+		return err
+	}
 	go func() {
 		<-s.controllers.Done()
 		s.fail(fmt.Errorf("kube-controller-manager exited: %v", s.controllers.Err()))
@@ -428,6 +447,12 @@ func (s *Sandbox) run(name string, mgr ctrl.Manager) *runner {
 		r.done <- err
 	}()
 	return r
+}
+
+// track records a process the sandbox started and hands it to the reaper.
+func (s *Sandbox) track(p Process) error {
+	s.processes = append(s.processes, p)
+	return s.reaper.Watch(p.PID)
 }
 
 // fail records the first component failure and closes Done.
@@ -605,7 +630,9 @@ func (s *Sandbox) startScheduler(ctx context.Context) error {
 		return err
 	}
 	s.ports = append(s.ports, port)
-	s.processes = append(s.processes, Process{Name: "kube-scheduler", PID: s.scheduler.PID()})
+	if err := s.track(Process{Name: "kube-scheduler", PID: s.scheduler.PID()}); err != nil {
+		return err
+	}
 	go func() {
 		<-s.scheduler.Done()
 		s.fail(fmt.Errorf("kube-scheduler exited: %v", s.scheduler.Err()))
@@ -712,6 +739,9 @@ func (s *Sandbox) Stop() error {
 			if err := os.Remove(s.opts.KubeconfigPath); err != nil && !errors.Is(err, os.ErrNotExist) {
 				errs = append(errs, err)
 			}
+		}
+		if s.reaper != nil {
+			errs = append(errs, s.reaper.Stop())
 		}
 		s.stopErr = errors.Join(errs...)
 	})

@@ -1,0 +1,10 @@
+//go:build !linux
+
+package controlplane
+
+import "syscall"
+
+// childAttr returns how a control-plane process is started: in its own
+// process group; without Linux's parent death signal, the Reaper alone
+// stops it when the caller dies.
+func childAttr() *syscall.SysProcAttr { return &syscall.SysProcAttr{Setpgid: true} }
