@@ -90,6 +90,10 @@ type Options struct {
 	// kube-node-lease, renewed every quarter of it; zero is
 	// DefaultNodeLeaseDuration, the kubelet's default.
 	NodeLeaseDuration time.Duration
+	// CapacityPollInterval is how often the CSI external-provisioner
+	// refreshes every CSIStorageCapacity object it publishes; zero is
+	// DefaultCapacityPollInterval, the external-provisioner's default.
+	CapacityPollInterval time.Duration
 }
 
 // NodeSpec is one simulated node: a Kubernetes Node and a Longhorn Node.
@@ -153,8 +157,12 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 		&kubelet{sim: s},
 	}
 	if opts.PlaceReplicas {
+		capacity := &capacityPublisher{sim: s, pollInterval: opts.CapacityPollInterval}
 		controllers = append(controllers,
-			&csiProvisioner{sim: s},
+			&csiDeployer{sim: s},
+			&csiNodeRegistrar{sim: s},
+			capacity,
+			&csiProvisioner{sim: s, capacity: capacity},
 			&resizer{sim: s},
 			&attacher{sim: s},
 			newVolumeController(s),
