@@ -109,8 +109,8 @@ func (w OtherWork) start(ctx context.Context, c client.WithWatch, o Common) (map
 	return requests, nil
 }
 
-// DescribeRequests formats the other pods' requests by node, "node-1 48
-// CPUs and 192Gi of memory, node-3 48 CPUs and 192Gi of memory".
+// DescribeRequests formats the other pods' requests by node, "48 CPUs and
+// 192Gi of memory on node-1 and 48 CPUs and 192Gi of memory on node-3".
 func DescribeRequests(requests map[string]corev1.ResourceList) string {
 	nodes := make([]string, 0, len(requests))
 	for n := range requests {
@@ -120,7 +120,7 @@ func DescribeRequests(requests map[string]corev1.ResourceList) string {
 	parts := make([]string, 0, len(nodes))
 	for _, n := range nodes {
 		cpu, mem := requests[n][corev1.ResourceCPU], requests[n][corev1.ResourceMemory]
-		parts = append(parts, fmt.Sprintf("%s %s CPUs and %s of memory", n, cpu.String(), mem.String()))
+		parts = append(parts, fmt.Sprintf("%s CPUs and %s of memory on %s", cpu.String(), mem.String(), n))
 	}
-	return strings.Join(parts, ", ")
+	return strings.Join(parts, " and ")
 }
