@@ -47,8 +47,9 @@
 //     Longhorn's NodeGetInfo (the hostname and zone). The
 //     external-provisioner's part is the external-provisioner's own code
 //     (github.com/kubernetes-csi/external-provisioner/v6/pkg/capacity,
-//     v6.3.0, the release for Kubernetes 1.36 that builds with this
-//     module's k8s.io modules at v0.36.3): one CSIStorageCapacity per node
+//     v6.3.0, the release built on the k8s.io modules v0.36 that this
+//     module pins at v0.36.3; v6.4.0 needs v0.37 and controller-runtime
+//     v0.25, and the module proxy serves no v5): one CSIStorageCapacity per node
 //     and WaitForFirstConsumer class, refreshed every
 //     Options.CapacityPollInterval (1m, --capacity-poll-interval's default)
 //     and for the class after each volume provisioned. The capacities are
