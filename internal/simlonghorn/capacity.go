@@ -122,7 +122,7 @@ func (d *csiDeployer) deploy(ctx context.Context) error {
 		Value:      lhtypes.SettingDefinitionCSIStorageCapacityTracking.Default,
 	}
 	err := wait.PollUntilContextCancel(ctx, bootstrapRetry, true, func(ctx context.Context) (bool, error) {
-		for _, obj := range []client.Object{setting, ProvisionerDeployment(d.sim.namespace)} {
+		for _, obj := range []client.Object{setting, provisionerDeployment(d.sim.namespace)} {
 			if err := createIfMissing(ctx, d.sim, obj.DeepCopyObject().(client.Object)); err != nil {
 				ctrl.LoggerFrom(ctx).Error(err, "Creating the CSI driver's objects; retrying", "name", obj.GetName())
 				return false, nil
@@ -179,11 +179,11 @@ func (d *csiDeployer) reconcile(ctx context.Context, req reconcile.Request) (rec
 	return reconcile.Result{}, nil
 }
 
-// ProvisionerDeployment returns the csi-provisioner Deployment of
+// provisionerDeployment returns the csi-provisioner Deployment of
 // Longhorn's CSI driver in namespace, labelled as longhorn-manager labels
 // it, with no replicas: the simulation runs its external-provisioner
 // in-process. It owns the CSIStorageCapacity objects.
-func ProvisionerDeployment(namespace string) *appsv1.Deployment {
+func provisionerDeployment(namespace string) *appsv1.Deployment {
 	labels := lhtypes.GetBaseLabelsForSystemManagedComponent()
 	labels["app"] = csiProvisionerDeployment
 	selector := map[string]string{"app": csiProvisionerDeployment}
@@ -367,7 +367,7 @@ func (c *capacityPublisher) start(ctx context.Context, workers *sync.WaitGroup) 
 	err := wait.PollUntilContextCancel(ctx, bootstrapRetry, true, func(context.Context) (bool, error) {
 		ref, err := owner.Lookup(c.config, c.sim.namespace, csiProvisionerDeployment, deployment, 0)
 		if err != nil {
-			log.V(1).Info("Waiting for the external-provisioner's Deployment", "deployment", csiProvisionerDeployment, "err", err.Error())
+			log.V(1).Info("Waiting for the external-provisioner's Deployment", "deployment", csiProvisionerDeployment, "reason", err.Error())
 			return false, nil
 		}
 		ownerRef = ref
