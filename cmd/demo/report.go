@@ -130,12 +130,7 @@ func (d *demo) extenderFacts(rows ...[3]string) {
 
 func (d *demo) reportRace(with, without scenario.Result) {
 	d.section("1. The race: a StatefulSet of 16 pods created at once, 4 nodes with one 400Gi disk each",
-		"A StatefulSet of sixteen replicas with parallel pod management, each with its own",
-		"100Gi claim: kube-controller-manager creates every pod at the same moment and binds",
-		"the claims to the volumes the provisioner creates. The disks hold exactly sixteen",
-		"such volumes, four per node, so a node that gets a fifth pod cannot hold its data.",
-		"Without the extender kube-scheduler sees no disk space at all; with it, each pod",
-		"waits until the pod before it has its node and its space reserved in the ledger.")
+		wrap(raceText(with), 86)...)
 	d.sideBySide(with, without, podCount)
 	fmt.Fprintln(d.out)
 	d.extenderFacts(
@@ -153,6 +148,57 @@ func (d *demo) reportRace(with, without scenario.Result) {
 		seconds(with.TimeToAllRunning), seconds(without.TimeToAllRunning), ratio(with.TimeToAllRunning, without.TimeToAllRunning),
 		seconds(with.TimeToReady), seconds(without.TimeToReady))
 	d.summaries = append(d.summaries, line)
+}
+
+// raceText says what the race does, how its nodes were made uneven and
+// what kube-scheduler sees of the disks either way.
+func raceText(res scenario.Result) string {
+	uneven := "The nodes run no other work, so kube-scheduler's scores do not tell them apart."
+	if len(res.OtherWork) > 0 {
+		var busy, idle []string
+		for _, n := range res.Nodes {
+			if _, ok := res.OtherWork[n]; ok {
+				busy = append(busy, n)
+			} else {
+				idle = append(idle, n)
+			}
+		}
+		uneven = fmt.Sprintf("The nodes are not alike, as in a real cluster: before the race, pods of another app "+
+			"(placed on their nodes directly, no volume) request %s, so kube-scheduler's default scoring "+
+			"(least allocated, balanced allocation) prefers %s to %s, against its default spreading of the "+
+			"StatefulSet's pods over nodes and zones.",
+			scenario.DescribeRequests(res.OtherWork), strings.Join(idle, " and "), strings.Join(busy, " and "))
+	}
+	return "A StatefulSet of sixteen replicas with parallel pod management, each with its own 100Gi claim " +
+		"of a WaitForFirstConsumer class: kube-controller-manager creates every pod and claim at the same moment, " +
+		"kube-scheduler chooses each pod's node and the provisioner then creates the volume. The disks hold exactly " +
+		"sixteen such volumes, four per node, so a node that gets a fifth pod cannot hold its data. " + uneven +
+		" Without the extender kube-scheduler checks each claim against the CSIStorageCapacity objects Longhorn's " +
+		"CSI driver publishes (csi-storage-capacity-tracking on): refreshed once a minute and after each volume is " +
+		"provisioned, and counting a volume only once Longhorn has placed its replica, they still show every disk " +
+		"empty while the sixteen pods are placed. With the extender, kube-scheduler asks it which nodes' disks can " +
+		"hold each pod's volume, which it answers from the disks' ledgers and the pods it let through whose space " +
+		"is not reserved yet, so no two pods are given the same bytes."
+}
+
+// wrap breaks text into lines of at most width characters, at spaces.
+func wrap(text string, width int) []string {
+	var lines []string
+	line := ""
+	for _, word := range strings.Fields(text) {
+		if line != "" && len(line)+1+len(word) > width {
+			lines = append(lines, line)
+			line = ""
+		}
+		if line != "" {
+			line += " "
+		}
+		line += word
+	}
+	if line != "" {
+		lines = append(lines, line)
+	}
+	return lines
 }
 
 // evenness says how the pods spread and where their data ended up.

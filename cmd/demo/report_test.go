@@ -5,6 +5,9 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+
 	"github.com/longhorn/diskschedule/internal/scenario"
 )
 
@@ -102,5 +105,32 @@ func TestPlanSelects(t *testing.T) {
 	want := "topology.yaml, topology.yaml without the gate"
 	if got := strings.Join(sandboxes, ", "); got != want {
 		t.Errorf("sandboxes for the claims: %s, want %s", got, want)
+	}
+}
+
+func TestWrap(t *testing.T) {
+	got := wrap("the quick brown fox jumps over the lazy dog", 15)
+	want := []string{"the quick brown", "fox jumps over", "the lazy dog"}
+	if strings.Join(got, "|") != strings.Join(want, "|") {
+		t.Errorf("wrap = %q, want %q", got, want)
+	}
+}
+
+func TestRaceTextSaysHowTheNodesDiffer(t *testing.T) {
+	res := scenario.Result{
+		Nodes: []string{"node-1", "node-2", "node-3", "node-4"},
+		OtherWork: map[string]corev1.ResourceList{
+			"node-1": {corev1.ResourceCPU: resource.MustParse("48"), corev1.ResourceMemory: resource.MustParse("192Gi")},
+			"node-3": {corev1.ResourceCPU: resource.MustParse("48"), corev1.ResourceMemory: resource.MustParse("192Gi")},
+		},
+	}
+	text := raceText(res)
+	for _, want := range []string{"request 48 CPUs and 192Gi of memory on node-1 and 48 CPUs and 192Gi of memory on node-3", "prefers node-2 and node-4 to node-1 and node-3"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("the race's text does not say %q:\n%s", want, text)
+		}
+	}
+	if text := raceText(scenario.Result{Nodes: res.Nodes}); !strings.Contains(text, "run no other work") {
+		t.Errorf("the race's text on even nodes:\n%s", text)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	lhv1 "github.com/longhorn/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -23,6 +24,13 @@ const FieldOwner = "diskschedule-sandbox"
 
 // StorageClassName is the sandbox's Longhorn StorageClass, the default class.
 const StorageClassName = "longhorn"
+
+// WaitForFirstConsumerClassName is the sandbox's Longhorn StorageClass of
+// WaitForFirstConsumer binding: kube-scheduler picks a pod's node first,
+// checking it against the CSIStorageCapacity objects Longhorn's CSI driver
+// publishes for this class (none are published for an Immediate class), and
+// the volume is provisioned once the node is chosen.
+const WaitForFirstConsumerClassName = "longhorn-wffc"
 
 // RenderDeployment builds the kustomization in dir (config/default) as
 // `kustomize build` does and returns its objects.
@@ -116,5 +124,27 @@ func StorageClass() *storagev1.StorageClass {
 		ReclaimPolicy:        ptr.To(corev1.PersistentVolumeReclaimDelete),
 		VolumeBindingMode:    ptr.To(storagev1.VolumeBindingImmediate),
 		AllowVolumeExpansion: ptr.To(true),
+	}
+}
+
+// WaitForFirstConsumerClass returns the sandbox's Longhorn StorageClass
+// WaitForFirstConsumerClassName: StorageClass's parameters with
+// WaitForFirstConsumer binding, not the default class.
+func WaitForFirstConsumerClass() *storagev1.StorageClass {
+	class := StorageClass()
+	class.Name = WaitForFirstConsumerClassName
+	class.Annotations = nil
+	class.VolumeBindingMode = ptr.To(storagev1.VolumeBindingWaitForFirstConsumer)
+	return class
+}
+
+// capacityTracking returns Longhorn's csi-storage-capacity-tracking
+// Setting, true, as an administrator sets it to have kube-scheduler check
+// the storage capacity Longhorn's CSI driver publishes (Longhorn v1.12's
+// default is false).
+func capacityTracking() *lhv1.Setting {
+	return &lhv1.Setting{
+		ObjectMeta: metav1.ObjectMeta{Namespace: Namespace, Name: simlonghorn.SettingCSIStorageCapacityTracking},
+		Value:      "true",
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -83,6 +84,10 @@ type Options struct {
 	// extender manages through its /bind (bindVerb), so the extender knows
 	// a pod's node the moment it is chosen.
 	ExtenderBind bool
+	// CapacityPollInterval is how often the simulated Longhorn's CSI
+	// external-provisioner refreshes the CSIStorageCapacity objects; zero is
+	// its default, a minute.
+	CapacityPollInterval time.Duration
 	// ExtenderURL, with Extender, is the URL kube-scheduler calls instead of
 	// the manager's extender: a proxy in front of several managers that
 	// follows the leader, say. The sandbox then waits until any manager's
@@ -350,8 +355,9 @@ func tune(cfg *rest.Config) *rest.Config {
 }
 
 // install applies the deployment's namespace, RBAC and Service, creates
-// the manager's and the disk monitor's users, the StorageClass, the
-// topology's nodes and, with the extender, its setting.
+// the manager's and the disk monitor's users, the StorageClasses, Longhorn's
+// csi-storage-capacity-tracking setting (true), the topology's nodes and,
+// with the extender, its setting.
 func (s *Sandbox) install(ctx context.Context) error {
 	dir := filepath.Join(s.opts.ConfigDir, "default")
 	ids, err := installDeployment(ctx, s.admin, dir)
@@ -369,8 +375,15 @@ func (s *Sandbox) install(ctx context.Context) error {
 	s.managerConfig, s.managerUser = tune(mgrUser.Config()), name
 	s.progress("installed Longhorn v1.12.0's CRDs, DiskSchedule's and the RBAC of %s; the manager runs as %s", dir, s.managerUser)
 
-	if err := s.admin.Create(ctx, StorageClass()); err != nil && !apierrors.IsAlreadyExists(err) {
-		return fmt.Errorf("creating StorageClass %s: %w", StorageClassName, err)
+	for _, class := range []*storagev1.StorageClass{StorageClass(), WaitForFirstConsumerClass()} {
+		if err := s.admin.Create(ctx, class); err != nil && !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("creating StorageClass %s: %w", class.Name, err)
+		}
+	}
+	// Before the simulated Longhorn starts, which creates the setting at
+	// Longhorn's default (false) only when it is missing.
+	if err := s.admin.Create(ctx, capacityTracking()); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("turning on Longhorn's %s: %w", simlonghorn.SettingCSIStorageCapacityTracking, err)
 	}
 	if err := s.setExtenderEnabled(ctx, s.opts.Extender); err != nil {
 		return err
@@ -380,7 +393,8 @@ func (s *Sandbox) install(ctx context.Context) error {
 			return err
 		}
 	}
-	s.progress("created StorageClass %s", StorageClassName)
+	s.progress("created StorageClasses %s (immediate binding, the default) and %s (WaitForFirstConsumer); Longhorn's %s is true",
+		StorageClassName, WaitForFirstConsumerClassName, simlonghorn.SettingCSIStorageCapacityTracking)
 	return nil
 }
 
@@ -473,10 +487,11 @@ func (s *Sandbox) startLonghorn(context.Context) error {
 	}
 	simlonghorn.LogLonghornTo(longhornLog)
 	mgr, err := simlonghorn.NewManager(s.adminConfig, s.scheme, simlonghorn.Options{
-		Namespace:         Namespace,
-		Nodes:             s.opts.Topology.Longhorn(),
-		PlaceReplicas:     !s.opts.LonghornNodesOnly,
-		NodeLeaseDuration: nodeLeaseDuration(s.opts.NodeMonitorGracePeriod),
+		Namespace:            Namespace,
+		Nodes:                s.opts.Topology.Longhorn(),
+		PlaceReplicas:        !s.opts.LonghornNodesOnly,
+		NodeLeaseDuration:    nodeLeaseDuration(s.opts.NodeMonitorGracePeriod),
+		CapacityPollInterval: s.opts.CapacityPollInterval,
 	})
 	if err != nil {
 		return err

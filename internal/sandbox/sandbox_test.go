@@ -411,22 +411,43 @@ func expandClaim(t *testing.T, c client.Client, pvc *corev1.PersistentVolumeClai
 	}
 }
 
-// testWaitForFirstConsumer runs a pod with a claim of a
-// WaitForFirstConsumer Longhorn class: kube-scheduler selects the node
+// testWaitForFirstConsumer runs a pod with a claim of the sandbox's
+// WaitForFirstConsumer Longhorn class, whose capacity the CSI driver
+// publishes per node for kube-scheduler: kube-scheduler selects the node
 // (the claim's volume.kubernetes.io/selected-node), the PV controller hands
 // the claim to the external provisioner, which provisions it, the PV
 // controller binds it, and the pod runs on the selected node.
 func testWaitForFirstConsumer(t *testing.T, sb *sandbox.Sandbox) {
 	ctx := context.Background()
 	c := sb.Client()
-	class := sandbox.StorageClass()
-	class.Name, class.Annotations = "longhorn-wffc", nil
-	class.VolumeBindingMode = ptr.To(storagev1.VolumeBindingWaitForFirstConsumer)
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "wffc"}}
-	for _, obj := range []client.Object{class, ns} {
-		if err := c.Create(ctx, obj); err != nil {
-			t.Fatal(err)
+	class := &storagev1.StorageClass{}
+	if err := c.Get(ctx, client.ObjectKey{Name: sandbox.WaitForFirstConsumerClassName}, class); err != nil {
+		t.Fatal(err)
+	}
+	if mode := ptr.Deref(class.VolumeBindingMode, ""); mode != storagev1.VolumeBindingWaitForFirstConsumer {
+		t.Fatalf("StorageClass %s binds %s, want WaitForFirstConsumer", class.Name, mode)
+	}
+	eventually(t, "CSIDriver "+simlonghorn.CSIDriver+" asks kube-scheduler to check a CSIStorageCapacity per node", func(ctx context.Context) (bool, string, error) {
+		driver := &storagev1.CSIDriver{}
+		if err := c.Get(ctx, client.ObjectKey{Name: simlonghorn.CSIDriver}, driver); err != nil {
+			return false, "", client.IgnoreNotFound(err)
 		}
+		list := &storagev1.CSIStorageCapacityList{}
+		if err := c.List(ctx, list, client.InNamespace(sandbox.Namespace)); err != nil {
+			return false, "", err
+		}
+		nodes := map[string]bool{}
+		for _, cap := range list.Items {
+			if cap.StorageClassName == class.Name && cap.NodeTopology != nil && cap.Capacity != nil && cap.Capacity.Sign() > 0 {
+				nodes[cap.NodeTopology.MatchLabels[corev1.LabelHostname]] = true
+			}
+		}
+		return ptr.Deref(driver.Spec.StorageCapacity, false) && len(nodes) == 2 && nodes["node-1"] && nodes["node-2"],
+			fmt.Sprintf("storageCapacity %v, capacity published for %d nodes", ptr.Deref(driver.Spec.StorageCapacity, false), len(nodes)), nil
+	})
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "wffc"}}
+	if err := c.Create(ctx, ns); err != nil {
+		t.Fatal(err)
 	}
 	pvc, pod := claimAndPod(ns.Name, class.Name, resource.MustParse("10Gi"))
 	if err := c.Create(ctx, pvc); err != nil {

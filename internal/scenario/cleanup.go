@@ -4,11 +4,14 @@ import (
 	"context"
 	"fmt"
 	lhv1 "github.com/longhorn/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
+	"slices"
 	"sort"
 	"strings"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	dsv1 "github.com/longhorn/diskschedule/api/v1beta2"
@@ -21,7 +24,11 @@ import (
 // claims, and waits until the volumes behind them, their PersistentVolumes
 // and their replicas are gone. It uncordons every node, and waits until every ledger
 // is Ready and grants nothing (storageScheduled 0, no replica request, every
-// request decided), so that the next scenario starts from an empty cluster.
+// request decided), and until the storage capacity published for
+// kube-scheduler for the classes of the claims it deleted says so
+// (waitCapacityCurrent: up to the CSI external-provisioner's poll interval,
+// a minute by default, for a WaitForFirstConsumer class), so that the next
+// scenario starts from an empty cluster.
 // The namespace stays: the sandbox runs no namespace controller to delete it.
 func Cleanup(ctx context.Context, c client.WithWatch, o Common) error {
 	o, err := o.withDefaults()
@@ -40,7 +47,7 @@ func Cleanup(ctx context.Context, c client.WithWatch, o Common) error {
 	if err := waitEmpty(ctx, c, o, &corev1.PodList{}, o.Namespace, "pods"); err != nil {
 		return err
 	}
-	volumes, err := reclaimVolumes(ctx, c, o.Namespace)
+	volumes, classes, err := reclaimVolumes(ctx, c, o.Namespace)
 	if err != nil {
 		return err
 	}
@@ -100,26 +107,39 @@ func Cleanup(ctx context.Context, c client.WithWatch, o Common) error {
 	if err != nil {
 		return fmt.Errorf("cleanup: waiting until the ledgers grant nothing (%s): %w", state, err)
 	}
+	if len(classes) > 0 {
+		waited, err := waitCapacityCurrent(ctx, c, o, classes...)
+		if err != nil {
+			return fmt.Errorf("cleanup: %w", err)
+		}
+		if waited > time.Second {
+			o.Logf("waited %s until the storage capacity published for %s was current", round(waited), strings.Join(classes, ", "))
+		}
+	}
 	o.Logf("cleaned up: %d volumes reclaimed, every ledger empty", len(volumes))
 	return nil
 }
 
 // reclaimVolumes returns the PersistentVolumes bound, or once bound, to
 // claims of namespace, after setting the reclaim policy of each to Delete,
-// so that they go with their claims.
-func reclaimVolumes(ctx context.Context, c client.Client, namespace string) (map[string]bool, error) {
+// so that they go with their claims, and the claims' StorageClasses.
+func reclaimVolumes(ctx context.Context, c client.Client, namespace string) (map[string]bool, []string, error) {
 	claims := &corev1.PersistentVolumeClaimList{}
 	if err := c.List(ctx, claims, client.InNamespace(namespace)); err != nil {
-		return nil, fmt.Errorf("cleanup: listing the claims: %w", err)
+		return nil, nil, fmt.Errorf("cleanup: listing the claims: %w", err)
 	}
 	pvs := &corev1.PersistentVolumeList{}
 	if err := c.List(ctx, pvs); err != nil {
-		return nil, fmt.Errorf("cleanup: listing the PersistentVolumes: %w", err)
+		return nil, nil, fmt.Errorf("cleanup: listing the PersistentVolumes: %w", err)
 	}
 	volumes := map[string]bool{}
+	var classes []string
 	for _, pvc := range claims.Items {
 		if pvc.Spec.VolumeName != "" {
 			volumes[pvc.Spec.VolumeName] = true
+		}
+		if class := ptr.Deref(pvc.Spec.StorageClassName, ""); class != "" && !slices.Contains(classes, class) {
+			classes = append(classes, class)
 		}
 	}
 	for _, pv := range pvs.Items {
@@ -129,10 +149,11 @@ func reclaimVolumes(ctx context.Context, c client.Client, namespace string) (map
 	}
 	for name := range volumes {
 		if err := setVolumeReclaimPolicy(ctx, c, name, corev1.PersistentVolumeReclaimDelete); client.IgnoreNotFound(err) != nil {
-			return nil, fmt.Errorf("cleanup: %w", err)
+			return nil, nil, fmt.Errorf("cleanup: %w", err)
 		}
 	}
-	return volumes, nil
+	sort.Strings(classes)
+	return volumes, classes, nil
 }
 
 // waitEmpty waits until namespace holds none of list's kind.

@@ -30,6 +30,10 @@ const (
 	DefaultSystemNamespace = "longhorn-system"
 	DefaultStorageClass    = "longhorn"
 	DefaultTimeout         = 2 * time.Minute
+	// DefaultWaitForFirstConsumerClass is the race's class: the sandbox's
+	// Longhorn class of WaitForFirstConsumer binding (one replica,
+	// best-effort data locality).
+	DefaultWaitForFirstConsumerClass = "longhorn-wffc"
 )
 
 // Common is what every scenario needs.
@@ -116,6 +120,9 @@ type Result struct {
 	// ledger's invariant (storageScheduled over storageLimit, or not the
 	// sum of its entries).
 	Violations []string
+	// OtherWork is what other apps' pods requested on each busy node while
+	// the pods ran (the race's uneven nodes), by node; nil when none.
+	OtherWork map[string]corev1.ResourceList
 }
 
 // OK reports whether every pod was scheduled and ran and no ledger broke

@@ -69,11 +69,36 @@
 //     a claim kube-controller-manager's PV controller hands to
 //     driver.longhorn.io (Immediate, or WaitForFirstConsumer once
 //     kube-scheduler selected a node) becomes a Longhorn Volume and a
-//     PersistentVolume, which the PV controller binds; a Released
+//     PersistentVolume, which the PV controller binds (the storage
+//     capacity of capacity.go is refreshed after each); a Released
 //     PersistentVolume of reclaim policy Delete loses its Volume, then goes.
 //     Binding, releasing and the protection finalizers are
 //     kube-controller-manager's: without its volume controllers no claim is
 //     provisioned.
+//   - capacity.go: storage capacity tracking as Longhorn v1.12 does it.
+//     longhorn-manager's part: the csi-provisioner Deployment (no
+//     replicas: its external-provisioner runs here) and the CSIDriver
+//     driver.longhorn.io with storageCapacity equal to the
+//     csi-storage-capacity-tracking setting. The kubelets' part: each
+//     node's CSINode registers the driver with the topology keys of
+//     Longhorn's NodeGetInfo (the hostname and zone). The
+//     external-provisioner's part is the external-provisioner's own code
+//     (github.com/kubernetes-csi/external-provisioner/v6/pkg/capacity,
+//     v6.3.0, the release built on the k8s.io modules v0.36 that this
+//     module pins at v0.36.3; v6.4.0 needs v0.37 and controller-runtime
+//     v0.25, and the module proxy serves no v5): one CSIStorageCapacity per node
+//     and WaitForFirstConsumer class, refreshed every
+//     Options.CapacityPollInterval (1m, --capacity-poll-interval's default)
+//     and for the class after each volume provisioned. The capacities are
+//     Longhorn's GetCapacity (csi/controller_server.go) over the Longhorn
+//     Node's disk status and settings: NodeCapacity follows its formula,
+//     with Longhorn's own condition and tag helpers, because Longhorn's
+//     csi package does not build here (its engineapi needs Longhorn's
+//     engine, instance-manager, share-manager, backing-image-manager and
+//     backupstore modules at versions the module proxy does not serve).
+//     The numbers lag as in a cluster: a volume counts on a node only once
+//     Longhorn placed its replica and the node controller wrote the disk's
+//     storageScheduled, after the refresh its provisioning triggered.
 //   - resizer.go: the CSI external-resizer with the driver's
 //     ControllerExpandVolume and the kubelet's node expansion: a bound claim
 //     asking for more (which kube-controller-manager's expander leaves to an

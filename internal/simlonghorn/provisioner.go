@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/kubernetes-csi/external-provisioner/v6/pkg/capacity"
 	lhv1 "github.com/longhorn/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
@@ -58,11 +59,15 @@ const (
 type csiProvisioner struct {
 	sim    *sim
 	client kubernetes.Interface
+	// capacity publishes storage capacity beside the provisioner, as the
+	// external-provisioner does with --enable-capacity.
+	capacity *capacityPublisher
 }
 
 var (
 	_ controller.Provisioner      = &csiProvisioner{}
 	_ controller.BlockProvisioner = &csiProvisioner{}
+	_ controller.Qualifier        = &csiProvisioner{}
 )
 
 func (p *csiProvisioner) setup(mgr ctrl.Manager) error {
@@ -80,7 +85,12 @@ func (p *csiProvisioner) Start(ctx context.Context) error {
 	ctx = klog.NewContext(ctx, ctrl.LoggerFrom(ctx).WithName("simlonghorn-csi-provisioner"))
 	limiter := workqueue.NewTypedItemExponentialFailureRateLimiter[string](provisionRetryStart, provisionRetryMax)
 	var workers sync.WaitGroup
-	pc := controller.NewProvisionController(ctx, p.client, CSIDriver, p,
+	defer workers.Wait()
+	capacityController, err := p.capacity.start(ctx, &workers)
+	if err != nil {
+		return err
+	}
+	pc := controller.NewProvisionController(ctx, p.client, CSIDriver, capacity.NewProvisionWrapper(p, capacityController),
 		controller.LeaderElection(false),
 		controller.VolumeName(VolumeName),
 		controller.RateLimiter(limiter),
@@ -90,7 +100,6 @@ func (p *csiProvisioner) Start(ctx context.Context) error {
 	)
 	pc.ControllerWaitGroup(&workers)
 	pc.Run(ctx)
-	workers.Wait()
 	return nil
 }
 
@@ -129,6 +138,12 @@ func (p *csiProvisioner) Delete(ctx context.Context, pv *corev1.PersistentVolume
 	}
 	klog.FromContext(ctx).Info("Deleted the volume of a released PersistentVolume", "volume", name, "persistentVolume", pv.Name)
 	return nil
+}
+
+// ShouldProvision reports that every claim handed to driver.longhorn.io is
+// provisioned (the capacity controller's provision wrapper asks).
+func (p *csiProvisioner) ShouldProvision(context.Context, *corev1.PersistentVolumeClaim) bool {
+	return true
 }
 
 // SupportsBlock reports that Longhorn volumes may be block volumes.

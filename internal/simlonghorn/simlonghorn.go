@@ -99,6 +99,10 @@ type Options struct {
 	// kube-node-lease, renewed every quarter of it; zero is
 	// DefaultNodeLeaseDuration, the kubelet's default.
 	NodeLeaseDuration time.Duration
+	// CapacityPollInterval is how often the CSI external-provisioner
+	// refreshes every CSIStorageCapacity object it publishes; zero is
+	// DefaultCapacityPollInterval, the external-provisioner's default.
+	CapacityPollInterval time.Duration
 }
 
 // NodeSpec is one simulated node: a Kubernetes Node and a Longhorn Node.
@@ -176,8 +180,12 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 		if err := mgr.Add(s.pods); err != nil {
 			return fmt.Errorf("adding the simulated longhorn-manager pods: %w", err)
 		}
+		capacity := &capacityPublisher{sim: s, pollInterval: opts.CapacityPollInterval}
 		controllers = append(controllers,
-			&csiProvisioner{sim: s},
+			&csiDeployer{sim: s},
+			&csiNodeRegistrar{sim: s},
+			capacity,
+			&csiProvisioner{sim: s, capacity: capacity},
 			&resizer{sim: s},
 			&attacher{sim: s},
 			newVolumeController(s),

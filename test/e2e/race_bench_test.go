@@ -4,6 +4,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/longhorn/diskschedule/internal/sandbox"
@@ -13,11 +14,18 @@ import (
 var barePods = flag.Bool("e2e.bare-pods", false, "BenchmarkRace: bare pods created at once on bound claims instead of a StatefulSet.")
 
 // BenchmarkRace times the plan's race, a StatefulSet of sixteen pods with
-// a 100Gi claim template created at once on four nodes with one 400Gi disk
-// each, with and without the extender, in one sandbox. Each op runs both.
-// It reports the mean seconds until every pod has a node, until every pod
-// runs and until the StatefulSet is ready, their ratios (with ÷ without),
-// and the most pods any node got, as the mean over ops and the worst op.
+// a 100Gi claim template of the WaitForFirstConsumer class created at once
+// on four nodes with one 400Gi disk each, two of them (one per zone) busy
+// with other work (scenario.UnevenWork), with and without the extender, in
+// one sandbox with the external-provisioner's default capacity poll
+// interval (a minute). Each op runs both. It reports the mean seconds until
+// every pod has a node, until every pod runs and until the StatefulSet is
+// ready, their ratios (with ÷ without), the most pods any node got, as the
+// mean over ops and the worst op, and in how many ops some node got more
+// than its disk holds (four), and prints each op's distributions as it is
+// measured. The clean-up after each race, which is not timed, waits until
+// the published storage capacity is current again (up to the poll
+// interval).
 //
 // With -e2e.bind kube-scheduler binds through the extender's /bind. With
 // -e2e.bare-pods the race runs without the StatefulSet: claims bound first,
@@ -28,10 +36,11 @@ func BenchmarkRace(b *testing.B) {
 	cl := startSandbox(b, "topology.yaml", func(o *sandbox.Options) { o.ExtenderBind = *bindThroughExtender })
 	ctx := context.Background()
 	var sum [2]struct{ scheduled, running, ready, maxPods float64 }
-	var worst [2]int
+	var worst, overplaced [2]int
 	ops := 0
 	for b.Loop() {
 		ops++
+		var line []string
 		for j, useExtender := range []bool{true, false} {
 			o := common(b, fmt.Sprintf("bench-%s-%d", withOrWithout(useExtender), ops))
 			o.Logf = nil
@@ -48,10 +57,17 @@ func BenchmarkRace(b *testing.B) {
 			sum[j].ready += res.TimeToReady.Seconds()
 			sum[j].maxPods += float64(res.MaxPodsPerNode())
 			worst[j] = max(worst[j], res.MaxPodsPerNode())
+			if res.MaxPodsPerNode() > racePodsPerDisk {
+				overplaced[j]++
+			}
+			line = append(line, fmt.Sprintf("%s the extender %s, ready in %.3fs", withOrWithout(useExtender), res.Distribution(),
+				res.TimeToReady.Seconds()))
 			b.StopTimer()
 			cl.cleanup(b, o)
 			b.StartTimer()
 		}
+		// The testing package keeps only a benchmark's first ten log lines.
+		fmt.Printf("%s: op %d: pods per node %s\n", b.Name(), ops, strings.Join(line, "; "))
 	}
 	n := float64(ops)
 	b.ReportMetric(sum[0].scheduled/n, "scheduled-with-s")
@@ -69,7 +85,12 @@ func BenchmarkRace(b *testing.B) {
 	b.ReportMetric(sum[1].maxPods/n, "max-pods-without")
 	b.ReportMetric(float64(worst[0]), "worst-max-pods-with")
 	b.ReportMetric(float64(worst[1]), "worst-max-pods-without")
+	b.ReportMetric(float64(overplaced[0]), "overplaced-ops-with")
+	b.ReportMetric(float64(overplaced[1]), "overplaced-ops-without")
 }
+
+// racePodsPerDisk is how many of the race's 100Gi volumes a 400Gi disk holds.
+const racePodsPerDisk = 4
 
 func withOrWithout(useExtender bool) string {
 	if useExtender {
