@@ -33,10 +33,11 @@ manifests: controller-gen ## Generate CRDs and RBAC from the API types and marke
 CHART ?= dist/chart
 
 .PHONY: chart
-chart: ## Copy into the Helm chart (dist/chart/files) what its templates read from config/: the CRD, the manager's RBAC rules and the gate's webhook configuration.
+chart: ## Copy into the Helm chart (dist/chart/files) what its templates read from config/: the CRD, the manager's RBAC rules, the gate's webhook configuration and the alert rules.
 	cp config/crd/bases/longhorn.io_diskschedules.yaml $(CHART)/files/longhorn.io_diskschedules.yaml
 	cp config/rbac/role.yaml $(CHART)/files/role.yaml
 	cp config/webhook/manifests.yaml $(CHART)/files/gate.yaml
+	cp config/prometheus/diskschedule.rules.yaml $(CHART)/files/diskschedule.rules.yaml
 
 .PHONY: generate
 generate: controller-gen ## Generate DeepCopy methods for the API types.

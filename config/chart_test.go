@@ -206,6 +206,7 @@ func TestChartFilesMatchConfig(t *testing.T) {
 		"files/longhorn.io_diskschedules.yaml": "crd/bases/longhorn.io_diskschedules.yaml",
 		"files/role.yaml":                      "rbac/role.yaml",
 		"files/gate.yaml":                      "webhook/manifests.yaml",
+		"files/diskschedule.rules.yaml":        "prometheus/diskschedule.rules.yaml",
 	} {
 		got, err := os.ReadFile(filepath.Join(chartDir, chartFile))
 		if err != nil {
@@ -217,6 +218,49 @@ func TestChartFilesMatchConfig(t *testing.T) {
 		}
 		if !bytes.Equal(got, want) {
 			t.Errorf("dist/chart/%s differs from config/%s: run make chart", chartFile, configFile)
+		}
+	}
+}
+
+// TestChartMonitoring renders the chart's optional prometheus-operator
+// objects: the ServiceMonitor is config/prometheus's, and the PrometheusRule
+// holds the groups of the plain rules file.
+func TestChartMonitoring(t *testing.T) {
+	objs := mustRenderChart(t, map[string]any{"prometheus": map[string]any{
+		"serviceMonitor": map[string]any{"enabled": true},
+		"prometheusRule": map[string]any{"enabled": true, "labels": map[string]any{"release": "kube-prometheus-stack"}},
+	}})
+	var monitors, rules []*unstructured.Unstructured
+	for _, u := range objs {
+		switch u.GetKind() {
+		case "ServiceMonitor":
+			monitors = append(monitors, u)
+		case "PrometheusRule":
+			rules = append(rules, u)
+		}
+	}
+	sameObjects(t, monitors, renderKustomization(t, "prometheus"), "prometheus.serviceMonitor.enabled")
+	if len(rules) != 1 {
+		t.Fatalf("%d PrometheusRules, want one", len(rules))
+	}
+	if got := rules[0].GetLabels()["release"]; got != "kube-prometheus-stack" {
+		t.Errorf("the PrometheusRule's label release = %q, want prometheus.prometheusRule.labels'", got)
+	}
+	data, err := os.ReadFile("prometheus/diskschedule.rules.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var file map[string]any
+	if err := yaml.Unmarshal(data, &file); err != nil {
+		t.Fatal(err)
+	}
+	spec, _, _ := unstructured.NestedMap(rules[0].Object, "spec")
+	if diff := cmp.Diff(file, spec, cmp.Transformer("int64", func(i int64) float64 { return float64(i) })); diff != "" {
+		t.Errorf("the PrometheusRule's spec differs from config/prometheus/diskschedule.rules.yaml (-file +chart):\n%s", diff)
+	}
+	for _, u := range mustRenderChart(t, nil) {
+		if k := u.GetKind(); k == "ServiceMonitor" || k == "PrometheusRule" || k == "ConfigMap" && u.GetName() != "diskschedule-config" {
+			t.Errorf("the default values render %s, which needs its value enabled", key(u))
 		}
 	}
 }
