@@ -207,6 +207,7 @@ func TestChartFilesMatchConfig(t *testing.T) {
 		"files/role.yaml":                      "rbac/role.yaml",
 		"files/gate.yaml":                      "webhook/manifests.yaml",
 		"files/diskschedule.rules.yaml":        "prometheus/diskschedule.rules.yaml",
+		"files/diskschedule-dashboard.json":    "grafana/diskschedule-dashboard.json",
 	} {
 		got, err := os.ReadFile(filepath.Join(chartDir, chartFile))
 		if err != nil {
@@ -222,9 +223,10 @@ func TestChartFilesMatchConfig(t *testing.T) {
 	}
 }
 
-// TestChartMonitoring renders the chart's optional prometheus-operator
-// objects: the ServiceMonitor is config/prometheus's, and the PrometheusRule
-// holds the groups of the plain rules file.
+// TestChartMonitoring renders the chart's optional monitoring objects: the
+// ServiceMonitor is config/prometheus's, the PrometheusRule holds the groups
+// of the plain rules file, the dashboard ConfigMap config/grafana's
+// dashboard.
 func TestChartMonitoring(t *testing.T) {
 	objs := mustRenderChart(t, map[string]any{"prometheus": map[string]any{
 		"serviceMonitor": map[string]any{"enabled": true},
@@ -257,6 +259,24 @@ func TestChartMonitoring(t *testing.T) {
 	spec, _, _ := unstructured.NestedMap(rules[0].Object, "spec")
 	if diff := cmp.Diff(file, spec, cmp.Transformer("int64", func(i int64) float64 { return float64(i) })); diff != "" {
 		t.Errorf("the PrometheusRule's spec differs from config/prometheus/diskschedule.rules.yaml (-file +chart):\n%s", diff)
+	}
+	dashboards := mustRenderChart(t, map[string]any{"grafana": map[string]any{"dashboard": map[string]any{"enabled": true}}})
+	dashboard, err := os.ReadFile("grafana/diskschedule-dashboard.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, u := range dashboards {
+		if u.GetKind() == "ConfigMap" && u.GetName() == "longhorn-diskschedule-dashboard" {
+			found = true
+			got, _, _ := unstructured.NestedString(u.Object, "data", "diskschedule-dashboard.json")
+			if got != strings.TrimSuffix(string(dashboard), "\n") || u.GetLabels()["grafana_dashboard"] != "1" {
+				t.Errorf("the dashboard ConfigMap holds another dashboard, or lacks the label grafana_dashboard: %v", u.GetLabels())
+			}
+		}
+	}
+	if !found {
+		t.Errorf("grafana.dashboard.enabled renders no ConfigMap longhorn-diskschedule-dashboard")
 	}
 	for _, u := range mustRenderChart(t, nil) {
 		if k := u.GetKind(); k == "ServiceMonitor" || k == "PrometheusRule" || k == "ConfigMap" && u.GetName() != "diskschedule-config" {
