@@ -26,8 +26,19 @@ help: ## Display this help.
 ##@ Development
 
 .PHONY: manifests
-manifests: controller-gen ## Generate CRDs and RBAC from the API types and markers.
+manifests: controller-gen ## Generate CRDs and RBAC from the API types and markers, and copy them into the Helm chart.
 	$(CONTROLLER_GEN) rbac:roleName=manager-role crd paths="./api/..." paths="./internal/..." paths="./cmd/..." output:crd:artifacts:config=config/crd/bases
+	@$(MAKE) --no-print-directory chart
+
+CHART ?= dist/chart
+
+.PHONY: chart
+chart: ## Copy into the Helm chart (dist/chart/files) what its templates read from config/: the CRD, the manager's RBAC rules, the gate's webhook configuration, the alert rules and the Grafana dashboard.
+	cp config/crd/bases/longhorn.io_diskschedules.yaml $(CHART)/files/longhorn.io_diskschedules.yaml
+	cp config/rbac/role.yaml $(CHART)/files/role.yaml
+	cp config/webhook/manifests.yaml $(CHART)/files/gate.yaml
+	cp config/prometheus/diskschedule.rules.yaml $(CHART)/files/diskschedule.rules.yaml
+	cp config/grafana/diskschedule-dashboard.json $(CHART)/files/diskschedule-dashboard.json
 
 .PHONY: generate
 generate: controller-gen ## Generate DeepCopy methods for the API types.

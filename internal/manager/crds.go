@@ -40,7 +40,7 @@ func (e *MissingCRDsError) Error() string {
 			qualified(e.Longhorn), dsv1.GroupVersion))
 	}
 	if e.DiskSchedule {
-		parts = append(parts, fmt.Sprintf("the CRD %s is not installed: install the add-on's CRD (config/crd)",
+		parts = append(parts, fmt.Sprintf("the CRD %s is not installed: install the add-on's CRD (the Helm chart with crd.enable=true, or config/crd)",
 			qualified([]string{DiskScheduleResource})))
 	}
 	if e.Foreign != "" {

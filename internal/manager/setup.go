@@ -29,7 +29,8 @@ func setup(mgr ctrl.Manager, opts Options, cert *gate.Certificate) error {
 	}
 	store := config.NewStore()
 	reconcilers := []interface{ SetupWithManager(ctrl.Manager) error }{
-		config.NewReconciler(mgr.GetClient(), mgr.GetEventRecorder("diskschedule-config"), store, opts.Namespace),
+		config.NewReconciler(mgr.GetClient(), mgr.GetEventRecorder("diskschedule-config"), store, opts.Namespace,
+			metrics.NewConfig(ctrlmetrics.Registry)),
 		diskschedule.NewReconciler(mgr.GetClient(), mgr.GetEventRecorder("diskschedule-ledger"), opts.Clock,
 			metrics.NewLedger(ctrlmetrics.Registry), opts.LedgerWorkers, store),
 		node.NewReconciler(mgr.GetClient(), mgr.GetEventRecorder("diskschedule-node")),

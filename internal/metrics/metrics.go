@@ -13,7 +13,9 @@ type Ledger struct {
 	// Decisions counts ledger decisions by result (granted, rejected,
 	// released, adopted).
 	Decisions *prometheus.CounterVec
-	// Pending is the number of undecided requests per disk, as last seen.
+	// Pending is the number of requests per disk without a decision in the
+	// ledger's status: set when the controller reads the ledger, lowered
+	// once its decisions are written.
 	Pending *prometheus.GaugeVec
 	// StorageScheduled is each disk's storageScheduled in bytes.
 	StorageScheduled *prometheus.GaugeVec
@@ -34,7 +36,7 @@ func NewLedger(reg prometheus.Registerer) *Ledger {
 		}, []string{"result"})),
 		Pending: register(reg, prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "longhorn_diskschedule_pending_requests",
-			Help: "Requests in a ledger's spec not decided yet, as last reconciled.",
+			Help: "Requests in a ledger's spec without a decision in its status, as the ledger controller last read it: they count until its decisions are written.",
 		}, []string{"node", "disk"})),
 		StorageScheduled: register(reg, prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "longhorn_diskschedule_storage_scheduled_bytes",
@@ -181,6 +183,27 @@ func NewExtender(reg prometheus.Registerer) *Extender {
 			Name: "longhorn_scheduler_extender_fenced_filters_total",
 			Help: "Filters refused while the extender was fenced after a leader change.",
 		})),
+	}
+}
+
+// Config holds the metrics of the extender's settings, the ConfigMap
+// diskschedule-config.
+type Config struct {
+	// ExtenderEnabled is 1 while the settings in effect enable the scheduler
+	// extender (scheduler-extender-enabled), 0 while they disable it. It has
+	// no labels and is exported once the config controller, which runs on
+	// the leader, has read the settings.
+	ExtenderEnabled *prometheus.GaugeVec
+}
+
+// NewConfig creates the settings' metrics and registers them with reg
+// (shared when already registered).
+func NewConfig(reg prometheus.Registerer) *Config {
+	return &Config{
+		ExtenderEnabled: register(reg, prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "longhorn_scheduler_extender_enabled",
+			Help: "1 while the ConfigMap diskschedule-config enables the scheduler extender (scheduler-extender-enabled in effect), 0 while it disables it; exported by the leader.",
+		}, nil)),
 	}
 }
 

@@ -1,12 +1,20 @@
 package config
 
 import (
+	"context"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/events"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
+	"github.com/longhorn/diskschedule/internal/metrics"
 	"github.com/longhorn/diskschedule/internal/settings"
 )
 
@@ -90,5 +98,40 @@ func TestStoreSignalsReservationTimeoutChanges(t *testing.T) {
 	}
 	if s.set(next, cause) {
 		t.Error("setting the same values reported a change")
+	}
+}
+
+// TestReconcileExportsExtenderEnabled checks that the settings in effect,
+// not the ConfigMap's raw values, set longhorn_scheduler_extender_enabled:
+// an invalid value keeps the gauge at the value in effect.
+func TestReconcileExportsExtenderEnabled(t *testing.T) {
+	const ns = "longhorn-system"
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: settings.ConfigMapName}}
+	c := fake.NewClientBuilder().WithObjects(cm).Build()
+	m := metrics.NewConfig(prometheus.NewRegistry())
+	r := NewReconciler(c, &events.FakeRecorder{}, NewStore(), ns, m)
+	req := ctrl.Request{NamespacedName: client.ObjectKeyFromObject(cm)}
+	ctx := context.Background()
+	for _, step := range []struct {
+		enabled string
+		want    float64
+	}{
+		{"", 1}, // the key is absent: the default, enabled
+		{"false", 0},
+		{"yes", 0}, // invalid: the value in effect stays
+		{"true", 1},
+	} {
+		if step.enabled != "" {
+			cm.Data = map[string]string{settings.SchedulerExtenderEnabled: step.enabled}
+			if err := c.Update(ctx, cm); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if _, err := r.Reconcile(ctx, req); err != nil {
+			t.Fatal(err)
+		}
+		if got := testutil.ToFloat64(m.ExtenderEnabled.WithLabelValues()); got != step.want {
+			t.Errorf("%s=%q: longhorn_scheduler_extender_enabled = %v, want %v", settings.SchedulerExtenderEnabled, step.enabled, got, step.want)
+		}
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
+	"github.com/longhorn/diskschedule/internal/metrics"
 	"github.com/longhorn/diskschedule/internal/settings"
 )
 
@@ -32,12 +33,14 @@ type Reconciler struct {
 	recorder  events.EventRecorder
 	store     *Store
 	namespace string
+	metrics   *metrics.Config
 }
 
 // NewReconciler returns a Reconciler that reads the ConfigMap in namespace
-// with c (the manager's cache) and keeps store up to date.
-func NewReconciler(c client.Reader, recorder events.EventRecorder, store *Store, namespace string) *Reconciler {
-	return &Reconciler{client: c, recorder: recorder, store: store, namespace: namespace}
+// with c (the manager's cache), keeps store up to date and exports the
+// settings in effect to m.
+func NewReconciler(c client.Reader, recorder events.EventRecorder, store *Store, namespace string, m *metrics.Config) *Reconciler {
+	return &Reconciler{client: c, recorder: recorder, store: store, namespace: namespace, metrics: m}
 }
 
 // +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;list;watch
@@ -54,6 +57,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		cm = nil
 	}
 	next, invalid := Next(r.store.Get(), cm)
+	r.metrics.ExtenderEnabled.WithLabelValues().Set(gaugeValue(next.Enabled))
 	for _, key := range slices.Sorted(maps.Keys(invalid)) {
 		log.Info("Keeping the previous value of an invalid setting", "key", key, "error", invalid[key].Error())
 		r.recorder.Eventf(cm, nil, corev1.EventTypeWarning, ReasonInvalidSetting, "ReadSettings",
@@ -94,6 +98,14 @@ func Next(prev Extender, cm *corev1.ConfigMap) (Extender, map[string]error) {
 		next.NodeReservationTimeout = prev.NodeReservationTimeout
 	}
 	return next, invalid
+}
+
+// gaugeValue is 1 for true and 0 for false.
+func gaugeValue(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // cmOrKey returns cm, or an empty ConfigMap with req's name when it is gone,

@@ -68,12 +68,15 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if !ds.DeletionTimestamp.IsZero() {
 		return ctrl.Result{}, nil
 	}
+	// The requests waiting for this decision count as pending until the
+	// decisions are written: a ledger that cannot be decided shows them.
+	r.observePending(ds)
 	in, err := r.input(ctx, ds)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
 	status, outcome := ledger.Decide(in)
-	r.observe(ds, status)
+	r.observeStorage(ds, status)
 
 	result := ctrl.Result{}
 	if !outcome.NextExpiry.IsZero() {
@@ -93,6 +96,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		r.metrics.StatusWrites.WithLabelValues("error").Inc()
 		return ctrl.Result{}, fmt.Errorf("writing the decisions of DiskSchedule %s: %w", ds.Name, err)
 	}
+	r.observePending(ds)
 	r.metrics.StatusWrites.WithLabelValues("ok").Inc()
 	r.count(outcome)
 	if outcome.Adopted > 0 && status.StorageScheduled > status.StorageLimit {
@@ -108,13 +112,17 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	return result, nil
 }
 
-func (r *Reconciler) observe(ds *dsv1.DiskSchedule, status dsv1.DiskScheduleStatus) {
+// observeStorage exports the disk's scheduled bytes and limit as decided.
+func (r *Reconciler) observeStorage(ds *dsv1.DiskSchedule, status dsv1.DiskScheduleStatus) {
 	labels := []string{ds.Spec.NodeID, ds.Spec.Name}
 	r.metrics.StorageScheduled.WithLabelValues(labels...).Set(float64(status.StorageScheduled))
 	r.metrics.StorageLimit.WithLabelValues(labels...).Set(float64(status.StorageLimit))
-	decided := ds.DeepCopy()
-	decided.Status = status
-	r.metrics.Pending.WithLabelValues(labels...).Set(float64(ledger.PendingCount(decided)))
+}
+
+// observePending exports how many of ds's requests its status leaves
+// undecided.
+func (r *Reconciler) observePending(ds *dsv1.DiskSchedule) {
+	r.metrics.Pending.WithLabelValues(ds.Spec.NodeID, ds.Spec.Name).Set(float64(ledger.PendingCount(ds)))
 }
 
 func (r *Reconciler) count(o ledger.Outcome) {

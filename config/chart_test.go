@@ -1,0 +1,512 @@
+package config_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"helm.sh/helm/v3/pkg/action"
+	"helm.sh/helm/v3/pkg/chart/loader"
+	"helm.sh/helm/v3/pkg/chartutil"
+	"helm.sh/helm/v3/pkg/lint/support"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	"sigs.k8s.io/kustomize/api/krusty"
+	"sigs.k8s.io/kustomize/kyaml/filesys"
+	"sigs.k8s.io/yaml"
+
+	"github.com/longhorn/diskschedule/internal/longhorncrds"
+	"github.com/longhorn/diskschedule/internal/testenv"
+)
+
+// chartDir is the Helm chart, relative to this package.
+const chartDir = "../dist/chart"
+
+// kubeVersion is the Kubernetes version the chart is rendered for: the
+// test control plane's (Helm's SDK would otherwise assume v1.20).
+var kubeVersion = mustKubeVersion("v1.36.3")
+
+func mustKubeVersion(v string) *chartutil.KubeVersion {
+	kv, err := chartutil.ParseKubeVersion(v)
+	if err != nil {
+		panic(err)
+	}
+	return kv
+}
+
+// helmLabels are the labels the chart adds to every object's metadata for
+// Helm's own tools; config/default has none of them. They are the only
+// difference the chart may have from config/default, with the CRD's
+// helm.sh/resource-policy annotation (crd.keep).
+var helmLabels = []string{"helm.sh/chart", "app.kubernetes.io/managed-by", "app.kubernetes.io/instance", "app.kubernetes.io/version"}
+
+// renderChart renders the chart as `helm template --namespace ns` does,
+// with vals over values.yaml.
+func renderChart(ns string, vals map[string]any) ([]*unstructured.Unstructured, error) {
+	chrt, err := loader.Load(chartDir)
+	if err != nil {
+		return nil, fmt.Errorf("loading the chart: %w", err)
+	}
+	install := action.NewInstall(&action.Configuration{})
+	install.ClientOnly, install.DryRun = true, true
+	install.ReleaseName, install.Namespace, install.KubeVersion = "diskschedule", ns, kubeVersion
+	rel, err := install.Run(chrt, vals)
+	if err != nil {
+		return nil, err
+	}
+	return decodeManifests([]byte(rel.Manifest))
+}
+
+func mustRenderChart(t *testing.T, vals map[string]any) []*unstructured.Unstructured {
+	t.Helper()
+	objs, err := renderChart(namespace, vals)
+	if err != nil {
+		t.Fatalf("rendering the chart with %v: %v", vals, err)
+	}
+	return objs
+}
+
+// renderKustomization returns what `kustomize build dir` renders.
+func renderKustomization(t *testing.T, dir string) []*unstructured.Unstructured {
+	t.Helper()
+	resources, err := krusty.MakeKustomizer(krusty.MakeDefaultOptions()).Run(filesys.MakeFsOnDisk(), dir)
+	if err != nil {
+		t.Fatalf("kustomize build %s: %v", dir, err)
+	}
+	data, err := resources.AsYaml()
+	if err != nil {
+		t.Fatal(err)
+	}
+	objs, err := decodeManifests(data)
+	if err != nil {
+		t.Fatalf("decoding kustomize build %s: %v", dir, err)
+	}
+	return objs
+}
+
+// decodeManifests decodes a stream of YAML documents, skipping empty ones;
+// integers decode as int64, as the API machinery reads them.
+func decodeManifests(data []byte) ([]*unstructured.Unstructured, error) {
+	r := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
+	var out []*unstructured.Unstructured
+	for {
+		doc, err := r.Read()
+		if errors.Is(err, io.EOF) {
+			return out, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		js, err := yaml.YAMLToJSON(doc)
+		if err != nil {
+			return nil, err
+		}
+		if string(js) == "null" {
+			continue
+		}
+		u := &unstructured.Unstructured{}
+		if err := u.UnmarshalJSON(js); err != nil {
+			return nil, err
+		}
+		out = append(out, u)
+	}
+}
+
+// key names an object: kind, namespace and name.
+func key(u *unstructured.Unstructured) string {
+	return u.GetKind() + " " + u.GetNamespace() + "/" + u.GetName()
+}
+
+// withoutHelmMetadata returns u without what the chart adds for Helm alone.
+func withoutHelmMetadata(u *unstructured.Unstructured) *unstructured.Unstructured {
+	u = u.DeepCopy()
+	labels := u.GetLabels()
+	for _, l := range helmLabels {
+		delete(labels, l)
+	}
+	if len(labels) == 0 {
+		labels = nil
+	}
+	u.SetLabels(labels)
+	annotations := u.GetAnnotations()
+	delete(annotations, "helm.sh/resource-policy")
+	if len(annotations) == 0 {
+		annotations = nil
+	}
+	u.SetAnnotations(annotations)
+	return u
+}
+
+// sameObjects fails the test for every object that chart and kustomize do
+// not both render, or render differently (after withoutHelmMetadata).
+func sameObjects(t *testing.T, chart, kustomized []*unstructured.Unstructured, context string) {
+	t.Helper()
+	want := map[string]*unstructured.Unstructured{}
+	for _, u := range kustomized {
+		want[key(u)] = u
+	}
+	got := map[string]*unstructured.Unstructured{}
+	for _, u := range chart {
+		if _, dup := got[key(u)]; dup {
+			t.Errorf("%s: the chart renders %s twice", context, key(u))
+		}
+		got[key(u)] = withoutHelmMetadata(u)
+		for _, l := range helmLabels {
+			if _, ok := u.GetLabels()[l]; !ok {
+				t.Errorf("%s: the chart's %s lacks the label %s", context, key(u), l)
+			}
+		}
+	}
+	for _, k := range slices.Sorted(maps.Keys(want)) {
+		g, ok := got[k]
+		if !ok {
+			t.Errorf("%s: config renders %s, the chart does not", context, k)
+			continue
+		}
+		if diff := cmp.Diff(want[k].Object, g.Object); diff != "" {
+			t.Errorf("%s: the chart's %s differs from config's (-config +chart):\n%s", context, k, diff)
+		}
+	}
+	for _, k := range slices.Sorted(maps.Keys(got)) {
+		if _, ok := want[k]; !ok {
+			t.Errorf("%s: the chart renders %s, config does not", context, k)
+		}
+	}
+}
+
+// TestChartMatchesConfig renders the chart (dist/chart) with its default
+// values and with gate.failurePolicy=Ignore and checks that it holds the
+// very objects of config/default and of config/default with the component
+// webhook/ignore: names, kinds and every field, the Helm labels aside.
+func TestChartMatchesConfig(t *testing.T) {
+	sameObjects(t, mustRenderChart(t, nil), renderKustomization(t, "default"), "default values")
+	sameObjects(t, mustRenderChart(t, map[string]any{"gate": map[string]any{"failurePolicy": "Ignore"}}),
+		renderKustomization(t, "testdata/gate-ignore"), "gate.failurePolicy=Ignore")
+}
+
+// TestChartFilesMatchConfig checks that the files the chart's templates read
+// are config's own, as `make chart` copies them.
+func TestChartFilesMatchConfig(t *testing.T) {
+	for chartFile, configFile := range map[string]string{
+		"files/longhorn.io_diskschedules.yaml": "crd/bases/longhorn.io_diskschedules.yaml",
+		"files/role.yaml":                      "rbac/role.yaml",
+		"files/gate.yaml":                      "webhook/manifests.yaml",
+		"files/diskschedule.rules.yaml":        "prometheus/diskschedule.rules.yaml",
+		"files/diskschedule-dashboard.json":    "grafana/diskschedule-dashboard.json",
+	} {
+		got, err := os.ReadFile(filepath.Join(chartDir, chartFile))
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, err := os.ReadFile(configFile)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got, want) {
+			t.Errorf("dist/chart/%s differs from config/%s: run make chart", chartFile, configFile)
+		}
+	}
+}
+
+// TestChartMonitoring renders the chart's optional monitoring objects: the
+// ServiceMonitor is config/prometheus's, the PrometheusRule holds the groups
+// of the plain rules file, the dashboard ConfigMap config/grafana's
+// dashboard.
+func TestChartMonitoring(t *testing.T) {
+	objs := mustRenderChart(t, map[string]any{"prometheus": map[string]any{
+		"serviceMonitor": map[string]any{"enabled": true},
+		"prometheusRule": map[string]any{"enabled": true, "labels": map[string]any{"release": "kube-prometheus-stack"}},
+	}})
+	var monitors, rules []*unstructured.Unstructured
+	for _, u := range objs {
+		switch u.GetKind() {
+		case "ServiceMonitor":
+			monitors = append(monitors, u)
+		case "PrometheusRule":
+			rules = append(rules, u)
+		}
+	}
+	sameObjects(t, monitors, renderKustomization(t, "prometheus"), "prometheus.serviceMonitor.enabled")
+	if len(rules) != 1 {
+		t.Fatalf("%d PrometheusRules, want one", len(rules))
+	}
+	if got := rules[0].GetLabels()["release"]; got != "kube-prometheus-stack" {
+		t.Errorf("the PrometheusRule's label release = %q, want prometheus.prometheusRule.labels'", got)
+	}
+	data, err := os.ReadFile("prometheus/diskschedule.rules.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var file map[string]any
+	if err := yaml.Unmarshal(data, &file); err != nil {
+		t.Fatal(err)
+	}
+	spec, _, _ := unstructured.NestedMap(rules[0].Object, "spec")
+	if diff := cmp.Diff(file, spec, cmp.Transformer("int64", func(i int64) float64 { return float64(i) })); diff != "" {
+		t.Errorf("the PrometheusRule's spec differs from config/prometheus/diskschedule.rules.yaml (-file +chart):\n%s", diff)
+	}
+	dashboards := mustRenderChart(t, map[string]any{"grafana": map[string]any{"dashboard": map[string]any{"enabled": true}}})
+	dashboard, err := os.ReadFile("grafana/diskschedule-dashboard.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, u := range dashboards {
+		if u.GetKind() == "ConfigMap" && u.GetName() == "longhorn-diskschedule-dashboard" {
+			found = true
+			got, _, _ := unstructured.NestedString(u.Object, "data", "diskschedule-dashboard.json")
+			if got != strings.TrimSuffix(string(dashboard), "\n") || u.GetLabels()["grafana_dashboard"] != "1" {
+				t.Errorf("the dashboard ConfigMap holds another dashboard, or lacks the label grafana_dashboard: %v", u.GetLabels())
+			}
+		}
+	}
+	if !found {
+		t.Errorf("grafana.dashboard.enabled renders no ConfigMap longhorn-diskschedule-dashboard")
+	}
+	for _, u := range mustRenderChart(t, nil) {
+		if k := u.GetKind(); k == "ServiceMonitor" || k == "PrometheusRule" || k == "ConfigMap" && u.GetName() != "diskschedule-config" {
+			t.Errorf("the default values render %s, which needs its value enabled", key(u))
+		}
+	}
+}
+
+// TestChartValues checks what the chart's values change.
+func TestChartValues(t *testing.T) {
+	objs := mustRenderChart(t, map[string]any{
+		"image":    map[string]any{"repository": "registry.example.com/diskschedule", "tag": "v0.1.0", "pullPolicy": "IfNotPresent"},
+		"manager":  map[string]any{"replicas": 3, "extraArgs": []any{"--gate-timeout=6s"}},
+		"gate":     map[string]any{"timeoutSeconds": 7},
+		"extender": map[string]any{"enabled": false, "podSchedulingTimeout": 0, "nodeReservationTimeout": 30},
+		"metrics":  map[string]any{"readers": []any{map[string]any{"name": "prometheus-k8s", "namespace": "monitoring"}}},
+		"crd":      map[string]any{"keep": false},
+	})
+	find := func(kind, name string) *unstructured.Unstructured {
+		t.Helper()
+		for _, u := range objs {
+			if u.GetKind() == kind && u.GetName() == name {
+				return u
+			}
+		}
+		t.Fatalf("the chart renders no %s %s", kind, name)
+		return nil
+	}
+	for _, c := range []struct {
+		obj  *unstructured.Unstructured
+		path []string
+		want any
+	}{
+		{find("Deployment", "longhorn-diskschedule-controller-manager"), []string{"spec", "replicas"}, int64(3)},
+		{find("ConfigMap", "diskschedule-config"), []string{"data", "scheduler-extender-enabled"}, "false"},
+		{find("ConfigMap", "diskschedule-config"), []string{"data", "scheduler-extender-pod-scheduling-timeout"}, "0"},
+		{find("ConfigMap", "diskschedule-config"), []string{"data", "scheduler-extender-node-reservation-timeout"}, "30"},
+		{find("ClusterRoleBinding", "longhorn-diskschedule-metrics-reader-rolebinding"), []string{"roleRef", "name"}, "longhorn-diskschedule-metrics-reader"},
+	} {
+		got, _, err := unstructured.NestedFieldNoCopy(c.obj.Object, c.path...)
+		if err != nil || got != c.want {
+			t.Errorf("%s %s: %v = %v (%v), want %v", c.obj.GetKind(), c.obj.GetName(), c.path, got, err, c.want)
+		}
+	}
+	containers, _, _ := unstructured.NestedSlice(find("Deployment", "longhorn-diskschedule-controller-manager").Object, "spec", "template", "spec", "containers")
+	mgr := containers[0].(map[string]any)
+	if mgr["image"] != "registry.example.com/diskschedule:v0.1.0" || mgr["imagePullPolicy"] != "IfNotPresent" {
+		t.Errorf("the manager's image %v, pull policy %v", mgr["image"], mgr["imagePullPolicy"])
+	}
+	if args := mgr["args"].([]any); args[len(args)-1] != "--gate-timeout=6s" {
+		t.Errorf("the manager's args %v do not end with manager.extraArgs", args)
+	}
+	webhooks, _, _ := unstructured.NestedSlice(find("ValidatingWebhookConfiguration", "diskschedule-gate").Object, "webhooks")
+	for _, wh := range webhooks {
+		if s := wh.(map[string]any)["timeoutSeconds"]; s != int64(7) {
+			t.Errorf("webhook %v: timeoutSeconds %v, want 7", wh.(map[string]any)["name"], s)
+		}
+	}
+	if _, keep := find("CustomResourceDefinition", "diskschedules.longhorn.io").GetAnnotations()["helm.sh/resource-policy"]; keep {
+		t.Errorf("crd.keep=false still keeps the CRD on uninstall")
+	}
+	if _, err := renderChart(namespace, map[string]any{"gate": map[string]any{"failurePolicy": "Never"}}); err == nil {
+		t.Errorf("gate.failurePolicy=Never rendered: values.schema.json lets it through")
+	}
+}
+
+// TestChartRefuses checks that the chart fails to render, saying why, when
+// told to install Longhorn's CRDs or to install outside Longhorn's namespace.
+func TestChartRefuses(t *testing.T) {
+	for _, c := range []struct {
+		name, ns string
+		vals     map[string]any
+		want     string
+	}{
+		{"Longhorn's CRDs", namespace, map[string]any{"longhorn": map[string]any{"installCRDs": true}},
+			"never installs Longhorn's CRDs"},
+		{"another namespace", "default", nil,
+			`installs into Longhorn's namespace "longhorn-system", not "default": run helm install with --namespace longhorn-system`},
+		{"a namespace that is not Longhorn's", "storage", map[string]any{"longhorn": map[string]any{"namespace": "longhorn"}},
+			`installs into Longhorn's namespace "longhorn", not "storage"`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := renderChart(c.ns, c.vals)
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Errorf("rendering into %s with %v: %v, want an error saying %q", c.ns, c.vals, err, c.want)
+			}
+		})
+	}
+	// Longhorn in another namespace: the chart installs there, and
+	// everything namespaced, the gate's Service and selector follow.
+	objs, err := renderChart("longhorn", map[string]any{"longhorn": map[string]any{"namespace": "longhorn"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, u := range objs {
+		if u.GetNamespace() != "" && u.GetNamespace() != "longhorn" {
+			t.Errorf("%s is in namespace %s, want longhorn", key(u), u.GetNamespace())
+		}
+		if u.GetKind() != "ValidatingWebhookConfiguration" {
+			continue
+		}
+		webhooks, _, _ := unstructured.NestedSlice(u.Object, "webhooks")
+		for _, wh := range webhooks {
+			svcNS, _, _ := unstructured.NestedString(wh.(map[string]any), "clientConfig", "service", "namespace")
+			selected, _, _ := unstructured.NestedString(wh.(map[string]any), "namespaceSelector", "matchLabels", "kubernetes.io/metadata.name")
+			if svcNS != "longhorn" || selected != "longhorn" {
+				t.Errorf("webhook %v calls a Service in %q and selects namespace %q, want longhorn", wh.(map[string]any)["name"], svcNS, selected)
+			}
+		}
+	}
+}
+
+// TestChartLint runs `helm lint --strict` on the chart through Helm's SDK.
+func TestChartLint(t *testing.T) {
+	lint := action.NewLint()
+	lint.Strict, lint.Namespace, lint.KubeVersion = true, namespace, kubeVersion
+	for _, vals := range []map[string]any{nil, {"gate": map[string]any{"failurePolicy": "Ignore"}}} {
+		result := lint.Run([]string{chartDir}, vals)
+		for _, err := range result.Errors {
+			t.Errorf("helm lint with %v: %v", vals, err)
+		}
+		for _, m := range result.Messages {
+			if m.Severity >= support.WarningSev {
+				t.Errorf("helm lint with %v: %s", vals, m)
+			}
+		}
+	}
+}
+
+// TestChartInstalls applies the chart server-side, as helm install does,
+// into an API server that serves Longhorn v1.12.0's own CRDs and nothing of
+// the add-on, then upgrades it to gate.failurePolicy=Ignore, and checks
+// each time that the API server holds config's objects: every name and
+// kind, the RBAC rules, the gate's webhooks with their rules and
+// matchConditions.
+func TestChartInstalls(t *testing.T) {
+	longhorn, err := longhorncrds.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := &envtest.Environment{CRDs: longhorn, BinaryAssetsDirectory: testenv.AssetsDir()}
+	cfg, err := env.Start()
+	if err != nil {
+		t.Fatalf("starting the test control plane: %v", err)
+	}
+	t.Cleanup(func() { _ = env.Stop() })
+	c, err := client.New(cfg, client.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	ns := &unstructured.Unstructured{}
+	ns.SetAPIVersion("v1")
+	ns.SetKind("Namespace")
+	ns.SetName(namespace) // Longhorn's: Longhorn creates it, the chart does not
+	if err := c.Create(ctx, ns); err != nil {
+		t.Fatal(err)
+	}
+
+	for _, step := range []struct {
+		name, config string
+		vals         map[string]any
+	}{
+		{"install", "default", nil},
+		{"upgrade to failurePolicy=Ignore", "testdata/gate-ignore", map[string]any{"gate": map[string]any{"failurePolicy": "Ignore"}}},
+	} {
+		for _, u := range mustRenderChart(t, step.vals) {
+			if err := c.Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner("helm"), client.ForceOwnership); err != nil {
+				t.Fatalf("%s: applying %s: %v", step.name, key(u), err)
+			}
+		}
+		for _, want := range renderKustomization(t, step.config) {
+			got := &unstructured.Unstructured{}
+			got.SetGroupVersionKind(want.GroupVersionKind())
+			if err := c.Get(ctx, client.ObjectKeyFromObject(want), got); err != nil {
+				t.Errorf("%s: the API server does not hold config's %s: %v", step.name, key(want), err)
+				continue
+			}
+			switch want.GetKind() {
+			case "ClusterRole", "Role":
+				if g, w := decodeAs[rbacv1.ClusterRole](t, got).Rules, decodeAs[rbacv1.ClusterRole](t, want).Rules; !cmp.Equal(g, w) {
+					t.Errorf("%s: %s rules differ (-config +installed):\n%s", step.name, key(want), cmp.Diff(w, g))
+				}
+			case "ClusterRoleBinding", "RoleBinding":
+				g, w := decodeAs[rbacv1.RoleBinding](t, got), decodeAs[rbacv1.RoleBinding](t, want)
+				if !cmp.Equal(g.RoleRef, w.RoleRef) || !cmp.Equal(g.Subjects, w.Subjects) {
+					t.Errorf("%s: %s binds %v to %v, config binds %v to %v", step.name, key(want), g.Subjects, g.RoleRef, w.Subjects, w.RoleRef)
+				}
+			case "ValidatingWebhookConfiguration":
+				sameWebhooks(t, step.name, decodeAs[admissionregistrationv1.ValidatingWebhookConfiguration](t, got),
+					decodeAs[admissionregistrationv1.ValidatingWebhookConfiguration](t, want))
+			}
+		}
+	}
+}
+
+// sameWebhooks compares what the gate's webhooks call, on what, and when.
+func sameWebhooks(t *testing.T, step string, got, want admissionregistrationv1.ValidatingWebhookConfiguration) {
+	t.Helper()
+	if len(got.Webhooks) != len(want.Webhooks) {
+		t.Fatalf("%s: %s has %d webhooks, config's %d", step, want.Name, len(got.Webhooks), len(want.Webhooks))
+	}
+	for i, w := range want.Webhooks {
+		g := got.Webhooks[i]
+		for _, field := range []struct {
+			name      string
+			got, want any
+		}{
+			{"name", g.Name, w.Name},
+			{"rules", g.Rules, w.Rules},
+			{"matchConditions", g.MatchConditions, w.MatchConditions},
+			{"failurePolicy", g.FailurePolicy, w.FailurePolicy},
+			{"sideEffects", g.SideEffects, w.SideEffects},
+			{"timeoutSeconds", g.TimeoutSeconds, w.TimeoutSeconds},
+			{"namespaceSelector", g.NamespaceSelector, w.NamespaceSelector},
+			{"clientConfig.service", g.ClientConfig.Service, w.ClientConfig.Service},
+		} {
+			if !cmp.Equal(field.got, field.want) {
+				t.Errorf("%s: webhook %s %s differs (-config +installed):\n%s", step, w.Name, field.name, cmp.Diff(field.want, field.got))
+			}
+		}
+	}
+}
+
+// decodeAs converts u to the typed T.
+func decodeAs[T any](t *testing.T, u *unstructured.Unstructured) T {
+	t.Helper()
+	var out T
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &out); err != nil {
+		t.Fatalf("decoding %s: %v", key(u), err)
+	}
+	return out
+}
