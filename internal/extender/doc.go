@@ -64,6 +64,6 @@
 // Longhorn node itself: free space is internal/ledger's reading
 // (ledger.Free, ledger.HeldByPod, ledger.ReservationOf) and node and disk
 // eligibility is internal/placement's one rule (placement.NodeFailures,
-// placement.DiskFailures). Its settings are the ConfigMap
+// placement.DiskFailuresForVolume). Its settings are the ConfigMap
 // diskschedule-config, read on every call.
 package extender

@@ -34,7 +34,7 @@ type fit struct {
 // gets back the space its own reservations hold.
 //
 // Whether the node and each disk may take a replica of a volume is
-// placement.NodeFailures and placement.DiskFailures, the one eligibility
+// placement.NodeFailures and placement.DiskFailuresForVolume, the one eligibility
 // rule; how much a disk can still take is the ledger's reading
 // (ledger.Free, ledger.HeldByPod), less what claimed says pods in flight
 // hold on each disk (nil: nothing). This function only combines them and
@@ -108,7 +108,7 @@ func evaluateReading(vols []podVolume, r *nodeReading, claimed func(uuid string)
 // diskView is one disk of a node as one pod sees it.
 type diskView struct {
 	diskReading
-	// failures are placement.DiskFailures for each of the pod's volumes, in
+	// failures are placement.DiskFailuresForVolume for each of the pod's volumes, in
 	// the order of the volumes.
 	failures [][]string
 	// free is what the ledger can still grant, plus what it holds for the
@@ -142,7 +142,7 @@ func nodeDisks(r *nodeReading, claimed func(uuid string) int64, vols []podVolume
 			}
 		}
 		for i, v := range vols {
-			dv.failures[i] = placement.DiskFailures(d.Disk, v.DiskSelector, sched)
+			dv.failures[i] = placement.DiskFailuresForVolume(d.Disk, v.placementVolume(), sched)
 		}
 		out = append(out, dv)
 	}

@@ -222,6 +222,22 @@ func TestEvaluateUsesOnlyEligibleDisks(t *testing.T) {
 	}
 }
 
+// TestEvaluateDataEngine: a v2 volume's replica needs a block disk, so a
+// node whose disks are all filesystem disks cannot take it, whatever its
+// space, and says so; a v1 volume fits there.
+func TestEvaluateDataEngine(t *testing.T) {
+	node, ledgers := testNode("n", []int64{400 * gi}, nil)
+	sched := settings.Default()
+	v2 := volumes(1, 10*gi)
+	v2[0].DataEngine = lhv1.DataEngineTypeV2
+	if f := evaluate(v2, node, ledgers, nil, sched, "default/p", 0); f.OK || !strings.Contains(f.Reason, "disk type filesystem does not match the volume's block") {
+		t.Errorf("a v2 volume on a node with only a filesystem disk: %+v, want refused for the disk type", f)
+	}
+	if f := evaluate(volumes(1, 10*gi), node, ledgers, nil, sched, "default/p", 0); !f.OK {
+		t.Errorf("a v1 volume of 10Gi on a 400Gi filesystem disk: %+v, want it to fit", f)
+	}
+}
+
 func TestEvaluateEmptyDiskSelectorSetting(t *testing.T) {
 	node, ledgers := testNode("n", []int64{100 * gi}, nil)
 	spec := node.Spec.Disks["disk-1"]

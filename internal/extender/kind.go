@@ -23,6 +23,7 @@ const (
 	paramReplicaDiskSoftAntiAffinity = "replicaDiskSoftAntiAffinity"
 	paramNodeSelector                = "nodeSelector"
 	paramDiskSelector                = "diskSelector"
+	paramDataEngine                  = "dataEngine"
 )
 
 // Longhorn v1.12's defaults for a volume whose StorageClass leaves the
@@ -45,6 +46,9 @@ type kind struct {
 	NumberOfReplicas int
 	// The volume's anti-affinity overrides ("" or "ignored": the setting).
 	ReplicaSoftAntiAffinity, ReplicaZoneSoftAntiAffinity, ReplicaDiskSoftAntiAffinity string
+	// DataEngine is the volume's spec.dataEngine ("" is v1): the kind of
+	// disk its replicas need.
+	DataEngine lhv1.DataEngineType
 }
 
 // volumeKind returns the kind of Longhorn's volume vol, with Longhorn's
@@ -53,7 +57,8 @@ func volumeKind(vol *lhv1.Volume) kind {
 	k := kind{DataLocality: vol.Spec.DataLocality, NumberOfReplicas: vol.Spec.NumberOfReplicas,
 		ReplicaSoftAntiAffinity:     string(vol.Spec.ReplicaSoftAntiAffinity),
 		ReplicaZoneSoftAntiAffinity: string(vol.Spec.ReplicaZoneSoftAntiAffinity),
-		ReplicaDiskSoftAntiAffinity: string(vol.Spec.ReplicaDiskSoftAntiAffinity)}
+		ReplicaDiskSoftAntiAffinity: string(vol.Spec.ReplicaDiskSoftAntiAffinity),
+		DataEngine:                  vol.Spec.DataEngine}
 	if k.DataLocality == "" {
 		k.DataLocality = defaultDataLocality
 	}
@@ -72,7 +77,8 @@ func classKind(params map[string]string) (kind, error) {
 	k := kind{DataLocality: defaultDataLocality, NumberOfReplicas: defaultNumberOfReplicas,
 		ReplicaSoftAntiAffinity:     params[paramReplicaSoftAntiAffinity],
 		ReplicaZoneSoftAntiAffinity: params[paramReplicaZoneSoftAntiAffinity],
-		ReplicaDiskSoftAntiAffinity: params[paramReplicaDiskSoftAntiAffinity]}
+		ReplicaDiskSoftAntiAffinity: params[paramReplicaDiskSoftAntiAffinity],
+		DataEngine:                  lhv1.DataEngineType(params[paramDataEngine])}
 	if v, ok := params[paramNumberOfReplicas]; ok {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 0 {

@@ -38,6 +38,12 @@ type podVolume struct {
 	kind
 }
 
+// placementVolume returns the volume as placement's disk eligibility reads
+// it: its size, data engine and disk selector.
+func (v *podVolume) placementVolume() *lhv1.Volume {
+	return &lhv1.Volume{Spec: lhv1.VolumeSpec{Size: v.Size, DataEngine: v.DataEngine, DiskSelector: v.DiskSelector}}
+}
+
 // resolver finds a pod's Longhorn volumes through the manager's cache.
 type resolver struct {
 	client    client.Reader
