@@ -13,9 +13,10 @@ import (
 )
 
 // backingImageVerdict decides a BackingImage write: every disk its
-// spec.diskFileSpecMap gains must grant a copy of status.size bytes. An
-// image whose size is not known yet is admitted; the mirror adopts its
-// copies once Longhorn reports the size.
+// spec.diskFileSpecMap gains must grant a copy of status.realSize bytes,
+// the size Longhorn's node controller adds to the disk's storageScheduled.
+// An image whose real size is not known yet is admitted; the mirror adopts
+// its copies once Longhorn reports it.
 func (g *Gate) backingImageVerdict(ctx context.Context, req admissionRequest) verdict {
 	bi := &lhv1.BackingImage{}
 	if err := req.decode(req.Object.Raw, bi); err != nil {
@@ -41,9 +42,9 @@ func (g *Gate) backingImageVerdict(ctx context.Context, req admissionRequest) ve
 	if len(added) == 0 {
 		return allow("the backing image gains no disk")
 	}
-	size := bi.Status.Size
+	size := bi.Status.RealSize
 	if size <= 0 {
-		return allow("the backing image's size is not known yet; its copies are adopted once it is")
+		return allow("the backing image's real size is not known yet; its copies are adopted once it is")
 	}
 	if req.dryRun() {
 		return allowWithWarning("dry run", fmt.Sprintf("dry run: copies of backing image %s were not requested from the ledgers", bi.Name))

@@ -6,10 +6,16 @@
 // with no lock. The gate turns each such placement into a request in the
 // disk's DiskSchedule spec, waits for the DiskSchedule controller's decision
 // from the informer, and admits the write only when the ledger granted it;
-// otherwise it denies the write with the ledger's own message in numbers, and
-// Longhorn keeps the replica unscheduled and tries again. What the gate
-// granted for a write that never landed is released by the mirror after its
-// grace period (rule 10).
+// otherwise it denies the write with the ledger's own message in numbers.
+// It asks what Longhorn's own accounting counts, so that a denial is a lost
+// race that Longhorn's next view of the disk resolves: a replica its own
+// volumeSize (a backing image's copy is asked for on its own, at the
+// image's status.realSize, when Longhorn adds the disk to the image), a
+// volume's growth the new size of one replica per data directory, and a
+// replica that Longhorn creates into the disk and data directory of
+// another replica of its volume (v1 live migration, live engine upgrade)
+// nothing. What the gate granted for a write that
+// never landed is released by the mirror (rule 10).
 //
 // The handlers run on every manager replica, not only the leader; they read
 // through the manager's cache and write DiskSchedule specs only, with an

@@ -50,11 +50,32 @@ func (g *Gate) volumeVerdict(ctx context.Context, req admissionRequest) verdict 
 		return allowWithWarning("dry run", "dry run: "+growth+" was not requested from the ledgers")
 	}
 
+	// One data directory is counted once: a clone sharing it (a live
+	// migration, a live engine upgrade) grows with the replica counted.
+	ledgers := map[string]*dsv1.DiskSchedule{}
+	for i := range replicas.Items {
+		if disk := replicas.Items[i].Spec.DiskID; disk != "" && ledgers[disk] == nil {
+			ds, err := g.read(ctx, disk)
+			if err != nil && !errors.Is(err, errNoLedger) {
+				return failed(err)
+			}
+			ledgers[disk] = ds
+		}
+	}
+	shared := ledger.SharedData(replicas.Items, func(r *lhv1.Replica) bool {
+		ds := ledgers[r.Spec.DiskID]
+		if ds == nil {
+			return false
+		}
+		_, ok := ds.Spec.Replicas[r.Name]
+		return ok
+	})
+
 	var done []raised
 	refusal := ""
 	for i := range replicas.Items {
 		rep := &replicas.Items[i]
-		if rep.Spec.DiskID == "" {
+		if rep.Spec.DiskID == "" || shared[rep.Name] != "" {
 			continue
 		}
 		r, msg, err := g.raise(ctx, rep, vol.Spec.Size)
@@ -70,21 +91,18 @@ func (g *Gate) volumeVerdict(ctx context.Context, req admissionRequest) verdict 
 			done = append(done, *r)
 		}
 	}
-	if refusal == "" {
-		for _, r := range done {
-			ask := replicaAsk{replica: r.name, size: r.size}
-			ds, err := g.await(ctx, r.disk, r.gen, ask.decided)
-			if err != nil {
-				return g.putBack(ctx, done, undecided(growth, err))
-			}
-			if !ask.granted(ds) {
-				refusal = ask.refusal(ds)
-				break
-			}
-		}
-	}
 	if refusal != "" {
 		return g.putBack(ctx, done, deny(growth+", but "+refusal))
+	}
+	for _, r := range done {
+		ask := replicaAsk{replica: r.name, size: r.size}
+		ds, err := g.await(ctx, r.disk, r.gen, ask.decided)
+		if err != nil {
+			return g.putBack(ctx, done, undecided(growth, err))
+		}
+		if !ask.granted(ds) {
+			return g.putBack(ctx, done, deny(growth+", but "+ask.refusal(ds)))
+		}
 	}
 	return allow(growth + ": granted on every disk of its replicas")
 }

@@ -1,11 +1,17 @@
 // Package mirror keeps each DiskSchedule's spec equal to what Longhorn has
 // persisted on its disk (DESIGN §4, ledger rules 7 and 10).
 //
-// For one ledger the persisted state is every Replica whose spec.diskID is
-// the disk, requesting its spec.volumeSize (or its Volume's spec.size when
-// that is larger: a growth the gate did not see is requested like any
-// growth), and every BackingImage whose spec.diskFileSpecMap lists the disk,
-// requesting its status.size once known. The mirror:
+// For one ledger the persisted state is what Longhorn's node controller
+// counts in the disk's storageScheduled: every Replica whose spec.diskID is
+// the disk, requesting its own spec.volumeSize (a growth the gate did not
+// see is requested like any growth), and every BackingImage whose
+// spec.diskFileSpecMap lists the disk, requesting its status.realSize once
+// known. One data directory on one disk is counted once: a replica that
+// shares its disk and data directory with another replica of its volume (a
+// clone of a v1 live migration or a live engine upgrade) has no entry of
+// its own, the directory is counted under the replica that has one
+// (ledger.SharedData), and the clone takes it over when the original goes.
+// The mirror:
 //
 //   - adopts: a persisted replica or copy without an entry gets one, which
 //     the DiskSchedule controller grants even over the limit (rule 7);

@@ -82,8 +82,15 @@ func TestAdoptsWhatLonghornPersisted(t *testing.T) {
 	if err := writeSpec(ctx, ns, d0, func(s *dsv1.DiskScheduleSpec) { s.Replicas["vol-4-r-1"] = dsv1.RequestedBytes(gi) }); err != nil {
 		t.Fatal(err)
 	}
+	// Longhorn's volume controller writes a volume's new size into its
+	// replicas' volumeSize; the mirror counts that.
 	if err := updateLonghorn(ctx, &lhv1.Volume{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "vol-1"}}, func(v *lhv1.Volume) {
 		v.Spec.Size = 70 * gi
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := updateLonghorn(ctx, &lhv1.Replica{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "vol-1-r-1"}}, func(r *lhv1.Replica) {
+		r.Spec.VolumeSize = 70 * gi
 	}); err != nil {
 		t.Fatal(err)
 	}
@@ -196,15 +203,17 @@ func TestReleases(t *testing.T) {
 		if err := testenv.CreateLonghorn(ctx, env.Client, bi); err != nil {
 			t.Fatal(err)
 		}
-		// Its size not known yet, the copy is not requested.
+		// Its real size not known yet, the copy is not requested.
 		time.Sleep(500 * time.Millisecond)
 		if ds, err := ledger(ctx, ns, d0); err != nil || len(ds.Spec.BackingImages) != 0 {
 			t.Fatalf("a copy of unknown size was requested: %v %v", err, ds.Spec.BackingImages)
 		}
-		if err := updateLonghornStatus(ctx, bi, func(bi *lhv1.BackingImage) { bi.Status.Size = 3 * gi }); err != nil {
+		// A qcow2 image of 5Gi whose file takes 3Gi: Longhorn counts a copy
+		// at its realSize.
+		if err := updateLonghornStatus(ctx, bi, func(bi *lhv1.BackingImage) { bi.Status.Size, bi.Status.RealSize = 5*gi, 3*gi }); err != nil {
 			t.Fatal(err)
 		}
-		waitLedger(t, ctx, ns, d0, "the copy adopted at 3Gi", func(ds *dsv1.DiskSchedule) bool {
+		waitLedger(t, ctx, ns, d0, "the copy adopted at its real size, 3Gi", func(ds *dsv1.DiskSchedule) bool {
 			return settled(ds) && ds.Status.BackingImages["image"].ScheduledSize == 3*gi
 		})
 		start := time.Now()
@@ -224,6 +233,62 @@ func TestReleases(t *testing.T) {
 			return settled(ds) && ds.Status.BackingImages["image"].ScheduledSize == 3*gi
 		})
 	})
+}
+
+// TestMigrationCloneOnAFullDisk: Longhorn's v1 live migration (and live
+// engine upgrade) clones a replica into the same disk and data directory.
+// On a disk the ledger holds full, the clone takes no entry of its own (one
+// data directory is counted once, though Longhorn's own storageScheduled
+// counts both); when the migration ends and the original goes, the clone
+// takes the directory's entry over in the same write, so the ledger never
+// counts the directory twice nor leaves it uncounted.
+func TestMigrationCloneOnAFullDisk(t *testing.T) {
+	ctx := t.Context()
+	ns := env.NewNamespace(t)
+	d0 := ns + "-uuid-0"
+	f := testenv.NodeFixture{Name: ns + "-node", Disks: map[string]testenv.Disk{"disk-0": {UUID: d0, Size: 100 * gi}}}
+	if err := f.CreateNode(ctx, env.Client, ns); err != nil {
+		t.Fatal(err)
+	}
+	startManager(t, ns, 30*time.Second)
+	createVolume(t, ctx, ns, "vol-1", 60*gi)
+	createVolume(t, ctx, ns, "vol-2", 40*gi)
+	original := createReplica(t, ctx, ns, "vol-1-r-5b6c7d8e", "vol-1", 60*gi, f.Name, "disk-0", d0)
+	createReplica(t, ctx, ns, "vol-2-r-1", "vol-2", 40*gi, f.Name, "disk-0", d0)
+	waitLedger(t, ctx, ns, d0, "the disk full at 100Gi", func(ds *dsv1.DiskSchedule) bool {
+		return settled(ds) && ds.Status.StorageScheduled == 100*gi
+	})
+
+	// The clone: a new name, the original's spec (duplicateReplica).
+	clone := testenv.Replica(ns, "vol-1-r-0a1b2c3d", testenv.ReplicaFixture{Volume: "vol-1", Size: 60 * gi, NodeID: f.Name,
+		DiskName: "disk-0", DiskID: d0, State: lhv1.InstanceStateRunning})
+	clone.Spec.DataDirectoryName, clone.Spec.Active = original.Spec.DataDirectoryName, false
+	if err := testenv.CreateLonghorn(ctx, env.Client, clone); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(time.Second)
+	for time.Now().Before(deadline) {
+		ds, err := ledger(ctx, ns, d0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, ok := ds.Spec.Replicas[clone.Name]; ok || ds.Status.StorageScheduled > 100*gi {
+			t.Fatalf("the clone was counted besides the original: %s", describe(ds))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+
+	// The migration ends: the original goes, the clone stays.
+	if err := deleteLonghorn(ctx, original); err != nil {
+		t.Fatal(err)
+	}
+	ds := waitLedger(t, ctx, ns, d0, "the clone counted instead of the original", func(ds *dsv1.DiskSchedule) bool {
+		_, orig := ds.Spec.Replicas[original.Name]
+		return !orig && settled(ds) && ds.Status.Replicas[clone.Name].ScheduledSize == 60*gi
+	})
+	if ds.Status.StorageScheduled != 100*gi || meta.IsStatusConditionTrue(ds.Status.Conditions, dsv1.DiskScheduleConditionOvercommitted) {
+		t.Errorf("after the migration: %s; want 100Gi, not overcommitted", describe(ds))
+	}
 }
 
 // waitEvent waits until an Event of type and reason regards the DiskSchedule.
