@@ -14,7 +14,8 @@
 // volume's growth the new size of one replica per data directory, and a
 // replica that Longhorn creates into the disk and data directory of
 // another replica of its volume (v1 live migration, live engine upgrade)
-// nothing. What the gate granted for a write that
+// nothing. A volume growth refused reaches Longhorn's CSI driver as
+// OutOfRange (expansionRefusal). What the gate granted for a write that
 // never landed is released by the mirror (rule 10).
 //
 // The handlers run on every manager replica, not only the leader; they read

@@ -101,10 +101,22 @@ func (g *Gate) volumeVerdict(ctx context.Context, req admissionRequest) verdict 
 			return g.putBack(ctx, done, undecided(growth, err))
 		}
 		if !ask.granted(ds) {
-			return g.putBack(ctx, done, deny(growth+", but "+ask.refusal(ds)))
+			return g.putBack(ctx, done, deny(expansionRefusal(r.size-r.prev, r.disk, growth, ask.refusal(ds))))
 		}
 	}
 	return allow(growth + ": granted on every disk of its replicas")
+}
+
+// expansionRefusal is the denial of a volume's growth that the ledger of
+// disk refused, more bytes short: it says so in the words Longhorn's CSI
+// driver maps to OutOfRange (csi/controller_server.go,
+// ControllerExpandVolume, matches "failed to schedule .* more bytes to
+// disk" in the error of its volume update), as it maps Longhorn's own
+// capacity refusal, so the external resizer reports the expansion as
+// infeasible instead of retrying it; then the growth and the ledger's
+// numbers.
+func expansionRefusal(more int64, disk, growth, ledgerSays string) string {
+	return fmt.Sprintf("failed to schedule %d more bytes to disk %s: %s, but %s", more, disk, growth, ledgerSays)
 }
 
 // raise writes the replica's request at size on its disk's ledger; it
