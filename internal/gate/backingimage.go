@@ -54,10 +54,10 @@ func (g *Gate) backingImageVerdict(ctx context.Context, req admissionRequest) ve
 	for _, disk := range added {
 		ds, err := g.read(ctx, disk)
 		if errors.Is(err, errNoLedger) {
-			return g.putBackImages(ctx, bi.Name, done, deny(fmt.Sprintf("backing image %s needs a copy of %s on disk %s, which has no DiskSchedule yet", bi.Name, ledger.Bytes(size), disk)))
+			return g.putBackAll(ctx, done, imageRequests, deny(fmt.Sprintf("backing image %s needs a copy of %s on disk %s, which has no DiskSchedule yet", bi.Name, ledger.Bytes(size), disk)))
 		}
 		if err != nil {
-			return g.putBackImages(ctx, bi.Name, done, failed(err))
+			return g.putBackAll(ctx, done, imageRequests, failed(err))
 		}
 		if d, _ := ledger.BackingImageDecision(ds, bi.Name, size); d == ledger.Granted {
 			continue
@@ -65,7 +65,7 @@ func (g *Gate) backingImageVerdict(ctx context.Context, req admissionRequest) ve
 		prev := int64(ds.Spec.BackingImages[bi.Name])
 		gen, err := g.request(ctx, disk, func(ds *dsv1.DiskSchedule) bool { return setRequest(&ds.Spec.BackingImages, bi.Name, size) })
 		if err != nil {
-			return g.putBackImages(ctx, bi.Name, done, failed(err))
+			return g.putBackAll(ctx, done, imageRequests, failed(err))
 		}
 		done = append(done, raised{disk: disk, name: bi.Name, size: size, prev: prev, gen: gen})
 	}
@@ -76,26 +76,11 @@ func (g *Gate) backingImageVerdict(ctx context.Context, req admissionRequest) ve
 		})
 		what := fmt.Sprintf("backing image %s needs a copy of %s on disk %s", bi.Name, ledger.Bytes(size), r.disk)
 		if err != nil {
-			return g.putBackImages(ctx, bi.Name, done, undecided(what, err))
+			return g.putBackAll(ctx, done, imageRequests, undecided(what, err))
 		}
 		if d, msg := ledger.BackingImageDecision(ds, bi.Name, size); d != ledger.Granted {
-			return g.putBackImages(ctx, bi.Name, done, deny(fmt.Sprintf("backing image %s needs a copy of %s on %s: %s", bi.Name, ledger.Bytes(size), where(ds), msg)))
+			return g.putBackAll(ctx, done, imageRequests, deny(fmt.Sprintf("backing image %s needs a copy of %s on %s: %s", bi.Name, ledger.Bytes(size), where(ds), msg)))
 		}
 	}
 	return allow(fmt.Sprintf("copies of %s granted on %d disks", ledger.Bytes(size), len(added)))
-}
-
-// putBackImages returns every copy request raised to what it was before,
-// then answers v.
-func (g *Gate) putBackImages(ctx context.Context, image string, done []raised, v verdict) verdict {
-	ctx, cancel := cleanupContext(ctx)
-	defer cancel()
-	for _, r := range done {
-		if _, err := g.write(ctx, r.disk, func(ds *dsv1.DiskSchedule) bool {
-			return restoreRequest(ds.Spec.BackingImages, image, r.size, r.prev)
-		}); err != nil {
-			g.log.Error(err, "putting back a refused backing-image copy", "disk", r.disk, "backingImage", image)
-		}
-	}
-	return v
 }

@@ -132,7 +132,7 @@ func (g *Gate) askReplica(ctx context.Context, disk string, ask replicaAsk, dryR
 	// A request the ledger rejected earlier at this very size stays
 	// rejected; withdraw it so it is decided afresh.
 	if d, _ := ledger.ReplicaDecision(ds, ask.replica, ask.size); d == ledger.Rejected {
-		if _, err := g.write(ctx, disk, ask.withdraw); err != nil {
+		if err := g.putBack(ctx, disk, ask.withdraw); err != nil {
 			return failed(err)
 		}
 	}
@@ -155,8 +155,8 @@ func (g *Gate) askReplica(ctx context.Context, disk string, ask replicaAsk, dryR
 	// Leave nothing behind: a retry, here or on another disk, starts afresh.
 	cleanup, cancel := cleanupContext(ctx)
 	defer cancel()
-	if _, err := g.write(cleanup, disk, ask.withdraw); err != nil {
-		g.log.Error(err, "withdrawing a rejected request", "disk", disk, "replica", ask.replica)
+	if err := g.putBack(cleanup, disk, ask.withdraw); err != nil {
+		g.log.Error(err, "Withdrawing a rejected request", "disk", disk, "replica", ask.replica)
 	}
 	return deny(msg)
 }

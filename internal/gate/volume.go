@@ -92,16 +92,16 @@ func (g *Gate) volumeVerdict(ctx context.Context, req admissionRequest) verdict 
 		}
 	}
 	if refusal != "" {
-		return g.putBack(ctx, done, deny(growth+", but "+refusal))
+		return g.putBackAll(ctx, done, replicaRequests, deny(growth+", but "+refusal))
 	}
 	for _, r := range done {
 		ask := replicaAsk{replica: r.name, size: r.size}
 		ds, err := g.await(ctx, r.disk, r.gen, ask.decided)
 		if err != nil {
-			return g.putBack(ctx, done, undecided(growth, err))
+			return g.putBackAll(ctx, done, replicaRequests, undecided(growth, err))
 		}
 		if !ask.granted(ds) {
-			return g.putBack(ctx, done, deny(expansionRefusal(r.size-r.prev, r.disk, growth, ask.refusal(ds))))
+			return g.putBackAll(ctx, done, replicaRequests, deny(expansionRefusal(r.size-r.prev, r.disk, growth, ask.refusal(ds))))
 		}
 	}
 	return allow(growth + ": granted on every disk of its replicas")
@@ -142,17 +142,25 @@ func (g *Gate) raise(ctx context.Context, rep *lhv1.Replica, size int64) (*raise
 	return &raised{disk: rep.Spec.DiskID, name: rep.Name, size: size, prev: prev, gen: gen}, "", nil
 }
 
-// putBack returns every raised request to what it was before, then
-// answers v.
-func (g *Gate) putBack(ctx context.Context, done []raised, v verdict) verdict {
+// putBackAll returns every request raised in done to what it was before
+// (restoreRequest on the map requests picks from a ledger's spec), then
+// answers v. It outlives the admission's deadline by a bounded time.
+func (g *Gate) putBackAll(ctx context.Context, done []raised, requests func(*dsv1.DiskSchedule) map[string]dsv1.RequestedBytes, v verdict) verdict {
 	ctx, cancel := cleanupContext(ctx)
 	defer cancel()
 	for _, r := range done {
-		if _, err := g.write(ctx, r.disk, func(ds *dsv1.DiskSchedule) bool {
-			return restoreRequest(ds.Spec.Replicas, r.name, r.size, r.prev)
+		if err := g.putBack(ctx, r.disk, func(ds *dsv1.DiskSchedule) bool {
+			return restoreRequest(requests(ds), r.name, r.size, r.prev)
 		}); err != nil {
-			g.log.Error(err, "putting back a refused growth", "disk", r.disk, "replica", r.name)
+			g.log.Error(err, "Putting back a refused request", "disk", r.disk, "name", r.name)
 		}
 	}
 	return v
+}
+
+// replicaRequests and imageRequests pick a ledger's replica and
+// backing-image requests.
+func replicaRequests(ds *dsv1.DiskSchedule) map[string]dsv1.RequestedBytes { return ds.Spec.Replicas }
+func imageRequests(ds *dsv1.DiskSchedule) map[string]dsv1.RequestedBytes {
+	return ds.Spec.BackingImages
 }
