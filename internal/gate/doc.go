@@ -15,10 +15,17 @@
 // replica that Longhorn creates into the disk and data directory of
 // another replica of its volume (v1 live migration, live engine upgrade)
 // nothing. A volume growth refused reaches Longhorn's CSI driver as
-// OutOfRange (expansionRefusal). What the gate granted for a write that
-// never landed is released by the mirror (rule 10).
+// OutOfRange (expansionRefusal). A placement's request records the
+// Replica's resourceVersion its write is admitted at
+// (spec.replicaVersions): what the gate granted for a write that lost is
+// released by the mirror as soon as its cache shows the Replica moved past
+// that version, or placed on another disk (rule 10). Withdrawals and
+// put-backs retry every conflict (ledgerclient.PutBack), so a busy ledger
+// does not make them fail.
 //
 // The handlers run on every manager replica, not only the leader; they read
-// through the manager's cache and write DiskSchedule specs only, with an
-// optimistic lock. They never write a Longhorn object.
+// through the manager's cache and write DiskSchedule specs only: a request
+// as a merge patch of its own keys, a handoff, a version moved and a
+// put-back with an optimistic lock, since they depend on the latest
+// version. They never write a Longhorn object.
 package gate

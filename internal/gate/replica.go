@@ -21,6 +21,12 @@ type replicaAsk struct {
 	replica string
 	volume  string
 	size    int64
+	// version is, for a write that places the replica on the disk (its
+	// spec.diskID was another or none), the replica's resourceVersion the
+	// write is admitted at; "" otherwise. It is recorded with the request
+	// (spec.replicaVersions), so the mirror releases the grant at once when
+	// the write loses (rule 10).
+	version string
 }
 
 // replicaVerdict decides a Replica write: a replica whose spec.diskID
@@ -82,7 +88,11 @@ func replicaNeed(old, rep *lhv1.Replica, siblings []lhv1.Replica, ds *dsv1.DiskS
 		return nil, fmt.Sprintf("replica %s shares disk %s and data directory %s with replica %s of volume %s: it takes no new space",
 			rep.Name, disk, rep.Spec.DataDirectoryName, counted, rep.Spec.VolumeName)
 	}
-	return &replicaAsk{replica: rep.Name, volume: rep.Spec.VolumeName, size: rep.Spec.VolumeSize}, ""
+	ask := &replicaAsk{replica: rep.Name, volume: rep.Spec.VolumeName, size: rep.Spec.VolumeSize}
+	if old != nil && old.Spec.DiskID != disk {
+		ask.version = old.ResourceVersion
+	}
+	return ask, ""
 }
 
 // countedWith returns the replica whose ledger entry counts rep's data
@@ -124,7 +134,22 @@ func (g *Gate) askReplica(ctx context.Context, disk string, ask replicaAsk, dryR
 		return failed(err)
 	}
 	if ask.granted(ds) {
-		return allow(fmt.Sprintf("%s already granted on %s", ledger.Bytes(ask.size), where(ds)))
+		if dryRun || ask.version == "" || ds.Spec.ReplicaVersions[ask.replica] == ask.version {
+			return allow(fmt.Sprintf("%s already granted on %s", ledger.Bytes(ask.size), where(ds)))
+		}
+		// A retry of a placement whose earlier write lost: record the
+		// version this write is admitted at, with the lock, while the grant
+		// is still there (the mirror may be releasing it).
+		held := false
+		if _, err := g.write(ctx, disk, func(ds *dsv1.DiskSchedule) bool {
+			held = ask.granted(ds)
+			return held && ask.recordVersion(ds)
+		}); err != nil {
+			return failed(err)
+		}
+		if held {
+			return allow(fmt.Sprintf("%s already granted on %s", ledger.Bytes(ask.size), where(ds)))
+		}
 	}
 	if dryRun {
 		return allowWithWarning("dry run: the ledger was not asked", fmt.Sprintf("dry run: %s on %s was not requested from the ledger", ledger.Bytes(ask.size), where(ds)))
@@ -161,16 +186,31 @@ func (g *Gate) askReplica(ctx context.Context, disk string, ask replicaAsk, dryR
 	return deny(msg)
 }
 
-// request writes the replica's request, and names the volume's
-// reservation on this disk for the handoff (rule 5).
+// request writes the replica's request with the version its write is
+// admitted at, and names the volume's reservation on this disk for the
+// handoff (rule 5).
 func (a replicaAsk) request(ds *dsv1.DiskSchedule) bool {
 	changed := setRequest(&ds.Spec.Replicas, a.replica, a.size)
+	changed = a.recordVersion(ds) || changed
 	if res, ok := ds.Spec.Reservations[a.volume]; ok && res.Replica == "" && a.volume != "" {
 		res.Replica = a.replica
 		ds.Spec.Reservations[a.volume] = res
 		changed = true
 	}
 	return changed
+}
+
+// recordVersion records the version a placement is admitted at; it
+// reports a change.
+func (a replicaAsk) recordVersion(ds *dsv1.DiskSchedule) bool {
+	if a.version == "" || ds.Spec.ReplicaVersions[a.replica] == a.version {
+		return false
+	}
+	if ds.Spec.ReplicaVersions == nil {
+		ds.Spec.ReplicaVersions = map[string]string{}
+	}
+	ds.Spec.ReplicaVersions[a.replica] = a.version
+	return true
 }
 
 // handsOff reports whether request names a reservation on ds for the
@@ -187,7 +227,13 @@ func (a replicaAsk) withdraw(ds *dsv1.DiskSchedule) bool {
 	if d, _ := ledger.ReplicaDecision(ds, a.replica, a.size); d != ledger.Rejected {
 		return false
 	}
-	return restoreRequest(ds.Spec.Replicas, a.replica, a.size, ds.Status.Replicas[a.replica].ScheduledSize)
+	if !restoreRequest(ds.Spec.Replicas, a.replica, a.size, ds.Status.Replicas[a.replica].ScheduledSize) {
+		return false
+	}
+	if _, requested := ds.Spec.Replicas[a.replica]; !requested {
+		delete(ds.Spec.ReplicaVersions, a.replica)
+	}
+	return true
 }
 
 // decided reports whether the ask has an answer.

@@ -28,6 +28,7 @@ func TestReplicaNeed(t *testing.T) {
 			State: lhv1.InstanceStateRunning})
 	}
 	withImage := func(r *lhv1.Replica) *lhv1.Replica { r.Spec.BackingImage = "default-image-x7k2p"; return r }
+	withVersion := func(r *lhv1.Replica, rv string) *lhv1.Replica { v := r.DeepCopy(); v.ResourceVersion = rv; return v }
 	// clone is what Longhorn's volume controller creates for a v1 live
 	// migration or a live engine upgrade (duplicateReplica): a new name,
 	// the same spec, disk and data directory.
@@ -61,6 +62,12 @@ func TestReplicaNeed(t *testing.T) {
 		{name: "a replica placed on a disk asks its volumeSize",
 			old: unscheduled("pvc-c-r-1", "pvc-c", 10*gi), rep: placed("pvc-c-r-1", "pvc-c", 10*gi, disk),
 			want: &replicaAsk{replica: "pvc-c-r-1", volume: "pvc-c", size: 10 * gi}},
+		{name: "a placement records the resourceVersion its write is admitted at",
+			old: withVersion(unscheduled("pvc-c-r-1", "pvc-c", 10*gi), "4711"), rep: withVersion(placed("pvc-c-r-1", "pvc-c", 10*gi, disk), "4711"),
+			want: &replicaAsk{replica: "pvc-c-r-1", volume: "pvc-c", size: 10 * gi, version: "4711"}},
+		{name: "a growth records none: the replica is on the disk already",
+			old: withVersion(original, "4711"), rep: withVersion(grown(original, 80*gi), "4711"), siblings: []*lhv1.Replica{original}, ds: full,
+			want: &replicaAsk{replica: original.Name, volume: "pvc-a", size: 80 * gi}},
 		{name: "a replica with a backing image asks its volumeSize alone",
 			old: withImage(unscheduled("pvc-c-r-1", "pvc-c", 10*gi)), rep: withImage(placed("pvc-c-r-1", "pvc-c", 10*gi, disk)),
 			want: &replicaAsk{replica: "pvc-c-r-1", volume: "pvc-c", size: 10 * gi}},

@@ -18,11 +18,15 @@
 //   - raises an entry below its persisted size;
 //   - releases (rule 10) an entry nothing backs any more: at once when the
 //     mirror saw it backed and then saw its object deleted or moved to
-//     another disk, and otherwise once it has stayed unbacked for the grace
-//     period. The gate writes a request before Longhorn's write lands, so an
-//     entry not backed yet is given the grace period to be; likewise an
-//     entry above its persisted size (a growth not landed) is lowered after
-//     the grace period.
+//     another disk, when its Replica is persisted on another disk (Longhorn
+//     does not move a placed replica), when the write the gate admitted for
+//     it lost (the Replica's resourceVersion moved past the one in
+//     spec.replicaVersions without this disk), and when it is a clone's
+//     besides the entry that counts its data directory; otherwise once it
+//     has stayed unbacked for the grace period. The gate writes a request
+//     before Longhorn's write lands, so an entry not backed yet is given the
+//     grace period to be; likewise an entry above its persisted size (a
+//     growth not landed) is lowered after the grace period.
 //
 // "Seen backed" and "first seen unbacked" are kept in memory; after a
 // restart every unbacked entry gets the full grace period. Each change is

@@ -39,11 +39,20 @@ func TestPersistedOn(t *testing.T) {
 		return ds
 	}
 	original := placed("pvc-a-r-5b6c7d8e", "pvc-a", 20*gi)
+	placedOn := func(name, volume, uuid string) *lhv1.Replica {
+		return testenv.Replica(ns, name, testenv.ReplicaFixture{Volume: volume, Size: 10 * gi, NodeID: "node-1", DiskName: "disk-1", DiskID: uuid})
+	}
+	version := func(r *lhv1.Replica, rv string) *lhv1.Replica { r.ResourceVersion = rv; return r }
+	withVersions := func(ds *dsv1.DiskSchedule, v map[string]string) *dsv1.DiskSchedule {
+		ds.Spec.ReplicaVersions = v
+		return ds
+	}
 	for _, tc := range []struct {
 		name     string
 		ds       *dsv1.DiskSchedule
 		replicas []lhv1.Replica
 		images   []lhv1.BackingImage
+		others   map[string]*lhv1.Replica
 		want     Persisted
 	}{
 		{name: "a replica of a volume whose expansion is pending counts at its own volumeSize",
@@ -69,9 +78,35 @@ func TestPersistedOn(t *testing.T) {
 		{name: "the original gone, the clone counts",
 			ds: ledgerWith(original.Name), replicas: []lhv1.Replica{clone(original, "pvc-a-r-0a1b2c3d")},
 			want: Persisted{Replicas: map[string]int64{"pvc-a-r-0a1b2c3d": 20 * gi}, BackingImages: map[string]int64{}}},
+		{name: "a grant whose replica Longhorn persisted on another disk is lost",
+			ds:     withVersions(ledgerWith("pvc-b-r-1"), map[string]string{"pvc-b-r-1": "100"}),
+			others: map[string]*lhv1.Replica{"pvc-b-r-1": version(placedOn("pvc-b-r-1", "pvc-b", "uuid-1"), "101")},
+			want: Persisted{Replicas: map[string]int64{}, BackingImages: map[string]int64{},
+				Lost: map[string]string{"pvc-b-r-1": "persisted on disk uuid-1"}}},
+		{name: "a grant whose admitted write lost is lost: the replica moved past the version without this disk",
+			ds:     withVersions(ledgerWith("pvc-b-r-1"), map[string]string{"pvc-b-r-1": "100"}),
+			others: map[string]*lhv1.Replica{"pvc-b-r-1": version(placedOn("pvc-b-r-1", "pvc-b", ""), "120")},
+			want: Persisted{Replicas: map[string]int64{}, BackingImages: map[string]int64{},
+				Lost: map[string]string{"pvc-b-r-1": "the write placing it here lost: the replica moved from resourceVersion 100 to 120 without this disk"}}},
+		{name: "a write in flight: the replica is still at the admitted version",
+			ds:     withVersions(ledgerWith("pvc-b-r-1"), map[string]string{"pvc-b-r-1": "100"}),
+			others: map[string]*lhv1.Replica{"pvc-b-r-1": version(placedOn("pvc-b-r-1", "pvc-b", ""), "100")},
+			want:   Persisted{Replicas: map[string]int64{}, BackingImages: map[string]int64{}}},
+		{name: "a cache behind the admission says nothing",
+			ds:     withVersions(ledgerWith("pvc-b-r-1"), map[string]string{"pvc-b-r-1": "100"}),
+			others: map[string]*lhv1.Replica{"pvc-b-r-1": version(placedOn("pvc-b-r-1", "pvc-b", ""), "99")},
+			want:   Persisted{Replicas: map[string]int64{}, BackingImages: map[string]int64{}}},
+		{name: "without a recorded version the grant waits for the grace period",
+			ds:     ledgerWith("pvc-b-r-1"),
+			others: map[string]*lhv1.Replica{"pvc-b-r-1": version(placedOn("pvc-b-r-1", "pvc-b", ""), "120")},
+			want:   Persisted{Replicas: map[string]int64{}, BackingImages: map[string]int64{}}},
+		{name: "versions that are not integers are not compared",
+			ds:     withVersions(ledgerWith("pvc-b-r-1"), map[string]string{"pvc-b-r-1": "a"}),
+			others: map[string]*lhv1.Replica{"pvc-b-r-1": version(placedOn("pvc-b-r-1", "pvc-b", ""), "b")},
+			want:   Persisted{Replicas: map[string]int64{}, BackingImages: map[string]int64{}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got := persistedOn(tc.ds, tc.replicas, tc.images)
+			got := persistedOn(tc.ds, tc.replicas, tc.images, tc.others)
 			if tc.want.Lost == nil {
 				// Shared replicas without an entry are named lost too;
 				// only an entry of theirs is released.

@@ -116,6 +116,15 @@ func Plan(spec dsv1.DiskScheduleSpec, persisted Persisted, mem *Memory, now time
 	next = *spec.DeepCopy()
 	next.Replicas = p.entries(kindReplica, spec.Replicas, persisted.Replicas, persisted.Lost)
 	next.BackingImages = p.entries(kindBackingImage, spec.BackingImages, persisted.BackingImages, nil)
+	// A replica's admitted version goes with its request.
+	for name := range next.ReplicaVersions {
+		if _, ok := next.Replicas[name]; !ok {
+			delete(next.ReplicaVersions, name)
+		}
+	}
+	if len(next.ReplicaVersions) == 0 {
+		next.ReplicaVersions = nil
+	}
 	return next, p.changes, p.recheck
 }
 

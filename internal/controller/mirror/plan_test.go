@@ -134,12 +134,16 @@ func TestPlanLowersGrowthThatDidNotLand(t *testing.T) {
 // lost) is released at once, saying why.
 func TestPlanReleasesLostAtOnce(t *testing.T) {
 	mem := &Memory{}
-	spec := dsv1.DiskScheduleSpec{Replicas: map[string]rb{"r-counted": rb(gi), "r-lost": rb(gi)}}
+	spec := dsv1.DiskScheduleSpec{Replicas: map[string]rb{"r-counted": rb(gi), "r-lost": rb(gi)},
+		ReplicaVersions: map[string]string{"r-counted": "7", "r-lost": "9"}}
 	persisted := Persisted{Replicas: map[string]int64{"r-counted": gi}, Lost: map[string]string{"r-lost": "persisted on disk uuid-1"}}
 	next, changes, recheck := Plan(spec, persisted, mem, t0, grace)
 	want := []Change{{Action: Released, Kind: kindReplica, Name: "r-lost", From: gi, Why: "persisted on disk uuid-1"}}
 	if !reflect.DeepEqual(changes, want) || len(next.Replicas) != 1 || recheck != 0 {
 		t.Errorf("a lost entry: %+v, %+v, recheck %v; want released at once", next.Replicas, changes, recheck)
+	}
+	if !reflect.DeepEqual(next.ReplicaVersions, map[string]string{"r-counted": "7"}) {
+		t.Errorf("versions %v, want the released entry's gone with it", next.ReplicaVersions)
 	}
 	if s := changes[0].String(); s != "replica r-lost (1073741824 bytes: persisted on disk uuid-1)" {
 		t.Errorf("change described as %q", s)
