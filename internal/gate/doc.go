@@ -7,8 +7,14 @@
 // disk's DiskSchedule spec, waits for the DiskSchedule controller's decision
 // from the informer, and admits the write only when the ledger granted it;
 // otherwise it denies the write with the ledger's own message in numbers.
-// It asks what Longhorn's own accounting counts, so that a denial is a lost
-// race that Longhorn's next view of the disk resolves: a replica its own
+//
+// A denial costs Longhorn more than the write: longhorn-manager v1.12 writes
+// nothing else of a volume (engines, status) in a sync where one of its
+// replica Updates failed, and retries on the same view of the disks, so the
+// volume waits until that view changes. The gate therefore asks what
+// Longhorn's own accounting counts, so that a denial is a lost race that
+// Longhorn's next view of the disk resolves (docs/accounting-differences.md
+// lists where the two may still differ, and for how long): a replica its own
 // volumeSize (a backing image's copy is asked for on its own, at the
 // image's status.realSize, when Longhorn adds the disk to the image), a
 // volume's growth the new size of one replica per data directory, and a
