@@ -140,16 +140,18 @@ func (g *Gate) askReplica(ctx context.Context, disk string, ask replicaAsk, dryR
 		// A retry of a placement whose earlier write lost: record the
 		// version this write is admitted at, with the lock, while the grant
 		// is still there (the mirror may be releasing it).
-		held := false
-		if _, err := g.write(ctx, disk, func(ds *dsv1.DiskSchedule) bool {
-			held = ask.granted(ds)
-			return held && ask.recordVersion(ds)
+		held, latest := false, ds
+		if _, err := g.write(ctx, disk, func(cur *dsv1.DiskSchedule) bool {
+			held, latest = ask.granted(cur), cur.DeepCopy()
+			return held && ask.recordVersion(cur)
 		}); err != nil {
 			return failed(err)
 		}
 		if held {
 			return allow(fmt.Sprintf("%s already granted on %s", ledger.Bytes(ask.size), where(ds)))
 		}
+		// Released meanwhile: ask afresh, from the version that says so.
+		ds = latest
 	}
 	if dryRun {
 		return allowWithWarning("dry run: the ledger was not asked", fmt.Sprintf("dry run: %s on %s was not requested from the ledger", ledger.Bytes(ask.size), where(ds)))
