@@ -22,29 +22,16 @@ func (g *Gate) backingImageVerdict(ctx context.Context, req admissionRequest) ve
 	if err := req.decode(req.Object.Raw, bi); err != nil {
 		return malformed(err)
 	}
-	had := map[string]bool{}
+	var old *lhv1.BackingImage
 	if req.isUpdate() {
-		old := &lhv1.BackingImage{}
+		old = &lhv1.BackingImage{}
 		if err := req.decode(req.OldObject.Raw, old); err != nil {
 			return malformed(err)
 		}
-		for disk := range old.Spec.DiskFileSpecMap {
-			had[disk] = true
-		}
 	}
-	var added []string
-	for disk := range bi.Spec.DiskFileSpecMap {
-		if !had[disk] && disk != "" {
-			added = append(added, disk)
-		}
-	}
-	sort.Strings(added)
-	if len(added) == 0 {
-		return allow("the backing image gains no disk")
-	}
-	size := bi.Status.RealSize
-	if size <= 0 {
-		return allow("the backing image's real size is not known yet; its copies are adopted once it is")
+	added, size, reason := copyNeed(old, bi)
+	if reason != "" {
+		return allow(reason)
 	}
 	if req.dryRun() {
 		return allowWithWarning("dry run", fmt.Sprintf("dry run: copies of backing image %s were not requested from the ledgers", bi.Name))
@@ -83,4 +70,31 @@ func (g *Gate) backingImageVerdict(ctx context.Context, req admissionRequest) ve
 		}
 	}
 	return allow(fmt.Sprintf("copies of %s granted on %d disks", ledger.Bytes(size), len(added)))
+}
+
+// copyNeed returns the disks the write of bi (old is its previous version,
+// nil for a create) adds to its spec.diskFileSpecMap, by name, and the
+// bytes a copy takes on each: status.realSize, what Longhorn's node
+// controller adds to a disk's storageScheduled (a qcow2 image's file may be
+// smaller than its size). It returns why the write asks nothing instead
+// when it adds no disk, or when the real size is not known yet: the mirror
+// adopts those copies once it is.
+func copyNeed(old, bi *lhv1.BackingImage) (added []string, size int64, reason string) {
+	var had map[string]*lhv1.BackingImageDiskFileSpec
+	if old != nil {
+		had = old.Spec.DiskFileSpecMap
+	}
+	for disk := range bi.Spec.DiskFileSpecMap {
+		if _, ok := had[disk]; !ok && disk != "" {
+			added = append(added, disk)
+		}
+	}
+	sort.Strings(added)
+	switch {
+	case len(added) == 0:
+		return nil, 0, "the backing image gains no disk"
+	case bi.Status.RealSize <= 0:
+		return nil, 0, "the backing image's real size is not known yet; its copies are adopted once it is"
+	}
+	return added, bi.Status.RealSize, ""
 }
