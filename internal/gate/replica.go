@@ -254,7 +254,7 @@ func (a replicaAsk) granted(ds *dsv1.DiskSchedule) bool {
 func (a replicaAsk) refusal(ds *dsv1.DiskSchedule) string {
 	d, msg := ledger.ReplicaDecision(ds, a.replica, a.size)
 	if d == ledger.Missing {
-		msg = "the request was withdrawn before it was decided"
+		msg = "the request left the ledger before it was decided (withdrawn, or released because the replica moved on and no write can back it)"
 	}
 	return fmt.Sprintf("replica %s needs %s on %s: %s", a.replica, ledger.Bytes(a.size), where(ds), msg)
 }
