@@ -127,6 +127,16 @@ type DiskScheduleSpec struct {
 	// +optional
 	// +kubebuilder:validation:MaxProperties=1024
 	Reservations map[string]DiskScheduleReservation `json:"reservations,omitempty"`
+	// replicaVersions maps a replica request to the resourceVersion of the
+	// Replica that the write placing it on this disk was admitted at: the
+	// gate writes it with the request, and moves it when it admits a retry
+	// of that write. Once the Replica's resourceVersion has moved past it
+	// without this disk, that write lost, and the mirror releases the
+	// request at once instead of after the grace period. Removed with the
+	// request.
+	// +optional
+	// +kubebuilder:validation:MaxProperties=1024
+	ReplicaVersions map[string]string `json:"replicaVersions,omitempty"`
 }
 
 // RequestStatus is the ledger's decision on one replica or backing-image request.

@@ -35,7 +35,7 @@ const (
 )
 
 // +kubebuilder:rbac:groups=longhorn.io,resources=diskschedules,verbs=get;list;watch;patch
-// +kubebuilder:rbac:groups=longhorn.io,resources=replicas;volumes;backingimages,verbs=get;list;watch
+// +kubebuilder:rbac:groups=longhorn.io,resources=replicas,verbs=get;list;watch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 // +kubebuilder:rbac:groups=admissionregistration.k8s.io,resources=validatingwebhookconfigurations,verbs=get;list;watch;update
 // +kubebuilder:rbac:groups="",namespace=longhorn-system,resources=secrets,verbs=get;list;watch;update

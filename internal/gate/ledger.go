@@ -35,11 +35,28 @@ func (g *Gate) read(ctx context.Context, disk string) (*dsv1.DiskSchedule, error
 // the generation returned is the one the write produced: its decision is
 // final once status.observedGeneration reaches it.
 func (g *Gate) write(ctx context.Context, disk string, edit func(*dsv1.DiskSchedule) bool) (int64, error) {
+	return g.edit(ctx, disk, edit, ledgerclient.Edit)
+}
+
+// putBack is write for taking back what the ledger refused (a withdrawal, a
+// refused growth put back): it keeps the lock, since it must see whether
+// the latest version still holds what it wrote, and retries every conflict
+// until ctx ends (ledgerclient.PutBack), so it does not fail on a busy
+// ledger.
+func (g *Gate) putBack(ctx context.Context, disk string, edit func(*dsv1.DiskSchedule) bool) error {
+	_, err := g.edit(ctx, disk, edit, ledgerclient.PutBack)
+	return err
+}
+
+// edit reads the named DiskSchedule from the cache and writes edit with
+// writer.
+func (g *Gate) edit(ctx context.Context, disk string, edit func(*dsv1.DiskSchedule) bool,
+	writer func(context.Context, client.Writer, client.Reader, *dsv1.DiskSchedule, func(*dsv1.DiskSchedule) bool, func()) (*dsv1.DiskSchedule, error)) (int64, error) {
 	ds, err := g.read(ctx, disk)
 	if err != nil {
 		return 0, err
 	}
-	written, err := ledgerclient.Edit(ctx, g.client, g.apiReader, ds, edit, g.metrics.LedgerConflicts.Inc)
+	written, err := writer(ctx, g.client, g.apiReader, ds, edit, g.metrics.LedgerConflicts.Inc)
 	if apierrors.IsNotFound(err) {
 		return 0, errNoLedger
 	}
@@ -56,18 +73,10 @@ func (g *Gate) write(ctx context.Context, disk string, edit func(*dsv1.DiskSched
 // reservation and a put-back keep write's lock: they depend on what the
 // latest version holds.
 func (g *Gate) request(ctx context.Context, disk string, edit func(*dsv1.DiskSchedule) bool) (int64, error) {
-	ds, err := g.read(ctx, disk)
-	if err != nil {
-		return 0, err
-	}
-	written, err := ledgerclient.Merge(ctx, g.client, ds, edit)
-	if apierrors.IsNotFound(err) {
-		return 0, errNoLedger
-	}
-	if err != nil || written == nil {
-		return 0, err
-	}
-	return written.Generation, nil
+	return g.edit(ctx, disk, edit, func(ctx context.Context, c client.Writer, _ client.Reader, cur *dsv1.DiskSchedule,
+		change func(*dsv1.DiskSchedule) bool, _ func()) (*dsv1.DiskSchedule, error) {
+		return ledgerclient.Merge(ctx, c, cur, change)
+	})
 }
 
 // await waits until the named DiskSchedule's controller has decided

@@ -50,11 +50,32 @@ func (g *Gate) volumeVerdict(ctx context.Context, req admissionRequest) verdict 
 		return allowWithWarning("dry run", "dry run: "+growth+" was not requested from the ledgers")
 	}
 
+	// One data directory is counted once: a clone sharing it (a live
+	// migration, a live engine upgrade) grows with the replica counted.
+	ledgers := map[string]*dsv1.DiskSchedule{}
+	for i := range replicas.Items {
+		if disk := replicas.Items[i].Spec.DiskID; disk != "" && ledgers[disk] == nil {
+			ds, err := g.read(ctx, disk)
+			if err != nil && !errors.Is(err, errNoLedger) {
+				return failed(err)
+			}
+			ledgers[disk] = ds
+		}
+	}
+	shared := ledger.SharedData(replicas.Items, func(r *lhv1.Replica) bool {
+		ds := ledgers[r.Spec.DiskID]
+		if ds == nil {
+			return false
+		}
+		_, ok := ds.Spec.Replicas[r.Name]
+		return ok
+	})
+
 	var done []raised
 	refusal := ""
 	for i := range replicas.Items {
 		rep := &replicas.Items[i]
-		if rep.Spec.DiskID == "" {
+		if rep.Spec.DiskID == "" || shared[rep.Name] != "" {
 			continue
 		}
 		r, msg, err := g.raise(ctx, rep, vol.Spec.Size)
@@ -70,23 +91,32 @@ func (g *Gate) volumeVerdict(ctx context.Context, req admissionRequest) verdict 
 			done = append(done, *r)
 		}
 	}
-	if refusal == "" {
-		for _, r := range done {
-			ask := replicaAsk{replica: r.name, size: r.size}
-			ds, err := g.await(ctx, r.disk, r.gen, ask.decided)
-			if err != nil {
-				return g.putBack(ctx, done, undecided(growth, err))
-			}
-			if !ask.granted(ds) {
-				refusal = ask.refusal(ds)
-				break
-			}
+	if refusal != "" {
+		return g.putBackAll(ctx, done, replicaRequests, deny(growth+", but "+refusal))
+	}
+	for _, r := range done {
+		ask := replicaAsk{replica: r.name, size: r.size}
+		ds, err := g.await(ctx, r.disk, r.gen, ask.decided)
+		if err != nil {
+			return g.putBackAll(ctx, done, replicaRequests, undecided(growth, err))
+		}
+		if !ask.granted(ds) {
+			return g.putBackAll(ctx, done, replicaRequests, deny(expansionRefusal(r.size-r.prev, r.disk, growth, ask.refusal(ds))))
 		}
 	}
-	if refusal != "" {
-		return g.putBack(ctx, done, deny(growth+", but "+refusal))
-	}
 	return allow(growth + ": granted on every disk of its replicas")
+}
+
+// expansionRefusal is the denial of a volume's growth that the ledger of
+// disk refused, more bytes short: it says so in the words Longhorn's CSI
+// driver maps to OutOfRange (csi/controller_server.go,
+// ControllerExpandVolume, matches "failed to schedule .* more bytes to
+// disk" in the error of its volume update), as it maps Longhorn's own
+// capacity refusal, so the external resizer reports the expansion as
+// infeasible instead of retrying it; then the growth and the ledger's
+// numbers.
+func expansionRefusal(more int64, disk, growth, ledgerSays string) string {
+	return fmt.Sprintf("failed to schedule %d more bytes to disk %s: %s, but %s", more, disk, growth, ledgerSays)
 }
 
 // raise writes the replica's request at size on its disk's ledger; it
@@ -112,17 +142,25 @@ func (g *Gate) raise(ctx context.Context, rep *lhv1.Replica, size int64) (*raise
 	return &raised{disk: rep.Spec.DiskID, name: rep.Name, size: size, prev: prev, gen: gen}, "", nil
 }
 
-// putBack returns every raised request to what it was before, then
-// answers v.
-func (g *Gate) putBack(ctx context.Context, done []raised, v verdict) verdict {
+// putBackAll returns every request raised in done to what it was before
+// (restoreRequest on the map requests picks from a ledger's spec), then
+// answers v. It outlives the admission's deadline by a bounded time.
+func (g *Gate) putBackAll(ctx context.Context, done []raised, requests func(*dsv1.DiskSchedule) map[string]dsv1.RequestedBytes, v verdict) verdict {
 	ctx, cancel := cleanupContext(ctx)
 	defer cancel()
 	for _, r := range done {
-		if _, err := g.write(ctx, r.disk, func(ds *dsv1.DiskSchedule) bool {
-			return restoreRequest(ds.Spec.Replicas, r.name, r.size, r.prev)
+		if err := g.putBack(ctx, r.disk, func(ds *dsv1.DiskSchedule) bool {
+			return restoreRequest(requests(ds), r.name, r.size, r.prev)
 		}); err != nil {
-			g.log.Error(err, "putting back a refused growth", "disk", r.disk, "replica", r.name)
+			g.log.Error(err, "Putting back a refused request", "disk", r.disk, "name", r.name)
 		}
 	}
 	return v
+}
+
+// replicaRequests and imageRequests pick a ledger's replica and
+// backing-image requests.
+func replicaRequests(ds *dsv1.DiskSchedule) map[string]dsv1.RequestedBytes { return ds.Spec.Replicas }
+func imageRequests(ds *dsv1.DiskSchedule) map[string]dsv1.RequestedBytes {
+	return ds.Spec.BackingImages
 }

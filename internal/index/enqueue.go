@@ -31,14 +31,15 @@ func ReplicaDisks(obj client.Object) ([]string, string) {
 }
 
 // BackingImageDisks is the DiskKeys of a Longhorn BackingImage: the disks
-// of its spec.diskFileSpecMap, and those and its status.size as fingerprint.
+// of its spec.diskFileSpecMap, and those and its status.realSize (the size
+// of a copy on a disk) as fingerprint.
 func BackingImageDisks(obj client.Object) ([]string, string) {
 	if _, ok := obj.(*lhv1.BackingImage); !ok {
 		return nil, ""
 	}
 	disks := backingImageDisks(obj)
 	slices.Sort(disks)
-	return disks, fmt.Sprintf("%s/%d", strings.Join(disks, ","), obj.(*lhv1.BackingImage).Status.Size)
+	return disks, fmt.Sprintf("%s/%d", strings.Join(disks, ","), obj.(*lhv1.BackingImage).Status.RealSize)
 }
 
 // EnqueueDisks returns an event handler that enqueues the DiskSchedule (in

@@ -5,6 +5,8 @@ package index
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 
 	lhv1 "github.com/longhorn/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -22,6 +24,9 @@ const (
 	BackingImageByDisk = "spec.diskFileSpecMap"
 	// DiskScheduleByNode indexes DiskSchedules by spec.nodeID.
 	DiskScheduleByNode = "spec.nodeID"
+	// DiskScheduleByReplica indexes DiskSchedules by every replica name of
+	// spec.replicas.
+	DiskScheduleByReplica = "spec.replicas"
 )
 
 // Register adds every index to indexer.
@@ -35,6 +40,7 @@ func Register(ctx context.Context, indexer client.FieldIndexer) error {
 		{&lhv1.Replica{}, ReplicaByVolume, func(o client.Object) []string { return nonEmpty(o.(*lhv1.Replica).Spec.VolumeName) }},
 		{&lhv1.BackingImage{}, BackingImageByDisk, backingImageDisks},
 		{&dsv1.DiskSchedule{}, DiskScheduleByNode, func(o client.Object) []string { return nonEmpty(o.(*dsv1.DiskSchedule).Spec.NodeID) }},
+		{&dsv1.DiskSchedule{}, DiskScheduleByReplica, func(o client.Object) []string { return slices.Collect(maps.Keys(o.(*dsv1.DiskSchedule).Spec.Replicas)) }},
 	}
 	for _, ix := range indexes {
 		if err := indexer.IndexField(ctx, ix.obj, ix.field, ix.extract); err != nil {

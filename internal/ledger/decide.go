@@ -20,6 +20,10 @@ type Disk struct {
 	Schedulable bool
 	// Reason and Message say why the disk is not schedulable, or confirm it is.
 	Reason, Message string
+	// Space is the disk's actual space as Longhorn last reported it: a new
+	// replica request is also rejected when Longhorn's actual-space rule
+	// would refuse it (ActualSpace.Failure). nil: the rule is not applied.
+	Space *ActualSpace
 }
 
 // Input is everything one admission decision depends on.
@@ -45,6 +49,12 @@ type Input struct {
 	// disk, a BackingImage whose diskFileSpecMap lists it): their new
 	// requests are adopted, granted even over the limit (rule 7).
 	Persisted Owners
+	// ActualSizes maps a replica request to the bytes of data its replica
+	// holds (its volume's status.actualSize, what Longhorn's scheduler takes
+	// as the replica's required storage); a missing one holds none. A new
+	// request needs them in actual space, and a grant Longhorn has not
+	// counted yet takes them from it (Disk.Space).
+	ActualSizes map[string]int64
 	// ReservationTimeout is how long a granted reservation lives unless a
 	// replica takes it over (rule 6).
 	ReservationTimeout time.Duration
@@ -113,6 +123,11 @@ type decider struct {
 	outcome Outcome
 	// handedOff names replica requests decided by a reservation handoff.
 	handedOff map[string]bool
+	// actualSince is the actual bytes of the grants Longhorn's disk status
+	// does not count yet (Disk.Space), and actualCounted names the entries
+	// in it, so none is counted twice.
+	actualSince   int64
+	actualCounted map[string]bool
 }
 
 func (d *decider) setReplica(name string, st dsv1.RequestStatus) {
@@ -122,6 +137,9 @@ func (d *decider) setReplica(name string, st dsv1.RequestStatus) {
 	d.out.Replicas[name] = st
 	d.used += st.ScheduledSize
 	d.out.StorageScheduled = d.used
+	if st.ScheduledSize > 0 {
+		d.takeActual(kindReplica, name, d.in.ActualSizes[name])
+	}
 }
 
 func (d *decider) setBackingImage(name string, st dsv1.RequestStatus) {
@@ -131,6 +149,42 @@ func (d *decider) setBackingImage(name string, st dsv1.RequestStatus) {
 	d.out.BackingImages[name] = st
 	d.used += st.ScheduledSize
 	d.out.StorageScheduled = d.used
+	if st.ScheduledSize > 0 {
+		d.takeActual(kindBackingImage, name, st.ScheduledSize)
+	}
+}
+
+// Entry kinds, for the actual space the grants take.
+const (
+	kindReplica      = "replica"
+	kindBackingImage = "backingImage"
+)
+
+// takeActual counts, once, the actual bytes a granted entry takes on the
+// disk when Longhorn's disk status does not count it yet: a replica's data
+// (Input.ActualSizes), a backing-image copy's size.
+func (d *decider) takeActual(kind, name string, bytes int64) {
+	space := d.in.Disk.Space
+	key := kind + "/" + name
+	if space == nil || d.actualCounted[key] ||
+		(kind == kindReplica && space.Replicas[name]) || (kind == kindBackingImage && space.BackingImages[name]) {
+		return
+	}
+	if d.actualCounted == nil {
+		d.actualCounted = map[string]bool{}
+	}
+	d.actualCounted[key] = true
+	d.actualSince = addSaturated(d.actualSince, max(bytes, 0))
+}
+
+// noActualSpace returns why the disk's actual space cannot take the new
+// replica request name (Longhorn's actual-space rule, counting what was
+// granted since Longhorn measured the disk), or "".
+func (d *decider) noActualSpace(name string) string {
+	if d.in.Disk.Space == nil {
+		return ""
+	}
+	return d.in.Disk.Space.Failure(d.actualSince, d.in.ActualSizes[name])
 }
 
 func (d *decider) setReservation(name string, st dsv1.ReservationStatus) {
@@ -208,10 +262,16 @@ func (d *decider) shrunk(name string, requested int64, previous, decided map[str
 // the new decision.
 func (d *decider) holdUndecided() {
 	for _, name := range sortedKeys(d.in.Spec.Replicas) {
-		d.used += d.heldBy(name, d.in.Previous.Replicas, d.out.Replicas, d.in.Gone.Replicas)
+		if held := d.heldBy(name, d.in.Previous.Replicas, d.out.Replicas, d.in.Gone.Replicas); held > 0 {
+			d.used += held
+			d.takeActual(kindReplica, name, d.in.ActualSizes[name])
+		}
 	}
 	for _, name := range sortedKeys(d.in.Spec.BackingImages) {
-		d.used += d.heldBy(name, d.in.Previous.BackingImages, d.out.BackingImages, d.in.Gone.BackingImages)
+		if held := d.heldBy(name, d.in.Previous.BackingImages, d.out.BackingImages, d.in.Gone.BackingImages); held > 0 {
+			d.used += held
+			d.takeActual(kindBackingImage, name, held)
+		}
 	}
 }
 
@@ -383,7 +443,18 @@ func (d *decider) grow() {
 			d.outcome.Adopted++
 			continue
 		}
-		st := d.growth(int64(d.in.Spec.Replicas[name]), prev, hadPrev)
+		// A new replica also needs Longhorn's actual space; a growth does
+		// not (Longhorn checks a volume's expansion itself).
+		var msg string
+		if d.in.Disk.Schedulable && neverGranted(prev, hadPrev) {
+			msg = d.noActualSpace(name)
+		}
+		var st dsv1.RequestStatus
+		if msg != "" {
+			st = d.reject(int64(d.in.Spec.Replicas[name]), held, msg)
+		} else {
+			st = d.growth(int64(d.in.Spec.Replicas[name]), prev, hadPrev)
+		}
 		d.release(held)
 		d.setReplica(name, st)
 	}
@@ -455,10 +526,7 @@ func (d *decider) growth(requested int64, prev dsv1.RequestStatus, hadPrev bool)
 	if hadPrev {
 		held = prev.ScheduledSize
 	}
-	reject := func(msg string) dsv1.RequestStatus {
-		d.outcome.Rejected++
-		return dsv1.RequestStatus{State: dsv1.RequestStateRejected, RequestedSize: requested, ScheduledSize: held, Message: msg}
-	}
+	reject := func(msg string) dsv1.RequestStatus { return d.reject(requested, held, msg) }
 	if !d.in.Disk.Schedulable {
 		return reject(fmt.Sprintf("disk is not schedulable (%s): %s", d.in.Disk.Reason, d.in.Disk.Message))
 	}
@@ -475,6 +543,13 @@ func (d *decider) growth(requested int64, prev dsv1.RequestStatus, hadPrev bool)
 	}
 	d.outcome.Granted++
 	return dsv1.RequestStatus{State: dsv1.RequestStateScheduled, RequestedSize: requested, ScheduledSize: requested}
+}
+
+// reject returns the rejection of a request of requested bytes that keeps
+// the held bytes it was granted before.
+func (d *decider) reject(requested, held int64, msg string) dsv1.RequestStatus {
+	d.outcome.Rejected++
+	return dsv1.RequestStatus{State: dsv1.RequestStateRejected, RequestedSize: requested, ScheduledSize: held, Message: msg}
 }
 
 // countReleased counts entries of the previous status that no longer hold

@@ -11,17 +11,22 @@ import (
 // DiskOf returns the ledger's view of the disk named diskName with UUID
 // diskUUID on Longhorn's node: its limit (rule 1, from the disk's
 // status.storageMaximum and spec.storageReserved and the
-// storage-over-provisioning-percentage setting) and whether it accepts new
-// requests (rule 8). It is the one place rule 8 is read from Longhorn's
-// Node. found is false when node is nil or does not hold that disk with
-// that UUID; the Disk then refuses new requests and has a zero limit, which
-// the caller may replace with the limit it last knew.
+// storage-over-provisioning-percentage setting), whether it accepts new
+// requests (rule 8), and its actual space as Longhorn last measured it
+// (status.storageMaximum, status.storageAvailable, what
+// status.scheduledReplica and status.scheduledBackingImage counted then,
+// and the storage-minimal-available-percentage setting), for Longhorn's
+// actual-space rule. It is the one place the ledger reads Longhorn's Node.
+// found is false when node is nil or does not hold that disk with that
+// UUID; the Disk then refuses new requests and has a zero limit, which the
+// caller may replace with the limit it last knew.
 //
 // Longhorn's node Schedulable condition already accounts for a cordoned
 // Kubernetes node while disable-scheduling-on-cordoned-node is true. The
-// disk's own Schedulable condition (Longhorn's actual-space check) is not a
-// ledger rule: placement reads it when it chooses a disk.
-func DiskOf(node *lhv1.Node, diskName, diskUUID string, overProvisioningPercentage int64) (disk Disk, found bool) {
+// disk's own Schedulable condition is Longhorn's actual-space rule for an
+// empty replica; the ledger applies that rule itself to every new replica
+// (ActualSpace.Failure), counting its own grants since the measure.
+func DiskOf(node *lhv1.Node, diskName, diskUUID string, overProvisioningPercentage, minimalAvailablePercentage int64) (disk Disk, found bool) {
 	if node == nil {
 		return Disk{Reason: dsv1.DiskScheduleReasonDiskNotFound, Message: "the Longhorn node is not found"}, false
 	}
@@ -34,6 +39,12 @@ func DiskOf(node *lhv1.Node, diskName, diskUUID string, overProvisioningPercenta
 	disk = Disk{
 		Limit:       Limit(status.StorageMaximum, spec.StorageReserved, overProvisioningPercentage),
 		Schedulable: true, Reason: dsv1.DiskScheduleReasonSchedulable, Message: "new requests can be granted",
+		Space: &ActualSpace{
+			Maximum: status.StorageMaximum, Available: status.StorageAvailable,
+			MinimalAvailablePercentage: minimalAvailablePercentage,
+			Replicas:                   names(status.ScheduledReplica),
+			BackingImages:              names(status.ScheduledBackingImage),
+		},
 	}
 	refuse := func(reason, msg string) (Disk, bool) {
 		disk.Schedulable, disk.Reason, disk.Message = false, reason, msg
@@ -59,6 +70,15 @@ func DiskOf(node *lhv1.Node, diskName, diskUUID string, overProvisioningPercenta
 		return refuse(dsv1.DiskScheduleReasonDiskNotReady, "disk "+diskName+" is not ready"+because(c))
 	}
 	return disk, true
+}
+
+// names returns the keys of m as a set.
+func names(m map[string]int64) map[string]bool {
+	out := make(map[string]bool, len(m))
+	for k := range m {
+		out[k] = true
+	}
+	return out
 }
 
 // condition returns Longhorn's condition of type typ.

@@ -1,6 +1,7 @@
 package ledger
 
 import (
+	"reflect"
 	"strings"
 	"testing"
 
@@ -86,7 +87,7 @@ func TestDiskOf(t *testing.T) {
 			if tc.change != nil {
 				tc.change(n)
 			}
-			d, found := DiskOf(n, "disk-0", "uuid-0", 150)
+			d, found := DiskOf(n, "disk-0", "uuid-0", 150, 25)
 			if found != tc.found || d.Reason != tc.reason || d.Schedulable != (tc.reason == dsv1.DiskScheduleReasonSchedulable) {
 				t.Errorf("DiskOf = %+v, found %v; want reason %s, found %v", d, found, tc.reason, tc.found)
 			}
@@ -98,7 +99,20 @@ func TestDiskOf(t *testing.T) {
 			}
 		})
 	}
-	if d, found := DiskOf(nil, "disk-0", "uuid-0", 100); found || d.Schedulable || d.Reason != dsv1.DiskScheduleReasonDiskNotFound {
+	if d, found := DiskOf(nil, "disk-0", "uuid-0", 100, 25); found || d.Schedulable || d.Reason != dsv1.DiskScheduleReasonDiskNotFound {
 		t.Errorf("DiskOf(nil) = %+v, %v", d, found)
+	}
+
+	// The actual space is Longhorn's last measure, with what it had counted then.
+	n := longhornNode()
+	st := n.Status.DiskStatus["disk-0"]
+	st.StorageAvailable = 40 * Gi
+	st.ScheduledReplica = map[string]int64{"pvc-a-r-0a1b2c3d": 10 * Gi}
+	st.ScheduledBackingImage = map[string]int64{"default-image-x7k2p": Gi}
+	d, _ := DiskOf(n, "disk-0", "uuid-0", 150, 25)
+	want := &ActualSpace{Maximum: 100 * Gi, Available: 40 * Gi, MinimalAvailablePercentage: 25,
+		Replicas: map[string]bool{"pvc-a-r-0a1b2c3d": true}, BackingImages: map[string]bool{"default-image-x7k2p": true}}
+	if !reflect.DeepEqual(d.Space, want) {
+		t.Errorf("actual space %+v, want %+v", d.Space, want)
 	}
 }

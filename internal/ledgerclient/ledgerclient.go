@@ -1,7 +1,8 @@
 // Package ledgerclient is how requesters write to a DiskSchedule's spec,
-// so concurrent requesters never lose each other's requests: Edit and
-// Mutate, a read-modify-write conditional on the resourceVersion read,
-// retried from the API server's latest version on a conflict; Merge, a
+// so concurrent requesters never lose each other's requests: Edit, PutBack
+// and Mutate, a read-modify-write conditional on the resourceVersion read,
+// retried from the API server's latest version on a conflict (PutBack
+// until its context ends, for put-backs that must not fail); Merge, a
 // merge patch of whole map keys without that condition, for keys no other
 // writer changes.
 package ledgerclient
@@ -57,6 +58,22 @@ const MaxEditAttempts = 20
 // written and Edit returns nil. Otherwise it returns the object written.
 func Edit(ctx context.Context, c client.Writer, api client.Reader, cur *dsv1.DiskSchedule,
 	change func(*dsv1.DiskSchedule) bool, conflicted func()) (*dsv1.DiskSchedule, error) {
+	return edit(ctx, c, api, cur, change, conflicted, MaxEditAttempts)
+}
+
+// PutBack is Edit for a write that must not fail on a busy ledger: a
+// requester taking back what the ledger refused it. It retries every
+// conflict, from the latest version read with api each time, until ctx
+// ends; after a few lost races in a row it pauses a few jittered
+// milliseconds between tries, so writers racing for one ledger spread out.
+func PutBack(ctx context.Context, c client.Writer, api client.Reader, cur *dsv1.DiskSchedule,
+	change func(*dsv1.DiskSchedule) bool, conflicted func()) (*dsv1.DiskSchedule, error) {
+	return edit(ctx, c, api, cur, change, conflicted, 0)
+}
+
+// edit is Edit with at most maxAttempts writes (0: until ctx ends).
+func edit(ctx context.Context, c client.Writer, api client.Reader, cur *dsv1.DiskSchedule,
+	change func(*dsv1.DiskSchedule) bool, conflicted func(), maxAttempts int) (*dsv1.DiskSchedule, error) {
 	for attempt := 1; ; attempt++ {
 		next := cur.DeepCopy()
 		if !change(next) {
@@ -66,11 +83,18 @@ func Edit(ctx context.Context, c client.Writer, api client.Reader, cur *dsv1.Dis
 		if err == nil {
 			return next, nil
 		}
-		if !apierrors.IsConflict(err) || attempt == MaxEditAttempts {
+		if !apierrors.IsConflict(err) || attempt == maxAttempts {
 			return nil, fmt.Errorf("writing to DiskSchedule %s: %w", cur.Name, err)
 		}
 		if conflicted != nil {
 			conflicted()
+		}
+		if maxAttempts == 0 && attempt >= 3 {
+			select {
+			case <-ctx.Done():
+				return nil, fmt.Errorf("writing to DiskSchedule %s after %d conflicts: %w", cur.Name, attempt, ctx.Err())
+			case <-time.After(wait.Jitter(conflictBackoff.Duration, conflictBackoff.Jitter)):
+			}
 		}
 		// The cache lags behind the write that won; read the latest.
 		latest := &dsv1.DiskSchedule{}

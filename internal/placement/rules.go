@@ -7,6 +7,8 @@ import (
 	"strings"
 
 	lhv1 "github.com/longhorn/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
+
+	"github.com/longhorn/diskschedule/internal/ledger"
 )
 
 // The largest volumes a data engine v1 replica may have on a file system,
@@ -63,21 +65,20 @@ func StorageLimit(maximum, reserved, overProvisioningPercentage int64) int64 {
 }
 
 // MinimalAvailable returns the bytes that must stay actually free on a disk:
-// maximum × minimalAvailablePercentage / 100, truncated.
+// maximum × minimalAvailablePercentage / 100, truncated (the ledger's
+// ledger.MinimalAvailable).
 func MinimalAvailable(maximum, minimalAvailablePercentage int64) int64 {
-	return percentOf(maximum, minimalAvailablePercentage)
+	return ledger.MinimalAvailable(maximum, minimalAvailablePercentage)
 }
 
 // HasActualSpace is Longhorn's actual-space condition: a disk may take a
 // replica holding actualSize bytes when
 // available - actualSize > maximum × minimalAvailablePercentage / 100
 // (strict). A disk of unknown size (maximum or available not positive)
-// never may. With actualSize 0 it is the disk's Schedulable condition.
+// never may. With actualSize 0 it is the disk's Schedulable condition. The
+// rule is the ledger's (ledger.HasActualSpace).
 func HasActualSpace(available, actualSize, maximum, minimalAvailablePercentage int64) bool {
-	if maximum <= 0 || available <= 0 {
-		return false
-	}
-	return available-actualSize > MinimalAvailable(maximum, minimalAvailablePercentage)
+	return ledger.HasActualSpace(available, actualSize, maximum, minimalAvailablePercentage)
 }
 
 // dataEngine returns the volume's data engine, with empty meaning v1 as in

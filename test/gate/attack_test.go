@@ -39,12 +39,12 @@ const (
 	// replicaSize is each volume's size: 32 × 100Gi on 4 × 400Gi disks is
 	// twice what fits.
 	replicaSize = 100 * gib
-	// grace is the managers' --gate-grace: admitted writes that were lost
-	// are released this long after their grant.
+	// grace is the managers' --gate-grace: grants no write backs and that
+	// the mirror cannot tell lost are released this long after them.
 	grace = 3 * time.Second
 	// lossRate is the share of writes another client makes lose on
 	// resourceVersion while the gate holds them, until one of the volume's
-	// writes was admitted and lost.
+	// writes lost so.
 	lossRate = 0.3
 	// resync stands for longhorn-manager's informer resync (30 s): a
 	// volume dropped from the queue after its refused writes is looked at
@@ -74,7 +74,8 @@ type run struct {
 	// names are the disks' names for people.
 	names map[string]string
 	// placed, denied and lost count replicas placed, writes refused by the
-	// gate, and writes the gate admitted that lost on resourceVersion.
+	// gate, and writes that lost on resourceVersion while the gate held
+	// their request.
 	placed, denied, lost int
 	// events counts the Replica events watched.
 	events int

@@ -10,8 +10,9 @@ import (
 // three longhorn-manager pods, each pod with its own datastore (its own
 // informers, so the pods' views are independently stale), each volume
 // placed by its owner with ScheduleReplica and written with UpdateReplica,
-// refused writes retried as longhorn-manager retries them. Some admitted
-// writes lose on resourceVersion, and a manager is restarted (one manager)
+// refused writes retried as longhorn-manager retries them. Some writes
+// lose on resourceVersion while the gate holds them (their requests are
+// released at once), and a manager is restarted (one manager)
 // or stopped (two managers serving the gate) mid-run. No disk may ever hold
 // more than its limit, every slot that fits must be used (16), and the
 // ledgers must settle on what is persisted. Several seeds.
@@ -36,7 +37,7 @@ func TestGateUnderAttack(t *testing.T) {
 			}
 			r := attack(t, sb, tc.seed, restart)
 			pct, disk := r.fullest()
-			t.Logf("with the gate: %d placed, %d denied, %d admitted writes lost, %d replica events watched; fullest disk %s at %.0f%% of its limit",
+			t.Logf("with the gate: %d placed, %d denied, %d writes lost while the gate held them, %d replica events watched; fullest disk %s at %.0f%% of its limit",
 				r.placed, r.denied, r.lost, r.events, disk, pct)
 			if over := r.over(); len(over) > 0 {
 				t.Errorf("with the gate, persisted bytes went over a disk's limit: %v", over)
@@ -45,7 +46,7 @@ func TestGateUnderAttack(t *testing.T) {
 				t.Errorf("%d replicas placed, want 16: 4 disks of 400Gi hold 4 × 100Gi each", r.placed)
 			}
 			if r.lost == 0 {
-				t.Errorf("no admitted write was lost: the workload did not exercise the mirror's release")
+				t.Errorf("no write lost while the gate held it: the workload did not exercise the mirror's release")
 			}
 			settle(t, sb.Client())
 		})

@@ -3,7 +3,7 @@
 // (internal/testenv/replicawriter): the volume controllers of several
 // longhorn-manager pods, each pod with its own datastore and replica
 // scheduler, place replicas from their stale views at once, some of their
-// admitted writes are lost, and managers stop mid-run. A watch of every
+// writes are lost while the gate holds them, and managers stop mid-run. A watch of every
 // Replica event checks that the bytes persisted on a disk never exceed its
 // limit; after quiescence every ledger equals what is persisted. The same
 // workload without the gate overfills the disks.

@@ -1,8 +1,11 @@
 // Package diskschedule is the DiskSchedule controller, the only writer of
-// DiskSchedule status. For each ledger it reads the spec, the disk's limit
-// and schedulability from Longhorn's Node (ledger.DiskOf), the replicas and
-// backing-image copies Longhorn has persisted on the disk (adopted, rule 7),
-// the over-provisioning Setting and the reservation timeout, asks the pure
+// DiskSchedule status. For each ledger it reads the spec, the disk's limit,
+// schedulability and actual space from Longhorn's Node (ledger.DiskOf), the
+// replicas and backing-image copies Longhorn has persisted on the disk
+// (adopted, rule 7), the data each requested replica's volume holds
+// (status.actualSize, for Longhorn's actual-space rule), the
+// over-provisioning and minimal-available Settings and the reservation
+// timeout, asks the pure
 // ledger.Decide for the next status and writes it with the resourceVersion
 // it read, so a decision computed from a stale view fails with a conflict
 // and is made again. It never writes a spec, nor any Longhorn object.

@@ -130,6 +130,88 @@ func TestDiskFactsFromLonghorn(t *testing.T) {
 	}
 }
 
+// TestActualSpaceFromLonghorn: two replicas of volumes holding 10Gi of data
+// each ask at once for a disk of 100Gi that Longhorn measured with 40Gi
+// available, under storage-over-provisioning-percentage 200 (limit 200Gi,
+// room for both) and storage-minimal-available-percentage 25 (25Gi kept
+// free): Longhorn's actual-space rule, counting the first grant, refuses
+// the second, saying so in numbers. Once Longhorn's node controller counts
+// the first (status.scheduledReplica) and measures the disk again, a new
+// request is decided on the new measure.
+func TestActualSpaceFromLonghorn(t *testing.T) {
+	ctx := t.Context()
+	ns := newNamespace(t)
+	uuid := ns + "-uuid-0"
+	f := testenv.NodeFixture{Name: ns + "-node", Disks: map[string]testenv.Disk{
+		"disk-0": {UUID: uuid, Size: 100 * gi, Available: 40 * gi},
+	}}
+	if err := f.CreateNode(ctx, env.Client, ns); err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []struct{ name, value string }{
+		{settings.StorageOverProvisioningPercentage, "200"}, {settings.StorageMinimalAvailablePercentage, "25"},
+	} {
+		if err := env.Client.Create(ctx, &lhv1.Setting{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: s.name}, Value: s.value}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, name := range []string{"pvc-a", "pvc-b", "pvc-c"} {
+		vol := testenv.Volume(ns, name, testenv.VolumeFixture{Size: 50 * gi})
+		vol.Status.ActualSize = 10 * gi
+		if err := testenv.CreateLonghorn(ctx, env.Client, vol); err != nil {
+			t.Fatal(err)
+		}
+		// Created unscheduled, as Longhorn's volume controller does.
+		if err := testenv.CreateLonghorn(ctx, env.Client, testenv.Replica(ns, name+"-r-1", testenv.ReplicaFixture{Volume: name, Size: 50 * gi})); err != nil {
+			t.Fatal(err)
+		}
+	}
+	startManagers(t, ns, 1)
+	waitLedger(t, ctx, ns, uuid, "limit 200Gi", func(ds *dsv1.DiskSchedule) bool { return ds.Status.StorageLimit == 200*gi })
+
+	ds := writeSpec(t, ctx, ns, uuid, func(s *dsv1.DiskScheduleSpec) {
+		s.Replicas = map[string]dsv1.RequestedBytes{"pvc-a-r-1": dsv1.RequestedBytes(50 * gi), "pvc-b-r-1": dsv1.RequestedBytes(50 * gi)}
+	})
+	a, b := ds.Status.Replicas["pvc-a-r-1"], ds.Status.Replicas["pvc-b-r-1"]
+	if a.State != dsv1.RequestStateScheduled || b.State != dsv1.RequestStateRejected {
+		t.Fatalf("two placements for the last actual space: %+v and %+v, want the first granted and the second rejected", a, b)
+	}
+	for _, part := range []string{"40Gi available", "10Gi granted here since", "10Gi of the replica's data", "leaves 20Gi", "25Gi", "25% of 100Gi"} {
+		if !strings.Contains(b.Message, part) {
+			t.Errorf("rejection %q does not say %q", b.Message, part)
+		}
+	}
+
+	// Longhorn counts pvc-a-r-1 and measures 30Gi more free: a new
+	// request fits again.
+	f.Disks["disk-0"] = testenv.Disk{UUID: uuid, Size: 100 * gi, Available: 70 * gi, Scheduled: 50 * gi}
+	n := f.LonghornNode(ns)
+	n.Status.DiskStatus["disk-0"].ScheduledReplica = map[string]int64{"pvc-a-r-1": 50 * gi}
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		cur := &lhv1.Node{}
+		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(n), cur); err != nil {
+			return err
+		}
+		cur.Status = n.Status
+		return env.Client.Status().Update(ctx, cur)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The controller may decide before its cache holds the new measure: ask
+	// afresh, as the gate does, until it has.
+	var last dsv1.RequestStatus
+	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 20*time.Second, true, func(ctx context.Context) (bool, error) {
+		writeSpec(t, ctx, ns, uuid, func(s *dsv1.DiskScheduleSpec) { delete(s.Replicas, "pvc-b-r-1"); delete(s.Replicas, "pvc-c-r-1") })
+		ds := writeSpec(t, ctx, ns, uuid, func(s *dsv1.DiskScheduleSpec) { s.Replicas["pvc-c-r-1"] = dsv1.RequestedBytes(50 * gi) })
+		last = ds.Status.Replicas["pvc-c-r-1"]
+		return last.State == dsv1.RequestStateScheduled, nil
+	})
+	if err != nil {
+		t.Errorf("a new request after Longhorn's new measure: %+v, want granted", last)
+	}
+}
+
 // waitLedger polls the named DiskSchedule until done accepts it.
 func waitLedger(t *testing.T, ctx context.Context, ns, uuid, what string, done func(*dsv1.DiskSchedule) bool) *dsv1.DiskSchedule {
 	t.Helper()

@@ -27,12 +27,16 @@ func (r *Reconciler) input(ctx context.Context, ds *dsv1.DiskSchedule) (ledger.I
 		}
 		node = nil
 	}
-	disk, found := ledger.DiskOf(node, ds.Spec.Name, ds.Name, sched.OverProvisioningPercentage)
+	disk, found := ledger.DiskOf(node, ds.Spec.Name, ds.Name, sched.OverProvisioningPercentage, sched.MinimalAvailablePercentage)
 	if !found {
 		// The limit last known stays until the disk is back or its ledger goes.
 		disk.Limit = ds.Status.StorageLimit
 	}
 	persisted, placed, err := r.persisted(ctx, ds)
+	if err != nil {
+		return ledger.Input{}, err
+	}
+	actual, err := r.actualSizes(ctx, ds, disk.Space)
 	if err != nil {
 		return ledger.Input{}, err
 	}
@@ -43,6 +47,7 @@ func (r *Reconciler) input(ctx context.Context, ds *dsv1.DiskSchedule) (ledger.I
 		Disk:               disk,
 		Persisted:          persisted,
 		PlacedVolumes:      placed,
+		ActualSizes:        actual,
 		ReservationTimeout: r.timeouts.NodeReservationTimeout(),
 		Now:                r.clock.Now(),
 	}, nil
@@ -73,4 +78,44 @@ func (r *Reconciler) persisted(ctx context.Context, ds *dsv1.DiskSchedule) (ledg
 		out.BackingImages[images.Items[i].Name] = true
 	}
 	return out, placed, nil
+}
+
+// actualSizes returns, for each replica request of ds that Longhorn's disk
+// status does not count yet (space), the bytes of data its replica holds:
+// its Volume's status.actualSize, which Longhorn's scheduler takes as the
+// replica's required storage. A replica or volume not in the cache holds
+// none.
+func (r *Reconciler) actualSizes(ctx context.Context, ds *dsv1.DiskSchedule, space *ledger.ActualSpace) (map[string]int64, error) {
+	if space == nil {
+		return nil, nil
+	}
+	out := map[string]int64{}
+	volumes := map[string]int64{}
+	for name := range ds.Spec.Replicas {
+		if space.Replicas[name] {
+			continue
+		}
+		rep := &lhv1.Replica{}
+		if err := r.client.Get(ctx, client.ObjectKey{Namespace: ds.Namespace, Name: name}, rep); err != nil {
+			if apierrors.IsNotFound(err) {
+				continue
+			}
+			return nil, fmt.Errorf("reading replica %s: %w", name, err)
+		}
+		volume := rep.Spec.VolumeName
+		size, seen := volumes[volume]
+		if !seen && volume != "" {
+			v := &lhv1.Volume{}
+			err := r.client.Get(ctx, client.ObjectKey{Namespace: ds.Namespace, Name: volume}, v)
+			if client.IgnoreNotFound(err) != nil {
+				return nil, fmt.Errorf("reading volume %s: %w", volume, err)
+			}
+			size = v.Status.ActualSize
+			volumes[volume] = size
+		}
+		if size > 0 {
+			out[name] = size
+		}
+	}
+	return out, nil
 }

@@ -28,16 +28,16 @@ const maxRetryDelay = 2 * time.Second
 // SetupWithManager registers the controller: it decides a ledger when it
 // changes, when its disk's Longhorn Node changes (limit, schedulability),
 // when a Replica or BackingImage joins or leaves its disk (adoption), and
-// every ledger when the over-provisioning Setting or the reservation
-// timeout changes.
+// every ledger when the over-provisioning or minimal-available Setting or
+// the reservation timeout changes.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
-	overProvisioning := predicate.NewPredicateFuncs(func(obj client.Object) bool {
-		return obj.GetName() == settings.StorageOverProvisioningPercentage
+	spaceSettings := predicate.NewPredicateFuncs(func(obj client.Object) bool {
+		return obj.GetName() == settings.StorageOverProvisioningPercentage || obj.GetName() == settings.StorageMinimalAvailablePercentage
 	})
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&dsv1.DiskSchedule{}).
 		Watches(&lhv1.Node{}, handler.EnqueueRequestsFromMapFunc(r.forNode)).
-		Watches(&lhv1.Setting{}, handler.EnqueueRequestsFromMapFunc(r.all), builder.WithPredicates(overProvisioning)).
+		Watches(&lhv1.Setting{}, handler.EnqueueRequestsFromMapFunc(r.all), builder.WithPredicates(spaceSettings)).
 		Watches(&lhv1.Replica{}, index.EnqueueDisks(index.ReplicaDisks)).
 		Watches(&lhv1.BackingImage{}, index.EnqueueDisks(index.BackingImageDisks)).
 		WatchesRawSource(source.Channel(r.timeouts.ReservationTimeoutChanges(), handler.EnqueueRequestsFromMapFunc(r.all))).

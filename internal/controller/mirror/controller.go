@@ -56,7 +56,7 @@ func NewReconciler(c client.Client, recorder events.EventRecorder, clk clock.Pas
 }
 
 // +kubebuilder:rbac:groups=longhorn.io,resources=diskschedules,verbs=get;list;watch;patch
-// +kubebuilder:rbac:groups=longhorn.io,resources=replicas;volumes;backingimages,verbs=get;list;watch
+// +kubebuilder:rbac:groups=longhorn.io,resources=replicas;backingimages,verbs=get;list;watch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
 // Reconcile brings one DiskSchedule's spec in line with what Longhorn

@@ -27,13 +27,8 @@ import (
 func TestAdoptsWhatLonghornPersisted(t *testing.T) {
 	ctx := t.Context()
 	ns := env.NewNamespace(t)
-	d0, d1 := ns+"-uuid-0", ns+"-uuid-1"
-	f := testenv.NodeFixture{Name: ns + "-node", Disks: map[string]testenv.Disk{
-		"disk-0": {UUID: d0, Size: 100 * gi}, "disk-1": {UUID: d1, Size: 100 * gi},
-	}}
-	if err := f.CreateNode(ctx, env.Client, ns); err != nil {
-		t.Fatal(err)
-	}
+	f, uuids := createNode(t, ctx, ns, 2, 100*gi)
+	d0, d1 := uuids[0], uuids[1]
 	for _, v := range []struct {
 		name string
 		size int64
@@ -82,8 +77,15 @@ func TestAdoptsWhatLonghornPersisted(t *testing.T) {
 	if err := writeSpec(ctx, ns, d0, func(s *dsv1.DiskScheduleSpec) { s.Replicas["vol-4-r-1"] = dsv1.RequestedBytes(gi) }); err != nil {
 		t.Fatal(err)
 	}
+	// Longhorn's volume controller writes a volume's new size into its
+	// replicas' volumeSize; the mirror counts that.
 	if err := updateLonghorn(ctx, &lhv1.Volume{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "vol-1"}}, func(v *lhv1.Volume) {
 		v.Spec.Size = 70 * gi
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := updateLonghorn(ctx, &lhv1.Replica{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "vol-1-r-1"}}, func(r *lhv1.Replica) {
+		r.Spec.VolumeSize = 70 * gi
 	}); err != nil {
 		t.Fatal(err)
 	}
@@ -101,19 +103,14 @@ func TestAdoptsWhatLonghornPersisted(t *testing.T) {
 // TestReleases checks rule 10: an entry whose replica is deleted or moved
 // to another disk is released at once, and one whose replica write never
 // landed, or a growth that never landed, after the grace period and not
-// before; a backing image's copy is adopted once its size is known and
+// before; a backing image's copy is adopted once its real size is known and
 // released when the image no longer lists the disk.
 func TestReleases(t *testing.T) {
 	const grace = 3 * time.Second
 	ctx := t.Context()
 	ns := env.NewNamespace(t)
-	d0, d1 := ns+"-uuid-0", ns+"-uuid-1"
-	f := testenv.NodeFixture{Name: ns + "-node", Disks: map[string]testenv.Disk{
-		"disk-0": {UUID: d0, Size: 1024 * gi}, "disk-1": {UUID: d1, Size: 1024 * gi},
-	}}
-	if err := f.CreateNode(ctx, env.Client, ns); err != nil {
-		t.Fatal(err)
-	}
+	f, uuids := createNode(t, ctx, ns, 2, 1024*gi)
+	d0, d1 := uuids[0], uuids[1]
 	startManager(t, ns, grace)
 	createVolume(t, ctx, ns, "vol-a", 10*gi)
 	createVolume(t, ctx, ns, "vol-b", 20*gi)
@@ -196,15 +193,17 @@ func TestReleases(t *testing.T) {
 		if err := testenv.CreateLonghorn(ctx, env.Client, bi); err != nil {
 			t.Fatal(err)
 		}
-		// Its size not known yet, the copy is not requested.
+		// Its real size not known yet, the copy is not requested.
 		time.Sleep(500 * time.Millisecond)
 		if ds, err := ledger(ctx, ns, d0); err != nil || len(ds.Spec.BackingImages) != 0 {
 			t.Fatalf("a copy of unknown size was requested: %v %v", err, ds.Spec.BackingImages)
 		}
-		if err := updateLonghornStatus(ctx, bi, func(bi *lhv1.BackingImage) { bi.Status.Size = 3 * gi }); err != nil {
+		// A qcow2 image of 5Gi whose file takes 3Gi: Longhorn counts a copy
+		// at its realSize.
+		if err := updateLonghornStatus(ctx, bi, func(bi *lhv1.BackingImage) { bi.Status.Size, bi.Status.RealSize = 5*gi, 3*gi }); err != nil {
 			t.Fatal(err)
 		}
-		waitLedger(t, ctx, ns, d0, "the copy adopted at 3Gi", func(ds *dsv1.DiskSchedule) bool {
+		waitLedger(t, ctx, ns, d0, "the copy adopted at its real size, 3Gi", func(ds *dsv1.DiskSchedule) bool {
 			return settled(ds) && ds.Status.BackingImages["image"].ScheduledSize == 3*gi
 		})
 		start := time.Now()
@@ -224,6 +223,132 @@ func TestReleases(t *testing.T) {
 			return settled(ds) && ds.Status.BackingImages["image"].ScheduledSize == 3*gi
 		})
 	})
+}
+
+// TestReleasesWhatNoWriteBacksAtOnce: a grant no write of Longhorn's will
+// back goes as soon as the cache shows it, not after the grace period
+// (30 s here): one whose replica Longhorn persisted on another disk (two
+// datastores placed it at once, the other write won), and one whose
+// admitted write lost (the replica's resourceVersion moved past the one
+// the gate admitted the write at, without this disk). A grant whose write
+// is still in flight stays.
+func TestReleasesWhatNoWriteBacksAtOnce(t *testing.T) {
+	const grace = 30 * time.Second
+	ctx := t.Context()
+	ns := env.NewNamespace(t)
+	f, uuids := createNode(t, ctx, ns, 2, 100*gi)
+	d0, d1 := uuids[0], uuids[1]
+	startManager(t, ns, grace)
+	// Replicas as Longhorn's volume controller creates them: unscheduled.
+	unscheduled := map[string]*lhv1.Replica{}
+	for _, v := range []string{"pvc-a", "pvc-b", "pvc-c"} {
+		createVolume(t, ctx, ns, v, 10*gi)
+		r := testenv.Replica(ns, v+"-r-1", testenv.ReplicaFixture{Volume: v, Size: 10 * gi})
+		if err := testenv.CreateLonghorn(ctx, env.Client, r); err != nil {
+			t.Fatal(err)
+		}
+		unscheduled[v] = r
+	}
+	waitLedger(t, ctx, ns, d0, "a limit", func(ds *dsv1.DiskSchedule) bool { return ds.Status.StorageLimit == 100*gi })
+	// The gate's requests for placing each on disk-0, with the version
+	// each write is admitted at.
+	start := time.Now()
+	if err := writeSpec(ctx, ns, d0, func(s *dsv1.DiskScheduleSpec) {
+		s.Replicas, s.ReplicaVersions = map[string]dsv1.RequestedBytes{}, map[string]string{}
+		for _, r := range unscheduled {
+			s.Replicas[r.Name] = dsv1.RequestedBytes(10 * gi)
+			s.ReplicaVersions[r.Name] = r.ResourceVersion
+		}
+	}); err != nil {
+		t.Fatal(err)
+	}
+	waitLedger(t, ctx, ns, d0, "the three granted", func(ds *dsv1.DiskSchedule) bool {
+		return settled(ds) && ds.Status.StorageScheduled == 30*gi
+	})
+
+	// pvc-a's write lost to another datastore's, which placed it on disk-1.
+	if err := updateLonghorn(ctx, unscheduled["pvc-a"], func(r *lhv1.Replica) {
+		r.Spec.NodeID, r.Spec.DiskID, r.Spec.DiskPath = f.Name, d1, testenv.DiskPath("disk-1")
+	}); err != nil {
+		t.Fatal(err)
+	}
+	// pvc-b's write lost to a status write of Longhorn's: the replica moved
+	// on without the disk.
+	if err := updateLonghornStatus(ctx, unscheduled["pvc-b"], func(r *lhv1.Replica) {
+		r.Status.CurrentState = lhv1.InstanceStateStopped
+		r.Status.Conditions = append(r.Status.Conditions, lhv1.Condition{Type: "Scheduled", Status: lhv1.ConditionStatusFalse})
+	}); err != nil {
+		t.Fatal(err)
+	}
+	ds := waitLedger(t, ctx, ns, d0, "pvc-a-r-1 and pvc-b-r-1 released", func(ds *dsv1.DiskSchedule) bool {
+		_, a := ds.Spec.Replicas["pvc-a-r-1"]
+		_, b := ds.Spec.Replicas["pvc-b-r-1"]
+		return !a && !b && settled(ds)
+	})
+	if took := time.Since(start); took >= grace {
+		t.Errorf("releasing grants no write backs took %v, not at once", took)
+	}
+	// pvc-c's write is in flight: its grant and version stay.
+	if ds.Status.Replicas["pvc-c-r-1"].ScheduledSize != 10*gi || ds.Spec.ReplicaVersions["pvc-c-r-1"] != unscheduled["pvc-c"].ResourceVersion ||
+		len(ds.Spec.ReplicaVersions) != 1 || ds.Status.StorageScheduled != 10*gi {
+		t.Errorf("after the releases: %s, versions %v; want pvc-c-r-1 alone at 10Gi", describe(ds), ds.Spec.ReplicaVersions)
+	}
+	waitLedger(t, ctx, ns, d1, "pvc-a-r-1 adopted on disk-1", func(ds *dsv1.DiskSchedule) bool {
+		return settled(ds) && ds.Status.Replicas["pvc-a-r-1"].ScheduledSize == 10*gi
+	})
+}
+
+// TestMigrationCloneOnAFullDisk: Longhorn's v1 live migration (and live
+// engine upgrade) clones a replica into the same disk and data directory.
+// On a disk the ledger holds full, the clone takes no entry of its own (one
+// data directory is counted once, though Longhorn's own storageScheduled
+// counts both); when the migration ends and the original goes, the clone
+// takes the directory's entry over in the same write, so the ledger never
+// counts the directory twice nor leaves it uncounted.
+func TestMigrationCloneOnAFullDisk(t *testing.T) {
+	ctx := t.Context()
+	ns := env.NewNamespace(t)
+	f, uuids := createNode(t, ctx, ns, 1, 100*gi)
+	d0 := uuids[0]
+	startManager(t, ns, 30*time.Second)
+	createVolume(t, ctx, ns, "vol-1", 60*gi)
+	createVolume(t, ctx, ns, "vol-2", 40*gi)
+	original := createReplica(t, ctx, ns, "vol-1-r-5b6c7d8e", "vol-1", 60*gi, f.Name, "disk-0", d0)
+	createReplica(t, ctx, ns, "vol-2-r-1", "vol-2", 40*gi, f.Name, "disk-0", d0)
+	waitLedger(t, ctx, ns, d0, "the disk full at 100Gi", func(ds *dsv1.DiskSchedule) bool {
+		return settled(ds) && ds.Status.StorageScheduled == 100*gi
+	})
+
+	// The clone: a new name, the original's spec (duplicateReplica).
+	clone := testenv.Replica(ns, "vol-1-r-0a1b2c3d", testenv.ReplicaFixture{Volume: "vol-1", Size: 60 * gi, NodeID: f.Name,
+		DiskName: "disk-0", DiskID: d0, State: lhv1.InstanceStateRunning})
+	clone.Spec.DataDirectoryName, clone.Spec.Active = original.Spec.DataDirectoryName, false
+	if err := testenv.CreateLonghorn(ctx, env.Client, clone); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(time.Second)
+	for time.Now().Before(deadline) {
+		ds, err := ledger(ctx, ns, d0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, ok := ds.Spec.Replicas[clone.Name]; ok || ds.Status.StorageScheduled > 100*gi {
+			t.Fatalf("the clone was counted besides the original: %s", describe(ds))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+
+	// The migration ends: the original goes, the clone stays.
+	if err := deleteLonghorn(ctx, original); err != nil {
+		t.Fatal(err)
+	}
+	ds := waitLedger(t, ctx, ns, d0, "the clone counted instead of the original", func(ds *dsv1.DiskSchedule) bool {
+		_, orig := ds.Spec.Replicas[original.Name]
+		return !orig && settled(ds) && ds.Status.Replicas[clone.Name].ScheduledSize == 60*gi
+	})
+	if ds.Status.StorageScheduled != 100*gi || meta.IsStatusConditionTrue(ds.Status.Conditions, dsv1.DiskScheduleConditionOvercommitted) {
+		t.Errorf("after the migration: %s; want 100Gi, not overcommitted", describe(ds))
+	}
 }
 
 // waitEvent waits until an Event of type and reason regards the DiskSchedule.

@@ -13,12 +13,25 @@ import (
 // Persisted is what Longhorn has persisted on one disk, by object name: the
 // bytes each replica and backing-image copy needs there. A size of 0 means
 // the object is on the disk but its size is not known yet (a backing image
-// still without status.size): its entry is kept as it is and none is added.
+// still without status.realSize): its entry is kept as it is and none is
+// added.
 type Persisted struct {
 	// Replicas maps a Replica name to its size.
 	Replicas map[string]int64
 	// BackingImages maps a BackingImage name to its size.
 	BackingImages map[string]int64
+	// Lost maps a replica name to why no write of Longhorn's will back an
+	// entry of it on this disk: its entry, if any, is released at once
+	// instead of after the grace period (rule 10).
+	Lost map[string]string
+}
+
+// lost records why replica's entry will not be backed.
+func (p *Persisted) lost(replica, why string) {
+	if p.Lost == nil {
+		p.Lost = map[string]string{}
+	}
+	p.Lost[replica] = why
 }
 
 // Action is what the mirror does to one entry.
@@ -47,14 +60,18 @@ type Change struct {
 	Name string
 	// From and To are the requested bytes before and after (0: no entry).
 	From, To int64
+	// Why says why an entry was released before its grace period ended.
+	Why string
 }
 
 // String describes the change for events and logs.
 func (c Change) String() string {
-	switch c.Action {
-	case Adopted:
+	switch {
+	case c.Action == Adopted:
 		return fmt.Sprintf("%s %s (%d bytes)", c.Kind, c.Name, c.To)
-	case Released:
+	case c.Action == Released && c.Why != "":
+		return fmt.Sprintf("%s %s (%d bytes: %s)", c.Kind, c.Name, c.From, c.Why)
+	case c.Action == Released:
 		return fmt.Sprintf("%s %s (%d bytes)", c.Kind, c.Name, c.From)
 	}
 	return fmt.Sprintf("%s %s (%d to %d bytes)", c.Kind, c.Name, c.From, c.To)
@@ -97,8 +114,17 @@ func Plan(spec dsv1.DiskScheduleSpec, persisted Persisted, mem *Memory, now time
 	}
 	p := planner{mem: mem, now: now, grace: grace}
 	next = *spec.DeepCopy()
-	next.Replicas = p.entries(kindReplica, spec.Replicas, persisted.Replicas)
-	next.BackingImages = p.entries(kindBackingImage, spec.BackingImages, persisted.BackingImages)
+	next.Replicas = p.entries(kindReplica, spec.Replicas, persisted.Replicas, persisted.Lost)
+	next.BackingImages = p.entries(kindBackingImage, spec.BackingImages, persisted.BackingImages, nil)
+	// A replica's admitted version goes with its request.
+	for name := range next.ReplicaVersions {
+		if _, ok := next.Replicas[name]; !ok {
+			delete(next.ReplicaVersions, name)
+		}
+	}
+	if len(next.ReplicaVersions) == 0 {
+		next.ReplicaVersions = nil
+	}
 	return next, p.changes, p.recheck
 }
 
@@ -110,8 +136,9 @@ type planner struct {
 	recheck time.Duration
 }
 
-// entries plans one map of the spec.
-func (p *planner) entries(kind string, spec map[string]dsv1.RequestedBytes, persisted map[string]int64) map[string]dsv1.RequestedBytes {
+// entries plans one map of the spec; lost says why entries nothing will
+// back are.
+func (p *planner) entries(kind string, spec map[string]dsv1.RequestedBytes, persisted map[string]int64, lost map[string]string) map[string]dsv1.RequestedBytes {
 	out := make(map[string]dsv1.RequestedBytes, len(spec)+len(persisted))
 	names := map[string]bool{}
 	for name := range spec {
@@ -157,6 +184,9 @@ func (p *planner) entries(kind string, spec map[string]dsv1.RequestedBytes, pers
 			// will come back for it. The memory stays until the release
 			// is written, so a write that fails releases at once again.
 			p.change(Released, kind, name, cur, 0)
+		case lost[name] != "":
+			p.changes = append(p.changes, Change{Action: Released, Kind: kind, Name: name, From: cur, Why: lost[name]})
+			delete(p.mem.waiting, key)
 		case p.graceOver(key, cur):
 			p.change(Released, kind, name, cur, 0)
 		default:

@@ -37,9 +37,9 @@ func TestPlanAdoptsAndRaises(t *testing.T) {
 		t.Errorf("next spec:\n got %+v\nwant %+v", next, want)
 	}
 	wantChanges := []Change{
-		{Raised, kindReplica, "r-low", 5 * gi, 8 * gi},
-		{Adopted, kindReplica, "r-new", 0, 3 * gi},
-		{Adopted, kindBackingImage, "bi-new", 0, 2 * gi},
+		{Action: Raised, Kind: kindReplica, Name: "r-low", From: 5 * gi, To: 8 * gi},
+		{Action: Adopted, Kind: kindReplica, Name: "r-new", To: 3 * gi},
+		{Action: Adopted, Kind: kindBackingImage, Name: "bi-new", To: 2 * gi},
 	}
 	if !reflect.DeepEqual(changes, wantChanges) {
 		t.Errorf("changes:\n got %+v\nwant %+v", changes, wantChanges)
@@ -126,5 +126,26 @@ func TestPlanLowersGrowthThatDidNotLand(t *testing.T) {
 	_, changes, recheck = Plan(spec, Persisted{Replicas: map[string]int64{"r": 20 * gi}}, mem, t0.Add(grace), grace)
 	if len(changes) != 0 || recheck != 0 {
 		t.Errorf("a growth that landed: %+v, recheck %v", changes, recheck)
+	}
+}
+
+// An entry nothing will back (a replica that shares its data directory
+// with the one counted, a replica persisted on another disk, a write that
+// lost) is released at once, saying why.
+func TestPlanReleasesLostAtOnce(t *testing.T) {
+	mem := &Memory{}
+	spec := dsv1.DiskScheduleSpec{Replicas: map[string]rb{"r-counted": rb(gi), "r-lost": rb(gi)},
+		ReplicaVersions: map[string]string{"r-counted": "7", "r-lost": "9"}}
+	persisted := Persisted{Replicas: map[string]int64{"r-counted": gi}, Lost: map[string]string{"r-lost": "persisted on disk uuid-1"}}
+	next, changes, recheck := Plan(spec, persisted, mem, t0, grace)
+	want := []Change{{Action: Released, Kind: kindReplica, Name: "r-lost", From: gi, Why: "persisted on disk uuid-1"}}
+	if !reflect.DeepEqual(changes, want) || len(next.Replicas) != 1 || recheck != 0 {
+		t.Errorf("a lost entry: %+v, %+v, recheck %v; want released at once", next.Replicas, changes, recheck)
+	}
+	if !reflect.DeepEqual(next.ReplicaVersions, map[string]string{"r-counted": "7"}) {
+		t.Errorf("versions %v, want the released entry's gone with it", next.ReplicaVersions)
+	}
+	if s := changes[0].String(); s != "replica r-lost (1073741824 bytes: persisted on disk uuid-1)" {
+		t.Errorf("change described as %q", s)
 	}
 }

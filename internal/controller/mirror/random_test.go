@@ -208,7 +208,7 @@ func (w *world) deleteReplica() {
 }
 
 // growVolume grows a volume; its replicas' volumeSize follows or not (the
-// mirror requests the larger of the two).
+// mirror requests each replica's volumeSize, as Longhorn counts it).
 func (w *world) growVolume() {
 	volume, ok := w.pick(w.volumes)
 	if !ok {
@@ -290,21 +290,13 @@ func (w *world) persistedOn(ctx context.Context) (map[string]map[string]int64, m
 	for _, d := range w.disks {
 		replicas[d.uuid], images[d.uuid] = map[string]int64{}, map[string]int64{}
 	}
-	volumes := &lhv1.VolumeList{}
-	if err := env.Client.List(ctx, volumes, client.InNamespace(w.ns)); err != nil {
-		return nil, nil, err
-	}
-	sizes := map[string]int64{}
-	for _, v := range volumes.Items {
-		sizes[v.Name] = v.Spec.Size
-	}
 	rl := &lhv1.ReplicaList{}
 	if err := env.Client.List(ctx, rl, client.InNamespace(w.ns)); err != nil {
 		return nil, nil, err
 	}
 	for _, r := range rl.Items {
 		if r.Spec.DiskID != "" {
-			replicas[r.Spec.DiskID][r.Name] = max(r.Spec.VolumeSize, sizes[r.Spec.VolumeName])
+			replicas[r.Spec.DiskID][r.Name] = r.Spec.VolumeSize
 		}
 	}
 	bl := &lhv1.BackingImageList{}
@@ -313,8 +305,8 @@ func (w *world) persistedOn(ctx context.Context) (map[string]map[string]int64, m
 	}
 	for _, bi := range bl.Items {
 		for uuid := range bi.Spec.DiskFileSpecMap {
-			if bi.Status.Size > 0 {
-				images[uuid][bi.Name] = bi.Status.Size
+			if bi.Status.RealSize > 0 {
+				images[uuid][bi.Name] = bi.Status.RealSize
 			}
 		}
 	}

@@ -123,6 +123,23 @@ func createReplica(t *testing.T, ctx context.Context, ns, name, volume string, s
 	return r
 }
 
+// createNode creates the Longhorn node ns-node with disks disk-0, disk-1, …
+// of size bytes each; it returns the fixture and the disks' UUIDs
+// (ns-uuid-0, …).
+func createNode(t *testing.T, ctx context.Context, ns string, disks int, size int64) (testenv.NodeFixture, []string) {
+	t.Helper()
+	f := testenv.NodeFixture{Name: ns + "-node", Disks: map[string]testenv.Disk{}}
+	uuids := make([]string, disks)
+	for i := range disks {
+		uuids[i] = fmt.Sprintf("%s-uuid-%d", ns, i)
+		f.Disks[fmt.Sprintf("disk-%d", i)] = testenv.Disk{UUID: uuids[i], Size: size}
+	}
+	if err := f.CreateNode(ctx, env.Client, ns); err != nil {
+		t.Fatal(err)
+	}
+	return f, uuids
+}
+
 // createVolume creates a Longhorn Volume of size bytes.
 func createVolume(t *testing.T, ctx context.Context, ns, name string, size int64) {
 	t.Helper()

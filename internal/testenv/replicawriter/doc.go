@@ -19,5 +19,6 @@
 // What is not Longhorn's code: the loop around one volume's sync (Longhorn's
 // work queue), the stop rule, and the lost writes a test asks for
 // (Options.Lose: another client touches the replica while the gate holds
-// the write, so the admitted write loses on resourceVersion).
+// the write, so the write loses on resourceVersion whatever the gate
+// answers).
 package replicawriter

@@ -13,7 +13,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	dsv1 "github.com/longhorn/diskschedule/api/v1beta2"
-	"github.com/longhorn/diskschedule/internal/ledger"
 )
 
 const (
@@ -44,7 +43,7 @@ type Options struct {
 	// it.
 	Resync time.Duration
 	// Lose, when set, is asked before each write, with the outcome so far,
-	// whether this write is to be lost after the gate admitted it.
+	// whether this write is to be lost while the gate holds it.
 	Lose func(Outcome) bool
 	// Writing, when set, is called before each write.
 	Writing func()
@@ -62,7 +61,11 @@ type Outcome struct {
 	// Denied counts the writes the gate denied (Forbidden), Refused every
 	// write refused for another reason than a conflict (denials included),
 	// Conflicts the writes that lost on resourceVersion, and Lost those of
-	// them that the gate had admitted.
+	// them that lost while the gate held their request in the ledger: no
+	// write backs that request, granted or not, and the mirror releases it
+	// as soon as its cache shows the replica moved on (the gate then
+	// refuses the write it still holds, or has admitted it already; the
+	// API server reports the conflict either way).
 	Denied, Refused, Conflicts, Lost int
 	// Start is when the first scheduling attempt began; Answered is when
 	// the API server answered the write that placed the replica.
@@ -175,8 +178,8 @@ func (p *Pod) Place(ctx context.Context, volume, replica string, opts Options) (
 // the gate denies it, the API server, retrying the write on the replica as
 // it is now, reports the conflict too.) A replica the ledger already holds a
 // request for (an earlier write's grant) is written as it is: its request
-// could not tell this write's. lost tells that the write conflicted and
-// the ledger granted its request: it was admitted, then lost.
+// could not tell this write's. lost tells that the write conflicted after
+// the touch: it lost while the gate held its request.
 func (p *Pod) write(ctx context.Context, placed *lhv1.Replica, opts Options, sofar Outcome) (lost bool, err error) {
 	if opts.Writing != nil {
 		opts.Writing()
@@ -196,15 +199,7 @@ func (p *Pod) write(ctx context.Context, placed *lhv1.Replica, opts Options, sof
 	go func() { touched <- p.touchWhenRequested(ctx, opts.Live, placed, done) }()
 	_, err = p.DataStore.UpdateReplica(placed)
 	close(done)
-	if !<-touched || !apierrors.IsConflict(err) {
-		return false, err
-	}
-	ds, lerr := p.ledger(ctx, opts.Live, placed)
-	if lerr != nil {
-		return false, err
-	}
-	d, _ := ledger.ReplicaDecision(ds, placed.Name, placed.Spec.VolumeSize)
-	return d == ledger.Granted, err
+	return <-touched && apierrors.IsConflict(err), err
 }
 
 // ledger reads the DiskSchedule of the replica's disk from the API server.

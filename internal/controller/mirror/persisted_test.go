@@ -1,0 +1,127 @@
+package mirror
+
+import (
+	"reflect"
+	"testing"
+
+	lhv1 "github.com/longhorn/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
+
+	dsv1 "github.com/longhorn/diskschedule/api/v1beta2"
+	"github.com/longhorn/diskschedule/internal/testenv"
+)
+
+// What the mirror counts on a disk is what Longhorn's node controller adds
+// to its storageScheduled: each replica at its own volumeSize, each
+// backing-image copy at the image's realSize; and one data directory once.
+func TestPersistedOn(t *testing.T) {
+	const ns, disk = "longhorn-system", "uuid-0"
+	placed := func(name, volume string, size int64) lhv1.Replica {
+		return *testenv.Replica(ns, name, testenv.ReplicaFixture{Volume: volume, Size: size, NodeID: "node-0", DiskName: "disk-0",
+			DiskID: disk, State: lhv1.InstanceStateRunning})
+	}
+	clone := func(r lhv1.Replica, name string) lhv1.Replica {
+		c := *r.DeepCopy()
+		c.Name = name
+		return c
+	}
+	image := func(name string, size, realSize int64) lhv1.BackingImage {
+		bi := testenv.BackingImage(ns, name, size, disk)
+		bi.Status.RealSize = realSize
+		return *bi
+	}
+	ledgerWith := func(replicas ...string) *dsv1.DiskSchedule {
+		ds := &dsv1.DiskSchedule{}
+		ds.Name = disk
+		ds.Spec.Replicas = map[string]dsv1.RequestedBytes{}
+		for _, r := range replicas {
+			ds.Spec.Replicas[r] = dsv1.RequestedBytes(gi)
+		}
+		return ds
+	}
+	original := placed("pvc-a-r-5b6c7d8e", "pvc-a", 20*gi)
+	placedOn := func(name, volume, uuid string) *lhv1.Replica {
+		return testenv.Replica(ns, name, testenv.ReplicaFixture{Volume: volume, Size: 10 * gi, NodeID: "node-1", DiskName: "disk-1", DiskID: uuid})
+	}
+	version := func(r *lhv1.Replica, rv string) *lhv1.Replica { r.ResourceVersion = rv; return r }
+	withVersions := func(ds *dsv1.DiskSchedule, v map[string]string) *dsv1.DiskSchedule {
+		ds.Spec.ReplicaVersions = v
+		return ds
+	}
+	for _, tc := range []struct {
+		name     string
+		ds       *dsv1.DiskSchedule
+		replicas []lhv1.Replica
+		images   []lhv1.BackingImage
+		others   map[string]*lhv1.Replica
+		want     Persisted
+	}{
+		{name: "a replica of a volume whose expansion is pending counts at its own volumeSize",
+			// The volume's spec.size is 30Gi already; Longhorn has not
+			// written it into the replica yet, and counts 20Gi.
+			ds: ledgerWith(), replicas: []lhv1.Replica{placed("pvc-a-r-1", "pvc-a", 20*gi)},
+			want: Persisted{Replicas: map[string]int64{"pvc-a-r-1": 20 * gi}, BackingImages: map[string]int64{}}},
+		{name: "a backing-image copy counts at the image's realSize",
+			ds:     ledgerWith(),
+			images: []lhv1.BackingImage{image("default-image-x7k2p", 5*gi, 3*gi)},
+			want:   Persisted{Replicas: map[string]int64{}, BackingImages: map[string]int64{"default-image-x7k2p": 3 * gi}}},
+		{name: "a copy whose realSize is not known yet counts 0 (kept, not added)",
+			ds:     ledgerWith(),
+			images: []lhv1.BackingImage{image("default-image-x7k2p", 5*gi, 0)},
+			want:   Persisted{Replicas: map[string]int64{}, BackingImages: map[string]int64{"default-image-x7k2p": 0}}},
+		{name: "a migration clone is counted with the replica that has the entry",
+			ds: ledgerWith(original.Name), replicas: []lhv1.Replica{original, clone(original, "pvc-a-r-0a1b2c3d")},
+			want: Persisted{Replicas: map[string]int64{original.Name: 20 * gi}, BackingImages: map[string]int64{}}},
+		{name: "an entry the clone has besides is lost",
+			ds: ledgerWith(original.Name, "pvc-a-r-ffffffff"), replicas: []lhv1.Replica{original, clone(original, "pvc-a-r-ffffffff")},
+			want: Persisted{Replicas: map[string]int64{original.Name: 20 * gi}, BackingImages: map[string]int64{},
+				Lost: map[string]string{"pvc-a-r-ffffffff": "shares its data directory with replica " + original.Name + ", which counts it"}}},
+		{name: "the original gone, the clone counts",
+			ds: ledgerWith(original.Name), replicas: []lhv1.Replica{clone(original, "pvc-a-r-0a1b2c3d")},
+			want: Persisted{Replicas: map[string]int64{"pvc-a-r-0a1b2c3d": 20 * gi}, BackingImages: map[string]int64{}}},
+		{name: "a grant whose replica Longhorn persisted on another disk is lost",
+			ds:     withVersions(ledgerWith("pvc-b-r-1"), map[string]string{"pvc-b-r-1": "100"}),
+			others: map[string]*lhv1.Replica{"pvc-b-r-1": version(placedOn("pvc-b-r-1", "pvc-b", "uuid-1"), "101")},
+			want: Persisted{Replicas: map[string]int64{}, BackingImages: map[string]int64{},
+				Lost: map[string]string{"pvc-b-r-1": "persisted on disk uuid-1"}}},
+		{name: "a grant whose admitted write lost is lost: the replica moved past the version without this disk",
+			ds:     withVersions(ledgerWith("pvc-b-r-1"), map[string]string{"pvc-b-r-1": "100"}),
+			others: map[string]*lhv1.Replica{"pvc-b-r-1": version(placedOn("pvc-b-r-1", "pvc-b", ""), "120")},
+			want: Persisted{Replicas: map[string]int64{}, BackingImages: map[string]int64{},
+				Lost: map[string]string{"pvc-b-r-1": "the write placing it here lost: the replica moved from resourceVersion 100 to 120 without this disk"}}},
+		{name: "a write in flight: the replica is still at the admitted version",
+			ds:     withVersions(ledgerWith("pvc-b-r-1"), map[string]string{"pvc-b-r-1": "100"}),
+			others: map[string]*lhv1.Replica{"pvc-b-r-1": version(placedOn("pvc-b-r-1", "pvc-b", ""), "100")},
+			want:   Persisted{Replicas: map[string]int64{}, BackingImages: map[string]int64{}}},
+		{name: "a cache behind the admission says nothing",
+			ds:     withVersions(ledgerWith("pvc-b-r-1"), map[string]string{"pvc-b-r-1": "100"}),
+			others: map[string]*lhv1.Replica{"pvc-b-r-1": version(placedOn("pvc-b-r-1", "pvc-b", ""), "99")},
+			want:   Persisted{Replicas: map[string]int64{}, BackingImages: map[string]int64{}}},
+		{name: "without a recorded version the grant waits for the grace period",
+			ds:     ledgerWith("pvc-b-r-1"),
+			others: map[string]*lhv1.Replica{"pvc-b-r-1": version(placedOn("pvc-b-r-1", "pvc-b", ""), "120")},
+			want:   Persisted{Replicas: map[string]int64{}, BackingImages: map[string]int64{}}},
+		{name: "versions that are not integers are not compared",
+			ds:     withVersions(ledgerWith("pvc-b-r-1"), map[string]string{"pvc-b-r-1": "a"}),
+			others: map[string]*lhv1.Replica{"pvc-b-r-1": version(placedOn("pvc-b-r-1", "pvc-b", ""), "b")},
+			want:   Persisted{Replicas: map[string]int64{}, BackingImages: map[string]int64{}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := persistedOn(tc.ds, tc.replicas, tc.images, tc.others)
+			if tc.want.Lost == nil {
+				// Shared replicas without an entry are named lost too;
+				// only an entry of theirs is released.
+				for name := range got.Lost {
+					if _, ok := tc.ds.Spec.Replicas[name]; !ok {
+						delete(got.Lost, name)
+					}
+				}
+				if len(got.Lost) == 0 {
+					got.Lost = nil
+				}
+			}
+			if !reflect.DeepEqual(got, tc.want) {
+				t.Errorf("persisted:\n got %+v\nwant %+v", got, tc.want)
+			}
+		})
+	}
+}
