@@ -114,15 +114,14 @@ func StartControllerManager(ctx context.Context, env *envtest.Environment, opts 
 	if err != nil {
 		return nil, err
 	}
-	port, err := FreePort()
+	p, port, err := StartOnFreePort(func(port int) (*Process, error) {
+		p, err := StartProcess("kube-controller-manager", opts.Path, controllerManagerArgs(opts, files, port), opts.Out)
+		if err != nil {
+			return nil, err
+		}
+		return p, p.WaitHealthy(ctx, fmt.Sprintf("https://127.0.0.1:%d/healthz", port), opts.StartTimeout)
+	})
 	if err != nil {
-		return nil, err
-	}
-	p, err := StartProcess("kube-controller-manager", opts.Path, controllerManagerArgs(opts, files, port), opts.Out)
-	if err != nil {
-		return nil, err
-	}
-	if err := p.WaitHealthy(ctx, fmt.Sprintf("https://127.0.0.1:%d/healthz", port), opts.StartTimeout); err != nil {
 		return nil, err
 	}
 	return &ControllerManager{Process: p, Port: port}, nil

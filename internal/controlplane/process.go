@@ -93,6 +93,32 @@ func (p *Process) Stop(grace time.Duration) error {
 	return fmt.Errorf("%s did not stop within %s and was killed", p.name, grace)
 }
 
+// ErrExitedEarly says a process exited before it was healthy: most often
+// because the port it was given, free when chosen, was taken meanwhile.
+var ErrExitedEarly = errors.New("exited before it was healthy")
+
+// StartOnFreePort starts a process on a free port with start, and again on
+// another port, up to three times, when it exits before it is healthy:
+// FreePort's port is only free until someone else binds it.
+func StartOnFreePort(start func(port int) (*Process, error)) (*Process, int, error) {
+	var errs []error
+	for range 3 {
+		port, err := FreePort()
+		if err != nil {
+			return nil, 0, err
+		}
+		p, err := start(port)
+		if err == nil {
+			return p, port, nil
+		}
+		if !errors.Is(err, ErrExitedEarly) {
+			return nil, 0, err
+		}
+		errs = append(errs, err)
+	}
+	return nil, 0, errors.Join(errs...)
+}
+
 // WaitHealthy polls url (an https endpoint with a self-signed certificate,
 // such as /healthz of kube-scheduler or kube-controller-manager) until it
 // answers 200, the process exits, or timeout passes. On failure it stops the
@@ -104,7 +130,7 @@ func (p *Process) WaitHealthy(ctx context.Context, url string, timeout time.Dura
 	}}
 	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
 		if p.exited() {
-			return false, fmt.Errorf("%s exited: %v", p.name, p.err)
+			return false, fmt.Errorf("%s %w: %v", p.name, ErrExitedEarly, p.err)
 		}
 		return Healthy(ctx, hc, url), nil
 	})

@@ -637,11 +637,11 @@ func (s *Sandbox) startScheduler(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	port, err := controlplane.FreePort()
+	var port int
+	s.scheduler, port, err = controlplane.StartOnFreePort(func(port int) (*controlplane.Process, error) {
+		return startScheduler(ctx, filepath.Join(s.opts.AssetsDir, "kube-scheduler"), cfgPath, port, out)
+	})
 	if err != nil {
-		return err
-	}
-	if s.scheduler, err = startScheduler(ctx, filepath.Join(s.opts.AssetsDir, "kube-scheduler"), cfgPath, port, out); err != nil {
 		return err
 	}
 	s.ports = append(s.ports, port)
