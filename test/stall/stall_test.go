@@ -136,7 +136,7 @@ func (r *recorder) replica(rep *lhv1.Replica, deleted bool, at time.Time) {
 	for _, x := range r.replicas {
 		now = append(now, x)
 	}
-	for disk, sum := range testenv.PersistedPerDisk(now) {
+	for disk, sum := range persistedData(now) {
 		if limit, ok := r.limits[disk]; ok && sum > limit {
 			r.over = append(r.over, fmt.Sprintf("disk %s: %s persisted, limit %s", disk, ledger.Bytes(sum), ledger.Bytes(limit)))
 		}
@@ -291,6 +291,7 @@ func TestStalls(t *testing.T) {
 	t.Run("full cluster", func(t *testing.T) { fullCase(ctx, t, e) })
 	t.Run("reservation", func(t *testing.T) { reservationCase(ctx, t, e) })
 	t.Run("backing image", func(t *testing.T) { imageCase(ctx, t, e) })
+	t.Run("migration clone on a full disk", func(t *testing.T) { cloneCase(ctx, t, e) })
 
 	_, versions, violations, err := lw.Stop(ctx)
 	if err != nil {
@@ -667,7 +668,7 @@ func unsettled(ctx context.Context, c client.Client) (string, error) {
 	if err := c.List(ctx, replicas, client.InNamespace(sandbox.Namespace)); err != nil {
 		return "", err
 	}
-	persisted := testenv.PersistedPerDisk(replicas.Items)
+	persisted := persistedData(replicas.Items)
 	images := &lhv1.BackingImageList{}
 	if err := c.List(ctx, images, client.InNamespace(sandbox.Namespace)); err != nil {
 		return "", err
@@ -692,4 +693,89 @@ func unsettled(ctx context.Context, c client.Client) (string, error) {
 	}
 	sort.Strings(off)
 	return strings.Join(off, "; "), nil
+}
+
+// persistedData sums, per disk UUID, the spec.volumeSize of the replicas
+// persisted there, one data directory once: a clone Longhorn creates into
+// another replica's disk and data directory (v1 live migration, live engine
+// upgrade) holds no new data, and the ledger counts the directory once.
+func persistedData(replicas []lhv1.Replica) map[string]int64 {
+	type dir struct{ disk, name string }
+	sizes := map[dir]int64{}
+	for _, r := range replicas {
+		if r.Spec.DiskID == "" {
+			continue
+		}
+		d := dir{r.Spec.DiskID, r.Spec.DataDirectoryName}
+		if r.Spec.DataDirectoryName == "" {
+			d.name = "replica " + r.Name
+		}
+		sizes[d] = max(sizes[d], r.Spec.VolumeSize)
+	}
+	out := map[string]int64{}
+	for d, size := range sizes {
+		out[d.disk] += size
+	}
+	return out
+}
+
+// cloneCase: a v1 live migration's clone, created as Longhorn's volume
+// controller creates it (the same disk, node and data directory as the
+// volume's replica, a new name), on a disk the race filled: it takes no new
+// space, so the gate admits it at once and the ledger does not change;
+// Longhorn removes it when the migration ends.
+func cloneCase(ctx context.Context, t *testing.T, e *env) {
+	list := &lhv1.ReplicaList{}
+	if err := e.c.List(ctx, list, client.InNamespace(sandbox.Namespace)); err != nil {
+		t.Fatal(err)
+	}
+	var orig *lhv1.Replica
+	for i := range list.Items {
+		if r := &list.Items[i]; r.Spec.DiskID != "" && strings.HasPrefix(r.Spec.VolumeName, "pvc-race-") {
+			orig = r
+			break
+		}
+	}
+	if orig == nil {
+		t.Fatal("no replica of the race placed")
+	}
+	before := &dsv1.DiskSchedule{}
+	if err := e.c.Get(ctx, client.ObjectKey{Namespace: sandbox.Namespace, Name: orig.Spec.DiskID}, before); err != nil {
+		t.Fatal(err)
+	}
+	if free := before.Status.StorageLimit - before.Status.StorageScheduled; free >= orig.Spec.VolumeSize {
+		t.Fatalf("disk %s has %s free: not full for the clone", orig.Spec.DiskID, ledger.Bytes(free))
+	}
+	clone := &lhv1.Replica{
+		ObjectMeta: metav1.ObjectMeta{Name: orig.Spec.VolumeName + "-r-m1gra7e0", Namespace: orig.Namespace,
+			Labels: orig.Labels, OwnerReferences: orig.OwnerReferences},
+		Spec: *orig.Spec.DeepCopy(),
+	}
+	clone.Spec.EngineName = orig.Spec.VolumeName + "-e-m1gra7e0"
+	start := time.Now()
+	if err := e.c.Create(ctx, clone); err != nil {
+		t.Fatalf("creating the migration clone of %s on its full disk: %v", orig.Name, err)
+	}
+	t.Logf("the clone of %s on its full disk %s/%s admitted in %s, no denial", orig.Name, before.Spec.NodeID, before.Spec.Name,
+		time.Since(start).Round(time.Millisecond))
+	// The ledger counts the data directory once: unchanged, nothing pending.
+	var got string
+	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		off, err := unsettled(ctx, e.c)
+		got = off
+		return off == "" && err == nil, nil
+	})
+	if err != nil {
+		t.Errorf("with the clone, the ledgers did not settle on what is persisted: %s", got)
+	}
+	after := &dsv1.DiskSchedule{}
+	if err := e.c.Get(ctx, client.ObjectKey{Namespace: sandbox.Namespace, Name: orig.Spec.DiskID}, after); err != nil {
+		t.Fatal(err)
+	}
+	if after.Status.StorageScheduled != before.Status.StorageScheduled {
+		t.Errorf("the clone changed the ledger: %s, was %s", ledger.Bytes(after.Status.StorageScheduled), ledger.Bytes(before.Status.StorageScheduled))
+	}
+	if err := e.c.Delete(ctx, clone); err != nil {
+		t.Fatal(err)
+	}
 }
