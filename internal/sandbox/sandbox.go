@@ -93,6 +93,11 @@ type Options struct {
 	// follows the leader, say. The sandbox then waits until any manager's
 	// extender answers.
 	ExtenderURL string
+	// OnRefusedWrite is the simulated Longhorn's
+	// simlonghorn.Options.OnRefusedWrite: called, without blocking, for every
+	// replica write the API server refused (the gate's denials among them),
+	// with its time, so tests measure how long a denial stalls a volume.
+	OnRefusedWrite func(simlonghorn.RefusedWrite)
 }
 
 // ManagerHook adjusts one manager's Options and rest.Config before it is
@@ -116,10 +121,10 @@ type Sandbox struct {
 	adminConfig, managerConfig *rest.Config
 	managerUser                string
 
-	workDir           string
+	workDir string
 	// reaper kills the sandbox's processes and removes its directories if
 	// the sandbox dies without Stop.
-	reaper *controlplane.Reaper
+	reaper            *controlplane.Reaper
 	serviceAccountKey string
 	logs              []*os.File
 	scheduler         *controlplane.Process
@@ -492,6 +497,7 @@ func (s *Sandbox) startLonghorn(context.Context) error {
 		PlaceReplicas:        !s.opts.LonghornNodesOnly,
 		NodeLeaseDuration:    nodeLeaseDuration(s.opts.NodeMonitorGracePeriod),
 		CapacityPollInterval: s.opts.CapacityPollInterval,
+		OnRefusedWrite:       s.opts.OnRefusedWrite,
 	})
 	if err != nil {
 		return err

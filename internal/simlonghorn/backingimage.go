@@ -146,7 +146,8 @@ func copyDisk(pod *LonghornManager, bi *lhv1.BackingImage) (uuid, node string) {
 }
 
 // backingImageStatus returns the image's status: its UUID, its size from
-// the declared source size (0 when none is declared), and every copy of
+// the declared source size (0 when none is declared), its real size from
+// the declared real size (the size when none is declared), and every copy of
 // diskFileSpecMap ready, as the data source and the managers report once
 // the file is downloaded.
 func backingImageStatus(bi *lhv1.BackingImage, now time.Time) (lhv1.BackingImageStatus, error) {
@@ -157,6 +158,12 @@ func backingImageStatus(bi *lhv1.BackingImage, now time.Time) (lhv1.BackingImage
 	size, err := DeclaredSize(bi)
 	if err == nil && size > 0 {
 		st.Size, st.RealSize, st.VirtualSize = size, size, size
+		real, rerr := declaredRealSize(bi, size)
+		if rerr != nil {
+			err = rerr
+		} else if real > 0 {
+			st.RealSize = real
+		}
 	}
 	files := make(map[string]*lhv1.BackingImageDiskFileStatus, len(bi.Spec.DiskFileSpecMap))
 	for uuid, spec := range bi.Spec.DiskFileSpecMap {
@@ -190,6 +197,24 @@ func DeclaredSize(bi *lhv1.BackingImage) (int64, error) {
 	}
 	if q.Sign() <= 0 {
 		return 0, fmt.Errorf("source parameter %s %q must be positive", SourceParamSize, v)
+	}
+	return q.Value(), nil
+}
+
+// declaredRealSize returns the real size in bytes declared by the image's
+// source parameter SourceParamRealSize, or 0 when none is declared; it
+// must be positive and at most size.
+func declaredRealSize(bi *lhv1.BackingImage, size int64) (int64, error) {
+	v, ok := bi.Spec.SourceParameters[SourceParamRealSize]
+	if !ok || v == "" {
+		return 0, nil
+	}
+	q, err := resource.ParseQuantity(v)
+	if err != nil {
+		return 0, fmt.Errorf("source parameter %s %q: %w", SourceParamRealSize, v, err)
+	}
+	if q.Sign() <= 0 || q.Value() > size {
+		return 0, fmt.Errorf("source parameter %s %q must be positive and at most the size, %d bytes", SourceParamRealSize, v, size)
 	}
 	return q.Value(), nil
 }

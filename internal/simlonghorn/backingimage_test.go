@@ -133,3 +133,37 @@ func keys[V any](m map[string]V) []string {
 	}
 	return out
 }
+
+// TestBackingImageRealSize checks a backing image whose source declares a
+// real size below its size (a sparse file): status.realSize reports it, and
+// Longhorn's node controller counts the copy at it, not at the size.
+func TestBackingImageRealSize(t *testing.T) {
+	ns := env.NewNamespace(t)
+	n1 := nodeName(ns, "n1")
+	startSim(t, simlonghorn.Options{Namespace: ns, PlaceReplicas: true, Nodes: []simlonghorn.NodeSpec{
+		{Name: n1, Disks: []simlonghorn.DiskSpec{{Name: "disk-1", UUID: ns + "-n1d1", Size: 100 * gi}}},
+	}})
+	nodesReady(t, ns, n1)
+	ctx := context.Background()
+	bi := &lhv1.BackingImage{
+		ObjectMeta: metav1.ObjectMeta{Name: "sparse", Namespace: ns},
+		Spec: lhv1.BackingImageSpec{
+			SourceType: lhv1.BackingImageDataSourceTypeDownload,
+			SourceParameters: map[string]string{"url": "http://img", simlonghorn.SourceParamSize: "20Gi",
+				simlonghorn.SourceParamRealSize: "2Gi"},
+			MinNumberOfCopies: 1, DataEngine: lhv1.DataEngineTypeV1,
+		},
+	}
+	if err := env.Client.Create(ctx, bi); err != nil {
+		t.Fatal(err)
+	}
+	waitOneCopy(t, ns, "sparse")
+	waitImageScheduled(t, ns, n1, "sparse", 2*gi)
+	got := &lhv1.BackingImage{}
+	if err := env.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: "sparse"}, got); err != nil {
+		t.Fatal(err)
+	}
+	if got.Status.Size != 20*gi || got.Status.RealSize != 2*gi {
+		t.Errorf("backing image size %d, realSize %d; want 20Gi and 2Gi", got.Status.Size, got.Status.RealSize)
+	}
+}

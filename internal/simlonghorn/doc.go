@@ -118,7 +118,9 @@
 //     volume runs; replicas of deleted volumes are removed, as the garbage
 //     collector does through their owner references.
 //   - backingimage.go: Longhorn's backing-image controller and managers:
-//     status.size from the declared source size, copies on
+//     status.size from the declared source size (source parameter size),
+//     status.realSize from the declared real size (source parameter
+//     realSize, the size when absent), copies on
 //     minNumberOfCopies disks (chosen by Longhorn's datastore) and on each
 //     disk a replica using the image is placed on, each copy ready at once.
 //

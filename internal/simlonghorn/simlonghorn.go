@@ -44,6 +44,14 @@ const (
 // as the size of the downloaded file.
 const SourceParamSize = "size"
 
+// SourceParamRealSize is the BackingImage source parameter that declares
+// the real size of the image's file on a disk, a quantity no larger than
+// SourceParamSize (a sparse qcow2 or raw file takes less than its size):
+// the simulated backing-image manager reports it as status.realSize, which
+// Longhorn's node controller adds to each disk holding a copy. Without it,
+// realSize is the size.
+const SourceParamRealSize = "realSize"
+
 // EngineImage is the engine image Longhorn v1.12 runs volumes and replicas with.
 const EngineImage = "longhornio/longhorn-engine:v1.12.0"
 
