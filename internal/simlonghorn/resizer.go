@@ -82,6 +82,9 @@ type resizer struct {
 }
 
 func (r *resizer) setup(mgr ctrl.Manager) error {
+	// The external resizer's event source is "external-resizer
+	// driver.longhorn.io" (a core/v1 Event); the events API refuses the
+	// space in a reporting controller.
 	r.recorder = mgr.GetEventRecorder("external-resizer-" + CSIDriver)
 	volumeClaims := func(ctx context.Context, volume string) []reconcile.Request {
 		claims, err := r.sim.volumeClaims(ctx, volume)
