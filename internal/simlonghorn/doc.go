@@ -103,7 +103,28 @@
 //     ControllerExpandVolume and the kubelet's node expansion: a bound claim
 //     asking for more (which kube-controller-manager's expander leaves to an
 //     external resizer) grows its Volume's spec.size, then, once the
-//     replicas have the size, its PersistentVolume and the claim.
+//     replicas have the size, its PersistentVolume and the claim. The claim
+//     carries the external resizer's RecoverVolumeExpansionFailure status
+//     (GA since Kubernetes 1.34): the Resizing condition,
+//     status.allocatedResources and allocatedResourceStatuses[storage]
+//     ControllerResizeInProgress while it expands, all cleared but
+//     allocatedResources once it is expanded. A refused Volume update is
+//     answered as Longhorn v1.12.0's ControllerExpandVolume answers it
+//     (csi/controller_server.go): OutOfRange when the error's message
+//     matches Longhorn's own expression "failed to schedule .* more bytes
+//     to disk" (Longhorn's capacity refusal, and the gate's, which says it
+//     in those words), Internal otherwise (ControllerExpandError). Either
+//     way the claim gets a Warning Event VolumeResizeFailed with the
+//     refusal's message, as the external resizer writes it ("resize volume
+//     … failed: rpc error: code = … desc = …"), and the
+//     ControllerResizeError condition. OutOfRange, InvalidArgument and
+//     NotFound are infeasible to the external resizer: the claim is marked
+//     ControllerResizeInfeasible and that size is not tried again until
+//     the claim's request changes, or InfeasibleRetry (5 minutes, the
+//     external resizer's slow-set retention, --retry-interval-max) has
+//     passed; lowering the request, which Kubernetes allows down to just
+//     above status.capacity once an expansion failed, expands to the lower
+//     size. Any other refusal is retried with the controller's backoff.
 //   - attacher.go: the CSI attacher with Longhorn's volume-attachment
 //     controller: a volume is attached to the node of the pod using it.
 //   - volume*.go: Longhorn's volume controller: replicas created
@@ -134,7 +155,11 @@
 // attached volume runs at once; a best-effort local replica is created only
 // when a disk on the attached node can take it (v1.12 creates it pinned and
 // lets it fail to schedule) and a Warning Event (LocalReplicaSkipped) says
-// when none can, where Longhorn only logs it; volumes carry no longhorn.io finalizer (the simulation deletes a deleted
+// when none can, where Longhorn only logs it; the resizer reacts at once to
+// a claim whose request went down after an infeasible expansion, where the
+// external resizer sees it at its next resync or slow retry, and it
+// finishes an expansion without the FileSystemResizePending step of the
+// kubelet's node expansion; volumes carry no longhorn.io finalizer (the simulation deletes a deleted
 // volume's replicas itself) and no status.kubernetesStatus. The simulation
 // runs with administrator credentials and carries no RBAC markers.
 package simlonghorn
