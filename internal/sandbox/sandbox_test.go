@@ -251,7 +251,7 @@ func testWorkload(t *testing.T, sb *sandbox.Sandbox) {
 	// refused expansion keeps the claim asking: here the expansion may be
 	// done before the expander looks.)
 	size = resource.MustParse("20Gi")
-	expandClaim(t, c, pvc, size)
+	testenv.SetClaimRequest(t, c, pvc, size)
 	eventually(t, "the volume, its replica and the claim are expanded", func(ctx context.Context) (bool, string, error) {
 		if err := c.Get(ctx, volKey, vol); err != nil {
 			return false, "", err
@@ -396,20 +396,6 @@ func hasTaint(node *corev1.Node, key string, effect corev1.TaintEffect) bool {
 	return false
 }
 
-// expandClaim sets the claim's storage request to size.
-func expandClaim(t *testing.T, c client.Client, pvc *corev1.PersistentVolumeClaim, size resource.Quantity) {
-	t.Helper()
-	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		if err := c.Get(context.Background(), client.ObjectKeyFromObject(pvc), pvc); err != nil {
-			return err
-		}
-		pvc.Spec.Resources.Requests[corev1.ResourceStorage] = size
-		return c.Update(context.Background(), pvc)
-	})
-	if err != nil {
-		t.Fatalf("expanding claim %s to %s: %v", pvc.Name, size.String(), err)
-	}
-}
 
 // testWaitForFirstConsumer runs a pod with a claim of the sandbox's
 // WaitForFirstConsumer Longhorn class, whose capacity the CSI driver

@@ -25,6 +25,7 @@ import (
 	"github.com/longhorn/diskschedule/internal/manager"
 	"github.com/longhorn/diskschedule/internal/sandbox"
 	"github.com/longhorn/diskschedule/internal/simlonghorn"
+	"github.com/longhorn/diskschedule/internal/testenv"
 )
 
 // quietWindow is how long the refused expansion must stay untried once the
@@ -110,7 +111,7 @@ func TestExpansion(t *testing.T) {
 
 	// Beyond capacity: 2Ti on a 400Gi disk.
 	huge := resource.MustParse("2Ti")
-	setRequest(t, c, pvc, huge)
+	testenv.SetClaimRequest(t, c, pvc, huge)
 	var infeasibleAt time.Time
 	eventuallyE2E(t, time.Minute, "the claim reports its resize infeasible", func(ctx context.Context) (bool, string, error) {
 		if err := c.Get(ctx, client.ObjectKeyFromObject(pvc), pvc); err != nil {
@@ -203,7 +204,7 @@ func TestExpansion(t *testing.T) {
 	}
 	// ...only above it: 20Gi fits, and the claim is expanded to it.
 	fits := resource.MustParse("20Gi")
-	setRequest(t, c, pvc, fits)
+	testenv.SetClaimRequest(t, c, pvc, fits)
 	eventuallyE2E(t, time.Minute, "the claim is expanded to 20Gi", func(ctx context.Context) (bool, string, error) {
 		if err := c.Get(ctx, client.ObjectKeyFromObject(pvc), pvc); err != nil {
 			return false, "", err
@@ -226,20 +227,6 @@ func TestExpansion(t *testing.T) {
 	}
 }
 
-// setRequest sets the claim's storage request to size.
-func setRequest(t *testing.T, c client.Client, pvc *corev1.PersistentVolumeClaim, size resource.Quantity) {
-	t.Helper()
-	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		if err := c.Get(context.Background(), client.ObjectKeyFromObject(pvc), pvc); err != nil {
-			return err
-		}
-		pvc.Spec.Resources.Requests[corev1.ResourceStorage] = size
-		return c.Update(context.Background(), pvc)
-	})
-	if err != nil {
-		t.Fatalf("setting the request of claim %s to %s: %v", pvc.Name, size.String(), err)
-	}
-}
 
 // claimCondition returns the claim's condition typ, or nil.
 func claimCondition(pvc *corev1.PersistentVolumeClaim, typ corev1.PersistentVolumeClaimConditionType) *corev1.PersistentVolumeClaimCondition {

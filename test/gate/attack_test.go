@@ -7,7 +7,6 @@ import (
 	"math/rand"
 	"path/filepath"
 	"sort"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -119,8 +118,7 @@ func startSandbox(t *testing.T, managers int, withGate bool) *sandbox.Sandbox {
 	for i := range hooks {
 		hooks[i] = withGrace
 	}
-	out := &strings.Builder{}
-	var mu sync.Mutex
+	out := &testenv.LockedBuffer{}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	sb, err := sandbox.Start(ctx, sandbox.Options{
@@ -130,7 +128,7 @@ func startSandbox(t *testing.T, managers int, withGate bool) *sandbox.Sandbox {
 		ConfigDir:         filepath.Join(root, "config"),
 		AssetsDir:         testenv.AssetsDir(),
 		LogDir:            filepath.Join(t.TempDir(), "logs"),
-		Out:               lockedWriter{&mu, out},
+		Out:               out,
 		Managers:          hooks,
 	})
 	if err != nil {
@@ -148,16 +146,6 @@ func startSandbox(t *testing.T, managers int, withGate bool) *sandbox.Sandbox {
 // released within the test.
 func withGrace(opts *manager.Options, _ *rest.Config) { opts.GateGrace = grace }
 
-type lockedWriter struct {
-	mu *sync.Mutex
-	b  *strings.Builder
-}
-
-func (w lockedWriter) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.b.Write(p)
-}
 
 // disks reads every disk's ledger: UUID → limit, and UUID → node/disk.
 func disks(ctx context.Context, t *testing.T, c client.Client) (map[string]int64, map[string]string) {

@@ -317,8 +317,7 @@ func start(t *testing.T) *env {
 	t.Helper()
 	root := testenv.RepoRoot()
 	rec := newRecorder()
-	out := &strings.Builder{}
-	var mu sync.Mutex
+	out := &testenv.LockedBuffer{}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	sb, err := sandbox.Start(ctx, sandbox.Options{
@@ -326,7 +325,7 @@ func start(t *testing.T) *env {
 		ConfigDir:      filepath.Join(root, "config"),
 		AssetsDir:      testenv.AssetsDir(),
 		LogDir:         filepath.Join(t.TempDir(), "logs"),
-		Out:            lockedWriter{&mu, out},
+		Out:            out,
 		OnRefusedWrite: rec.refusedWrite,
 	})
 	if err != nil {
@@ -360,16 +359,6 @@ func start(t *testing.T) *env {
 	return &env{sb: sb, c: c, rec: rec}
 }
 
-type lockedWriter struct {
-	mu *sync.Mutex
-	b  *strings.Builder
-}
-
-func (w lockedWriter) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.b.Write(p)
-}
 
 // createVolumes creates n one-replica Longhorn Volumes of size on the
 // disks tagged tag, as the Longhorn CSI driver creates them for claims

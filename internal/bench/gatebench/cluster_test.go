@@ -1,7 +1,6 @@
 package gatebench
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -87,7 +86,7 @@ func topology() *sandbox.Topology {
 // registered or not, and managerPods longhorn-manager pods on its first
 // nodes.
 func startCluster(ctx context.Context, name string, gate bool) (*cluster, error) {
-	var out bytes.Buffer
+	out := &testenv.LockedBuffer{}
 	logs := ""
 	if *logDir != "" {
 		logs = filepath.Join(*logDir, strings.ReplaceAll(name, " ", "-"))
@@ -100,7 +99,7 @@ func startCluster(ctx context.Context, name string, gate bool) (*cluster, error)
 		ConfigDir:         filepath.Join(testenv.RepoRoot(), "config"),
 		AssetsDir:         testenv.AssetsDir(),
 		LogDir:            logs,
-		Out:               &lockedBuffer{b: &out},
+		Out:               out,
 		ReadyTimeout:      5 * time.Minute,
 	})
 	if err != nil {
@@ -207,14 +206,3 @@ func (c *cluster) unsettled(ctx context.Context) (string, error) {
 	return testenv.Unsettled(ctx, c.admin, sandbox.Namespace)
 }
 
-// lockedBuffer collects a sandbox's progress lines from several goroutines.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  *bytes.Buffer
-}
-
-func (w *lockedBuffer) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.b.Write(p)
-}
