@@ -396,7 +396,6 @@ func hasTaint(node *corev1.Node, key string, effect corev1.TaintEffect) bool {
 	return false
 }
 
-
 // testWaitForFirstConsumer runs a pod with a claim of the sandbox's
 // WaitForFirstConsumer Longhorn class, whose capacity the CSI driver
 // publishes per node for kube-scheduler: kube-scheduler selects the node

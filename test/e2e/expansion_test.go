@@ -227,7 +227,6 @@ func TestExpansion(t *testing.T) {
 	}
 }
 
-
 // claimCondition returns the claim's condition typ, or nil.
 func claimCondition(pvc *corev1.PersistentVolumeClaim, typ corev1.PersistentVolumeClaimConditionType) *corev1.PersistentVolumeClaimCondition {
 	for i := range pvc.Status.Conditions {

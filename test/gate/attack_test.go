@@ -146,7 +146,6 @@ func startSandbox(t *testing.T, managers int, withGate bool) *sandbox.Sandbox {
 // released within the test.
 func withGrace(opts *manager.Options, _ *rest.Config) { opts.GateGrace = grace }
 
-
 // disks reads every disk's ledger: UUID → limit, and UUID → node/disk.
 func disks(ctx context.Context, t *testing.T, c client.Client) (map[string]int64, map[string]string) {
 	t.Helper()

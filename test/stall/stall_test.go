@@ -359,7 +359,6 @@ func start(t *testing.T) *env {
 	return &env{sb: sb, c: c, rec: rec}
 }
 
-
 // createVolumes creates n one-replica Longhorn Volumes of size on the
 // disks tagged tag, as the Longhorn CSI driver creates them for claims
 // (simlonghorn.VolumeFor), all at once, and returns their names.

@@ -205,4 +205,3 @@ func (c *cluster) settle(ctx context.Context) error {
 func (c *cluster) unsettled(ctx context.Context) (string, error) {
 	return testenv.Unsettled(ctx, c.admin, sandbox.Namespace)
 }
-
