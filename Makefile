@@ -45,8 +45,9 @@ generate: controller-gen ## Generate DeepCopy methods for the API types.
 	$(CONTROLLER_GEN) object:headerFile="hack/boilerplate.go.txt" paths="./api/..."
 
 .PHONY: verify
-verify: controller-gen ## Fail when generated files differ from what the generators produce now.
+verify: controller-gen ## Fail when generated files differ from what the generators produce now, or Go files are not gofmt-formatted.
 	@hack/verify-generated.sh "$(CONTROLLER_GEN)"
+	@unformatted=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$unformatted" ]; then echo "verify: not gofmt-formatted (run make fmt):" $$unformatted >&2; exit 1; fi
 
 .PHONY: fmt
 fmt: ## Run go fmt against code.
