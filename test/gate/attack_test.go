@@ -2,9 +2,11 @@ package gate_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math/rand"
+	"os"
 	"path/filepath"
 	"sort"
 	"sync"
@@ -127,7 +129,7 @@ func startSandbox(t *testing.T, managers int, withGate bool) *sandbox.Sandbox {
 		NoGate:            !withGate,
 		ConfigDir:         filepath.Join(root, "config"),
 		AssetsDir:         testenv.AssetsDir(),
-		LogDir:            filepath.Join(t.TempDir(), "logs"),
+		LogDir:            keptLogs(t),
 		Out:               out,
 		Managers:          hooks,
 	})
@@ -140,6 +142,25 @@ func startSandbox(t *testing.T, managers int, withGate bool) *sandbox.Sandbox {
 		}
 	})
 	return sb
+}
+
+// keptLogs returns a directory for the sandbox's logs that is removed when
+// the test passes and kept, its path logged, when it fails, so a broken
+// invariant can be traced in the managers' and Longhorn's logs.
+func keptLogs(t *testing.T) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "diskschedule-gate-logs-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("the sandbox's logs are kept in %s", dir)
+			return
+		}
+		_ = os.RemoveAll(dir)
+	})
+	return dir
 }
 
 // withGrace shortens the managers' --gate-grace, so lost writes are
@@ -347,5 +368,30 @@ func settle(t *testing.T, c client.Client) {
 	})
 	if err != nil {
 		t.Fatalf("the ledgers never settled on what is persisted: %s", last)
+	}
+}
+
+// dumpLedgersAndReplicas logs every DiskSchedule (spec and status) and
+// every Replica's disk and resourceVersion, to trace a broken invariant.
+func dumpLedgersAndReplicas(t *testing.T, c client.Client) {
+	t.Helper()
+	ctx := context.Background()
+	ledgers := &dsv1.DiskScheduleList{}
+	if err := c.List(ctx, ledgers, client.InNamespace(sandbox.Namespace)); err != nil {
+		t.Logf("listing the DiskSchedules: %v", err)
+	}
+	for _, ds := range ledgers.Items {
+		spec, _ := json.Marshal(ds.Spec)
+		status, _ := json.Marshal(ds.Status)
+		t.Logf("DiskSchedule %s (disk %s of node %s), generation %d, version %s:\n  spec %s\n  status %s",
+			ds.Name, ds.Spec.Name, ds.Spec.NodeID, ds.Generation, ds.ResourceVersion, spec, status)
+	}
+	replicas := &lhv1.ReplicaList{}
+	if err := c.List(ctx, replicas, client.InNamespace(sandbox.Namespace)); err != nil {
+		t.Logf("listing the Replicas: %v", err)
+	}
+	for _, r := range replicas.Items {
+		t.Logf("Replica %s: disk %q, data directory %q, version %s, labels %v", r.Name, r.Spec.DiskID, r.Spec.DataDirectoryName,
+			r.ResourceVersion, r.Labels)
 	}
 }

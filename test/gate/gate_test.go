@@ -41,6 +41,7 @@ func TestGateUnderAttack(t *testing.T) {
 				r.placed, r.denied, r.lost, r.events, disk, pct)
 			if over := r.over(); len(over) > 0 {
 				t.Errorf("with the gate, persisted bytes went over a disk's limit: %v", over)
+				dumpLedgersAndReplicas(t, sb.Client())
 			}
 			if r.placed != 16 {
 				t.Errorf("%d replicas placed, want 16: 4 disks of 400Gi hold 4 × 100Gi each", r.placed)
