@@ -28,6 +28,19 @@ func (g *Gate) read(ctx context.Context, disk string) (*dsv1.DiskSchedule, error
 	return ds, nil
 }
 
+// readLive reads the named DiskSchedule from the API server, not the cache.
+func (g *Gate) readLive(ctx context.Context, disk string) (*dsv1.DiskSchedule, error) {
+	ds := &dsv1.DiskSchedule{}
+	err := g.apiReader.Get(ctx, client.ObjectKey{Namespace: g.namespace, Name: disk}, ds)
+	if apierrors.IsNotFound(err) {
+		return nil, errNoLedger
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading the ledger of disk %s from the API server: %w", disk, err)
+	}
+	return ds, nil
+}
+
 // write applies edit to the named DiskSchedule's spec and writes it with the
 // resourceVersion it was read at (ledgerclient.Edit), reading again and
 // retrying on a conflict. edit reports whether it changed anything; when it
@@ -56,7 +69,14 @@ func (g *Gate) edit(ctx context.Context, disk string, edit func(*dsv1.DiskSchedu
 	if err != nil {
 		return 0, err
 	}
-	written, err := writer(ctx, g.client, g.apiReader, ds, edit, g.metrics.LedgerConflicts.Inc)
+	return g.editOn(ctx, ds, edit, writer)
+}
+
+// editOn writes edit with writer, starting from base (a version the
+// caller read, from the cache or the API server).
+func (g *Gate) editOn(ctx context.Context, base *dsv1.DiskSchedule, edit func(*dsv1.DiskSchedule) bool,
+	writer func(context.Context, client.Writer, client.Reader, *dsv1.DiskSchedule, func(*dsv1.DiskSchedule) bool, func()) (*dsv1.DiskSchedule, error)) (int64, error) {
+	written, err := writer(ctx, g.client, g.apiReader, base.DeepCopy(), edit, g.metrics.LedgerConflicts.Inc)
 	if apierrors.IsNotFound(err) {
 		return 0, errNoLedger
 	}
@@ -73,10 +93,13 @@ func (g *Gate) edit(ctx context.Context, disk string, edit func(*dsv1.DiskSchedu
 // reservation and a put-back keep write's lock: they depend on what the
 // latest version holds.
 func (g *Gate) request(ctx context.Context, disk string, edit func(*dsv1.DiskSchedule) bool) (int64, error) {
-	return g.edit(ctx, disk, edit, func(ctx context.Context, c client.Writer, _ client.Reader, cur *dsv1.DiskSchedule,
-		change func(*dsv1.DiskSchedule) bool, _ func()) (*dsv1.DiskSchedule, error) {
-		return ledgerclient.Merge(ctx, c, cur, change)
-	})
+	return g.edit(ctx, disk, edit, mergeRequest)
+}
+
+// mergeRequest writes a request edit as a merge patch (ledgerclient.Merge).
+func mergeRequest(ctx context.Context, c client.Writer, _ client.Reader, cur *dsv1.DiskSchedule,
+	change func(*dsv1.DiskSchedule) bool, _ func()) (*dsv1.DiskSchedule, error) {
+	return ledgerclient.Merge(ctx, c, cur, change)
 }
 
 // await waits until the named DiskSchedule's controller has decided

@@ -11,6 +11,7 @@ import (
 	dsv1 "github.com/longhorn/diskschedule/api/v1beta2"
 	"github.com/longhorn/diskschedule/internal/index"
 	"github.com/longhorn/diskschedule/internal/ledger"
+	"github.com/longhorn/diskschedule/internal/ledgerclient"
 )
 
 // replicaAsk is what one Replica write asks of its disk's ledger: the
@@ -133,6 +134,13 @@ func (g *Gate) askReplica(ctx context.Context, disk string, ask replicaAsk, dryR
 	if err != nil {
 		return failed(err)
 	}
+	if ask.granted(ds) && !dryRun {
+		// The cache may lag behind a release (the mirror's, of a grant no
+		// write backs): admit at once only what the API server still holds.
+		if ds, err = g.readLive(ctx, disk); err != nil {
+			return failed(err)
+		}
+	}
 	if ask.granted(ds) {
 		if dryRun || ask.version == "" || ds.Spec.ReplicaVersions[ask.replica] == ask.version {
 			return allow(fmt.Sprintf("%s already granted on %s", ledger.Bytes(ask.size), where(ds)))
@@ -163,11 +171,16 @@ func (g *Gate) askReplica(ctx context.Context, disk string, ask replicaAsk, dryR
 			return failed(err)
 		}
 	}
-	write := g.request
+	// Written from the version read above (the API server's when the cache
+	// lagged), so a request the cache still shows is written again.
+	writer := mergeRequest
 	if ask.handsOff(ds) {
-		write = g.write
+		writer = ledgerclient.Edit
 	}
-	gen, err := write(ctx, disk, ask.request)
+	gen, err := g.editOn(ctx, ds, ask.request, writer)
+	if errors.Is(err, errNoLedger) {
+		return deny(fmt.Sprintf("replica %s needs %s on disk %s, which has no DiskSchedule any more", ask.replica, ledger.Bytes(ask.size), disk))
+	}
 	if err != nil {
 		return failed(err)
 	}
