@@ -149,9 +149,14 @@ func (g *managerPods) ownerID(v *lhv1.Volume) string {
 			return id
 		}
 	}
+	return g.nodes[spread(v.Name, len(g.nodes))]
+}
+
+// spread maps a name to one of n places, the same one every time.
+func spread(name string, n int) int {
 	h := fnv.New32a()
-	_, _ = h.Write([]byte(v.Name))
-	return g.nodes[int(h.Sum32()%uint32(len(g.nodes)))]
+	_, _ = h.Write([]byte(name))
+	return int(h.Sum32() % uint32(n))
 }
 
 // owner waits until the pods' datastores have synced and returns the pod
@@ -171,9 +176,7 @@ func (g *managerPods) forName(ctx context.Context, name string) (*LonghornManage
 	if err := g.wait(ctx); err != nil {
 		return nil, err
 	}
-	h := fnv.New32a()
-	_, _ = h.Write([]byte(name))
-	return g.pods[int(h.Sum32()%uint32(len(g.pods)))], nil
+	return g.pods[spread(name, len(g.pods))], nil
 }
 
 // wait waits until every pod's datastore has synced or ctx ends.
