@@ -711,8 +711,13 @@ func TestExpiredReservationOfAWaitingPodIsRenewed(t *testing.T) {
 		t.Fatal(err)
 	}
 	ledgerWhere("pod a is reserved again", reserved)
-	if got := metricValue(t, f.metrics.Reservations.WithLabelValues("renewed")); got < 1 {
-		t.Errorf("renewed reservations = %v, want at least 1", got)
+	// The writer counts a renewal once its write has returned, which may be
+	// after the ledger already shows it.
+	renewed := f.metrics.Reservations.WithLabelValues("renewed")
+	if err := wait.PollUntilContextTimeout(f.ctx, 10*time.Millisecond, 5*time.Second, true, func(context.Context) (bool, error) {
+		return metricValue(t, renewed) >= 1, nil
+	}); err != nil {
+		t.Errorf("renewed reservations = %v, want at least 1", metricValue(t, renewed))
 	}
 }
 
@@ -756,8 +761,13 @@ func TestGrantedReservationOfAWaitingPodIsRenewed(t *testing.T) {
 	if res := ds.Spec.Reservations[volA]; res.Pod != f.ns+"/a" || res.Size != 60*gi {
 		t.Errorf("renewed reservation = %+v, want pod a's 60Gi", res)
 	}
-	if got := metricValue(t, f.metrics.Reservations.WithLabelValues("renewed")); got < 1 {
-		t.Errorf("renewed reservations = %v, want at least 1", got)
+	// The writer counts a renewal once its write has returned, which may be
+	// after the ledger already shows it.
+	renewed := f.metrics.Reservations.WithLabelValues("renewed")
+	if err := wait.PollUntilContextTimeout(f.ctx, 10*time.Millisecond, 5*time.Second, true, func(context.Context) (bool, error) {
+		return metricValue(t, renewed) >= 1, nil
+	}); err != nil {
+		t.Errorf("renewed reservations = %v, want at least 1", metricValue(t, renewed))
 	}
 
 	// Longhorn places the volume's replica on the node: the reservation,
