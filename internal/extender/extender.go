@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -189,6 +190,7 @@ func (e *Extender) decide(pod *corev1.Pod, vols []podVolume, candidates []string
 		}
 	}
 	e.last = lastFilter{uid: pod.UID, vols: vols, fits: fits}
+	ctrl.LoggerFrom(e.background).V(1).Info("Filtered a pod", "pod", client.ObjectKeyFromObject(pod), "passed", passed, "failed", failed, "podsInFlight", e.overlay.len())
 	if len(passed) > 0 {
 		if sched.PodSchedulingTimeout > 0 {
 			e.track(pod, vols, fits)

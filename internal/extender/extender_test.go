@@ -872,3 +872,68 @@ func TestRenewalRidesOnTheDisksNextWrite(t *testing.T) {
 		t.Errorf("pod a's renewals in the write of pod b's reservation = %d, want 1", got)
 	}
 }
+
+// TestBoundPodKeepsItsClaimWhenItsSpaceWasTaken is the window between a
+// pod's filter and its reservation: Longhorn placed another volume's replica
+// on the disk meanwhile, so the ledger has no room left for the pod, which
+// is bound to the node all the same. Its claim stays counted, so no other pod
+// is let onto the space it waits for, and its reservation is written once the
+// ledger shows room again.
+func TestBoundPodKeepsItsClaimWhenItsSpaceWasTaken(t *testing.T) {
+	f := newFixture(t)
+	f.setConfig(map[string]string{settings.SchedulerExtenderPodSchedulingTimeout: "1"})
+	f.node("node-a", []int64{100 * gi}, nil)
+	claimA, volA := f.claim("data-a", 60*gi)
+	claimC, _ := f.claim("data-c", 30*gi)
+	podA, podC := f.pod("a", claimA), f.pod("c", claimC)
+	f.filterUntil(podA, []string{"node-a"}, "pod a fits node-a", func(passed []string, _ map[string]string) bool {
+		return slices.Equal(passed, []string{"node-a"})
+	})
+
+	// Another volume's replica takes 60Gi before pod a binds: 40Gi are left.
+	key := types.NamespacedName{Namespace: f.ns, Name: "node-a-uuid-1"}
+	ds := &dsv1.DiskSchedule{}
+	if err := f.env.Client.Get(f.ctx, key, ds); err != nil {
+		t.Fatal(err)
+	}
+	ds.Status.StorageScheduled += 60 * gi
+	if err := f.env.Client.Status().Update(f.ctx, ds); err != nil {
+		t.Fatal(err)
+	}
+	f.waitCached(ds)
+	f.waitViewed(ds)
+	binding := &corev1.Binding{ObjectMeta: metav1.ObjectMeta{Name: podA.Name, Namespace: f.ns},
+		Target: corev1.ObjectReference{Kind: "Node", Name: "node-a"}}
+	if err := f.env.Client.SubResource("binding").Create(f.ctx, podA, binding); err != nil {
+		t.Fatalf("binding pod a: %v", err)
+	}
+	refused := f.metrics.Reservations.WithLabelValues("refused")
+	if err := wait.PollUntilContextTimeout(f.ctx, 10*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+		return metricValue(t, refused) >= 1, nil
+	}); err != nil {
+		t.Fatalf("pod a's reservation was never refused: %v", err)
+	}
+
+	// 40Gi free in the ledger would take pod c's 30Gi, but pod a still
+	// claims its 60Gi there.
+	passed, failed, err := f.ext.Filter(f.ctx, podC, []string{"node-a"})
+	if err != nil || len(passed) != 0 {
+		t.Fatalf("pod c must not get the space pod a waits for: passed %v, failed %v, %v", passed, failed, err)
+	}
+
+	// The other replica goes: pod a's reservation is written.
+	if err := f.env.Client.Get(f.ctx, key, ds); err != nil {
+		t.Fatal(err)
+	}
+	ds.Status.StorageScheduled -= 60 * gi
+	if err := f.env.Client.Status().Update(f.ctx, ds); err != nil {
+		t.Fatal(err)
+	}
+	f.ledgerWhere(key, "pod a's reservation is written once there is room", func(ds *dsv1.DiskSchedule) bool {
+		res, ok := ds.Spec.Reservations[volA]
+		return ok && res.Pod == f.ns+"/a" && res.Size == 60*gi
+	})
+	if got := metricValue(t, refused); got != 1 {
+		t.Errorf("refused reservations = %v, want 1 (one pod's volume, however often it was tried)", got)
+	}
+}

@@ -195,6 +195,12 @@ func (e *Extender) settleShown(entry *inflight) {
 		if !ok || res.Pod != entry.key() || res.Size != entry.sizes[volume] || state == dsv1.ReservationStateExpired {
 			continue // not there, or an old one the writer replaces
 		}
+		if state == dsv1.ReservationStateRejected && keepsClaim(entry) {
+			// Requested again once the ledger shows room: the writer drops
+			// the rejected one first (dropSpent).
+			entry.refused = markVolume(entry.refused, volume)
+			continue
+		}
 		e.settle(entry, volume, state != dsv1.ReservationStateRejected)
 	}
 }

@@ -31,6 +31,10 @@ type inflight struct {
 	// replicas are the pending volumes Longhorn already placed a replica of
 	// on node: the ledger shows their space as that replica's request.
 	replicas map[string]placedReplica
+	// refused are the pending volumes whose reservation the ledger had no
+	// room for, or rejected, while the pod's node was known for good: their
+	// claims stay until the reservation is written and granted.
+	refused map[string]bool
 	// filtered is when the filter answered; narrowed when the node became known.
 	filtered, narrowed time.Time
 	// failure is the pod's scheduling failure as the filter saw it (""

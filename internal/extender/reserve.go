@@ -183,7 +183,17 @@ func (e *Extender) writeDisk(ctx context.Context, disk string, onlyPod types.UID
 	}
 	var mine []string
 	for _, w := range refused {
-		e.opts.Metrics.Reservations.WithLabelValues("refused").Inc()
+		if !w.entry.refused[w.volume] {
+			e.opts.Metrics.Reservations.WithLabelValues("refused").Inc()
+		}
+		if w.entry.uid != onlyPod && keepsClaim(w.entry) {
+			// Its pod is on the node for good: the claim stays counted, so
+			// no other pod is let onto the space this one waits for, and
+			// the reservation is written once the ledger shows room (the
+			// ledger's next change queues the disk again).
+			w.entry.refused = markVolume(w.entry.refused, w.volume)
+			continue
+		}
 		e.settle(w.entry, w.volume, false)
 		if w.entry.uid == onlyPod {
 			mine = append(mine, fmt.Sprintf("volume %s needs %s", w.volume, ledger.Bytes(w.size)))
@@ -194,6 +204,28 @@ func (e *Extender) writeDisk(ctx context.Context, disk string, onlyPod types.UID
 			ds.Spec.Name, ds.Spec.NodeID, ledger.Bytes(ledger.Free(ds)))
 	}
 	return nil
+}
+
+// keepsClaim reports whether entry's claims outlive a refusal: its pod is
+// bound to its node, or kube-scheduler's volume binding chose the node for
+// its claims, so its volumes need that node's space whatever the ledger
+// granted meanwhile (Longhorn may have placed another volume's replica
+// there between the pod's filter and its reservation).
+func keepsClaim(entry *inflight) bool {
+	switch entry.known {
+	case knownByBinding, knownBySelectedNode, knownByRebuild, knownByRenewal:
+		return true
+	}
+	return false
+}
+
+// markVolume adds volume to set, allocating it when nil.
+func markVolume(set map[string]bool, volume string) map[string]bool {
+	if set == nil {
+		set = map[string]bool{}
+	}
+	set[volume] = true
+	return set
 }
 
 // on reports whether ds's spec holds the reservation w waits for.
