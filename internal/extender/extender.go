@@ -219,7 +219,6 @@ func (e *Extender) track(pod *corev1.Pod, vols []podVolume, fits map[string]fit)
 		claims:   claimNames(pod),
 		offered:  map[string]fit{},
 		filtered: e.opts.Clock.Now(),
-		failure:  schedulingFailure(pod),
 	}
 	for node, f := range fits {
 		if f.OK && len(f.Assignment) > 0 {

@@ -937,3 +937,43 @@ func TestBoundPodKeepsItsClaimWhenItsSpaceWasTaken(t *testing.T) {
 		t.Errorf("refused reservations = %v, want 1 (one pod's volume, however often it was tried)", got)
 	}
 }
+
+// TestAFailureWrittenLateDoesNotEndTheClaim: kube-scheduler writes a failed
+// cycle's PodScheduled=False condition asynchronously, so it can arrive
+// after the filter of the pod's next cycle, which goes on to bind the pod.
+// The pod's claim stays counted and its reservation is written when it binds.
+func TestAFailureWrittenLateDoesNotEndTheClaim(t *testing.T) {
+	f := newFixture(t)
+	f.setConfig(map[string]string{settings.SchedulerExtenderPodSchedulingTimeout: "1"})
+	f.node("node-a", []int64{100 * gi}, nil)
+	claimA, volA := f.claim("data-a", 60*gi)
+	claimC, _ := f.claim("data-c", 60*gi)
+	podA, podC := f.pod("a", claimA), f.pod("c", claimC)
+	f.filterUntil(podA, []string{"node-a"}, "pod a fits node-a", func(passed []string, _ map[string]string) bool {
+		return slices.Equal(passed, []string{"node-a"})
+	})
+
+	// The condition of an earlier cycle of pod a lands now.
+	failed := podA.DeepCopy()
+	failed.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionFalse,
+		Reason: corev1.PodReasonUnschedulable, Message: `0/1 nodes are available: persistentvolumeclaim "data-a" not found.`,
+		LastTransitionTime: metav1.Now()}}
+	if err := f.env.Client.Status().Update(f.ctx, failed); err != nil {
+		t.Fatal(err)
+	}
+	f.waitCached(failed)
+	if passed, why, err := f.ext.Filter(f.ctx, podC, []string{"node-a"}); err != nil || len(passed) != 0 {
+		t.Fatalf("pod c must not get the space pod a holds: passed %v, failed %v, %v", passed, why, err)
+	}
+
+	binding := &corev1.Binding{ObjectMeta: metav1.ObjectMeta{Name: podA.Name, Namespace: f.ns},
+		Target: corev1.ObjectReference{Kind: "Node", Name: "node-a"}}
+	if err := f.env.Client.SubResource("binding").Create(f.ctx, failed, binding); err != nil {
+		t.Fatalf("binding pod a: %v", err)
+	}
+	f.ledgerWhere(types.NamespacedName{Namespace: f.ns, Name: "node-a-uuid-1"}, "pod a's reservation is written when it binds",
+		func(ds *dsv1.DiskSchedule) bool {
+			res, ok := ds.Spec.Reservations[volA]
+			return ok && res.Pod == f.ns+"/a" && res.Size == 60*gi
+		})
+}

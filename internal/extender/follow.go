@@ -231,9 +231,12 @@ func (e *Extender) podChanged(pod *corev1.Pod, gone bool) {
 	case entry.node != "":
 	case pod.Status.NominatedNodeName != "":
 		e.learn(entry, pod.Status.NominatedNodeName, knownByNomination)
-	case schedulingFailure(pod) != "" && schedulingFailure(pod) != entry.failure:
-		e.expire(entry, "unschedulable")
 	}
+	// A PodScheduled=False condition is no sign that the cycle the filter
+	// answered failed: kube-scheduler writes a failed cycle's condition
+	// asynchronously, so it can arrive after the filter of the pod's next
+	// cycle, which may be binding the pod. A failed cycle's entry ends with
+	// the pod's next filter or the pod-scheduling timeout.
 }
 
 // bindLapsed tracks a pod bound after its entry lapsed (kube-scheduler's
@@ -489,15 +492,4 @@ func boundSince(pod *corev1.Pod, t time.Time) bool {
 		}
 	}
 	return false
-}
-
-// schedulingFailure returns the message of pod's PodScheduled=False
-// condition, or "".
-func schedulingFailure(pod *corev1.Pod) string {
-	for _, c := range pod.Status.Conditions {
-		if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse {
-			return c.Reason + ": " + c.Message + " at " + c.LastTransitionTime.UTC().Format(time.RFC3339)
-		}
-	}
-	return ""
 }

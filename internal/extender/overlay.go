@@ -37,9 +37,6 @@ type inflight struct {
 	refused map[string]bool
 	// filtered is when the filter answered; narrowed when the node became known.
 	filtered, narrowed time.Time
-	// failure is the pod's scheduling failure as the filter saw it (""
-	// when none): a different one later means that cycle failed too.
-	failure string
 }
 
 // placedReplica is a replica Longhorn placed, and the disk it is on.

@@ -173,7 +173,7 @@ func NewExtender(reg prometheus.Registerer) *Extender {
 		}, []string{"passed"})),
 		Expired: register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "longhorn_scheduler_extender_inflight_expired_total",
-			Help: "Pods in flight dropped before the ledgers showed their space, by reason (deleted, unschedulable, no-node, no-reservation).",
+			Help: "Pods in flight dropped before the ledgers showed their space, by reason (deleted, no-node, no-reservation, bind-failed).",
 		}, []string{"reason"})),
 		Fenced: register(reg, prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "longhorn_scheduler_extender_fenced",
