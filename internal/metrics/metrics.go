@@ -23,6 +23,9 @@ type Ledger struct {
 	StorageLimit *prometheus.GaugeVec
 	// StatusWrites counts ledger status writes by result (ok, conflict, error).
 	StatusWrites *prometheus.CounterVec
+	// BeyondLonghorn is what each ledger holds or is asked for beyond
+	// Longhorn's own accounting, by kind (ledger.BeyondLonghorn).
+	BeyondLonghorn *prometheus.GaugeVec
 }
 
 // NewLedger creates the ledger metrics and registers them with reg. When
@@ -46,6 +49,10 @@ func NewLedger(reg prometheus.Registerer) *Ledger {
 			Name: "longhorn_diskschedule_storage_limit_bytes",
 			Help: "Bytes that may be granted on a disk (status.storageLimit).",
 		}, []string{"node", "disk"})),
+		BeyondLonghorn: register(reg, prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "longhorn_diskschedule_beyond_longhorn_bytes",
+			Help: "Bytes a ledger holds or is asked for beyond what Longhorn's own accounting counts on the disk, by kind: pending (requested, not decided), unbacked (granted to a replica or backing-image copy Longhorn has not persisted there) and reserved (the extender's granted reservations). Short-lived by design; while it is not zero, a placement Longhorn finds room for may be denied.",
+		}, []string{"node", "disk", "kind"})),
 		StatusWrites: register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "longhorn_diskschedule_status_writes_total",
 			Help: "Ledger status writes by result: ok, conflict or error.",

@@ -76,7 +76,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{}, err
 	}
 	status, outcome := ledger.Decide(in)
-	r.observeStorage(ds, status)
+	r.observeStorage(ds, status, in.Persisted)
 
 	result := ctrl.Result{}
 	if !outcome.NextExpiry.IsZero() {
@@ -112,11 +112,18 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	return result, nil
 }
 
-// observeStorage exports the disk's scheduled bytes and limit as decided.
-func (r *Reconciler) observeStorage(ds *dsv1.DiskSchedule, status dsv1.DiskScheduleStatus) {
+// observeStorage exports the disk's scheduled bytes and limit as decided,
+// and what the decided ledger holds beyond Longhorn's own accounting given
+// what Longhorn persisted on the disk.
+func (r *Reconciler) observeStorage(ds *dsv1.DiskSchedule, status dsv1.DiskScheduleStatus, persisted ledger.Owners) {
 	labels := []string{ds.Spec.NodeID, ds.Spec.Name}
 	r.metrics.StorageScheduled.WithLabelValues(labels...).Set(float64(status.StorageScheduled))
 	r.metrics.StorageLimit.WithLabelValues(labels...).Set(float64(status.StorageLimit))
+	decided := dsv1.DiskSchedule{Spec: ds.Spec, Status: status}
+	beyond := ledger.BeyondLonghorn(&decided, persisted)
+	for kind, bytes := range map[string]int64{"pending": beyond.Pending, "unbacked": beyond.Unbacked, "reserved": beyond.Reserved} {
+		r.metrics.BeyondLonghorn.WithLabelValues(ds.Spec.NodeID, ds.Spec.Name, kind).Set(float64(bytes))
+	}
 }
 
 // observePending exports how many of ds's requests its status leaves

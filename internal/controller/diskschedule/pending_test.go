@@ -21,6 +21,7 @@ import (
 	"github.com/longhorn/diskschedule/internal/index"
 	"github.com/longhorn/diskschedule/internal/metrics"
 	"github.com/longhorn/diskschedule/internal/scheme"
+	"github.com/longhorn/diskschedule/internal/testenv"
 )
 
 // builderIndexer registers the manager's field indexes on a fake client.
@@ -75,5 +76,40 @@ func TestPendingCountsUntilDecisionsAreWritten(t *testing.T) {
 	}
 	if got := testutil.ToFloat64(pending); got != 0 {
 		t.Errorf("with the decisions written, pending = %v, want 0", got)
+	}
+}
+
+// TestBeyondLonghornIsExported checks that
+// longhorn_diskschedule_beyond_longhorn_bytes shows, once a ledger is
+// decided, what it grants to replicas Longhorn has not persisted on the
+// disk: r-1 is persisted there, r-2 (an admitted write that has not landed)
+// is not.
+func TestBeyondLonghornIsExported(t *testing.T) {
+	const gi = int64(1) << 30
+	s, err := scheme.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	const ns = "longhorn-system"
+	node := testenv.NodeFixture{Name: "node-1", Disks: map[string]testenv.Disk{"disk-1": {UUID: "disk-uuid-1", Size: 100 * gi}}}
+	ds := &dsv1.DiskSchedule{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "disk-uuid-1"},
+		Spec: dsv1.DiskScheduleSpec{Name: "disk-1", NodeID: "node-1",
+			Replicas: map[string]dsv1.RequestedBytes{"r-1": dsv1.RequestedBytes(10 * gi), "r-2": dsv1.RequestedBytes(20 * gi)}},
+	}
+	persisted := testenv.Replica(ns, "r-1", testenv.ReplicaFixture{Volume: "v-1", Size: 10 * gi, NodeID: "node-1", DiskName: "disk-1", DiskID: "disk-uuid-1"})
+	b := fake.NewClientBuilder().WithScheme(s).WithObjects(ds, node.LonghornNode(ns), persisted).WithStatusSubresource(ds)
+	if err := index.Register(context.Background(), builderIndexer{b}); err != nil {
+		t.Fatal(err)
+	}
+	m := metrics.NewLedger(prometheus.NewRegistry())
+	r := diskschedule.NewReconciler(b.Build(), &events.FakeRecorder{}, clocktesting.NewFakePassiveClock(metav1.Now().Time), m, 1, config.NewStore())
+	if _, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: client.ObjectKeyFromObject(ds)}); err != nil {
+		t.Fatal(err)
+	}
+	for kind, want := range map[string]int64{"unbacked": 20 * gi, "pending": 0, "reserved": 0} {
+		if got := testutil.ToFloat64(m.BeyondLonghorn.WithLabelValues("node-1", "disk-1", kind)); got != float64(want) {
+			t.Errorf("beyond Longhorn, %s = %v, want %v", kind, got, want)
+		}
 	}
 }
