@@ -795,18 +795,36 @@ func TestGrantedReservationOfAWaitingPodIsRenewed(t *testing.T) {
 // filterAndBind filters pod until node passes, then binds it there.
 func (f *fixture) filterAndBind(pod *corev1.Pod, node string) {
 	f.t.Helper()
-	err := wait.PollUntilContextTimeout(f.ctx, 10*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
-		passed, _, err := f.ext.Filter(ctx, pod, []string{node})
-		return err == nil && len(passed) == 1, nil
+	f.passes(pod, node)
+	f.bind(pod, node)
+}
+
+// passes filters pod with node as the only candidate until node passes.
+func (f *fixture) passes(pod *corev1.Pod, node string) {
+	f.t.Helper()
+	f.filterUntil(pod, []string{node}, "pod "+pod.Name+" fits "+node, func(passed []string, _ map[string]string) bool {
+		return slices.Equal(passed, []string{node})
 	})
-	if err != nil {
-		f.t.Fatalf("pod %s: want %s to pass: %v", pod.Name, node, err)
-	}
+}
+
+// bind binds pod to node, as kube-scheduler does.
+func (f *fixture) bind(pod *corev1.Pod, node string) {
+	f.t.Helper()
 	binding := &corev1.Binding{ObjectMeta: metav1.ObjectMeta{Name: pod.Name, Namespace: f.ns},
 		Target: corev1.ObjectReference{Kind: "Node", Name: node}}
 	if err := f.env.Client.SubResource("binding").Create(f.ctx, pod, binding); err != nil {
 		f.t.Fatalf("binding pod %s: %v", pod.Name, err)
 	}
+}
+
+// reservationWritten waits until the ledger key holds pod's reservation of
+// volume at size.
+func (f *fixture) reservationWritten(key types.NamespacedName, volume, pod string, size int64) {
+	f.t.Helper()
+	f.ledgerWhere(key, "pod "+pod+"'s reservation of "+volume+" is written", func(ds *dsv1.DiskSchedule) bool {
+		res, ok := ds.Spec.Reservations[volume]
+		return ok && res.Pod == f.ns+"/"+pod && res.Size == size
+	})
 }
 
 // ledgerWhere waits until the DiskSchedule key, read from the API server,
@@ -886,9 +904,7 @@ func TestBoundPodKeepsItsClaimWhenItsSpaceWasTaken(t *testing.T) {
 	claimA, volA := f.claim("data-a", 60*gi)
 	claimC, _ := f.claim("data-c", 30*gi)
 	podA, podC := f.pod("a", claimA), f.pod("c", claimC)
-	f.filterUntil(podA, []string{"node-a"}, "pod a fits node-a", func(passed []string, _ map[string]string) bool {
-		return slices.Equal(passed, []string{"node-a"})
-	})
+	f.passes(podA, "node-a")
 
 	// Another volume's replica takes 60Gi before pod a binds: 40Gi are left.
 	key := types.NamespacedName{Namespace: f.ns, Name: "node-a-uuid-1"}
@@ -902,11 +918,7 @@ func TestBoundPodKeepsItsClaimWhenItsSpaceWasTaken(t *testing.T) {
 	}
 	f.waitCached(ds)
 	f.waitViewed(ds)
-	binding := &corev1.Binding{ObjectMeta: metav1.ObjectMeta{Name: podA.Name, Namespace: f.ns},
-		Target: corev1.ObjectReference{Kind: "Node", Name: "node-a"}}
-	if err := f.env.Client.SubResource("binding").Create(f.ctx, podA, binding); err != nil {
-		t.Fatalf("binding pod a: %v", err)
-	}
+	f.bind(podA, "node-a")
 	refused := f.metrics.Reservations.WithLabelValues("refused")
 	if err := wait.PollUntilContextTimeout(f.ctx, 10*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
 		return metricValue(t, refused) >= 1, nil
@@ -929,10 +941,7 @@ func TestBoundPodKeepsItsClaimWhenItsSpaceWasTaken(t *testing.T) {
 	if err := f.env.Client.Status().Update(f.ctx, ds); err != nil {
 		t.Fatal(err)
 	}
-	f.ledgerWhere(key, "pod a's reservation is written once there is room", func(ds *dsv1.DiskSchedule) bool {
-		res, ok := ds.Spec.Reservations[volA]
-		return ok && res.Pod == f.ns+"/a" && res.Size == 60*gi
-	})
+	f.reservationWritten(key, volA, "a", 60*gi)
 	if got := metricValue(t, refused); got != 1 {
 		t.Errorf("refused reservations = %v, want 1 (one pod's volume, however often it was tried)", got)
 	}
@@ -949,9 +958,7 @@ func TestAFailureWrittenLateDoesNotEndTheClaim(t *testing.T) {
 	claimA, volA := f.claim("data-a", 60*gi)
 	claimC, _ := f.claim("data-c", 60*gi)
 	podA, podC := f.pod("a", claimA), f.pod("c", claimC)
-	f.filterUntil(podA, []string{"node-a"}, "pod a fits node-a", func(passed []string, _ map[string]string) bool {
-		return slices.Equal(passed, []string{"node-a"})
-	})
+	f.passes(podA, "node-a")
 
 	// The condition of an earlier cycle of pod a lands now.
 	failed := podA.DeepCopy()
@@ -966,14 +973,6 @@ func TestAFailureWrittenLateDoesNotEndTheClaim(t *testing.T) {
 		t.Fatalf("pod c must not get the space pod a holds: passed %v, failed %v, %v", passed, why, err)
 	}
 
-	binding := &corev1.Binding{ObjectMeta: metav1.ObjectMeta{Name: podA.Name, Namespace: f.ns},
-		Target: corev1.ObjectReference{Kind: "Node", Name: "node-a"}}
-	if err := f.env.Client.SubResource("binding").Create(f.ctx, failed, binding); err != nil {
-		t.Fatalf("binding pod a: %v", err)
-	}
-	f.ledgerWhere(types.NamespacedName{Namespace: f.ns, Name: "node-a-uuid-1"}, "pod a's reservation is written when it binds",
-		func(ds *dsv1.DiskSchedule) bool {
-			res, ok := ds.Spec.Reservations[volA]
-			return ok && res.Pod == f.ns+"/a" && res.Size == 60*gi
-		})
+	f.bind(failed, "node-a")
+	f.reservationWritten(types.NamespacedName{Namespace: f.ns, Name: "node-a-uuid-1"}, volA, "a", 60*gi)
 }
