@@ -1,13 +1,11 @@
 package sandbox_test
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -82,7 +80,7 @@ func testSandbox(t *testing.T, extender bool) {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
-	out := &syncBuffer{}
+	out := &testenv.LockedBuffer{}
 	sb, err := sandbox.Start(context.Background(), sandbox.Options{
 		Topology:       topo,
 		Extender:       extender,
@@ -104,8 +102,8 @@ func testSandbox(t *testing.T, extender bool) {
 	})
 	t.Cleanup(func() {
 		if t.Failed() {
-			logTail(t, filepath.Join(dir, "logs", "kube-scheduler.log"))
-			logTail(t, filepath.Join(dir, "logs", "kube-controller-manager.log"))
+			testenv.LogTail(t, filepath.Join(dir, "logs", "kube-scheduler.log"))
+			testenv.LogTail(t, filepath.Join(dir, "logs", "kube-controller-manager.log"))
 		}
 	})
 	if !strings.Contains(out.String(), "\nsandbox ready\n") {
@@ -766,35 +764,4 @@ func eventually(t *testing.T, what string, check func(ctx context.Context) (done
 	if err != nil {
 		t.Fatalf("waiting until %s: %v; last: %s", what, err, state)
 	}
-}
-
-// logTail logs the end of a log file.
-func logTail(t *testing.T, path string) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		t.Logf("reading %s: %v", path, err)
-		return
-	}
-	if len(data) > 4000 {
-		data = data[len(data)-4000:]
-	}
-	t.Logf("end of %s:\n%s", path, data)
-}
-
-// syncBuffer is a bytes.Buffer safe for concurrent use.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }

@@ -1,8 +1,10 @@
 package testenv
 
 import (
+	"os"
 	"strings"
 	"sync"
+	"testing"
 )
 
 // LockedBuffer collects text written from several goroutines, such as a
@@ -24,4 +26,19 @@ func (w *LockedBuffer) String() string {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.b.String()
+}
+
+// LogTail logs the last 4000 bytes of the log file at path, for a failed
+// test to show what a component of its sandbox said last.
+func LogTail(t testing.TB, path string) {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Logf("reading %s: %v", path, err)
+		return
+	}
+	if len(data) > 4000 {
+		data = data[len(data)-4000:]
+	}
+	t.Logf("end of %s:\n%s", path, data)
 }

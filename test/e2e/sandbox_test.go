@@ -1,13 +1,10 @@
 package e2e_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
-	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -39,7 +36,7 @@ func startSandbox(t testing.TB, topologyFile string, adjust ...func(*sandbox.Opt
 		t.Fatal(err)
 	}
 	logDir := filepath.Join(t.TempDir(), "logs")
-	out := &syncBuffer{}
+	out := &testenv.LockedBuffer{}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	start := time.Now()
@@ -62,7 +59,7 @@ func startSandbox(t testing.TB, topologyFile string, adjust ...func(*sandbox.Opt
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("sandbox progress:\n%s", out)
-			logTail(t, filepath.Join(logDir, "kube-scheduler.log"))
+			testenv.LogTail(t, filepath.Join(logDir, "kube-scheduler.log"))
 		}
 		select {
 		case <-sb.Done():
@@ -134,37 +131,6 @@ func checkRan(t testing.TB, what string, res scenario.Result) {
 	if len(res.NotRunning) > 0 {
 		t.Errorf("%s: pods not Running: %s", what, strings.Join(res.NotRunning, ", "))
 	}
-}
-
-// logTail logs the end of a log file.
-func logTail(t testing.TB, path string) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		t.Logf("reading %s: %v", path, err)
-		return
-	}
-	if len(data) > 4000 {
-		data = data[len(data)-4000:]
-	}
-	t.Logf("end of %s:\n%s", path, data)
-}
-
-// syncBuffer is a bytes.Buffer safe for concurrent use.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 // dumpLedgers logs every DiskSchedule's spec and status when the test failed.

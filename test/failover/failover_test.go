@@ -212,7 +212,7 @@ func testFailover(t *testing.T, cut bool) {
 	})
 	t.Cleanup(func() {
 		if t.Failed() {
-			logTail(t, filepath.Join(dir, "logs", "kube-scheduler.log"))
+			testenv.LogTail(t, filepath.Join(dir, "logs", "kube-scheduler.log"))
 		}
 	})
 	c := sb.Client()
@@ -665,17 +665,4 @@ func eventually(t *testing.T, timeout time.Duration, what string, check func(ctx
 	if err != nil {
 		t.Fatalf("waiting up to %s until %s: %v; last: %s", timeout, what, err, state)
 	}
-}
-
-// logTail logs the end of a log file.
-func logTail(t *testing.T, path string) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		t.Logf("reading %s: %v", path, err)
-		return
-	}
-	if len(data) > 4000 {
-		data = data[len(data)-4000:]
-	}
-	t.Logf("end of %s:\n%s", path, data)
 }
