@@ -63,11 +63,13 @@ const (
 	tagRace    = "race"
 	tagReserve = "reserve"
 	tagImage   = "image"
+	tagExpand  = "expand"
 )
 
 // topology: four nodes with a 400Gi disk each for the race and the full
-// cluster, a 200Gi disk on node-1 for the reservation and a 400Gi disk on
-// node-2 for the backing image.
+// cluster, a 200Gi disk on node-1 for the reservation, a 400Gi disk on
+// node-2 for the backing image and a 400Gi disk on node-3 for the pending
+// expansion.
 func topology() *sandbox.Topology {
 	t := &sandbox.Topology{}
 	for i := 1; i <= 4; i++ {
@@ -77,6 +79,8 @@ func topology() *sandbox.Topology {
 			n.Disks = append(n.Disks, sandbox.Disk{Name: "disk-2", Size: 200 * gib, Tags: []string{tagReserve}})
 		case 2:
 			n.Disks = append(n.Disks, sandbox.Disk{Name: "disk-2", Size: 400 * gib, Tags: []string{tagImage}})
+		case 3:
+			n.Disks = append(n.Disks, sandbox.Disk{Name: "disk-2", Size: 400 * gib, Tags: []string{tagExpand}})
 		}
 		t.Nodes = append(t.Nodes, n)
 	}
@@ -292,6 +296,7 @@ func TestStalls(t *testing.T) {
 	t.Run("reservation", func(t *testing.T) { reservationCase(ctx, t, e) })
 	t.Run("backing image", func(t *testing.T) { imageCase(ctx, t, e) })
 	t.Run("migration clone on a full disk", func(t *testing.T) { cloneCase(ctx, t, e) })
+	t.Run("pending expansion", func(t *testing.T) { expansionCase(ctx, t, e) })
 
 	_, versions, violations, err := lw.Stop(ctx)
 	if err != nil {
@@ -765,5 +770,55 @@ func cloneCase(ctx context.Context, t *testing.T, e *env) {
 	}
 	if err := e.c.Delete(ctx, clone); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// expansionCase: a 200Gi volume on the 400Gi disk tagged expand grows to
+// 300Gi, and a 150Gi volume that only that disk matches is created at the
+// same moment. The gate grants the growth when the volume's spec.size
+// grows; Longhorn counts it once its volume controller has written the new
+// size into the replica and its node controller has counted that (the
+// pending expansion of docs/accounting-differences.md). A placement Longhorn
+// makes from the older count is denied, and the stall ends at Longhorn's
+// next view of the disk: 300Gi scheduled, no room for 150Gi, Longhorn's own
+// Scheduled=False. The disk never holds more than its limit.
+func expansionCase(ctx context.Context, t *testing.T, e *env) {
+	grown := createVolumes(ctx, t, e.c, "expand", 1, 200*gib, tagExpand, "")
+	if placed := waitSettled(ctx, t, e.rec, grown, 2*time.Minute); placed != 1 {
+		t.Fatalf("the 200Gi volume was not placed")
+	}
+	v := &lhv1.Volume{}
+	if err := e.c.Get(ctx, client.ObjectKey{Namespace: sandbox.Namespace, Name: grown[0]}, v); err != nil {
+		t.Fatal(err)
+	}
+	patch := client.MergeFrom(v.DeepCopy())
+	v.Spec.Size = 300 * gib
+	// Longhorn's CSI driver expands a volume by raising its spec.size.
+	if err := e.c.Patch(ctx, v, patch); err != nil {
+		t.Fatalf("expanding volume %s to 300Gi: %v", v.Name, err)
+	}
+	late := createVolumes(ctx, t, e.c, "expand-late", 1, 150*gib, tagExpand, "")
+	if placed := waitSettled(ctx, t, e.rec, late, nextView+resync); placed != 0 {
+		t.Errorf("the 150Gi volume was placed next to the 300Gi one on a 400Gi disk")
+	}
+	report(t, e.rec, late, nextView)
+	if n := unschedulable(ctx, t, e.c, late); n != 1 {
+		t.Errorf("the 150Gi volume must end with Longhorn's own Scheduled=False, %d of 1 do", n)
+	}
+	uuid := sandbox.DiskUUID("node-3", "disk-2")
+	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, nextView, true, func(ctx context.Context) (bool, error) {
+		reps := &lhv1.ReplicaList{}
+		if err := e.c.List(ctx, reps, client.InNamespace(sandbox.Namespace)); err != nil {
+			return false, err
+		}
+		for _, r := range reps.Items {
+			if r.Spec.VolumeName == grown[0] && r.Spec.DiskID == uuid {
+				return r.Spec.VolumeSize == 300*gib, nil
+			}
+		}
+		return false, nil
+	})
+	if err != nil {
+		t.Errorf("the grown volume's replica never reached 300Gi on its disk: %v", err)
 	}
 }
