@@ -5,11 +5,13 @@
 package main
 
 import (
+	"context"
 	"crypto/tls"
 	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
+	"time"
 
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
@@ -105,6 +107,19 @@ func run() error {
 	s, err := scheme.New()
 	if err != nil {
 		return err
+	}
+	if opts.Gate != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		why, err := manager.GateMissing(ctx, cfg, opts.Namespace, opts.Gate.TLS.SecretName)
+		cancel()
+		if err != nil {
+			return err
+		}
+		if why != "" {
+			log.Info("Starting without the admission gate: " + why + "; `helm install` or `make deploy` installs it (--gate=false skips this check)")
+			opts.Gate = nil
+			serveGate = false
+		}
 	}
 	mgr, err := manager.New(cfg, s, opts)
 	if err != nil {
