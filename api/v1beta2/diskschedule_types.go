@@ -100,6 +100,11 @@ type DiskScheduleReservation struct {
 }
 
 // DiskScheduleSpec holds the requests written to one disk's ledger.
+//
+// Its maps, and those of the status, are atomic for field ownership
+// (x-kubernetes-map-type: atomic): every writer merge-patches single keys,
+// and no writer uses per-key ownership, so metadata.managedFields records
+// each map as one field instead of one entry per key.
 type DiskScheduleSpec struct {
 	// name is the disk's name in the Node's spec.disks.
 	// +required
@@ -116,16 +121,19 @@ type DiskScheduleSpec struct {
 	// replicas maps a replica name to the bytes it requests on this disk.
 	// +optional
 	// +kubebuilder:validation:MaxProperties=1024
+	// +mapType=atomic
 	Replicas map[string]RequestedBytes `json:"replicas,omitempty"`
 	// backingImages maps a backing-image name to the bytes its copy on this
 	// disk requests (the image's size); one entry per image per disk.
 	// +optional
 	// +kubebuilder:validation:MaxProperties=256
+	// +mapType=atomic
 	BackingImages map[string]RequestedBytes `json:"backingImages,omitempty"`
 	// reservations maps a volume name to space held for a pod that was placed
 	// on this disk's node before the volume's replica exists there.
 	// +optional
 	// +kubebuilder:validation:MaxProperties=1024
+	// +mapType=atomic
 	Reservations map[string]DiskScheduleReservation `json:"reservations,omitempty"`
 	// replicaVersions maps a replica request to the resourceVersion of the
 	// Replica that the write placing it on this disk was admitted at: the
@@ -136,6 +144,7 @@ type DiskScheduleSpec struct {
 	// request.
 	// +optional
 	// +kubebuilder:validation:MaxProperties=1024
+	// +mapType=atomic
 	ReplicaVersions map[string]string `json:"replicaVersions,omitempty"`
 }
 
@@ -224,14 +233,17 @@ type DiskScheduleStatus struct {
 	// replicas holds the decision on each replica request.
 	// +optional
 	// +kubebuilder:validation:MaxProperties=1024
+	// +mapType=atomic
 	Replicas map[string]RequestStatus `json:"replicas,omitempty"`
 	// backingImages holds the decision on each backing-image request.
 	// +optional
 	// +kubebuilder:validation:MaxProperties=256
+	// +mapType=atomic
 	BackingImages map[string]RequestStatus `json:"backingImages,omitempty"`
 	// reservations holds the decision on each reservation.
 	// +optional
 	// +kubebuilder:validation:MaxProperties=1024
+	// +mapType=atomic
 	Reservations map[string]ReservationStatus `json:"reservations,omitempty"`
 	// conditions are Ready (the disk accepts new requests) and Overcommitted
 	// (adopted allocations exceed the limit).
