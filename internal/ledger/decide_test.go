@@ -1957,3 +1957,106 @@ func TestDecideReservationReleasedByItsPod(t *testing.T) {
 		})
 	}
 }
+
+// TestDecideHeldReservationsModel drives Decide through random sequences of
+// reservations, pod bindings, replicas placed on the node, requests and
+// time, and checks rule 6 after every decision: a granted reservation has an
+// expiresAt exactly when its pod is not bound to the disk's node; it ends
+// only for a reason rule 6 gives; the controller is asked back at the
+// earliest expiresAt; and the limit holds.
+func TestDecideHeldReservationsModel(t *testing.T) {
+	states := []PodBinding{{}, {State: PodBoundHere}, {State: PodBoundElsewhere, Node: "node-x"}, {State: PodGone}}
+	for seed := uint64(1); seed <= 40; seed++ {
+		rng := rand.New(rand.NewPCG(seed, 6))
+		spec := dsv1.DiskScheduleSpec{NodeID: "node-y", Reservations: map[string]dsv1.DiskScheduleReservation{}, Replicas: map[string]rb{}}
+		var status dsv1.DiskScheduleStatus
+		pods := map[string]PodBinding{}
+		onNode := map[string]string{}
+		now := t0
+		limit := int64(100 * Gi)
+		for step := 0; step < 300; step++ {
+			// One to three changes land between two decisions, as they do
+			// between two reconciles.
+			for ops := 1 + rng.IntN(3); ops > 0; ops-- {
+				v := volumePool[rng.IntN(len(volumePool))]
+				switch rng.IntN(7) {
+				case 0: // the extender writes a reservation for a new pod
+					if _, ok := spec.Reservations[v]; !ok {
+						spec.Reservations[v] = dsv1.DiskScheduleReservation{Size: (rng.Int64N(30) + 1) * Gi, Pod: fmt.Sprintf("ns/pod-%d", step)}
+						pods[v] = PodBinding{}
+						delete(onNode, v)
+					}
+				case 1: // the pod is bound, deleted, or created again
+					pods[v] = states[rng.IntN(len(states))]
+				case 2: // a replica of the volume lands on another disk of the node
+					if rng.IntN(3) == 0 {
+						onNode[v] = v + "-r"
+					}
+				case 3: // the extender drops a spent reservation
+					if st, ok := status.Reservations[v]; ok && st.State != dsv1.ReservationStateScheduled {
+						delete(spec.Reservations, v)
+					}
+				case 4: // a request competes for the space
+					spec.Replicas[fmt.Sprintf("r-%d", step)] = rb((rng.Int64N(20) + 1) * Gi)
+				default: // time passes
+					now = now.Add(time.Duration(rng.Int64N(int64(2 * timeout))))
+				}
+			}
+			in := Input{Spec: *spec.DeepCopy(), Generation: int64(step + 1), Previous: *status.DeepCopy(),
+				Disk: okDisk(limit), Pods: map[string]PodBinding{}, NodeReplicas: map[string]string{}, ReservationTimeout: timeout, Now: now}
+			for k, p := range pods {
+				in.Pods[k] = p
+			}
+			for k, r := range onNode {
+				in.NodeReplicas[k] = r
+			}
+			out, oc := decide(t, in)
+			fail := func(format string, args ...any) {
+				t.Helper()
+				t.Fatalf("seed %d step %d (now %s): %s", seed, step, now.Format(time.RFC3339Nano), fmt.Sprintf(format, args...))
+			}
+			if out.StorageScheduled > limit {
+				fail("storageScheduled %d over limit %d", out.StorageScheduled, limit)
+			}
+			var next time.Time
+			for name, st := range out.Reservations {
+				prev, had := status.Reservations[name]
+				pod := in.Pods[name]
+				switch st.State {
+				case dsv1.ReservationStateScheduled:
+					if (st.ExpiresAt == nil) != (pod.State == PodBoundHere) {
+						fail("reservation %s scheduled with expiresAt %v, pod %+v", name, st.ExpiresAt, pod)
+					}
+					if st.ExpiresAt != nil && !now.Before(st.ExpiresAt.Time) {
+						fail("reservation %s scheduled past its expiresAt %v", name, st.ExpiresAt)
+					}
+					if pod.State == PodBoundElsewhere || in.NodeReplicas[name] != "" {
+						fail("reservation %s still held with pod %+v, replica on node %q", name, pod, in.NodeReplicas[name])
+					}
+					if st.ExpiresAt != nil && (next.IsZero() || st.ExpiresAt.Time.Before(next)) {
+						next = st.ExpiresAt.Time
+					}
+				case dsv1.ReservationStateExpired, dsv1.ReservationStateFulfilled:
+					if !had || prev.State != dsv1.ReservationStateScheduled || !reservationDecided(spec.Reservations[name], prev) {
+						continue // decided before, or newly refused
+					}
+					if pod.State == PodBoundHere && in.NodeReplicas[name] == "" {
+						fail("reservation %s of a pod bound here ended: %+v", name, st)
+					}
+					if st.State == dsv1.ReservationStateFulfilled && in.NodeReplicas[name] != st.Replica {
+						fail("reservation %s fulfilled by %q, replica on node %q", name, st.Replica, in.NodeReplicas[name])
+					}
+					held := prev.ExpiresAt == nil
+					due := !held && !now.Before(prev.ExpiresAt.Time)
+					if st.State == dsv1.ReservationStateExpired && pod.State != PodBoundElsewhere && !(held && pod.State == PodGone) && !due {
+						fail("reservation %s expired early: was %+v, pod %+v: %s", name, prev, pod, st.Message)
+					}
+				}
+			}
+			if !oc.NextExpiry.Equal(next) {
+				fail("NextExpiry %v, want %v", oc.NextExpiry, next)
+			}
+			status = out
+		}
+	}
+}
