@@ -76,8 +76,9 @@ type Input struct {
 type PodState string
 
 const (
-	// PodNotBound: the pod is not bound to a node yet (or the controller does
-	// not know it): its reservation expires at expiresAt.
+	// PodNotBound: the pod is not bound to a node yet (the zero value, for a
+	// reservation missing from Input.Pods): its reservation expires at
+	// expiresAt.
 	PodNotBound PodState = ""
 	// PodBoundHere: the pod is bound to the disk's node: the ledger holds
 	// its reservation with no expiry.
@@ -141,8 +142,8 @@ func Decide(in Input) (dsv1.DiskScheduleStatus, Outcome) {
 	d.fulfillPlaced()
 	d.fulfillOnNode()
 	// A reservation kept for a handoff that did not happen (the replica's
-	// extra did not fit) is expired now, before grow, so its bytes are free
-	// for this very decision and no expired reservation is written as
+	// extra did not fit) is released now, before grow, so its bytes are free
+	// for this very decision and no ended reservation is written as
 	// scheduled.
 	d.releaseReservations(false)
 	d.grow()
