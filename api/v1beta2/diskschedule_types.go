@@ -31,11 +31,13 @@ const (
 	ReservationStateScheduled ReservationState = "scheduled"
 	// ReservationStateRejected means the reservation did not fit.
 	ReservationStateRejected ReservationState = "rejected"
-	// ReservationStateExpired means no replica took the reservation over
-	// before it expired; its space is free again.
+	// ReservationStateExpired means the reservation ended without a replica
+	// taking it over: its pod was not bound before expiresAt, or was deleted
+	// or bound to another node; its space is free again.
 	ReservationStateExpired ReservationState = "expired"
 	// ReservationStateFulfilled means a replica request took the reservation's
-	// space over (handoff); the reservation itself holds nothing any more.
+	// space over (handoff), or a replica of its volume is persisted on the
+	// disk's node; the reservation itself holds nothing any more.
 	ReservationStateFulfilled ReservationState = "fulfilled"
 )
 
@@ -80,7 +82,10 @@ type DiskScheduleReservation struct {
 	// +required
 	// +kubebuilder:validation:Minimum=1
 	Size int64 `json:"size"`
-	// pod is the namespace/name of the pod the reservation was made for, for people.
+	// pod is the namespace/name of the pod the reservation was made for. Once
+	// that pod is bound to the disk's node the ledger holds the reservation
+	// until a replica takes it over; deleted or bound to another node, the
+	// pod releases it (DESIGN rule 6).
 	// +optional
 	// +kubebuilder:validation:MaxLength=317
 	Pod string `json:"pod,omitempty"`
@@ -89,14 +94,6 @@ type DiskScheduleReservation struct {
 	// +optional
 	// +kubebuilder:validation:MaxLength=253
 	Replica string `json:"replica,omitempty"`
-	// renewals counts the writer's renewals of a granted reservation: raising
-	// it moves the reservation's expiresAt to a full timeout from the
-	// decision that sees it, with no moment in between when the space is
-	// free. The extender renews the reservation of a pod bound to the node
-	// while Longhorn has not yet placed its volume's replica there.
-	// +optional
-	// +kubebuilder:validation:Minimum=0
-	Renewals int32 `json:"renewals,omitempty"`
 }
 
 // DiskScheduleSpec holds the requests written to one disk's ledger.
@@ -197,14 +194,15 @@ type ReservationStatus struct {
 	// +optional
 	// +kubebuilder:validation:MaxLength=1024
 	Message string `json:"message,omitempty"`
-	// expiresAt is when a scheduled reservation that no replica took over
-	// expires and frees its space.
+	// expiresAt is when a scheduled reservation whose pod is not bound yet
+	// expires and frees its space, unless a replica takes it over first.
+	// It is absent once the pod is bound to the disk's node: the ledger then
+	// holds the reservation, with no expiry, until a replica of its volume
+	// takes it over or is persisted on that node, or the pod is deleted or
+	// bound to another node (DESIGN rule 6). It is absent too once the
+	// reservation no longer holds space.
 	// +optional
 	ExpiresAt *metav1.Time `json:"expiresAt,omitempty"`
-	// renewals is the spec's renewals the current expiresAt was set for.
-	// +optional
-	// +kubebuilder:validation:Minimum=0
-	Renewals int32 `json:"renewals,omitempty"`
 }
 
 // DiskScheduleStatus holds the ledger's decisions, written only by the

@@ -46,11 +46,11 @@
 // nominated node, or kube-scheduler's call to /bind when the extender is
 // its binder. Reservations are written with one merge patch per disk, with
 // no resourceVersion precondition (only the extender writes them), and no
-// wait for the decision: a pending request already counts as taken. A
-// granted reservation is renewed before it expires while its pod, bound to
-// the node, still waits for Longhorn to place the volume's replica there:
-// in the disk's next write of a new reservation once it has lived a fifth
-// of the timeout, or in a write of its own within 3/5 of expiring.
+// wait for the decision: a pending request already counts as taken. The
+// extender never renews a reservation: the ledger holds a granted one while
+// its pod is bound to the node and the volume's replica is not there yet
+// (DESIGN rule 6). A reservation that expired before the ledger saw its pod
+// bound there is counted in flight again at once and written anew.
 // The view of nodes and ledgers the filter reads is kept from informer
 // events under the same lock as the overlay, so an entry drops only once
 // the view shows what replaces it. A new leader that takes over from

@@ -73,9 +73,6 @@ type Extender struct {
 	// written are reservations written and not yet seen decided, by disk
 	// UUID then volume, for the metrics.
 	written map[string]map[string]string
-	// renewals are the granted reservations to renew with the next write
-	// of their disk, by disk UUID then volume (renewDue).
-	renewals map[string]map[string]renewal
 	// lapsed are the pods whose entries expired before their node was
 	// known, by UID, with when: bound later, they are tracked again.
 	lapsed map[types.UID]time.Time
@@ -105,7 +102,6 @@ func New(opts Options) *Extender {
 		view:       newView(),
 		overlay:    newOverlay(),
 		written:    map[string]map[string]string{},
-		renewals:   map[string]map[string]renewal{},
 		lapsed:     map[types.UID]time.Time{},
 		background: context.Background(),
 	}

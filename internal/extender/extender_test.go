@@ -663,12 +663,13 @@ func (f *fixture) waitViewed(ds *dsv1.DiskSchedule) {
 	}
 }
 
-// TestExpiredReservationOfAWaitingPodIsRenewed: a pod bound to its node
+// TestExpiredReservationOfABoundPodIsWrittenAgain: a pod bound to its node
 // whose volume waits for Longhorn to attach it and place its replica keeps
-// its space: when its reservation expires, the extender counts it in flight
-// at once, removes the spent entry and, once the ledger has dropped its
-// decision, reserves again.
-func TestExpiredReservationOfAWaitingPodIsRenewed(t *testing.T) {
+// its space: when its reservation expires (the ledger holds a bound pod's
+// reservation, so this happens only when the pod bound after the decision
+// that expired it), the extender counts it in flight at once, removes the
+// spent entry and, once the ledger has dropped its decision, reserves again.
+func TestExpiredReservationOfABoundPodIsWrittenAgain(t *testing.T) {
 	f := newFixture(t)
 	f.node("node-a", []int64{100 * gi}, nil)
 	claimA, volA := f.claim("data-a", 60*gi)
@@ -711,85 +712,6 @@ func TestExpiredReservationOfAWaitingPodIsRenewed(t *testing.T) {
 		t.Fatal(err)
 	}
 	ledgerWhere("pod a is reserved again", reserved)
-	// The writer counts a renewal once its write has returned, which may be
-	// after the ledger already shows it.
-	renewed := f.metrics.Reservations.WithLabelValues("renewed")
-	if err := wait.PollUntilContextTimeout(f.ctx, 10*time.Millisecond, 5*time.Second, true, func(context.Context) (bool, error) {
-		return metricValue(t, renewed) >= 1, nil
-	}); err != nil {
-		t.Errorf("renewed reservations = %v, want at least 1", metricValue(t, renewed))
-	}
-}
-
-// TestGrantedReservationOfAWaitingPodIsRenewed: a granted reservation about
-// to expire while its pod, bound to the node, still has no replica there is
-// renewed (spec renewals raised) before it expires, so the ledger never
-// frees the space; once Longhorn placed the replica on the node, it is not
-// renewed any more. The test plays the ledger's controller.
-func TestGrantedReservationOfAWaitingPodIsRenewed(t *testing.T) {
-	f := newFixture(t)
-	f.node("node-a", []int64{100 * gi}, nil)
-	claimA, volA := f.claim("data-a", 60*gi)
-	podA := f.pod("a", claimA)
-	f.filterAndBind(podA, "node-a")
-	key := types.NamespacedName{Namespace: f.ns, Name: "node-a-uuid-1"}
-	ledgerWhere := func(what string, cond func(*dsv1.DiskSchedule) bool) *dsv1.DiskSchedule {
-		t.Helper()
-		return f.ledgerWhere(key, what, cond)
-	}
-	ds := ledgerWhere("pod a's reservation is written", func(ds *dsv1.DiskSchedule) bool {
-		res, ok := ds.Spec.Reservations[volA]
-		return ok && res.Pod == f.ns+"/a" && res.Size == 60*gi
-	})
-	// grant decides the reservation as written now, expiring in 2 s: within
-	// the renewal lead of the default timeout (5 s).
-	grant := func(ds *dsv1.DiskSchedule) {
-		t.Helper()
-		res := ds.Spec.Reservations[volA]
-		expires := metav1.NewTime(time.Now().Add(2 * time.Second))
-		ds.Status.Reservations = map[string]dsv1.ReservationStatus{volA: {State: dsv1.ReservationStateScheduled,
-			RequestedSize: res.Size, ScheduledSize: res.Size, Pod: res.Pod, ExpiresAt: &expires, Renewals: res.Renewals}}
-		ds.Status.ObservedGeneration = ds.Generation
-		if err := f.env.Client.Status().Update(f.ctx, ds); err != nil {
-			t.Fatal(err)
-		}
-	}
-	grant(ds)
-	ds = ledgerWhere("the extender renews pod a's reservation before it expires", func(ds *dsv1.DiskSchedule) bool {
-		return ds.Spec.Reservations[volA].Renewals == 1
-	})
-	if res := ds.Spec.Reservations[volA]; res.Pod != f.ns+"/a" || res.Size != 60*gi {
-		t.Errorf("renewed reservation = %+v, want pod a's 60Gi", res)
-	}
-	// The writer counts a renewal once its write has returned, which may be
-	// after the ledger already shows it.
-	renewed := f.metrics.Reservations.WithLabelValues("renewed")
-	if err := wait.PollUntilContextTimeout(f.ctx, 10*time.Millisecond, 5*time.Second, true, func(context.Context) (bool, error) {
-		return metricValue(t, renewed) >= 1, nil
-	}); err != nil {
-		t.Errorf("renewed reservations = %v, want at least 1", metricValue(t, renewed))
-	}
-
-	// Longhorn places the volume's replica on the node: the reservation,
-	// granted again with the same lead, is left to expire.
-	r := testenv.Replica(f.ns, volA+"-r-1", testenv.ReplicaFixture{Volume: volA, Size: 60 * gi,
-		NodeID: "node-a", DiskName: "disk-1", DiskID: "node-a-uuid-1", State: lhv1.InstanceStateStopping})
-	if err := testenv.CreateLonghorn(f.ctx, f.env.Client, r); err != nil {
-		t.Fatal(err)
-	}
-	f.waitCached(r)
-	grant(ds)
-	deadline := time.Now().Add(3 * time.Second) // past the granted expiry
-	for time.Now().Before(deadline) {
-		cur := &dsv1.DiskSchedule{}
-		if err := f.env.Client.Get(f.ctx, key, cur); err != nil {
-			t.Fatal(err)
-		}
-		if got := cur.Spec.Reservations[volA].Renewals; got != 1 {
-			t.Fatalf("renewals = %d after the replica was placed on the node, want 1 (not renewed)", got)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
 }
 
 // filterAndBind filters pod until node passes, then binds it there.
@@ -842,53 +764,6 @@ func (f *fixture) ledgerWhere(key types.NamespacedName, what string, cond func(*
 		f.t.Fatalf("waiting until %s: %v (spec %+v, status %+v)", what, err, ds.Spec.Reservations, ds.Status.Reservations)
 	}
 	return ds
-}
-
-// TestRenewalRidesOnTheDisksNextWrite: when a disk is written for a new
-// reservation, the granted reservations there that have lived a fifth of
-// the timeout and whose pods still wait are renewed in that same write,
-// before they are due for a write of their own.
-func TestRenewalRidesOnTheDisksNextWrite(t *testing.T) {
-	f := newFixture(t)
-	f.node("node-a", []int64{100 * gi}, nil)
-	claimA, volA := f.claim("data-a", 30*gi)
-	claimB, volB := f.claim("data-b", 30*gi)
-	f.filterAndBind(f.pod("a", claimA), "node-a")
-	key := types.NamespacedName{Namespace: f.ns, Name: "node-a-uuid-1"}
-	ds := f.ledgerWhere(key, "pod a's reservation is written", func(ds *dsv1.DiskSchedule) bool {
-		return ds.Spec.Reservations[volA].Pod == f.ns+"/a"
-	})
-	// Granted as if decided 1.5 s ago with the default timeout (5 s): past a
-	// fifth of its life, and 0.5 s before the renewal lead (3 s) makes it due
-	// on its own.
-	res := ds.Spec.Reservations[volA]
-	expires := metav1.NewTime(time.Now().Add(3500 * time.Millisecond))
-	ds.Status.Reservations = map[string]dsv1.ReservationStatus{volA: {State: dsv1.ReservationStateScheduled,
-		RequestedSize: res.Size, ScheduledSize: res.Size, Pod: res.Pod, ExpiresAt: &expires}}
-	ds.Status.ObservedGeneration = ds.Generation
-	if err := f.env.Client.Status().Update(f.ctx, ds); err != nil {
-		t.Fatal(err)
-	}
-	// Wait until the extender's view has the grant, then bring pod b.
-	err := wait.PollUntilContextTimeout(f.ctx, 2*time.Millisecond, 5*time.Second, true, func(context.Context) (bool, error) {
-		f.ext.mu.Lock()
-		defer f.ext.mu.Unlock()
-		seen := f.ext.view.ledger(key.Name)
-		return seen != nil && seen.Status.Reservations[volA].State == dsv1.ReservationStateScheduled, nil
-	})
-	if err != nil {
-		t.Fatalf("the extender never saw pod a's reservation granted: %v", err)
-	}
-	f.filterAndBind(f.pod("b", claimB), "node-a")
-	ds = f.ledgerWhere(key, "pod b's reservation is written", func(ds *dsv1.DiskSchedule) bool {
-		return ds.Spec.Reservations[volB].Pod == f.ns+"/b"
-	})
-	if time.Now().After(expires.Add(-3 * time.Second)) {
-		t.Skip("pod b's reservation took longer than 0.5 s to be written: pod a's renewal may have been due on its own")
-	}
-	if got := ds.Spec.Reservations[volA].Renewals; got != 1 {
-		t.Errorf("pod a's renewals in the write of pod b's reservation = %d, want 1", got)
-	}
 }
 
 // TestBoundPodKeepsItsClaimWhenItsSpaceWasTaken is the window between a

@@ -17,7 +17,6 @@ import (
 
 	dsv1 "github.com/longhorn/diskschedule/api/v1beta2"
 	"github.com/longhorn/diskschedule/internal/ledger"
-	"github.com/longhorn/diskschedule/internal/settings"
 )
 
 // How the extender learned a pod's node.
@@ -27,13 +26,15 @@ const (
 	knownByNomination   = "nominated"
 	knownByBind         = "bind"
 	knownByRebuild      = "rebuild"
-	knownByRenewal      = "renewal"
+	knownByRewrite      = "rewrite"
 )
 
-// renewalWindow bounds how long after its binding a pod's expired
-// reservations are held and written again while its volumes wait for their
-// replicas.
-const renewalWindow = 5 * time.Minute
+// waitWindow bounds how long the extender keeps counting a pod's space
+// after its node is known while the ledgers do not show its reservations,
+// how long after its entry lapsed a pod bound later is tracked again, and
+// how long after its binding a pod's reservation that expired before the
+// ledger saw the binding is written again (holdExpired).
+const waitWindow = 5 * time.Minute
 
 // annSelectedNode is the annotation kube-scheduler's volume binding puts on
 // a WaitForFirstConsumer claim with the node it chose, before the pod binds.
@@ -322,9 +323,7 @@ func (e *Extender) expire(entry *inflight, reason string) {
 
 // sweep expires, until ctx ends, the entries whose pods got no node within
 // scheduler-extender-pod-scheduling-timeout and those whose reservations
-// the ledgers did not show within renewalWindow of the node being known,
-// and renews the reservations about to expire that pods still wait on
-// (renewDue).
+// the ledgers did not show within waitWindow of the node being known.
 func (e *Extender) sweep(ctx context.Context) {
 	ticker := e.opts.Clock.NewTicker(sweepPeriod)
 	defer ticker.Stop()
@@ -340,9 +339,8 @@ func (e *Extender) sweep(ctx context.Context) {
 		}
 		now := e.opts.Clock.Now()
 		e.mu.Lock()
-		e.renewDue(sched)
 		for uid, at := range e.lapsed {
-			if now.Sub(at) > renewalWindow {
+			if now.Sub(at) > waitWindow {
 				delete(e.lapsed, uid)
 			}
 		}
@@ -352,7 +350,7 @@ func (e *Extender) sweep(ctx context.Context) {
 				e.expire(entry, "no-node")
 			case entry.known == knownByNomination && now.Sub(entry.narrowed) > sched.PodSchedulingTimeout:
 				e.expire(entry, "no-node")
-			case entry.node != "" && now.Sub(entry.narrowed) > renewalWindow:
+			case entry.node != "" && now.Sub(entry.narrowed) > waitWindow:
 				// A pod on its node keeps its space counted until the
 				// ledgers show it, however long the writes take.
 				e.expire(entry, "no-reservation")
@@ -364,10 +362,11 @@ func (e *Extender) sweep(ctx context.Context) {
 
 // holdExpired keeps counting, in the overlay, the space of a reservation
 // that expired while its pod, bound to node, still waits for Longhorn to
-// place its volume's replica there (renewals normally keep it from
-// expiring: see renewDue), and queues it to be written again. It runs under
-// the same lock as the view's update that shows the expiry, so no filter
-// sees the space free in between. Called with e.mu held.
+// place its volume's replica there, and queues it to be written again. The
+// ledger holds the reservation of a bound pod (DESIGN rule 6), so this
+// happens only when the pod bound after the decision that expired it. It
+// runs under the same lock as the view's update that shows the expiry, so
+// no filter sees the space free in between. Called with e.mu held.
 func (e *Extender) holdExpired(ds *dsv1.DiskSchedule, volume string, res dsv1.DiskScheduleReservation) {
 	if e.writes == nil {
 		return
@@ -385,15 +384,14 @@ func (e *Extender) holdExpired(ds *dsv1.DiskSchedule, volume string, res dsv1.Di
 		offered: map[string]fit{node: {OK: true, Assignment: map[string]string{volume: ds.Name}, Sizes: map[string]int64{volume: res.Size}}},
 	}
 	e.overlay.add(entry)
-	e.overlay.narrow(entry, node, knownByRenewal, e.opts.Clock.Now())
+	e.overlay.narrow(entry, node, knownByRewrite, e.opts.Clock.Now())
 	e.queueWrites(entry)
-	e.opts.Metrics.Reservations.WithLabelValues("renewed").Inc()
 	e.opts.Metrics.InFlight.Set(float64(e.overlay.len()))
 }
 
 // waitingPod returns the pod a reservation of volume on ds was made for
 // when that pod still needs it: bound to the disk's node less than
-// renewalWindow ago, not being deleted, and without a replica of the
+// waitWindow ago, not being deleted, and without a replica of the
 // volume placed on that node yet. Called with e.mu held.
 func (e *Extender) waitingPod(ds *dsv1.DiskSchedule, volume string, res dsv1.DiskScheduleReservation) (*corev1.Pod, bool) {
 	ns, name, ok := strings.Cut(res.Pod, "/")
@@ -406,7 +404,7 @@ func (e *Extender) waitingPod(ds *dsv1.DiskSchedule, volume string, res dsv1.Dis
 		return nil, false
 	}
 	node := ds.Spec.NodeID
-	if pod.Spec.NodeName != node || pod.DeletionTimestamp != nil || !boundSince(pod, e.opts.Clock.Now().Add(-renewalWindow)) {
+	if pod.Spec.NodeName != node || pod.DeletionTimestamp != nil || !boundSince(pod, e.opts.Clock.Now().Add(-waitWindow)) {
 		return nil, false
 	}
 	placed, err := e.placedOnNode(ctx, []want{{volume: volume}}, node)
@@ -414,74 +412,6 @@ func (e *Extender) waitingPod(ds *dsv1.DiskSchedule, volume string, res dsv1.Dis
 		return nil, false // its replica holds the space now
 	}
 	return pod, true
-}
-
-// renewDue marks for renewal, on every disk where a granted reservation
-// of a pod expires within 3/5 of scheduler-extender-node-reservation-timeout
-// from now, the disk's granted reservations whose pods still wait for their
-// replica (waitingPod), and queues the disk: they are renewed in one write,
-// so they expire together and the next renewal is one write again. Called
-// with e.mu held.
-func (e *Extender) renewDue(sched settings.Scheduling) {
-	if e.writes == nil || sched.NodeReservationTimeout <= 0 {
-		return
-	}
-	ahead := sched.NodeReservationTimeout * 3 / 5
-	by := e.opts.Clock.Now().Add(ahead)
-	for _, byDisk := range e.view.ledgers {
-		for uuid, ds := range byDisk {
-			if !renewalDue(ds, by) {
-				continue
-			}
-			if e.markRenewals(uuid, ds, time.Time{}) > 0 {
-				e.writes.Add(uuid)
-			}
-		}
-	}
-}
-
-// markRenewals marks for renewal the granted reservations on ds (disk
-// uuid) that expire before by (all of them when by is zero) and whose pods
-// still wait for their replica, and returns how many are marked on the
-// disk. Called with e.mu held.
-func (e *Extender) markRenewals(uuid string, ds *dsv1.DiskSchedule, by time.Time) int {
-	for volume := range ds.Spec.Reservations {
-		res, ok := expiringBefore(ds, volume, by)
-		if !ok {
-			continue
-		}
-		if _, marked := e.renewals[uuid][volume]; marked {
-			continue
-		}
-		if _, ok := e.waitingPod(ds, volume, res); !ok {
-			continue
-		}
-		if e.renewals[uuid] == nil {
-			e.renewals[uuid] = map[string]renewal{}
-		}
-		e.renewals[uuid][volume] = renewal{pod: res.Pod, to: res.Renewals + 1}
-	}
-	return len(e.renewals[uuid])
-}
-
-// renewalDue reports whether a granted reservation of a pod on ds expires
-// before by.
-func renewalDue(ds *dsv1.DiskSchedule, by time.Time) bool {
-	for volume := range ds.Spec.Reservations {
-		if _, ok := expiringBefore(ds, volume, by); ok {
-			return true
-		}
-	}
-	return false
-}
-
-// expiringBefore returns the reservation of volume on ds when it is a
-// pod's, granted, and expires before by (at any time when by is zero).
-func expiringBefore(ds *dsv1.DiskSchedule, volume string, by time.Time) (dsv1.DiskScheduleReservation, bool) {
-	res, state, _ := ledger.ReservationOf(ds, volume)
-	at := ds.Status.Reservations[volume].ExpiresAt
-	ok := state == dsv1.ReservationStateScheduled && res.Pod != "" && at != nil && (by.IsZero() || at.Time.Before(by))
-	return res, ok
 }
 
 // boundSince reports whether pod was bound after t.

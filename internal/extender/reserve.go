@@ -94,20 +94,10 @@ func (e *Extender) wanted(disk string, binding types.UID) ([]want, *dsv1.DiskSch
 // the reservation is that pod's, errRefused is returned. A volume whose
 // replica Longhorn already placed on the node needs no reservation.
 func (e *Extender) writeDisk(ctx context.Context, disk string, onlyPod types.UID) error {
-	// Without the settings the write goes on, only without renewals.
-	sched, settingsErr := e.settings.get(ctx)
 	e.mu.Lock()
 	wants, ds := e.wanted(disk, onlyPod)
-	if settingsErr == nil && ds != nil && sched.NodeReservationTimeout > 0 && unwritten(wants, ds) {
-		// The disk is written anyway: renew in the same write the granted
-		// reservations that have lived a fifth of their time and whose pods
-		// still wait, instead of a write of their own later (renewDue).
-		e.markRenewals(disk, ds, e.opts.Clock.Now().Add(sched.NodeReservationTimeout*4/5))
-	}
-	renew := e.renewals[disk]
-	delete(e.renewals, disk)
 	e.mu.Unlock()
-	if len(wants) == 0 && len(renew) == 0 {
+	if len(wants) == 0 {
 		return nil
 	}
 	if ds == nil {
@@ -115,12 +105,10 @@ func (e *Extender) writeDisk(ctx context.Context, disk string, onlyPod types.UID
 	}
 	placed, err := e.placedOnNode(ctx, wants, ds.Spec.NodeID)
 	if err != nil {
-		e.putBackRenewals(disk, renew)
 		return err
 	}
 	var refused []want
 	var wrote []want
-	var renewed int
 	// Only the extender writes reservations, whole keys at a time: a merge
 	// patch without the resourceVersion lock never conflicts with the other
 	// writers or the controller (ledgerclient.Merge). The informer's event
@@ -128,8 +116,6 @@ func (e *Extender) writeDisk(ctx context.Context, disk string, onlyPod types.UID
 	_, err = ledgerclient.Merge(ctx, e.opts.Client, ds, func(ds *dsv1.DiskSchedule) bool {
 		refused, wrote = nil, nil
 		changed := dropSpent(ds)
-		renewed = applyRenewals(ds, renew)
-		changed = renewed > 0 || changed
 		free := ledger.Free(ds)
 		for _, w := range wants {
 			if _, ok := placed[w.volume]; ok {
@@ -161,12 +147,10 @@ func (e *Extender) writeDisk(ctx context.Context, disk string, onlyPod types.UID
 		return changed
 	})
 	if err != nil {
-		e.putBackRenewals(disk, renew)
 		return err
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	e.opts.Metrics.Reservations.WithLabelValues("renewed").Add(float64(renewed))
 	for _, w := range wrote {
 		if e.written[disk] == nil {
 			e.written[disk] = map[string]string{}
@@ -213,7 +197,7 @@ func (e *Extender) writeDisk(ctx context.Context, disk string, onlyPod types.UID
 // there between the pod's filter and its reservation).
 func keepsClaim(entry *inflight) bool {
 	switch entry.known {
-	case knownByBinding, knownBySelectedNode, knownByRebuild, knownByRenewal:
+	case knownByBinding, knownBySelectedNode, knownByRebuild, knownByRewrite:
 		return true
 	}
 	return false
@@ -232,55 +216,6 @@ func markVolume(set map[string]bool, volume string) map[string]bool {
 func (w want) on(ds *dsv1.DiskSchedule) bool {
 	res, _, ok := ledger.ReservationOf(ds, w.volume)
 	return ok && res.Pod == w.entry.key() && res.Size == w.size
-}
-
-// unwritten reports whether one of wants is not on ds's spec yet.
-func unwritten(wants []want, ds *dsv1.DiskSchedule) bool {
-	for _, w := range wants {
-		if !w.on(ds) {
-			return true
-		}
-	}
-	return false
-}
-
-// putBackRenewals keeps renew, which a failed write did not carry, for the
-// disk's next write, unless newer renewals are marked.
-func (e *Extender) putBackRenewals(disk string, renew map[string]renewal) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	for volume, r := range renew {
-		if e.renewals[disk] == nil {
-			e.renewals[disk] = map[string]renewal{}
-		}
-		if _, newer := e.renewals[disk][volume]; !newer {
-			e.renewals[disk][volume] = r
-		}
-	}
-}
-
-// renewal is a granted reservation to renew: its pod, and the renewals
-// count to write.
-type renewal struct {
-	pod string
-	to  int32
-}
-
-// applyRenewals raises the renewals of ds's reservations in renew that are
-// still the same pod's and below the count to write, and returns how many
-// it raised.
-func applyRenewals(ds *dsv1.DiskSchedule, renew map[string]renewal) int {
-	n := 0
-	for volume, r := range renew {
-		res, ok := ds.Spec.Reservations[volume]
-		if !ok || res.Pod != r.pod || res.Renewals >= r.to {
-			continue
-		}
-		res.Renewals = r.to
-		ds.Spec.Reservations[volume] = res
-		n++
-	}
-	return n
 }
 
 // dropSpent removes from ds's spec the reservations the ledger is done

@@ -27,6 +27,12 @@ const (
 	// DiskScheduleByReplica indexes DiskSchedules by every replica name of
 	// spec.replicas.
 	DiskScheduleByReplica = "spec.replicas"
+	// DiskScheduleByReservation indexes DiskSchedules by every volume name
+	// of spec.reservations.
+	DiskScheduleByReservation = "spec.reservations"
+	// DiskScheduleByReservationPod indexes DiskSchedules by the pod
+	// ("namespace/name") of every reservation in spec.reservations.
+	DiskScheduleByReservationPod = "spec.reservations.pod"
 )
 
 // Register adds every index to indexer.
@@ -41,6 +47,10 @@ func Register(ctx context.Context, indexer client.FieldIndexer) error {
 		{&lhv1.BackingImage{}, BackingImageByDisk, backingImageDisks},
 		{&dsv1.DiskSchedule{}, DiskScheduleByNode, func(o client.Object) []string { return nonEmpty(o.(*dsv1.DiskSchedule).Spec.NodeID) }},
 		{&dsv1.DiskSchedule{}, DiskScheduleByReplica, func(o client.Object) []string { return slices.Collect(maps.Keys(o.(*dsv1.DiskSchedule).Spec.Replicas)) }},
+		{&dsv1.DiskSchedule{}, DiskScheduleByReservation, func(o client.Object) []string {
+			return slices.Collect(maps.Keys(o.(*dsv1.DiskSchedule).Spec.Reservations))
+		}},
+		{&dsv1.DiskSchedule{}, DiskScheduleByReservationPod, reservationPods},
 	}
 	for _, ix := range indexes {
 		if err := indexer.IndexField(ctx, ix.obj, ix.field, ix.extract); err != nil {
@@ -68,4 +78,17 @@ func nonEmpty(s string) []string {
 		return nil
 	}
 	return []string{s}
+}
+
+// reservationPods returns the pods a DiskSchedule's reservations were made
+// for, each once.
+func reservationPods(o client.Object) []string {
+	ds := o.(*dsv1.DiskSchedule)
+	var out []string
+	for _, res := range ds.Spec.Reservations {
+		if res.Pod != "" && !slices.Contains(out, res.Pod) {
+			out = append(out, res.Pod)
+		}
+	}
+	return out
 }

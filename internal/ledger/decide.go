@@ -55,11 +55,49 @@ type Input struct {
 	// request needs them in actual space, and a grant Longhorn has not
 	// counted yet takes them from it (Disk.Space).
 	ActualSizes map[string]int64
-	// ReservationTimeout is how long a granted reservation lives unless a
-	// replica takes it over (rule 6).
+	// Pods maps a reservation (by volume) to what the controller knows of
+	// its pod (rule 6). A reservation missing here has a pod that is not
+	// bound yet.
+	Pods map[string]PodBinding
+	// NodeReplicas maps a reservation (by volume) to a replica of its volume
+	// that Longhorn persisted on another disk of this disk's node: the
+	// reservation is fulfilled, its space released (rule 6). A replica
+	// persisted on this disk ends the reservation once granted here
+	// (PlacedVolumes).
+	NodeReplicas map[string]string
+	// ReservationTimeout is how long a granted reservation whose pod is not
+	// bound yet lives unless a replica takes it over (rule 6).
 	ReservationTimeout time.Duration
 	// Now is the decision's time.
 	Now time.Time
+}
+
+// PodState is where a reservation's pod is, as the controller sees it.
+type PodState string
+
+const (
+	// PodNotBound: the pod is not bound to a node yet (the zero value, for a
+	// reservation missing from Input.Pods): its reservation expires at
+	// expiresAt.
+	PodNotBound PodState = ""
+	// PodBoundHere: the pod is bound to the disk's node: the ledger holds
+	// its reservation with no expiry.
+	PodBoundHere PodState = "BoundHere"
+	// PodBoundElsewhere: the pod is bound to another node: its reservation
+	// is released.
+	PodBoundElsewhere PodState = "BoundElsewhere"
+	// PodGone: the pod was not found, or is being deleted: a reservation
+	// held for it is released; one not held yet expires at expiresAt, as a
+	// pod the controller has not seen yet would.
+	PodGone PodState = "Gone"
+)
+
+// PodBinding is what the controller knows of a reservation's pod.
+type PodBinding struct {
+	// State is where the pod is.
+	State PodState
+	// Node is the node the pod is bound to, for PodBoundElsewhere.
+	Node string
 }
 
 // Owners names ledger entries whose owner object no longer exists.
@@ -80,7 +118,9 @@ type Outcome struct {
 	Released int
 	// Adopted counts requests granted over the limit because their replica already runs on the disk.
 	Adopted int
-	// NextExpiry is the earliest expiresAt among granted reservations, or zero.
+	// NextExpiry is the earliest expiresAt among granted reservations, or
+	// zero. A reservation held for a bound pod has no expiresAt, so it never
+	// sets it.
 	NextExpiry time.Time
 }
 
@@ -97,15 +137,15 @@ func Decide(in Input) (dsv1.DiskScheduleStatus, Outcome) {
 	d.keepDecided()
 	d.shrink()
 	d.holdUndecided()
-	d.renewReservations()
-	d.expireReservations(true)
+	d.releaseReservations(true)
 	d.handOff()
 	d.fulfillPlaced()
+	d.fulfillOnNode()
 	// A reservation kept for a handoff that did not happen (the replica's
-	// extra did not fit) is expired now, before grow, so its bytes are free
-	// for this very decision and no expired reservation is written as
+	// extra did not fit) is released now, before grow, so its bytes are free
+	// for this very decision and no ended reservation is written as
 	// scheduled.
-	d.expireReservations(false)
+	d.releaseReservations(false)
 	d.grow()
 	d.countReleased()
 	d.setConditions()
@@ -293,44 +333,72 @@ func (d *decider) release(held int64) {
 	d.used -= held
 }
 
-// renewReservations gives each granted reservation whose writer raised its
-// renewals since the last decision a full timeout from now, keeping its
-// space: a renewal that arrives after expiresAt but before the expiry was
-// written still renews, and no status in between shows the space free.
-func (d *decider) renewReservations() {
-	for _, name := range sortedKeys(d.out.Reservations) {
-		st := d.out.Reservations[name]
-		res, ok := d.in.Spec.Reservations[name]
-		if !ok || st.State != dsv1.ReservationStateScheduled || st.ExpiresAt == nil ||
-			res.Renewals == st.Renewals || !reservationDecided(res, st) {
-			continue
-		}
-		expires := metav1.NewTime(d.in.Now.Add(d.in.ReservationTimeout))
-		st.ExpiresAt = &expires
-		st.Renewals = res.Renewals
-		d.setReservation(name, st)
-	}
-}
-
-// expireReservations frees granted reservations whose time is up (rule 6).
+// releaseReservations applies rule 6 to every granted reservation: one
+// whose pod is bound to this disk's node is held, without expiresAt; one
+// whose pod is bound to another node, or is gone after its reservation was
+// held, is released; one whose pod is not bound yet expires at expiresAt.
 // With spareHandoffs, a reservation a replica may take over in this very
 // decision is left for handOff.
-func (d *decider) expireReservations(spareHandoffs bool) {
+func (d *decider) releaseReservations(spareHandoffs bool) {
 	for _, name := range sortedKeys(d.out.Reservations) {
 		st := d.out.Reservations[name]
-		if st.State != dsv1.ReservationStateScheduled || st.ExpiresAt == nil || d.in.Now.Before(st.ExpiresAt.Time) {
+		if st.State != dsv1.ReservationStateScheduled {
+			continue
+		}
+		msg := d.reservationEnd(name, st)
+		if msg == "" {
+			if expires := d.expiryOf(name, st); !expires.Equal(st.ExpiresAt) {
+				st.ExpiresAt = expires
+				d.setReservation(name, st)
+			}
 			continue
 		}
 		if spareHandoffs && d.handoffCandidate(name) != "" {
 			continue
 		}
 		st.State = dsv1.ReservationStateExpired
-		st.Message = fmt.Sprintf("expired at %s: no replica took over %s", st.ExpiresAt.UTC().Format(time.RFC3339), Bytes(st.ScheduledSize))
+		st.Message = msg
 		st.ScheduledSize = 0
 		st.ExpiresAt = nil
 		d.setReservation(name, st)
 		d.outcome.Released++
 	}
+}
+
+// reservationEnd returns why the granted reservation st of volume ends now
+// (rule 6), or "" when it still holds its space. A reservation held for a
+// bound pod has no expiresAt.
+func (d *decider) reservationEnd(volume string, st dsv1.ReservationStatus) string {
+	pod := d.in.Pods[volume]
+	held := st.ExpiresAt == nil
+	switch {
+	case pod.State == PodBoundHere:
+		return ""
+	case pod.State == PodBoundElsewhere:
+		return fmt.Sprintf("pod %s bound to %s, not %s: %s released", st.Pod, pod.Node, d.in.Spec.NodeID, Bytes(st.ScheduledSize))
+	case held && pod.State == PodGone:
+		return fmt.Sprintf("pod %s deleted: %s released", st.Pod, Bytes(st.ScheduledSize))
+	case !held && d.in.Previous.Reservations[volume].ExpiresAt != nil && !d.in.Now.Before(st.ExpiresAt.Time):
+		// (An expiresAt given in this decision, expiryOf, is not due in it.)
+		return fmt.Sprintf("expired at %s: no replica took over %s", st.ExpiresAt.UTC().Format(time.RFC3339), Bytes(st.ScheduledSize))
+	}
+	return ""
+}
+
+// expiryOf returns the expiresAt of the granted reservation st of volume,
+// which still holds its space: none while its pod is bound to this disk's
+// node, else the one it has, or a full timeout from now for a held
+// reservation whose pod is not bound any more (a pod of that name created
+// again after the bound one was deleted, which may yet bind here).
+func (d *decider) expiryOf(volume string, st dsv1.ReservationStatus) *metav1.Time {
+	if d.in.Pods[volume].State == PodBoundHere {
+		return nil
+	}
+	if st.ExpiresAt != nil {
+		return st.ExpiresAt
+	}
+	expires := metav1.NewTime(d.in.Now.Add(d.in.ReservationTimeout))
+	return &expires
 }
 
 // handoffCandidate returns the pending replica request that takes over the
@@ -419,6 +487,24 @@ func (d *decider) fulfillPlaced() {
 	}
 }
 
+// fulfillOnNode ends every granted reservation whose volume has a replica
+// Longhorn persisted on another disk of this disk's node (rule 6): the pod
+// has its local replica, whose own disk's ledger counts it.
+func (d *decider) fulfillOnNode() {
+	for _, volume := range sortedKeys(d.in.NodeReplicas) {
+		st, ok := d.out.Reservations[volume]
+		if !ok || st.State != dsv1.ReservationStateScheduled {
+			continue
+		}
+		replica := d.in.NodeReplicas[volume]
+		d.setReservation(volume, dsv1.ReservationStatus{
+			State: dsv1.ReservationStateFulfilled, RequestedSize: st.RequestedSize, Pod: st.Pod, Replica: replica,
+			Message: fmt.Sprintf("replica %s of the volume is persisted on node %s: %s released", replica, d.in.Spec.NodeID, Bytes(st.ScheduledSize)),
+		})
+		d.outcome.Released++
+	}
+}
+
 // grow decides every request still undecided: new requests and growth of
 // granted ones, in a fixed order (replicas, backing images, reservations,
 // each by name), each granted when it fits under the limit.
@@ -498,13 +584,31 @@ func (d *decider) grow() {
 			d.outcome.Granted++
 			continue
 		}
+		if pod := d.in.Pods[name]; pod.State == PodBoundElsewhere {
+			// The pod will not use this node: nothing to hold (rule 6).
+			d.setReservation(name, dsv1.ReservationStatus{
+				State: dsv1.ReservationStateExpired, RequestedSize: res.Size, Pod: res.Pod,
+				Message: fmt.Sprintf("pod %s bound to %s, not %s", res.Pod, pod.Node, d.in.Spec.NodeID),
+			})
+			continue
+		}
+		if replica, ok := d.in.NodeReplicas[name]; ok {
+			// The volume's replica is on the node already: nothing to hold.
+			d.setReservation(name, dsv1.ReservationStatus{
+				State: dsv1.ReservationStateFulfilled, RequestedSize: res.Size, Pod: res.Pod, Replica: replica,
+				Message: fmt.Sprintf("replica %s of the volume is persisted on node %s", replica, d.in.Spec.NodeID),
+			})
+			continue
+		}
 		st := d.growth(res.Size, dsv1.RequestStatus{}, false)
-		out := dsv1.ReservationStatus{RequestedSize: res.Size, Pod: res.Pod, ScheduledSize: st.ScheduledSize, Message: st.Message,
-			Renewals: res.Renewals}
+		out := dsv1.ReservationStatus{RequestedSize: res.Size, Pod: res.Pod, ScheduledSize: st.ScheduledSize, Message: st.Message}
 		if st.State == dsv1.RequestStateScheduled {
 			out.State = dsv1.ReservationStateScheduled
-			expires := metav1.NewTime(d.in.Now.Add(d.in.ReservationTimeout))
-			out.ExpiresAt = &expires
+			// A bound pod's reservation is held with no expiry (rule 6).
+			if d.in.Pods[name].State != PodBoundHere {
+				expires := metav1.NewTime(d.in.Now.Add(d.in.ReservationTimeout))
+				out.ExpiresAt = &expires
+			}
 		} else {
 			out.State = dsv1.ReservationStateRejected
 		}

@@ -1807,58 +1807,256 @@ func TestDecideReservationTakenOverByAPlacedReplica(t *testing.T) {
 	}
 }
 
-// TestDecideRenewal: raising a granted reservation's renewals gives it a
-// full timeout from the decision that sees it, keeping its space, even when
-// that decision comes after the old expiresAt; without a renewal it expires
-// and a request takes the space.
-func TestDecideRenewal(t *testing.T) {
+// TestDecideBoundPodHeld: a reservation whose pod is bound to the disk's
+// node is held with no expiry, however long, and the controller is never
+// asked to come back for it; unbound again (the pod created anew) it gets
+// a full timeout (rule 6).
+func TestDecideBoundPodHeld(t *testing.T) {
+	bound := map[string]PodBinding{"v": {State: PodBoundHere}}
 	in := Input{
-		Spec: dsv1.DiskScheduleSpec{Reservations: map[string]dsv1.DiskScheduleReservation{
+		Spec: dsv1.DiskScheduleSpec{NodeID: "node-y", Reservations: map[string]dsv1.DiskScheduleReservation{
 			"v": {Size: 100 * Gi, Pod: "ns/p"},
 		}},
 		Generation: 1, Disk: okDisk(100 * Gi), ReservationTimeout: timeout, Now: t0,
 	}
-	st, _ := decide(t, in)
+	st, oc := decide(t, in)
 	wantRes(t, st.Reservations, "v", resScheduled(100*Gi, "ns/p", t0.Add(timeout)))
 
-	// Renewed one second after expiresAt, with a request waiting for the
-	// space: the reservation keeps it until a timeout from now.
-	in.Spec.Reservations["v"] = dsv1.DiskScheduleReservation{Size: 100 * Gi, Pod: "ns/p", Renewals: 1}
-	in.Spec.Replicas = map[string]rb{"r-other": 10 * Gi}
-	in.Generation, in.Previous, in.Now = 2, st, t0.Add(timeout+time.Second)
-	renewed, oc := decide(t, in)
-	want := resScheduled(100*Gi, "ns/p", t0.Add(2*timeout+time.Second))
-	want.Renewals = 1
-	wantRes(t, renewed.Reservations, "v", want)
-	wantReq(t, "replica", renewed.Replicas, "r-other", rejected(10*Gi, 0, "requested 10Gi, 0 free of limit 100Gi"))
-	wantScheduled(t, renewed, 100*Gi)
-	wantOutcome(t, oc, 0, 1, 0, 0)
-	if !oc.NextExpiry.Equal(t0.Add(2*timeout + time.Second)) {
-		t.Errorf("NextExpiry = %v, want %v", oc.NextExpiry, t0.Add(2*timeout+time.Second))
-	}
-
-	// Decided again with the same renewals: nothing moves.
-	in.Generation, in.Previous, in.Now = 3, renewed, t0.Add(timeout+2*time.Second)
-	again, _ := decide(t, in)
-	wantRes(t, again.Reservations, "v", want)
-
-	// Not renewed again: at the new expiresAt it expires and the waiting
-	// request is granted in the same decision.
-	in.Spec.Replicas = map[string]rb{"r-later": 10 * Gi}
-	in.Generation, in.Previous, in.Now = 4, again, t0.Add(2*timeout+time.Second)
+	// Bound before expiresAt: held, expiresAt gone, no requeue.
+	in.Pods = bound
+	in.Generation, in.Previous, in.Now = 2, st, t0.Add(time.Second)
 	st, oc = decide(t, in)
-	if got := st.Reservations["v"]; got.State != dsv1.ReservationStateExpired || got.ScheduledSize != 0 {
-		t.Errorf("v = %+v, want expired", got)
+	held := dsv1.ReservationStatus{State: dsv1.ReservationStateScheduled, RequestedSize: 100 * Gi, Pod: "ns/p", ScheduledSize: 100 * Gi}
+	wantRes(t, st.Reservations, "v", held)
+	wantOutcome(t, oc, 0, 0, 0, 0)
+	if !oc.NextExpiry.IsZero() {
+		t.Errorf("NextExpiry = %v, want zero for a held reservation", oc.NextExpiry)
 	}
-	wantReq(t, "replica", st.Replicas, "r-later", granted(10*Gi))
-	wantOutcome(t, oc, 1, 0, 1, 0)
 
-	// A renewal of a reservation that already expired does not bring it
-	// back: expired stays expired.
-	in.Spec.Reservations["v"] = dsv1.DiskScheduleReservation{Size: 100 * Gi, Pod: "ns/p", Renewals: 2}
-	in.Generation, in.Previous, in.Now = 5, st, t0.Add(2*timeout+2*time.Second)
-	st, _ = decide(t, in)
-	if got := st.Reservations["v"]; got.State != dsv1.ReservationStateExpired || got.ScheduledSize != 0 {
-		t.Errorf("v after a late renewal = %+v, want expired", got)
+	// An hour later, with a request waiting for the space: still held.
+	in.Spec.Replicas = map[string]rb{"r-other": 10 * Gi}
+	in.Generation, in.Previous, in.Now = 3, st, t0.Add(time.Hour)
+	st, oc = decide(t, in)
+	wantRes(t, st.Reservations, "v", held)
+	wantReq(t, "replica", st.Replicas, "r-other", rejected(10*Gi, 0, "requested 10Gi, 0 free of limit 100Gi"))
+	wantScheduled(t, st, 100*Gi)
+	wantOutcome(t, oc, 0, 1, 0, 0)
+
+	// A pod of that name not bound (created again): a full timeout from now.
+	in.Spec.Replicas = nil
+	in.Pods = nil
+	in.Generation, in.Previous, in.Now = 4, st, t0.Add(2*time.Hour)
+	st, oc = decide(t, in)
+	wantRes(t, st.Reservations, "v", resScheduled(100*Gi, "ns/p", t0.Add(2*time.Hour+timeout)))
+	if !oc.NextExpiry.Equal(t0.Add(2*time.Hour + timeout)) {
+		t.Errorf("NextExpiry = %v, want %v", oc.NextExpiry, t0.Add(2*time.Hour+timeout))
+	}
+
+	// A reservation written for a pod already bound here is held from its grant.
+	in2 := Input{
+		Spec: dsv1.DiskScheduleSpec{NodeID: "node-y", Reservations: map[string]dsv1.DiskScheduleReservation{
+			"v": {Size: 100 * Gi, Pod: "ns/p"},
+		}},
+		Pods: bound, Generation: 1, Disk: okDisk(100 * Gi), ReservationTimeout: timeout, Now: t0,
+	}
+	st, oc = decide(t, in2)
+	wantRes(t, st.Reservations, "v", held)
+	wantOutcome(t, oc, 1, 0, 0, 0)
+	if !oc.NextExpiry.IsZero() {
+		t.Errorf("NextExpiry = %v, want zero", oc.NextExpiry)
+	}
+}
+
+// TestDecideReservationReleasedByItsPod: a granted reservation ends, and
+// its space is free in the same decision, when its pod is bound to another
+// node, or deleted after it was held, or when a replica of its volume is
+// persisted on another disk of the node (rule 6); a pod not found before it
+// was held lets the reservation live to its expiresAt.
+func TestDecideReservationReleasedByItsPod(t *testing.T) {
+	expires := t0.Add(timeout)
+	unbound := resScheduled(100*Gi, "ns/p", expires)
+	held := dsv1.ReservationStatus{State: dsv1.ReservationStateScheduled, RequestedSize: 100 * Gi, Pod: "ns/p", ScheduledSize: 100 * Gi}
+	for _, tc := range []struct {
+		name      string
+		prev      dsv1.ReservationStatus
+		pod       PodBinding
+		onNode    map[string]string
+		want      dsv1.ReservationStatus
+		wantFreed bool
+	}{
+		{name: "held, pod bound elsewhere", prev: held, pod: PodBinding{State: PodBoundElsewhere, Node: "node-x"}, wantFreed: true,
+			want: dsv1.ReservationStatus{State: dsv1.ReservationStateExpired, RequestedSize: 100 * Gi, Pod: "ns/p",
+				Message: "pod ns/p bound to node-x, not node-y: 100Gi released"}},
+		{name: "not held yet, pod bound elsewhere", prev: unbound, pod: PodBinding{State: PodBoundElsewhere, Node: "node-x"}, wantFreed: true,
+			want: dsv1.ReservationStatus{State: dsv1.ReservationStateExpired, RequestedSize: 100 * Gi, Pod: "ns/p",
+				Message: "pod ns/p bound to node-x, not node-y: 100Gi released"}},
+		{name: "held, pod deleted", prev: held, pod: PodBinding{State: PodGone}, wantFreed: true,
+			want: dsv1.ReservationStatus{State: dsv1.ReservationStateExpired, RequestedSize: 100 * Gi, Pod: "ns/p",
+				Message: "pod ns/p deleted: 100Gi released"}},
+		{name: "not held yet, pod not found", prev: unbound, pod: PodBinding{State: PodGone}, want: unbound},
+		{name: "held, replica persisted on another disk of the node", prev: held, pod: PodBinding{State: PodBoundHere},
+			onNode: map[string]string{"v": "r-v"}, wantFreed: true,
+			want: dsv1.ReservationStatus{State: dsv1.ReservationStateFulfilled, RequestedSize: 100 * Gi, Pod: "ns/p", Replica: "r-v",
+				Message: "replica r-v of the volume is persisted on node node-y: 100Gi released"}},
+		{name: "not held yet, replica persisted on the node", prev: unbound, onNode: map[string]string{"v": "r-v"}, wantFreed: true,
+			want: dsv1.ReservationStatus{State: dsv1.ReservationStateFulfilled, RequestedSize: 100 * Gi, Pod: "ns/p", Replica: "r-v",
+				Message: "replica r-v of the volume is persisted on node node-y: 100Gi released"}},
+		{name: "held, pod bound here", prev: held, pod: PodBinding{State: PodBoundHere}, want: held},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			in := Input{
+				Spec: dsv1.DiskScheduleSpec{NodeID: "node-y",
+					Reservations: map[string]dsv1.DiskScheduleReservation{"v": {Size: 100 * Gi, Pod: "ns/p"}},
+					Replicas:     map[string]rb{"r-other": 10 * Gi}},
+				Previous: dsv1.DiskScheduleStatus{StorageScheduled: 100 * Gi, StorageLimit: 100 * Gi,
+					Reservations: map[string]dsv1.ReservationStatus{"v": tc.prev}},
+				Pods: map[string]PodBinding{"v": tc.pod}, NodeReplicas: tc.onNode,
+				Generation: 2, Disk: okDisk(100 * Gi), ReservationTimeout: timeout, Now: t0.Add(time.Second),
+			}
+			st, oc := decide(t, in)
+			wantRes(t, st.Reservations, "v", tc.want)
+			if tc.wantFreed {
+				// The freed space goes to the waiting request in the same decision.
+				wantReq(t, "replica", st.Replicas, "r-other", granted(10*Gi))
+				wantScheduled(t, st, 10*Gi)
+				wantOutcome(t, oc, 1, 0, 1, 0)
+			} else {
+				wantReq(t, "replica", st.Replicas, "r-other", rejected(10*Gi, 0, "requested 10Gi, 0 free of limit 100Gi"))
+				wantScheduled(t, st, 100*Gi)
+				wantOutcome(t, oc, 0, 1, 0, 0)
+			}
+		})
+	}
+
+	// A new reservation of a pod bound elsewhere, or of a volume with a
+	// replica on the node already, is never granted.
+	for _, tc := range []struct {
+		name   string
+		pod    PodBinding
+		onNode map[string]string
+		want   dsv1.ReservationStatus
+	}{
+		{name: "pod bound elsewhere", pod: PodBinding{State: PodBoundElsewhere, Node: "node-x"},
+			want: dsv1.ReservationStatus{State: dsv1.ReservationStateExpired, RequestedSize: 100 * Gi, Pod: "ns/p",
+				Message: "pod ns/p bound to node-x, not node-y"}},
+		{name: "replica on the node", onNode: map[string]string{"v": "r-v"},
+			want: dsv1.ReservationStatus{State: dsv1.ReservationStateFulfilled, RequestedSize: 100 * Gi, Pod: "ns/p", Replica: "r-v",
+				Message: "replica r-v of the volume is persisted on node node-y"}},
+	} {
+		t.Run("new, "+tc.name, func(t *testing.T) {
+			in := Input{
+				Spec: dsv1.DiskScheduleSpec{NodeID: "node-y",
+					Reservations: map[string]dsv1.DiskScheduleReservation{"v": {Size: 100 * Gi, Pod: "ns/p"}}},
+				Pods: map[string]PodBinding{"v": tc.pod}, NodeReplicas: tc.onNode,
+				Generation: 1, Disk: okDisk(100 * Gi), ReservationTimeout: timeout, Now: t0,
+			}
+			st, oc := decide(t, in)
+			wantRes(t, st.Reservations, "v", tc.want)
+			wantScheduled(t, st, 0)
+			wantOutcome(t, oc, 0, 0, 0, 0)
+		})
+	}
+}
+
+// TestDecideHeldReservationsModel drives Decide through random sequences of
+// reservations, pod bindings, replicas placed on the node, requests and
+// time, and checks rule 6 after every decision: a granted reservation has an
+// expiresAt exactly when its pod is not bound to the disk's node; it ends
+// only for a reason rule 6 gives; the controller is asked back at the
+// earliest expiresAt; and the limit holds.
+func TestDecideHeldReservationsModel(t *testing.T) {
+	states := []PodBinding{{}, {State: PodBoundHere}, {State: PodBoundElsewhere, Node: "node-x"}, {State: PodGone}}
+	for seed := uint64(1); seed <= 40; seed++ {
+		rng := rand.New(rand.NewPCG(seed, 6))
+		spec := dsv1.DiskScheduleSpec{NodeID: "node-y", Reservations: map[string]dsv1.DiskScheduleReservation{}, Replicas: map[string]rb{}}
+		var status dsv1.DiskScheduleStatus
+		pods := map[string]PodBinding{}
+		onNode := map[string]string{}
+		now := t0
+		limit := int64(100 * Gi)
+		for step := 0; step < 300; step++ {
+			// One to three changes land between two decisions, as they do
+			// between two reconciles.
+			for ops := 1 + rng.IntN(3); ops > 0; ops-- {
+				v := volumePool[rng.IntN(len(volumePool))]
+				switch rng.IntN(7) {
+				case 0: // the extender writes a reservation for a new pod
+					if _, ok := spec.Reservations[v]; !ok {
+						spec.Reservations[v] = dsv1.DiskScheduleReservation{Size: (rng.Int64N(30) + 1) * Gi, Pod: fmt.Sprintf("ns/pod-%d", step)}
+						pods[v] = PodBinding{}
+						delete(onNode, v)
+					}
+				case 1: // the pod is bound, deleted, or created again
+					pods[v] = states[rng.IntN(len(states))]
+				case 2: // a replica of the volume lands on another disk of the node
+					if rng.IntN(3) == 0 {
+						onNode[v] = v + "-r"
+					}
+				case 3: // the extender drops a spent reservation
+					if st, ok := status.Reservations[v]; ok && st.State != dsv1.ReservationStateScheduled {
+						delete(spec.Reservations, v)
+					}
+				case 4: // a request competes for the space
+					spec.Replicas[fmt.Sprintf("r-%d", step)] = rb((rng.Int64N(20) + 1) * Gi)
+				default: // time passes
+					now = now.Add(time.Duration(rng.Int64N(int64(2 * timeout))))
+				}
+			}
+			in := Input{Spec: *spec.DeepCopy(), Generation: int64(step + 1), Previous: *status.DeepCopy(),
+				Disk: okDisk(limit), Pods: map[string]PodBinding{}, NodeReplicas: map[string]string{}, ReservationTimeout: timeout, Now: now}
+			for k, p := range pods {
+				in.Pods[k] = p
+			}
+			for k, r := range onNode {
+				in.NodeReplicas[k] = r
+			}
+			out, oc := decide(t, in)
+			fail := func(format string, args ...any) {
+				t.Helper()
+				t.Fatalf("seed %d step %d (now %s): %s", seed, step, now.Format(time.RFC3339Nano), fmt.Sprintf(format, args...))
+			}
+			if out.StorageScheduled > limit {
+				fail("storageScheduled %d over limit %d", out.StorageScheduled, limit)
+			}
+			var next time.Time
+			for name, st := range out.Reservations {
+				prev, had := status.Reservations[name]
+				pod := in.Pods[name]
+				switch st.State {
+				case dsv1.ReservationStateScheduled:
+					if (st.ExpiresAt == nil) != (pod.State == PodBoundHere) {
+						fail("reservation %s scheduled with expiresAt %v, pod %+v", name, st.ExpiresAt, pod)
+					}
+					if st.ExpiresAt != nil && !now.Before(st.ExpiresAt.Time) {
+						fail("reservation %s scheduled past its expiresAt %v", name, st.ExpiresAt)
+					}
+					if pod.State == PodBoundElsewhere || in.NodeReplicas[name] != "" {
+						fail("reservation %s still held with pod %+v, replica on node %q", name, pod, in.NodeReplicas[name])
+					}
+					if st.ExpiresAt != nil && (next.IsZero() || st.ExpiresAt.Time.Before(next)) {
+						next = st.ExpiresAt.Time
+					}
+				case dsv1.ReservationStateExpired, dsv1.ReservationStateFulfilled:
+					if !had || prev.State != dsv1.ReservationStateScheduled || !reservationDecided(spec.Reservations[name], prev) {
+						continue // decided before, or newly refused
+					}
+					if pod.State == PodBoundHere && in.NodeReplicas[name] == "" {
+						fail("reservation %s of a pod bound here ended: %+v", name, st)
+					}
+					if st.State == dsv1.ReservationStateFulfilled && in.NodeReplicas[name] != st.Replica {
+						fail("reservation %s fulfilled by %q, replica on node %q", name, st.Replica, in.NodeReplicas[name])
+					}
+					held := prev.ExpiresAt == nil
+					due := !held && !now.Before(prev.ExpiresAt.Time)
+					if st.State == dsv1.ReservationStateExpired && pod.State != PodBoundElsewhere && !(held && pod.State == PodGone) && !due {
+						fail("reservation %s expired early: was %+v, pod %+v: %s", name, prev, pod, st.Message)
+					}
+				}
+			}
+			if !oc.NextExpiry.Equal(next) {
+				fail("NextExpiry %v, want %v", oc.NextExpiry, next)
+			}
+			status = out
+		}
 	}
 }

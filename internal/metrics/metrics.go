@@ -167,7 +167,7 @@ func NewExtender(reg prometheus.Registerer) *Extender {
 		})),
 		Reservations: register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "longhorn_scheduler_extender_reservations_total",
-			Help: "Reservations written by the extender, by the ledger's decision (scheduled, rejected, fulfilled, expired), those refused before writing for lack of room (refused), and those renewed for pods still waiting for their replica (renewed).",
+			Help: "Reservations written by the extender, by the ledger's decision (scheduled, rejected, fulfilled, expired), and those refused before writing for lack of room (refused).",
 		}, []string{"result"})),
 		InFlight: register(reg, prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "longhorn_scheduler_extender_inflight_pods",

@@ -157,7 +157,7 @@ type extenderTimes struct {
 }
 
 // reservationResults are the results of reservations the benchmark reports.
-var reservationResults = []string{"scheduled", "fulfilled", "expired", "renewed", "refused", "rejected"}
+var reservationResults = []string{"scheduled", "fulfilled", "expired", "refused", "rejected"}
 
 func (e extenderTimes) add(o extenderTimes) extenderTimes {
 	out := extenderTimes{

@@ -22,9 +22,9 @@ const tightClaimSize = "1Ti"
 
 // tightReservationTimeout sets the tight case's
 // scheduler-extender-node-reservation-timeout, in seconds; empty keeps the
-// setting's default (5). The extender renews the reservation of a pod still
-// waiting for its replica before it expires, so the default holds however
-// long the simulated Longhorn takes to attach a burst of volumes.
+// setting's default (5). The ledger holds the reservation of a pod bound to
+// its node until its replica is there (DESIGN rule 6), so the default holds
+// however long the simulated Longhorn takes to attach a burst of volumes.
 var tightReservationTimeout = flag.String("schedulerbench.reservation-timeout", "", "scheduler-extender-node-reservation-timeout for the tight case, in seconds; empty keeps the setting's default (5).")
 
 var tightPods = flag.Int("schedulerbench.tight-pods", 1100, "Pods of 1Ti each in the tight case (100 nodes hold 1000).")

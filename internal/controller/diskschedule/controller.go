@@ -54,7 +54,7 @@ const ReasonAdoptedOverLimit = "AdoptedOverLimit"
 // +kubebuilder:rbac:groups=longhorn.io,resources=diskschedules,verbs=get;list;watch
 // +kubebuilder:rbac:groups=longhorn.io,resources=diskschedules/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=longhorn.io,resources=nodes;replicas;volumes;backingimages;settings,verbs=get;list;watch
-// +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=configmaps;pods,verbs=get;list;watch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
 // Reconcile decides every undecided request of one DiskSchedule: get →

@@ -3,8 +3,10 @@ package diskschedule
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	lhv1 "github.com/longhorn/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -40,6 +42,14 @@ func (r *Reconciler) input(ctx context.Context, ds *dsv1.DiskSchedule) (ledger.I
 	if err != nil {
 		return ledger.Input{}, err
 	}
+	pods, err := r.reservationPods(ctx, ds)
+	if err != nil {
+		return ledger.Input{}, err
+	}
+	onNode, err := r.replicasOnNode(ctx, ds)
+	if err != nil {
+		return ledger.Input{}, err
+	}
 	return ledger.Input{
 		Spec:               ds.Spec,
 		Generation:         ds.Generation,
@@ -48,6 +58,8 @@ func (r *Reconciler) input(ctx context.Context, ds *dsv1.DiskSchedule) (ledger.I
 		Persisted:          persisted,
 		PlacedVolumes:      placed,
 		ActualSizes:        actual,
+		Pods:               pods,
+		NodeReplicas:       onNode,
 		ReservationTimeout: r.timeouts.NodeReservationTimeout(),
 		Now:                r.clock.Now(),
 	}, nil
@@ -118,4 +130,80 @@ func (r *Reconciler) actualSizes(ctx context.Context, ds *dsv1.DiskSchedule, spa
 		}
 	}
 	return out, nil
+}
+
+// reservationPods returns, for each reservation of ds that is still to be
+// decided or holds space, where its pod is (rule 6): bound to the disk's
+// node, bound to another node, or gone (not found, or being deleted). A
+// reservation whose pod is not bound yet is left out.
+func (r *Reconciler) reservationPods(ctx context.Context, ds *dsv1.DiskSchedule) (map[string]ledger.PodBinding, error) {
+	var out map[string]ledger.PodBinding
+	for volume, res := range ds.Spec.Reservations {
+		if !reservationLive(ds, volume) {
+			continue
+		}
+		namespace, name, ok := strings.Cut(res.Pod, "/")
+		if !ok || namespace == "" || name == "" {
+			continue
+		}
+		binding := ledger.PodBinding{}
+		pod := &corev1.Pod{}
+		err := r.client.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, pod)
+		switch {
+		case apierrors.IsNotFound(err):
+			binding.State = ledger.PodGone
+		case err != nil:
+			return nil, fmt.Errorf("reading pod %s of the reservation of volume %s: %w", res.Pod, volume, err)
+		case !pod.DeletionTimestamp.IsZero():
+			binding.State = ledger.PodGone
+		case pod.Spec.NodeName == ds.Spec.NodeID:
+			binding.State = ledger.PodBoundHere
+		case pod.Spec.NodeName != "":
+			binding = ledger.PodBinding{State: ledger.PodBoundElsewhere, Node: pod.Spec.NodeName}
+		default:
+			continue
+		}
+		if out == nil {
+			out = map[string]ledger.PodBinding{}
+		}
+		out[volume] = binding
+	}
+	return out, nil
+}
+
+// replicasOnNode returns, for each reservation of ds that is still to be
+// decided or holds space, a replica of its volume that Longhorn persisted
+// on another disk of ds's node (rule 6).
+func (r *Reconciler) replicasOnNode(ctx context.Context, ds *dsv1.DiskSchedule) (map[string]string, error) {
+	var out map[string]string
+	for volume := range ds.Spec.Reservations {
+		if !reservationLive(ds, volume) {
+			continue
+		}
+		replicas := &lhv1.ReplicaList{}
+		if err := r.client.List(ctx, replicas, client.InNamespace(ds.Namespace), client.MatchingFields{index.ReplicaByVolume: volume}); err != nil {
+			return nil, fmt.Errorf("listing the replicas of volume %s: %w", volume, err)
+		}
+		for i := range replicas.Items {
+			rep := &replicas.Items[i]
+			if rep.Spec.NodeID != ds.Spec.NodeID || rep.Spec.DiskID == "" || rep.Spec.DiskID == ds.Name || !rep.DeletionTimestamp.IsZero() {
+				continue
+			}
+			if out == nil {
+				out = map[string]string{}
+			}
+			if cur, ok := out[volume]; !ok || rep.Name < cur {
+				out[volume] = rep.Name
+			}
+		}
+	}
+	return out, nil
+}
+
+// reservationLive reports whether ds's reservation of volume is still to be
+// decided or holds space: only such a reservation needs its pod and its
+// volume's replicas looked up.
+func reservationLive(ds *dsv1.DiskSchedule, volume string) bool {
+	_, state, ok := ledger.ReservationOf(ds, volume)
+	return ok && (state == "" || state == dsv1.ReservationStateScheduled)
 }

@@ -5,11 +5,13 @@ import (
 	"time"
 
 	lhv1 "github.com/longhorn/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -27,9 +29,11 @@ const maxRetryDelay = 2 * time.Second
 
 // SetupWithManager registers the controller: it decides a ledger when it
 // changes, when its disk's Longhorn Node changes (limit, schedulability),
-// when a Replica or BackingImage joins or leaves its disk (adoption), and
-// every ledger when the over-provisioning or minimal-available Setting or
-// the reservation timeout changes.
+// when a Replica or BackingImage joins or leaves its disk (adoption), when
+// the pod of one of its reservations is bound, deleted or created, or a
+// replica of a reserved volume is placed on its node (rule 6), and every
+// ledger when the over-provisioning or minimal-available Setting or the
+// reservation timeout changes.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	spaceSettings := predicate.NewPredicateFuncs(func(obj client.Object) bool {
 		return obj.GetName() == settings.StorageOverProvisioningPercentage || obj.GetName() == settings.StorageMinimalAvailablePercentage
@@ -40,6 +44,8 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Watches(&lhv1.Setting{}, handler.EnqueueRequestsFromMapFunc(r.all), builder.WithPredicates(spaceSettings)).
 		Watches(&lhv1.Replica{}, index.EnqueueDisks(index.ReplicaDisks)).
 		Watches(&lhv1.BackingImage{}, index.EnqueueDisks(index.BackingImageDisks)).
+		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(r.forPod), builder.WithPredicates(podPlacementChanged)).
+		Watches(&lhv1.Replica{}, handler.EnqueueRequestsFromMapFunc(r.forReservedVolume), builder.WithPredicates(replicaPlacementChanged)).
 		WatchesRawSource(source.Channel(r.timeouts.ReservationTimeoutChanges(), handler.EnqueueRequestsFromMapFunc(r.all))).
 		// Requesters wait for the ledger's decision: a ledger that failed to
 		// decide retries within seconds, not after controller-runtime's
@@ -53,6 +59,56 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 // forNode returns the ledgers of a Longhorn Node's disks.
 func (r *Reconciler) forNode(ctx context.Context, obj client.Object) []reconcile.Request {
 	return r.list(ctx, client.InNamespace(obj.GetNamespace()), client.MatchingFields{index.DiskScheduleByNode: obj.GetName()})
+}
+
+// forPod returns the ledgers holding a reservation made for pod.
+func (r *Reconciler) forPod(ctx context.Context, obj client.Object) []reconcile.Request {
+	return r.list(ctx, client.MatchingFields{index.DiskScheduleByReservationPod: obj.GetNamespace() + "/" + obj.GetName()})
+}
+
+// forReservedVolume returns the ledgers of the replica's node holding a
+// reservation of its volume.
+func (r *Reconciler) forReservedVolume(ctx context.Context, obj client.Object) []reconcile.Request {
+	rep, ok := obj.(*lhv1.Replica)
+	if !ok || rep.Spec.VolumeName == "" || rep.Spec.NodeID == "" {
+		return nil
+	}
+	list := &dsv1.DiskScheduleList{}
+	if err := r.client.List(ctx, list, client.InNamespace(obj.GetNamespace()),
+		client.MatchingFields{index.DiskScheduleByReservation: rep.Spec.VolumeName}); err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "Listing DiskSchedules to reconcile", "volume", rep.Spec.VolumeName)
+		return nil
+	}
+	var reqs []reconcile.Request
+	for i := range list.Items {
+		if list.Items[i].Spec.NodeID == rep.Spec.NodeID {
+			reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&list.Items[i])})
+		}
+	}
+	return reqs
+}
+
+// podPlacementChanged passes the pod events rule 6 depends on: a pod
+// created or deleted, bound, or marked for deletion; not its frequent
+// status updates.
+var podPlacementChanged = predicate.Funcs{
+	UpdateFunc: func(e event.UpdateEvent) bool {
+		oldPod, okOld := e.ObjectOld.(*corev1.Pod)
+		newPod, okNew := e.ObjectNew.(*corev1.Pod)
+		return !okOld || !okNew || oldPod.Spec.NodeName != newPod.Spec.NodeName ||
+			oldPod.DeletionTimestamp.IsZero() != newPod.DeletionTimestamp.IsZero()
+	},
+}
+
+// replicaPlacementChanged passes the replica events that may place a
+// replica of a reserved volume on a node, or take it away.
+var replicaPlacementChanged = predicate.Funcs{
+	UpdateFunc: func(e event.UpdateEvent) bool {
+		oldRep, okOld := e.ObjectOld.(*lhv1.Replica)
+		newRep, okNew := e.ObjectNew.(*lhv1.Replica)
+		return !okOld || !okNew || oldRep.Spec.NodeID != newRep.Spec.NodeID || oldRep.Spec.DiskID != newRep.Spec.DiskID ||
+			oldRep.DeletionTimestamp.IsZero() != newRep.DeletionTimestamp.IsZero()
+	},
 }
 
 // all returns every ledger of the object's namespace.
