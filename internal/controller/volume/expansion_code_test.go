@@ -8,7 +8,6 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	dsv1 "github.com/longhorn/diskschedule/api/v1beta2"
 	"github.com/longhorn/diskschedule/internal/requirement"
 	"github.com/longhorn/diskschedule/internal/simlonghorn"
 )
@@ -19,12 +18,7 @@ import (
 // the external resizer takes as infeasible); a refusal that is not about
 // room is Internal (retried).
 func TestExpansionRefusalCode(t *testing.T) {
-	ds := &dsv1.DiskSchedule{Spec: dsv1.DiskScheduleSpec{Name: "disk-1", NodeID: "node-1",
-		Replicas: map[string]dsv1.RequestedBytes{"pvc-a-r-1": dsv1.RequestedBytes(2048 * gi)}},
-		Status: dsv1.DiskScheduleStatus{Replicas: map[string]dsv1.RequestStatus{"pvc-a-r-1": {
-			State: dsv1.RequestStateRejected, RequestedSize: 2048 * gi, ScheduledSize: 10 * gi,
-			Message: "expansion from 10Gi to 2Ti needs 2038Gi more, 270Gi free of limit 280Gi"}}}}
-	r := requirement.Request{Disk: "uuid-1", Kind: requirement.Replica, Name: "pvc-a-r-1", Size: 2048 * gi}
+	r, ds := refusedGrowth(2048*gi, "expansion from 10Gi to 2Ti needs 2038Gi more, 270Gi free of limit 280Gi")
 	refusal := requirement.Deny(words{growth: "volume pvc-a grows from 10Gi to 2Ti"}.Refused(r, 10*gi, ds)).Response()
 	apiServer := func(msg string) error {
 		return fmt.Errorf("expanding volume pvc-a to %d bytes: admission webhook %q denied the request: %s",

@@ -15,13 +15,20 @@ import (
 // v1.12.0), and to Internal, retried for ever, otherwise.
 var longhornOutOfRange = regexp.MustCompile("failed to schedule .* more bytes to disk")
 
-func TestExpansionRefusal(t *testing.T) {
+// refusedGrowth is the request of replica pvc-a-r-1, granted 10Gi on disk
+// uuid-1 (disk-1 of node-1), to grow to size, and its ledger's rejection
+// saying msg.
+func refusedGrowth(size int64, msg string) (requirement.Request, *dsv1.DiskSchedule) {
+	r := requirement.Request{Disk: "uuid-1", Kind: requirement.Replica, Name: "pvc-a-r-1", Size: size}
 	ds := &dsv1.DiskSchedule{Spec: dsv1.DiskScheduleSpec{Name: "disk-1", NodeID: "node-1",
-		Replicas: map[string]dsv1.RequestedBytes{"pvc-a-r-1": dsv1.RequestedBytes(20 * gi)}},
-		Status: dsv1.DiskScheduleStatus{Replicas: map[string]dsv1.RequestStatus{"pvc-a-r-1": {
-			State: dsv1.RequestStateRejected, RequestedSize: 20 * gi, ScheduledSize: 10 * gi,
-			Message: "expansion from 10Gi to 20Gi needs 10Gi more, 4Gi free of limit 100Gi"}}}}
-	r := requirement.Request{Disk: "uuid-1", Kind: requirement.Replica, Name: "pvc-a-r-1", Size: 20 * gi}
+		Replicas: map[string]dsv1.RequestedBytes{r.Name: dsv1.RequestedBytes(size)}},
+		Status: dsv1.DiskScheduleStatus{Replicas: map[string]dsv1.RequestStatus{r.Name: {
+			State: dsv1.RequestStateRejected, RequestedSize: size, ScheduledSize: 10 * gi, Message: msg}}}}
+	return r, ds
+}
+
+func TestExpansionRefusal(t *testing.T) {
+	r, ds := refusedGrowth(20*gi, "expansion from 10Gi to 20Gi needs 10Gi more, 4Gi free of limit 100Gi")
 	msg := words{growth: "volume pvc-a grows from 10Gi to 20Gi"}.Refused(r, 10*gi, ds)
 	// What Longhorn's API returns to its CSI driver: the API server's
 	// denial around the gate's answer, wrapped by Longhorn's manager.
