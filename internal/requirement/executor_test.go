@@ -176,3 +176,43 @@ func TestPutBackAndWithdraw(t *testing.T) {
 		t.Errorf("a request already in the ledger is put back to %d, want what was granted, %d", got, 10*gi)
 	}
 }
+
+// A write with requests on two disks, one granted and one refused, is
+// denied with the refusal's words, and what both requested is put back.
+// The ledgers' statuses hold the decisions already (as the controller
+// would write them), so the fakes need no controller.
+func TestExecutePutsBackEveryRequestOnARefusal(t *testing.T) {
+	s, err := scheme.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	const ns, image = "longhorn-system", "default-image-x7k2p"
+	decided := func(disk string, state dsv1.RequestState, scheduled int64) *dsv1.DiskSchedule {
+		return &dsv1.DiskSchedule{ObjectMeta: metav1.ObjectMeta{Name: disk, Namespace: ns},
+			Spec: dsv1.DiskScheduleSpec{Name: "disk", NodeID: "node"},
+			Status: dsv1.DiskScheduleStatus{ObservedGeneration: 100, BackingImages: map[string]dsv1.RequestStatus{image: {
+				State: state, RequestedSize: 3 * gi, ScheduledSize: scheduled, Message: "requested 3Gi, 1Gi free of limit 100Gi"}}}}
+	}
+	c := fake.NewClientBuilder().WithScheme(s).WithObjects(
+		decided("uuid-0", dsv1.RequestStateScheduled, 3*gi), decided("uuid-1", dsv1.RequestStateRejected, 0)).Build()
+	e := NewExecutor(c, c, NewWaiter(), nil, logr.Discard(), ns)
+	plan := Plan{Words: words{}, Requests: []Request{
+		{Disk: "uuid-0", Kind: BackingImage, Name: image, Size: 3 * gi},
+		{Disk: "uuid-1", Kind: BackingImage, Name: image, Size: 3 * gi},
+	}}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	got := e.Execute(ctx, plan, false)
+	if got.Allowed || got.Result != ResultDenied || got.Message != "refused (was 0)" {
+		t.Errorf("Execute = %+v, want denied: refused (was 0)", got)
+	}
+	for _, disk := range []string{"uuid-0", "uuid-1"} {
+		stored := &dsv1.DiskSchedule{}
+		if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: disk}, stored); err != nil {
+			t.Fatal(err)
+		}
+		if _, left := stored.Spec.BackingImages[image]; left {
+			t.Errorf("the request on %s was not put back: %v", disk, stored.Spec.BackingImages)
+		}
+	}
+}
