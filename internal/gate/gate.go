@@ -17,7 +17,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	dsv1 "github.com/longhorn/diskschedule/api/v1beta2"
+	"github.com/longhorn/diskschedule/internal/controller/backingimage"
+	"github.com/longhorn/diskschedule/internal/controller/replica"
+	"github.com/longhorn/diskschedule/internal/controller/volume"
 	"github.com/longhorn/diskschedule/internal/metrics"
+	"github.com/longhorn/diskschedule/internal/requirement"
 )
 
 const (
@@ -30,8 +34,6 @@ const (
 	// DefaultDecisionTimeout bounds how long one admission waits for the
 	// ledger; it stays under the webhook configuration's timeoutSeconds (10).
 	DefaultDecisionTimeout = 8 * time.Second
-	// cleanupTimeout bounds putting back what a refused write requested.
-	cleanupTimeout = 5 * time.Second
 )
 
 // +kubebuilder:rbac:groups=longhorn.io,resources=diskschedules,verbs=get;list;watch;patch
@@ -40,17 +42,16 @@ const (
 // +kubebuilder:rbac:groups=admissionregistration.k8s.io,resources=validatingwebhookconfigurations,verbs=get;list;watch;update
 // +kubebuilder:rbac:groups="",namespace=longhorn-system,resources=secrets,verbs=get;list;watch;update
 
-// Gate answers the admission requests of Longhorn's space-taking writes.
+// Gate answers the admission requests of Longhorn's space-taking writes:
+// each kind's package plans the answer, one executor carries the plans out.
 type Gate struct {
-	client    client.Client
-	apiReader client.Reader
-	decoder   admission.Decoder
-	recorder  events.EventRecorder
-	metrics   *metrics.Gate
-	waiter    *waiter
-	log       logr.Logger
-	namespace string
-	timeout   time.Duration
+	decoder  admission.Decoder
+	recorder events.EventRecorder
+	metrics  *metrics.Gate
+	waiter   *requirement.Waiter
+	exec     *requirement.Executor
+	log      logr.Logger
+	timeout  time.Duration
 	// watching is set once DiskSchedule updates wake waiting requests.
 	watching atomic.Bool
 }
@@ -62,27 +63,30 @@ func New(mgr ctrl.Manager, m *metrics.Gate, namespace string, timeout time.Durat
 	if timeout <= 0 {
 		timeout = DefaultDecisionTimeout
 	}
+	waiter := requirement.NewWaiter()
+	log := mgr.GetLogger().WithName("gate")
 	return &Gate{
-		client:    mgr.GetClient(),
-		apiReader: mgr.GetAPIReader(),
-		decoder:   admission.NewDecoder(mgr.GetScheme()),
-		recorder:  mgr.GetEventRecorder("diskschedule-gate"),
-		metrics:   m,
-		waiter:    newWaiter(),
-		log:       mgr.GetLogger().WithName("gate"),
-		namespace: namespace,
-		timeout:   timeout,
+		decoder:  admission.NewDecoder(mgr.GetScheme()),
+		recorder: mgr.GetEventRecorder("diskschedule-gate"),
+		metrics:  m,
+		waiter:   waiter,
+		exec:     requirement.NewExecutor(mgr.GetClient(), mgr.GetAPIReader(), waiter, m.LedgerConflicts.Inc, log, namespace),
+		log:      log,
+		timeout:  timeout,
 	}
 }
 
-// SetupWithManager registers the three handlers on mgr's webhook server and
-// the DiskSchedule informer handler that wakes waiting requests. Both run
-// on every manager replica, leader or not.
+// SetupWithManager registers the three kinds' handlers on mgr's webhook
+// server and the DiskSchedule informer handler that wakes waiting
+// requests. Both run on every manager replica, leader or not.
 func (g *Gate) SetupWithManager(mgr ctrl.Manager) error {
 	srv := mgr.GetWebhookServer()
-	srv.Register(ReplicaPath, &webhook.Admission{Handler: g.handler("replica", func() client.Object { return &lhv1.Replica{} }, g.replicaVerdict)})
-	srv.Register(VolumePath, &webhook.Admission{Handler: g.handler("volume", func() client.Object { return &lhv1.Volume{} }, g.volumeVerdict)})
-	srv.Register(BackingImagePath, &webhook.Admission{Handler: g.handler("backingimage", func() client.Object { return &lhv1.BackingImage{} }, g.backingImageVerdict)})
+	srv.Register(ReplicaPath, &webhook.Admission{Handler: g.handler("replica", func() client.Object { return &lhv1.Replica{} },
+		replica.NewHandler(g.exec))})
+	srv.Register(VolumePath, &webhook.Admission{Handler: g.handler("volume", func() client.Object { return &lhv1.Volume{} },
+		volume.NewHandler(g.exec))})
+	srv.Register(BackingImagePath, &webhook.Admission{Handler: g.handler("backingimage", func() client.Object { return &lhv1.BackingImage{} },
+		backingimage.NewHandler(g.exec))})
 	if err := mgr.Add(watchLedgers{g: g, cache: mgr.GetCache()}); err != nil {
 		return fmt.Errorf("adding the gate's ledger watch: %w", err)
 	}
@@ -113,7 +117,7 @@ func (w watchLedgers) Start(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("getting the DiskSchedule informer: %w", err)
 	}
-	if _, err := informer.AddEventHandler(w.g.waiter.handler()); err != nil {
+	if _, err := informer.AddEventHandler(w.g.waiter.Handler()); err != nil {
 		return fmt.Errorf("watching DiskSchedules: %w", err)
 	}
 	w.g.watching.Store(true)
@@ -123,33 +127,28 @@ func (w watchLedgers) Start(ctx context.Context) error {
 // handler returns the admission handler of one kind: it bounds the time,
 // records the metrics, logs, and puts an Event on the Longhorn object for
 // every denial.
-func (g *Gate) handler(kind string, newObject func() client.Object, decide func(context.Context, admissionRequest) verdict) admission.Handler {
+func (g *Gate) handler(kind string, newObject func() client.Object,
+	answer func(context.Context, requirement.Admission) requirement.Answer) admission.Handler {
 	return admission.HandlerFunc(func(ctx context.Context, req admission.Request) admission.Response {
 		start := time.Now()
 		ctx, cancel := context.WithTimeout(ctx, g.timeout)
 		defer cancel()
-		v := decide(ctx, admissionRequest{Request: req, decoder: g.decoder})
+		a := answer(ctx, requirement.Admission{Request: req, Decoder: g.decoder})
 		elapsed := time.Since(start)
-		g.metrics.Decisions.WithLabelValues(kind, v.result).Inc()
+		g.metrics.Decisions.WithLabelValues(kind, a.Result).Inc()
 		g.metrics.Latency.WithLabelValues(kind).Observe(elapsed.Seconds())
-		log := g.log.WithValues("kind", kind, "name", req.Name, "operation", req.Operation, "result", v.result, "duration", elapsed)
-		if v.allowed {
-			log.V(1).Info("admitted", "reason", v.message)
-			return v.response()
+		log := g.log.WithValues("kind", kind, "name", req.Name, "operation", req.Operation, "result", a.Result, "duration", elapsed)
+		if a.Allowed {
+			log.V(1).Info("admitted", "reason", a.Message)
+			return a.Response()
 		}
-		log.Info("refused", "reason", v.message)
-		if v.result != "malformed" && !(req.DryRun != nil && *req.DryRun) {
+		log.Info("refused", "reason", a.Message)
+		if a.Result != requirement.ResultMalformed && !(req.DryRun != nil && *req.DryRun) {
 			obj := newObject()
 			if err := g.decoder.DecodeRaw(req.Object, obj); err == nil {
-				g.recorder.Eventf(obj, nil, corev1.EventTypeWarning, "DiskScheduleDenied", "Admit", "%s", v.message)
+				g.recorder.Eventf(obj, nil, corev1.EventTypeWarning, "DiskScheduleDenied", "Admit", "%s", a.Message)
 			}
 		}
-		return v.response()
+		return a.Response()
 	})
-}
-
-// cleanupContext returns a context for putting back what a refused write
-// requested: it outlives the admission's deadline by a bounded time.
-func cleanupContext(ctx context.Context) (context.Context, context.CancelFunc) {
-	return context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
 }

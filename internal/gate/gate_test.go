@@ -2,8 +2,6 @@ package gate
 
 import (
 	"testing"
-
-	dsv1 "github.com/longhorn/diskschedule/api/v1beta2"
 )
 
 // The sandbox's configuration is config/webhook's, each webhook pointed at
@@ -31,27 +29,5 @@ func TestLocalConfiguration(t *testing.T) {
 		if len(wh.MatchConditions) == 0 {
 			t.Errorf("webhook %s lost its matchConditions", wh.Name)
 		}
-	}
-}
-
-// Putting back a refused request restores what was there, and leaves
-// alone a request someone else changed since.
-func TestRestoreRequest(t *testing.T) {
-	m := map[string]dsv1.RequestedBytes{"new": 100, "grown": 200, "changed": 300}
-	if !restoreRequest(m, "new", 100, 0) {
-		t.Error("a new request was not removed")
-	}
-	if !restoreRequest(m, "grown", 200, 50) || m["grown"] != 50 {
-		t.Errorf("a growth was not put back to 50: %v", m)
-	}
-	if restoreRequest(m, "changed", 999, 0) || m["changed"] != 300 {
-		t.Errorf("a request changed by someone else was touched: %v", m)
-	}
-	if _, ok := m["new"]; ok {
-		t.Errorf("removed request still there: %v", m)
-	}
-	var nilMap map[string]dsv1.RequestedBytes
-	if !setRequest(&nilMap, "r", 10) || nilMap["r"] != 10 || setRequest(&nilMap, "r", 10) {
-		t.Errorf("setRequest on a nil map: %v", nilMap)
 	}
 }

@@ -26,14 +26,6 @@ type Persisted struct {
 	Lost map[string]string
 }
 
-// lost records why replica's entry will not be backed.
-func (p *Persisted) lost(replica, why string) {
-	if p.Lost == nil {
-		p.Lost = map[string]string{}
-	}
-	p.Lost[replica] = why
-}
-
 // Action is what the mirror does to one entry.
 type Action string
 

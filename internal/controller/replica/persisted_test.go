@@ -1,4 +1,4 @@
-package mirror
+package replica
 
 import (
 	"reflect"
@@ -10,10 +10,17 @@ import (
 	"github.com/longhorn/diskschedule/internal/testenv"
 )
 
-// What the mirror counts on a disk is what Longhorn's node controller adds
-// to its storageScheduled: each replica at its own volumeSize, each
-// backing-image copy at the image's realSize; and one data directory once.
-func TestPersistedOn(t *testing.T) {
+// What the mirror counts of replicas on a disk is what Longhorn's node
+// controller adds to its storageScheduled: each replica at its own
+// volumeSize, one data directory once; and an entry no write will back is
+// lost.
+// persisted is what Persisted returns.
+type persisted struct {
+	Replicas map[string]int64
+	Lost     map[string]string
+}
+
+func TestPersisted(t *testing.T) {
 	const ns, disk = "longhorn-system", "uuid-0"
 	placed := func(name, volume string, size int64) lhv1.Replica {
 		return *testenv.Replica(ns, name, testenv.ReplicaFixture{Volume: volume, Size: size, NodeID: "node-0", DiskName: "disk-0",
@@ -23,11 +30,6 @@ func TestPersistedOn(t *testing.T) {
 		c := *r.DeepCopy()
 		c.Name = name
 		return c
-	}
-	image := func(name string, size, realSize int64) lhv1.BackingImage {
-		bi := testenv.BackingImage(ns, name, size, disk)
-		bi.Status.RealSize = realSize
-		return *bi
 	}
 	ledgerWith := func(replicas ...string) *dsv1.DiskSchedule {
 		ds := &dsv1.DiskSchedule{}
@@ -51,62 +53,54 @@ func TestPersistedOn(t *testing.T) {
 		name     string
 		ds       *dsv1.DiskSchedule
 		replicas []lhv1.Replica
-		images   []lhv1.BackingImage
 		others   map[string]*lhv1.Replica
-		want     Persisted
+		want     persisted
 	}{
 		{name: "a replica of a volume whose expansion is pending counts at its own volumeSize",
 			// The volume's spec.size is 30Gi already; Longhorn has not
 			// written it into the replica yet, and counts 20Gi.
 			ds: ledgerWith(), replicas: []lhv1.Replica{placed("pvc-a-r-1", "pvc-a", 20*gi)},
-			want: Persisted{Replicas: map[string]int64{"pvc-a-r-1": 20 * gi}, BackingImages: map[string]int64{}}},
-		{name: "a backing-image copy counts at the image's realSize",
-			ds:     ledgerWith(),
-			images: []lhv1.BackingImage{image("default-image-x7k2p", 5*gi, 3*gi)},
-			want:   Persisted{Replicas: map[string]int64{}, BackingImages: map[string]int64{"default-image-x7k2p": 3 * gi}}},
-		{name: "a copy whose realSize is not known yet counts 0 (kept, not added)",
-			ds:     ledgerWith(),
-			images: []lhv1.BackingImage{image("default-image-x7k2p", 5*gi, 0)},
-			want:   Persisted{Replicas: map[string]int64{}, BackingImages: map[string]int64{"default-image-x7k2p": 0}}},
+			want: persisted{Replicas: map[string]int64{"pvc-a-r-1": 20 * gi}}},
 		{name: "a migration clone is counted with the replica that has the entry",
 			ds: ledgerWith(original.Name), replicas: []lhv1.Replica{original, clone(original, "pvc-a-r-0a1b2c3d")},
-			want: Persisted{Replicas: map[string]int64{original.Name: 20 * gi}, BackingImages: map[string]int64{}}},
+			want: persisted{Replicas: map[string]int64{original.Name: 20 * gi}}},
 		{name: "an entry the clone has besides is lost",
 			ds: ledgerWith(original.Name, "pvc-a-r-ffffffff"), replicas: []lhv1.Replica{original, clone(original, "pvc-a-r-ffffffff")},
-			want: Persisted{Replicas: map[string]int64{original.Name: 20 * gi}, BackingImages: map[string]int64{},
+			want: persisted{Replicas: map[string]int64{original.Name: 20 * gi},
 				Lost: map[string]string{"pvc-a-r-ffffffff": "shares its data directory with replica " + original.Name + ", which counts it"}}},
 		{name: "the original gone, the clone counts",
 			ds: ledgerWith(original.Name), replicas: []lhv1.Replica{clone(original, "pvc-a-r-0a1b2c3d")},
-			want: Persisted{Replicas: map[string]int64{"pvc-a-r-0a1b2c3d": 20 * gi}, BackingImages: map[string]int64{}}},
+			want: persisted{Replicas: map[string]int64{"pvc-a-r-0a1b2c3d": 20 * gi}}},
 		{name: "a grant whose replica Longhorn persisted on another disk is lost",
 			ds:     withVersions(ledgerWith("pvc-b-r-1"), map[string]string{"pvc-b-r-1": "100"}),
 			others: map[string]*lhv1.Replica{"pvc-b-r-1": version(placedOn("pvc-b-r-1", "pvc-b", "uuid-1"), "101")},
-			want: Persisted{Replicas: map[string]int64{}, BackingImages: map[string]int64{},
+			want: persisted{Replicas: map[string]int64{},
 				Lost: map[string]string{"pvc-b-r-1": "persisted on disk uuid-1"}}},
 		{name: "a grant whose admitted write lost is lost: the replica moved past the version without this disk",
 			ds:     withVersions(ledgerWith("pvc-b-r-1"), map[string]string{"pvc-b-r-1": "100"}),
 			others: map[string]*lhv1.Replica{"pvc-b-r-1": version(placedOn("pvc-b-r-1", "pvc-b", ""), "120")},
-			want: Persisted{Replicas: map[string]int64{}, BackingImages: map[string]int64{},
+			want: persisted{Replicas: map[string]int64{},
 				Lost: map[string]string{"pvc-b-r-1": "the write placing it here lost: the replica moved from resourceVersion 100 to 120 without this disk"}}},
 		{name: "a write in flight: the replica is still at the admitted version",
 			ds:     withVersions(ledgerWith("pvc-b-r-1"), map[string]string{"pvc-b-r-1": "100"}),
 			others: map[string]*lhv1.Replica{"pvc-b-r-1": version(placedOn("pvc-b-r-1", "pvc-b", ""), "100")},
-			want:   Persisted{Replicas: map[string]int64{}, BackingImages: map[string]int64{}}},
+			want:   persisted{Replicas: map[string]int64{}}},
 		{name: "a cache behind the admission says nothing",
 			ds:     withVersions(ledgerWith("pvc-b-r-1"), map[string]string{"pvc-b-r-1": "100"}),
 			others: map[string]*lhv1.Replica{"pvc-b-r-1": version(placedOn("pvc-b-r-1", "pvc-b", ""), "99")},
-			want:   Persisted{Replicas: map[string]int64{}, BackingImages: map[string]int64{}}},
+			want:   persisted{Replicas: map[string]int64{}}},
 		{name: "without a recorded version the grant waits for the grace period",
 			ds:     ledgerWith("pvc-b-r-1"),
 			others: map[string]*lhv1.Replica{"pvc-b-r-1": version(placedOn("pvc-b-r-1", "pvc-b", ""), "120")},
-			want:   Persisted{Replicas: map[string]int64{}, BackingImages: map[string]int64{}}},
+			want:   persisted{Replicas: map[string]int64{}}},
 		{name: "versions that are not integers are not compared",
 			ds:     withVersions(ledgerWith("pvc-b-r-1"), map[string]string{"pvc-b-r-1": "a"}),
 			others: map[string]*lhv1.Replica{"pvc-b-r-1": version(placedOn("pvc-b-r-1", "pvc-b", ""), "b")},
-			want:   Persisted{Replicas: map[string]int64{}, BackingImages: map[string]int64{}}},
+			want:   persisted{Replicas: map[string]int64{}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got := persistedOn(tc.ds, tc.replicas, tc.images, tc.others)
+			var got persisted
+			got.Replicas, got.Lost = Persisted(tc.ds, tc.replicas, tc.others)
 			if tc.want.Lost == nil {
 				// Shared replicas without an entry are named lost too;
 				// only an entry of theirs is released.

@@ -1,4 +1,4 @@
-package gate
+package volume
 
 import (
 	"errors"
@@ -8,7 +8,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	dsv1 "github.com/longhorn/diskschedule/api/v1beta2"
+	"github.com/longhorn/diskschedule/internal/requirement"
 	"github.com/longhorn/diskschedule/internal/simlonghorn"
 )
 
@@ -18,13 +18,8 @@ import (
 // the external resizer takes as infeasible); a refusal that is not about
 // room is Internal (retried).
 func TestExpansionRefusalCode(t *testing.T) {
-	ds := &dsv1.DiskSchedule{Spec: dsv1.DiskScheduleSpec{Name: "disk-1", NodeID: "node-1",
-		Replicas: map[string]dsv1.RequestedBytes{"pvc-a-r-1": dsv1.RequestedBytes(2048 * gi)}},
-		Status: dsv1.DiskScheduleStatus{Replicas: map[string]dsv1.RequestStatus{"pvc-a-r-1": {
-			State: dsv1.RequestStateRejected, RequestedSize: 2048 * gi, ScheduledSize: 10 * gi,
-			Message: "expansion from 10Gi to 2Ti needs 2038Gi more, 270Gi free of limit 280Gi"}}}}
-	ask := replicaAsk{replica: "pvc-a-r-1", size: 2048 * gi}
-	refusal := deny(expansionRefusal(2038*gi, "uuid-1", "volume pvc-a grows from 10Gi to 2Ti", ask.refusal(ds))).response()
+	r, ds := refusedGrowth(2048*gi, "expansion from 10Gi to 2Ti needs 2038Gi more, 270Gi free of limit 280Gi")
+	refusal := requirement.Deny(words{growth: "volume pvc-a grows from 10Gi to 2Ti"}.Refused(r, 10*gi, ds)).Response()
 	apiServer := func(msg string) error {
 		return fmt.Errorf("expanding volume pvc-a to %d bytes: admission webhook %q denied the request: %s",
 			2048*gi, "volumes.gate.diskschedule.longhorn.io", msg)
@@ -39,9 +34,9 @@ func TestExpansionRefusalCode(t *testing.T) {
 	}
 
 	for _, other := range []error{
-		apiServer(deny("volume pvc-a grows from 10Gi to 2Ti, but " + "disk uuid-1 of replica pvc-a-r-1 has no DiskSchedule").response().Result.Message),
-		apiServer(undecided("volume pvc-a grows from 10Gi to 2Ti", errNoLedger).message),
-		apiServer(failed(errors.New("listing the replicas of volume pvc-a: timeout")).message),
+		apiServer(requirement.Deny(words{growth: "volume pvc-a grows from 10Gi to 2Ti"}.NoLedger(r, false)).Response().Result.Message),
+		apiServer(requirement.Undecided("volume pvc-a grows from 10Gi to 2Ti", requirement.ErrNoLedger).Message),
+		apiServer(requirement.Failed(errors.New("listing the replicas of volume pvc-a: timeout")).Message),
 		errors.New("expanding volume pvc-a to 2199023255552 bytes: Operation cannot be fulfilled on volumes.longhorn.io \"pvc-a\": the object has been modified"),
 	} {
 		if got := simlonghorn.ControllerExpandError(other); status.Code(got) != codes.Internal {

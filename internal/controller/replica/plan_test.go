@@ -1,24 +1,30 @@
-package gate
+package replica
 
 import (
 	"reflect"
-	"regexp"
 	"strings"
 	"testing"
 
 	lhv1 "github.com/longhorn/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
 
 	dsv1 "github.com/longhorn/diskschedule/api/v1beta2"
+	"github.com/longhorn/diskschedule/internal/requirement"
 	"github.com/longhorn/diskschedule/internal/testenv"
 )
 
 const gi = int64(1) << 30
 
+// ask is the request of a replica of volume for size bytes, admitted at
+// version, on the disk its spec.diskID names.
+func ask(replica, volume string, size int64, version string) *requirement.Request {
+	return &requirement.Request{Kind: requirement.Replica, Name: replica, Volume: volume, Size: size, Version: version, Confirm: true}
+}
+
 // What a Replica write of Longhorn's asks of its disk's ledger: the
 // replica's own volumeSize, nothing for its backing image's copy (asked
 // when Longhorn adds the disk to the image), and nothing for a clone that
 // shares its disk and data directory with a replica of its volume.
-func TestReplicaNeed(t *testing.T) {
+func TestPlan(t *testing.T) {
 	const ns, disk, other = "longhorn-system", "uuid-0", "uuid-1"
 	unscheduled := func(name, volume string, size int64) *lhv1.Replica {
 		return testenv.Replica(ns, name, testenv.ReplicaFixture{Volume: volume, Size: size})
@@ -56,24 +62,24 @@ func TestReplicaNeed(t *testing.T) {
 		ds       *dsv1.DiskSchedule
 		// want is the ask, nil when the write asks nothing; reason is part
 		// of the reason then.
-		want   *replicaAsk
+		want   *requirement.Request
 		reason string
 	}{
 		{name: "a replica placed on a disk asks its volumeSize",
 			old: unscheduled("pvc-c-r-1", "pvc-c", 10*gi), rep: placed("pvc-c-r-1", "pvc-c", 10*gi, disk),
-			want: &replicaAsk{replica: "pvc-c-r-1", volume: "pvc-c", size: 10 * gi}},
+			want: ask("pvc-c-r-1", "pvc-c", 10*gi, "")},
 		{name: "a placement records the resourceVersion its write is admitted at",
 			old: withVersion(unscheduled("pvc-c-r-1", "pvc-c", 10*gi), "4711"), rep: withVersion(placed("pvc-c-r-1", "pvc-c", 10*gi, disk), "4711"),
-			want: &replicaAsk{replica: "pvc-c-r-1", volume: "pvc-c", size: 10 * gi, version: "4711"}},
+			want: ask("pvc-c-r-1", "pvc-c", 10*gi, "4711")},
 		{name: "a growth records none: the replica is on the disk already",
 			old: withVersion(original, "4711"), rep: withVersion(grown(original, 80*gi), "4711"), siblings: []*lhv1.Replica{original}, ds: full,
-			want: &replicaAsk{replica: original.Name, volume: "pvc-a", size: 80 * gi}},
+			want: ask(original.Name, "pvc-a", 80*gi, "")},
 		{name: "a replica with a backing image asks its volumeSize alone",
 			old: withImage(unscheduled("pvc-c-r-1", "pvc-c", 10*gi)), rep: withImage(placed("pvc-c-r-1", "pvc-c", 10*gi, disk)),
-			want: &replicaAsk{replica: "pvc-c-r-1", volume: "pvc-c", size: 10 * gi}},
+			want: ask("pvc-c-r-1", "pvc-c", 10*gi, "")},
 		{name: "a replica created on a disk asks its volumeSize",
 			rep:  placed("pvc-c-r-1", "pvc-c", 10*gi, disk),
-			want: &replicaAsk{replica: "pvc-c-r-1", volume: "pvc-c", size: 10 * gi}},
+			want: ask("pvc-c-r-1", "pvc-c", 10*gi, "")},
 		{name: "a migration clone on a full disk takes no new space",
 			rep: clone(original, "pvc-a-r-8c9d0e1f"), siblings: []*lhv1.Replica{original, sibling}, ds: full,
 			reason: "shares disk uuid-0 and data directory " + original.Spec.DataDirectoryName + " with replica pvc-a-r-0a1b2c3d of volume pvc-a: it takes no new space"},
@@ -82,24 +88,24 @@ func TestReplicaNeed(t *testing.T) {
 			reason: "with replica pvc-a-r-0a1b2c3d"},
 		{name: "a clone of a replica on another disk takes space",
 			rep: clone(sibling, "pvc-a-r-8c9d0e1f"), siblings: []*lhv1.Replica{original}, ds: full,
-			want: &replicaAsk{replica: "pvc-a-r-8c9d0e1f", volume: "pvc-a", size: 60 * gi}},
+			want: ask("pvc-a-r-8c9d0e1f", "pvc-a", 60*gi, "")},
 		{name: "a replica of another volume in a directory of the same name takes space",
 			rep: func() *lhv1.Replica {
 				r := clone(original, "pvc-z-r-1")
 				r.Spec.VolumeName = "pvc-z"
 				return r
 			}(), siblings: nil, ds: full,
-			want: &replicaAsk{replica: "pvc-z-r-1", volume: "pvc-z", size: 60 * gi}},
+			want: ask("pvc-z-r-1", "pvc-z", 60*gi, "")},
 		{name: "the clone grows with the replica counted for the directory",
 			old: clone(original, "pvc-a-r-8c9d0e1f"), rep: grown(clone(original, "pvc-a-r-8c9d0e1f"), 80*gi),
 			siblings: []*lhv1.Replica{original, clone(original, "pvc-a-r-8c9d0e1f")}, ds: full,
 			reason: "with replica pvc-a-r-0a1b2c3d"},
 		{name: "the replica counted for a shared directory asks its growth",
 			old: original, rep: grown(original, 80*gi), siblings: []*lhv1.Replica{original, clone(original, "pvc-a-r-8c9d0e1f")}, ds: full,
-			want: &replicaAsk{replica: original.Name, volume: "pvc-a", size: 80 * gi}},
+			want: ask(original.Name, "pvc-a", 80*gi, "")},
 		{name: "a replica moved to another disk asks there",
 			old: original, rep: moved(original, other), siblings: []*lhv1.Replica{original}, ds: full,
-			want: &replicaAsk{replica: original.Name, volume: "pvc-a", size: 60 * gi}},
+			want: ask(original.Name, "pvc-a", 60*gi, "")},
 		{name: "a replica that stays and does not grow asks nothing",
 			old: original, rep: original, ds: full, reason: "takes no new space"},
 		{name: "an unscheduled replica asks nothing",
@@ -112,53 +118,87 @@ func TestReplicaNeed(t *testing.T) {
 			for _, s := range tc.siblings {
 				siblings = append(siblings, *s)
 			}
-			got, reason := replicaNeed(tc.old, tc.rep, siblings, tc.ds)
+			if tc.want != nil {
+				want := *tc.want
+				want.Disk = tc.rep.Spec.DiskID
+				tc.want = &want
+			}
+			plan := Plan(tc.old, tc.rep, siblings, tc.ds)
+			var got *requirement.Request
+			reason := ""
+			switch {
+			case plan.Answer != nil:
+				if !plan.Answer.Allowed || len(plan.Requests) != 0 {
+					t.Errorf("a write that asks nothing is answered %+v with requests %+v", *plan.Answer, plan.Requests)
+				}
+				reason = plan.Answer.Message
+			case len(plan.Requests) != 1:
+				t.Fatalf("a replica write asks %d requests, want one: %+v", len(plan.Requests), plan.Requests)
+			default:
+				got = &plan.Requests[0]
+				if !plan.KeepUndecided {
+					t.Error("a replica's request not decided in time is put back; Longhorn's retry would ask afresh")
+				}
+			}
 			if !reflect.DeepEqual(got, tc.want) {
 				t.Errorf("ask %+v (%q), want %+v", got, reason, tc.want)
 			}
-			if !strings.Contains(reason, tc.reason) {
+			if !strings.Contains(reason, tc.reason) || (tc.want == nil) != (reason != "") {
 				t.Errorf("reason %q does not say %q", reason, tc.reason)
 			}
 		})
 	}
 }
 
-// A refused growth reaches Longhorn's CSI driver as OutOfRange: its
-// ControllerExpandVolume maps the error of its volume update to OutOfRange
-// when it matches this expression (csi/controller_server.go, longhorn-manager
-// v1.12.0), and to Internal, retried for ever, otherwise.
-var longhornOutOfRange = regexp.MustCompile("failed to schedule .* more bytes to disk")
-
-func TestExpansionRefusal(t *testing.T) {
-	ds := &dsv1.DiskSchedule{Spec: dsv1.DiskScheduleSpec{Name: "disk-1", NodeID: "node-1",
-		Replicas: map[string]dsv1.RequestedBytes{"pvc-a-r-1": dsv1.RequestedBytes(20 * gi)}},
-		Status: dsv1.DiskScheduleStatus{Replicas: map[string]dsv1.RequestStatus{"pvc-a-r-1": {
-			State: dsv1.RequestStateRejected, RequestedSize: 20 * gi, ScheduledSize: 10 * gi,
-			Message: "expansion from 10Gi to 20Gi needs 10Gi more, 4Gi free of limit 100Gi"}}}}
-	ask := replicaAsk{replica: "pvc-a-r-1", size: 20 * gi}
-	msg := expansionRefusal(10*gi, "uuid-1", "volume pvc-a grows from 10Gi to 20Gi", ask.refusal(ds))
-	// What Longhorn's API returns to its CSI driver: the API server's
-	// denial around the gate's answer, wrapped by Longhorn's manager.
-	resp := deny(msg).response()
-	longhornError := "unable to expand volume pvc-a: admission webhook \"volumes.gate.diskschedule.longhorn.io\" denied the request: " + resp.Result.Message
-	if !longhornOutOfRange.MatchString(longhornError) {
-		t.Errorf("Longhorn's CSI driver does not map %q to OutOfRange", longhornError)
-	}
-	for _, part := range []string{
-		"failed to schedule 10737418240 more bytes to disk uuid-1",
-		"volume pvc-a grows from 10Gi to 20Gi",
-		"replica pvc-a-r-1 needs 20Gi on disk disk-1 of node node-1",
-		"10Gi more, 4Gi free of limit 100Gi",
-	} {
-		if !strings.Contains(msg, part) {
-			t.Errorf("refusal %q does not say %q", msg, part)
+// A replica's plan answers a dry run from the ledger it read, and says
+// each outcome in the ledger's numbers.
+func TestPlanAnswers(t *testing.T) {
+	const ns = "longhorn-system"
+	old := testenv.Replica(ns, "pvc-c-r-1", testenv.ReplicaFixture{Volume: "pvc-c", Size: 10 * gi})
+	rep := testenv.Replica(ns, "pvc-c-r-1", testenv.ReplicaFixture{Volume: "pvc-c", Size: 10 * gi, NodeID: "node-0", DiskName: "disk-0", DiskID: "uuid-0"})
+	ledgerWith := func(st *dsv1.RequestStatus) *dsv1.DiskSchedule {
+		ds := &dsv1.DiskSchedule{Spec: dsv1.DiskScheduleSpec{Name: "disk-0", NodeID: "node-0"}}
+		if st != nil {
+			ds.Spec.Replicas = map[string]dsv1.RequestedBytes{rep.Name: dsv1.RequestedBytes(st.RequestedSize)}
+			ds.Status.Replicas = map[string]dsv1.RequestStatus{rep.Name: *st}
 		}
+		return ds
 	}
-	if strings.Contains(msg, "\n") {
-		t.Errorf("refusal %q spans lines; Longhorn's expression matches within one", msg)
+	granted := ledgerWith(&dsv1.RequestStatus{State: dsv1.RequestStateScheduled, RequestedSize: 10 * gi, ScheduledSize: 10 * gi})
+	rejected := ledgerWith(&dsv1.RequestStatus{State: dsv1.RequestStateRejected, RequestedSize: 10 * gi,
+		Message: "requested 10Gi, 4Gi free of limit 100Gi"})
+	for _, tc := range []struct {
+		name    string
+		ds      *dsv1.DiskSchedule
+		allowed bool
+		message string
+		warning string
+	}{
+		{name: "no ledger denies", ds: nil,
+			message: "replica pvc-c-r-1 needs 10Gi on disk uuid-0, which has no DiskSchedule yet; it is admitted once the disk's ledger exists"},
+		{name: "granted admits", ds: granted, allowed: true, message: "10Gi already granted on disk disk-0 of node node-0"},
+		{name: "not granted admits with a warning, asking nothing", ds: ledgerWith(nil), allowed: true,
+			message: "dry run: the ledger was not asked", warning: "dry run: 10Gi on disk disk-0 of node node-0 was not requested from the ledger"},
+	} {
+		t.Run("dry run: "+tc.name, func(t *testing.T) {
+			got := Plan(old, rep, nil, tc.ds).DryRun
+			if got.Allowed != tc.allowed || got.Message != tc.message || got.Warning != tc.warning {
+				t.Errorf("dry run answered %+v, want allowed %v %q (warning %q)", got, tc.allowed, tc.message, tc.warning)
+			}
+		})
 	}
-	// Other refusals are not capacity refusals: they stay Internal, retried.
-	if other := undecided("volume pvc-a grows from 10Gi to 20Gi", errNoLedger).message; longhornOutOfRange.MatchString(other) {
-		t.Errorf("%q would be reported infeasible", other)
+	plan := Plan(old, rep, nil, ledgerWith(nil))
+	r := plan.Requests[0]
+	for got, want := range map[string]string{
+		plan.Words.Refused(r, 0, rejected): "replica pvc-c-r-1 needs 10Gi on disk disk-0 of node node-0: requested 10Gi, 4Gi free of limit 100Gi",
+		plan.Words.Refused(r, 0, ledgerWith(nil)): "replica pvc-c-r-1 needs 10Gi on disk disk-0 of node node-0: " +
+			"the request left the ledger before it was decided (withdrawn, or released because the replica moved on and no write can back it)",
+		plan.Words.NoLedger(r, true):       "replica pvc-c-r-1 needs 10Gi on disk uuid-0, which has no DiskSchedule any more",
+		plan.Words.Undecided(r):            "replica pvc-c-r-1 needs 10Gi on disk uuid-0",
+		plan.Words.Admitted(true, granted): "10Gi granted on disk disk-0 of node node-0",
+	} {
+		if got != want {
+			t.Errorf("said %q, want %q", got, want)
+		}
 	}
 }

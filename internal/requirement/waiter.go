@@ -1,4 +1,4 @@
-package gate
+package requirement
 
 import (
 	"sync"
@@ -7,21 +7,22 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
-// waiter wakes the requests waiting on a DiskSchedule whenever the informer
+// Waiter wakes the requests waiting on a DiskSchedule whenever the informer
 // delivers a new version of it, so no request polls the API.
-type waiter struct {
+type Waiter struct {
 	mu   sync.Mutex
 	subs map[string]map[chan struct{}]struct{}
 }
 
-func newWaiter() *waiter {
-	return &waiter{subs: map[string]map[chan struct{}]struct{}{}}
+// NewWaiter returns a Waiter with no subscriber.
+func NewWaiter() *Waiter {
+	return &Waiter{subs: map[string]map[chan struct{}]struct{}{}}
 }
 
 // subscribe returns a channel that receives after every change of the named
 // DiskSchedule, and the function that ends the subscription. Subscribe
 // before reading the cache, so no change is missed in between.
-func (w *waiter) subscribe(name string) (<-chan struct{}, func()) {
+func (w *Waiter) subscribe(name string) (<-chan struct{}, func()) {
 	ch := make(chan struct{}, 1)
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -41,7 +42,7 @@ func (w *waiter) subscribe(name string) (<-chan struct{}, func()) {
 
 // notify wakes every subscriber of the named DiskSchedule; a subscriber that
 // has not consumed its last wake-up keeps that one.
-func (w *waiter) notify(name string) {
+func (w *Waiter) notify(name string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	for ch := range w.subs[name] {
@@ -52,8 +53,8 @@ func (w *waiter) notify(name string) {
 	}
 }
 
-// handler returns the informer event handler that feeds the waiter.
-func (w *waiter) handler() toolscache.ResourceEventHandler {
+// Handler returns the informer event handler that feeds the waiter.
+func (w *Waiter) Handler() toolscache.ResourceEventHandler {
 	wake := func(obj interface{}) {
 		if o, ok := obj.(client.Object); ok {
 			w.notify(o.GetName())

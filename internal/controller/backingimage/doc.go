@@ -1,0 +1,13 @@
+// Package backingimage is the requirement writer of Longhorn's
+// BackingImages (DESIGN §4): the gate's verdict on a BackingImage write,
+// its webhook handler, and the copies' part of the mirror.
+//
+//   - Plan: a disk that spec.diskFileSpecMap gains asks a copy at
+//     status.realSize, the size Longhorn's node controller adds to the
+//     disk's storageScheduled; an image whose real size is not known yet is
+//     admitted, and the mirror adopts its copies once it is. TakesSpace is
+//     the Go side of the webhook's matchCondition.
+//   - Handler decodes the write; internal/requirement carries the plan out.
+//   - Persisted (rules 7 and 10): the copies Longhorn placed on a disk, at
+//     realSize, for internal/controller/mirror.
+package backingimage

@@ -1,0 +1,57 @@
+package volume
+
+import (
+	"regexp"
+	"strings"
+	"testing"
+
+	dsv1 "github.com/longhorn/diskschedule/api/v1beta2"
+	"github.com/longhorn/diskschedule/internal/requirement"
+)
+
+// A refused growth reaches Longhorn's CSI driver as OutOfRange: its
+// ControllerExpandVolume maps the error of its volume update to OutOfRange
+// when it matches this expression (csi/controller_server.go, longhorn-manager
+// v1.12.0), and to Internal, retried for ever, otherwise.
+var longhornOutOfRange = regexp.MustCompile("failed to schedule .* more bytes to disk")
+
+// refusedGrowth is the request of replica pvc-a-r-1, granted 10Gi on disk
+// uuid-1 (disk-1 of node-1), to grow to size, and its ledger's rejection
+// saying msg.
+func refusedGrowth(size int64, msg string) (requirement.Request, *dsv1.DiskSchedule) {
+	r := requirement.Request{Disk: "uuid-1", Kind: requirement.Replica, Name: "pvc-a-r-1", Size: size}
+	ds := &dsv1.DiskSchedule{Spec: dsv1.DiskScheduleSpec{Name: "disk-1", NodeID: "node-1",
+		Replicas: map[string]dsv1.RequestedBytes{r.Name: dsv1.RequestedBytes(size)}},
+		Status: dsv1.DiskScheduleStatus{Replicas: map[string]dsv1.RequestStatus{r.Name: {
+			State: dsv1.RequestStateRejected, RequestedSize: size, ScheduledSize: 10 * gi, Message: msg}}}}
+	return r, ds
+}
+
+func TestExpansionRefusal(t *testing.T) {
+	r, ds := refusedGrowth(20*gi, "expansion from 10Gi to 20Gi needs 10Gi more, 4Gi free of limit 100Gi")
+	msg := words{growth: "volume pvc-a grows from 10Gi to 20Gi"}.Refused(r, 10*gi, ds)
+	// What Longhorn's API returns to its CSI driver: the API server's
+	// denial around the gate's answer, wrapped by Longhorn's manager.
+	resp := requirement.Deny(msg).Response()
+	longhornError := "unable to expand volume pvc-a: admission webhook \"volumes.gate.diskschedule.longhorn.io\" denied the request: " + resp.Result.Message
+	if !longhornOutOfRange.MatchString(longhornError) {
+		t.Errorf("Longhorn's CSI driver does not map %q to OutOfRange", longhornError)
+	}
+	for _, part := range []string{
+		"failed to schedule 10737418240 more bytes to disk uuid-1",
+		"volume pvc-a grows from 10Gi to 20Gi",
+		"replica pvc-a-r-1 needs 20Gi on disk disk-1 of node node-1",
+		"10Gi more, 4Gi free of limit 100Gi",
+	} {
+		if !strings.Contains(msg, part) {
+			t.Errorf("refusal %q does not say %q", msg, part)
+		}
+	}
+	if strings.Contains(msg, "\n") {
+		t.Errorf("refusal %q spans lines; Longhorn's expression matches within one", msg)
+	}
+	// Other refusals are not capacity refusals: they stay Internal, retried.
+	if other := requirement.Undecided("volume pvc-a grows from 10Gi to 20Gi", requirement.ErrNoLedger).Message; longhornOutOfRange.MatchString(other) {
+		t.Errorf("%q would be reported infeasible", other)
+	}
+}

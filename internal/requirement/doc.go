@@ -1,0 +1,31 @@
+// Package requirement carries out what a write of Longhorn's asks of the
+// ledgers (DESIGN §4): the one executor of the gate's request → wait →
+// put-back protocol, for the plans of internal/controller/replica, volume
+// and backingimage.
+//
+// A Plan is pure: the kind's package computes it from the old and new
+// Longhorn object and the ledgers its cache holds. It answers at once (the
+// write takes no new space), or lists Requests, each an entry of a disk's
+// DiskSchedule spec at a size, with the words of every outcome. The
+// Executor then, for each request in order:
+//
+//   - admits it at once when its ledger grants it at that size; with
+//     Confirm (replicas), only once the API server still holds the grant,
+//     as the cache may lag behind a release of the mirror's (rule 10), and
+//     with the version the placement is admitted at recorded under the lock
+//     (spec.replicaVersions);
+//   - withdraws a request the ledger rejected at that very size, so it is
+//     decided afresh;
+//   - writes it from the version read (the API server's when the cache
+//     lagged): a merge patch of its own key (ledgerclient.Merge), or with
+//     the optimistic lock when it takes over a reservation (rule 5);
+//
+// then waits, woken by the DiskSchedule informer (Waiter), until the
+// DiskSchedule controller decided each written generation. All granted:
+// admitted. One refused: every request written is put back to what it was
+// (ledgerclient.PutBack retries every conflict, so a busy ledger does not
+// make a put-back fail) and the write is denied with the ledger's numbers.
+// Not decided in time: put back likewise, unless the plan keeps it so
+// Longhorn's retry finds it granted at once (a replica's). A dry run
+// writes nothing and gets the plan's DryRun answer.
+package requirement

@@ -1,0 +1,276 @@
+package requirement
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/go-logr/logr"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	dsv1 "github.com/longhorn/diskschedule/api/v1beta2"
+	"github.com/longhorn/diskschedule/internal/ledger"
+	"github.com/longhorn/diskschedule/internal/ledgerclient"
+)
+
+// ErrNoLedger says a disk has no DiskSchedule.
+var ErrNoLedger = errors.New("no ledger")
+
+// cleanupTimeout bounds putting back what a refused write requested.
+const cleanupTimeout = 5 * time.Second
+
+// Executor carries out plans: it writes a plan's requests into the
+// ledgers, waits for their decisions, puts back what a refused write
+// requested, and answers. It reads through the manager's cache and writes
+// DiskSchedule specs only: a request as a merge patch of its own keys
+// (ledgerclient.Merge), a handoff, a version recorded and a put-back with
+// an optimistic lock (ledgerclient.Edit, ledgerclient.PutBack), since
+// they depend on the latest version.
+type Executor struct {
+	client    client.Client
+	apiReader client.Reader
+	waiter    *Waiter
+	conflicts func()
+	log       logr.Logger
+	namespace string
+}
+
+// NewExecutor returns the executor of the ledgers in namespace: c reads
+// from the cache and writes, apiReader reads from the API server, waiter
+// wakes waits on DiskSchedule updates, conflicted (when not nil) counts
+// each ledger write that lost a race.
+func NewExecutor(c client.Client, apiReader client.Reader, waiter *Waiter, conflicted func(), log logr.Logger, namespace string) *Executor {
+	return &Executor{client: c, apiReader: apiReader, waiter: waiter, conflicts: conflicted, log: log, namespace: namespace}
+}
+
+// Namespace is the namespace of the ledgers, and of Longhorn's objects.
+func (e *Executor) Namespace() string { return e.namespace }
+
+// Reader reads Longhorn's objects and the ledgers from the cache.
+func (e *Executor) Reader() client.Reader { return e.client }
+
+// Ledger returns the named DiskSchedule as the cache holds it, or nil
+// when the disk has none.
+func (e *Executor) Ledger(ctx context.Context, disk string) (*dsv1.DiskSchedule, error) {
+	ds, err := e.read(ctx, disk)
+	if errors.Is(err, ErrNoLedger) {
+		return nil, nil
+	}
+	return ds, err
+}
+
+// asked is one request written, with what to put it back to.
+type asked struct {
+	Request
+	prev, gen int64
+}
+
+// Execute carries out p for one admission (dryRun: write nothing) and
+// answers it. Each request is read from the cache and admitted at once
+// when granted there (when Confirm, only if the API server still holds
+// the grant); otherwise it is written from the version read, and once
+// every request is written their decisions are awaited. A refusal puts
+// back every request written, as does a decision that does not come in
+// time unless p keeps it.
+func (e *Executor) Execute(ctx context.Context, p Plan, dryRun bool) Answer {
+	if p.Answer != nil {
+		return *p.Answer
+	}
+	if dryRun {
+		return p.DryRun
+	}
+	var done []asked
+	var last *dsv1.DiskSchedule
+	for _, r := range p.Requests {
+		a, ds, err := e.ask(ctx, r)
+		switch {
+		case errors.Is(err, ErrNoLedger):
+			return e.putBackAll(ctx, done, Deny(p.Words.NoLedger(r, a != nil)))
+		case err != nil:
+			return e.putBackAll(ctx, done, Failed(err))
+		case a.gen != 0 || ds == nil:
+			done = append(done, *a)
+		}
+		last = ds
+	}
+	for _, a := range done {
+		ds, err := e.await(ctx, a.Disk, a.gen, decided(a.Request))
+		if err != nil {
+			v := Undecided(p.Words.Undecided(a.Request), err)
+			if p.KeepUndecided {
+				return v
+			}
+			return e.putBackAll(ctx, done, v)
+		}
+		if !Granted(ds, a.Request) {
+			return e.putBackAll(ctx, done, Deny(p.Words.Refused(a.Request, a.prev, ds)))
+		}
+		last = ds
+	}
+	return Allow(p.Words.Admitted(len(done) > 0, last))
+}
+
+// ask admits r at once when its ledger grants it, or writes it. It returns
+// the request written (with gen 0 and a nil ledger when granted at once),
+// or, with ErrNoLedger, a non-nil ask when the ledger went away after it
+// was read.
+func (e *Executor) ask(ctx context.Context, r Request) (*asked, *dsv1.DiskSchedule, error) {
+	ds, err := e.read(ctx, r.Disk)
+	if err != nil {
+		return nil, nil, err
+	}
+	if Granted(ds, r) && r.Confirm {
+		// The cache may lag behind a release (the mirror's, of a grant no
+		// write backs): admit at once only what the API server still holds.
+		if ds, err = e.readLive(ctx, r.Disk); err != nil {
+			return nil, nil, err
+		}
+	}
+	if Granted(ds, r) {
+		if r.Version == "" || ds.Spec.ReplicaVersions[r.Name] == r.Version {
+			return &asked{Request: r}, ds, nil
+		}
+		// A retry of a placement whose earlier write lost: record the
+		// version this write is admitted at, with the lock, while the grant
+		// is still there (the mirror may be releasing it).
+		held, latest := false, ds
+		if _, err := e.editOn(ctx, ds, func(cur *dsv1.DiskSchedule) bool {
+			held, latest = Granted(cur, r), cur.DeepCopy()
+			return held && recordVersion(cur, r)
+		}, ledgerclient.Edit); err != nil {
+			return nil, nil, err
+		}
+		if held {
+			return &asked{Request: r}, ds, nil
+		}
+		// Released meanwhile: ask afresh, from the version that says so.
+		ds = latest
+	}
+	// A request the ledger rejected earlier at this very size stays
+	// rejected; withdraw it, and ask afresh from the version that says so.
+	if d, _ := Decision(ds, r); d == ledger.Rejected {
+		withdrawn, err := e.editOn(ctx, ds, Withdraw(r), ledgerclient.PutBack)
+		if err != nil {
+			return nil, nil, err
+		}
+		if withdrawn != nil {
+			ds = withdrawn
+		}
+	}
+	// Written from the version read above (the API server's when the cache
+	// lagged), so a request the cache still shows is written again.
+	writer := mergeRequest
+	if handsOff(ds, r) {
+		writer = ledgerclient.Edit
+	}
+	a := &asked{Request: r, prev: before(ds, r)}
+	written, err := e.editOn(ctx, ds, Write(r), writer)
+	if err != nil {
+		return a, nil, err
+	}
+	if written != nil {
+		a.gen = written.Generation
+	}
+	return a, nil, nil
+}
+
+// putBackAll returns every request in done to what it was before, then
+// answers v. It outlives the admission's deadline by a bounded time, and
+// never fails on a busy ledger (ledgerclient.PutBack).
+func (e *Executor) putBackAll(ctx context.Context, done []asked, v Answer) Answer {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+	defer cancel()
+	for _, a := range done {
+		ds, err := e.read(ctx, a.Disk)
+		if err == nil {
+			_, err = e.editOn(ctx, ds, PutBack(a.Request, a.prev), ledgerclient.PutBack)
+		}
+		if err != nil && !errors.Is(err, ErrNoLedger) {
+			e.log.Error(err, "Putting back a refused request", "disk", a.Disk, "kind", a.Kind, "name", a.Name)
+		}
+	}
+	return v
+}
+
+// read returns the named DiskSchedule from the cache, or ErrNoLedger.
+func (e *Executor) read(ctx context.Context, disk string) (*dsv1.DiskSchedule, error) {
+	return e.get(ctx, e.client, disk, "")
+}
+
+// readLive reads the named DiskSchedule from the API server, not the cache.
+func (e *Executor) readLive(ctx context.Context, disk string) (*dsv1.DiskSchedule, error) {
+	return e.get(ctx, e.apiReader, disk, " from the API server")
+}
+
+// get reads the named DiskSchedule with r (from says where, for errors),
+// or returns ErrNoLedger.
+func (e *Executor) get(ctx context.Context, r client.Reader, disk, from string) (*dsv1.DiskSchedule, error) {
+	ds := &dsv1.DiskSchedule{}
+	err := r.Get(ctx, client.ObjectKey{Namespace: e.namespace, Name: disk}, ds)
+	if apierrors.IsNotFound(err) {
+		return nil, ErrNoLedger
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading the ledger of disk %s%s: %w", disk, from, err)
+	}
+	return ds, nil
+}
+
+// writer is how an edit is written (ledgerclient.Edit, PutBack, or
+// mergeRequest).
+type writer func(context.Context, client.Writer, client.Reader, *dsv1.DiskSchedule, func(*dsv1.DiskSchedule) bool, func()) (*dsv1.DiskSchedule, error)
+
+// editOn writes edit with w, starting from base (a version the caller
+// read, from the cache or the API server). It returns the version written,
+// nil when edit changed nothing, and ErrNoLedger when the DiskSchedule is
+// gone; the written version's generation is final once
+// status.observedGeneration reaches it.
+func (e *Executor) editOn(ctx context.Context, base *dsv1.DiskSchedule, edit func(*dsv1.DiskSchedule) bool, w writer) (*dsv1.DiskSchedule, error) {
+	written, err := w(ctx, e.client, e.apiReader, base.DeepCopy(), edit, e.conflicted)
+	if apierrors.IsNotFound(err) {
+		return nil, ErrNoLedger
+	}
+	return written, err
+}
+
+func (e *Executor) conflicted() {
+	if e.conflicts != nil {
+		e.conflicts()
+	}
+}
+
+// mergeRequest writes an edit that only sets request keys (a replica's or
+// a backing image's size) as a merge patch without the resourceVersion
+// lock (ledgerclient.Merge), which never loses the race to the other
+// writers and the controller's status writes on a busy ledger. A handoff
+// to a reservation and a put-back keep the lock: they depend on what the
+// latest version holds.
+func mergeRequest(ctx context.Context, c client.Writer, _ client.Reader, cur *dsv1.DiskSchedule,
+	change func(*dsv1.DiskSchedule) bool, _ func()) (*dsv1.DiskSchedule, error) {
+	return ledgerclient.Merge(ctx, c, cur, change)
+}
+
+// await waits until the named DiskSchedule's controller has decided
+// generation gen and done says the answer is there, and returns the ledger
+// as the informer delivered it. It returns ctx's error when the decision
+// does not come in time.
+func (e *Executor) await(ctx context.Context, disk string, gen int64, done func(*dsv1.DiskSchedule) bool) (*dsv1.DiskSchedule, error) {
+	changed, stop := e.waiter.subscribe(disk)
+	defer stop()
+	for {
+		ds, err := e.read(ctx, disk)
+		if err != nil {
+			return nil, err
+		}
+		if ds.Generation >= gen && ds.Status.ObservedGeneration >= gen && done(ds) {
+			return ds, nil
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+}
