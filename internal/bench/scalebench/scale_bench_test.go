@@ -62,6 +62,7 @@ type bench struct {
 	resync  resyncResult
 	filters map[int]filterResult
 	gate    []gateResult
+	raw     []rawResult
 	done    map[string]bool
 }
 
@@ -90,6 +91,7 @@ func BenchmarkScale(b *testing.B) {
 			func(b *testing.B) { s.reportFilter(b, claims) }))
 	}
 	b.Run("gate", s.once("gate", s.measureGate, s.reportGate))
+	b.Run("gate-raw", s.once("gate-raw", s.measureRaw, s.reportRaw))
 	if s.done["summary"] {
 		return
 	}
@@ -336,7 +338,10 @@ func (s *bench) measureSettle(b *testing.B) error {
 				*settleLimit, missing, unadopted, unsettled)
 		}
 		if time.Since(lastLog) > 10*time.Second {
-			off, _ := testenv.Unsettled(ctx, c, ns)
+			off := ""
+			if *verbose {
+				off, _ = testenv.Unsettled(ctx, c, ns)
+			}
 			progressf("%s: %d disks without a ledger, %d ledgers not adopted, %d not settled: %.300s", now.Round(time.Second), missing, unadopted, unsettled, off)
 			lastLog = time.Now()
 		}
@@ -756,5 +761,105 @@ func (s *bench) printSummary() {
 	if len(s.gate) > 0 {
 		fmt.Printf("| **gate p50, 1000 ÷ 0** | **%.2f** |\n",
 			ms(pct(s.gate[len(s.gate)-1].latencies, 50))/ms(pct(s.gate[0].latencies, 50)))
+	}
+	for _, r := range s.raw {
+		fmt.Printf("| API server alone, a copy of the ledger of %d entries (%d KiB as JSON): spec merge patch p50 / status update p50 | %.1f / %.1f ms |\n",
+			r.level+*gateWrites, r.bytes/1024, ms(pct(r.spec, 50)), ms(pct(r.status, 50)))
+	}
+}
+
+// rawNamespace holds copies of the gate's ledgers that no manager watches
+// (the manager caches Longhorn's namespace only), for the API server's own
+// cost of the writes the gate and the ledger controller make.
+const rawNamespace = "scalebench-raw"
+
+// rawResult is the API server's latency for the two writes a gated replica
+// costs a ledger, on a copy of a ledger holding level entries.
+type rawResult struct {
+	level        int
+	bytes        int
+	spec, status []time.Duration
+}
+
+// measureRaw copies, for each fill level, the ledger of the first gate disk
+// (with its entries after the gate's measurement) into rawNamespace and
+// times -scalebench.gate-writes writes of each kind the gate's path makes
+// to it: a merge patch adding one spec.replicas key, computed from the
+// version read as ledgerclient.Merge does (the gate's request), and an
+// Update of the status with one more decided entry (the ledger
+// controller's decision).
+func (s *bench) measureRaw(_ *testing.B) error {
+	ctx := s.ctx
+	if err := env.CreateNamespace(ctx, rawNamespace); err != nil {
+		return err
+	}
+	c := env.Client
+	for level := range fillLevels {
+		live := &dsv1.DiskSchedule{}
+		if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: s.l.gateDisks[level][0]}, live); err != nil {
+			return err
+		}
+		ds := &dsv1.DiskSchedule{ObjectMeta: metav1.ObjectMeta{Name: live.Name, Namespace: rawNamespace, Labels: live.Labels},
+			Spec: *live.Spec.DeepCopy()}
+		status := *live.Status.DeepCopy()
+		if err := c.Create(ctx, ds); err != nil {
+			return err
+		}
+		ds.Status = status
+		if err := c.Status().Update(ctx, ds); err != nil {
+			return err
+		}
+		raw, _ := json.Marshal(ds)
+		r := rawResult{level: fillLevels[level], bytes: len(raw)}
+		for i := range *gateWrites {
+			key := fmt.Sprintf("raw-%04d", i)
+			cur := &dsv1.DiskSchedule{}
+			if err := c.Get(ctx, client.ObjectKeyFromObject(ds), cur); err != nil {
+				return err
+			}
+			next := cur.DeepCopy()
+			next.Spec.Replicas[key] = dsv1.RequestedBytes(fillSize)
+			start := time.Now()
+			if err := c.Patch(ctx, next, client.MergeFrom(cur)); err != nil {
+				return err
+			}
+			r.spec = append(r.spec, time.Since(start))
+			if next.Status.Replicas == nil {
+				next.Status.Replicas = map[string]dsv1.RequestStatus{}
+			}
+			next.Status.Replicas[key] = dsv1.RequestStatus{State: dsv1.RequestStateScheduled, RequestedSize: fillSize, ScheduledSize: fillSize}
+			next.Status.StorageScheduled += fillSize
+			next.Status.ObservedGeneration = next.Generation
+			start = time.Now()
+			if err := c.Status().Update(ctx, next); err != nil {
+				return err
+			}
+			r.status = append(r.status, time.Since(start))
+			// Take the entry back (not timed), so the copy stays under the
+			// ledger's bound of 1024 entries.
+			back := next.DeepCopy()
+			delete(back.Spec.Replicas, key)
+			if err := c.Patch(ctx, back, client.MergeFrom(next)); err != nil {
+				return err
+			}
+			delete(back.Status.Replicas, key)
+			back.Status.StorageScheduled -= fillSize
+			back.Status.ObservedGeneration = back.Generation
+			if err := c.Status().Update(ctx, back); err != nil {
+				return err
+			}
+		}
+		slices.Sort(r.spec)
+		slices.Sort(r.status)
+		s.raw = append(s.raw, r)
+	}
+	return nil
+}
+
+func (s *bench) reportRaw(b *testing.B) {
+	for _, r := range s.raw {
+		b.ReportMetric(ms(pct(r.spec, 50)), fmt.Sprintf("fill-%d-spec-patch-p50-ms", r.level))
+		b.ReportMetric(ms(pct(r.status, 50)), fmt.Sprintf("fill-%d-status-update-p50-ms", r.level))
+		b.ReportMetric(float64(r.bytes)/1024, fmt.Sprintf("fill-%d-ledger-KiB", r.level))
 	}
 }
