@@ -14,7 +14,9 @@
 //   - the extender's /filter p50/p99 over HTTP for pods with one and four
 //     Longhorn claims, beside a baseline handler that passes every node;
 //   - the admission gate's latency for replica writes onto disks already
-//     holding 0, 100 and 1000 replicas.
+//     holding 0, 100 and 1000 replicas, and the API server's own latency
+//     for the two ledger writes each costs, on copies of those ledgers no
+//     manager watches.
 //
 // It holds only benchmarks; the test control plane starts only when -bench
 // is given, so `go test ./...` passes at once. Sizes are flags. Figures and
