@@ -311,6 +311,7 @@ func (e *Extender) evaluateAll(pod *corev1.Pod, vols []podVolume, candidates []s
 		claimed = e.overlay.demand
 	}
 	var cluster []placement.Node // every Longhorn node, read once when needed
+	var seen placements
 	podKey := pod.Namespace + "/" + pod.Name
 	fits := make(map[string]fit, len(candidates))
 	for _, name := range candidates {
@@ -324,8 +325,9 @@ func (e *Extender) evaluateAll(pod *corev1.Pod, vols []podVolume, candidates []s
 		if f.OK && how&withRoomElsewhere != 0 {
 			if cluster == nil {
 				cluster = e.view.placementNodes()
+				seen = newPlacements(cluster)
 			}
-			if why := roomElsewhere(vols, name, cluster, sched); why != "" {
+			if why := roomElsewhere(vols, name, cluster, sched, seen); why != "" {
 				f = fit{Reason: why}
 			}
 		}

@@ -163,10 +163,22 @@ func replicasElsewhere(v podVolume, node string) int {
 // admission gate hold the space when Longhorn places the replicas. The
 // local replica's own space is not counted on its node, which matters only
 // when soft node anti-affinity lets another replica share that node.
-func roomElsewhere(vols []podVolume, node string, nodes []placement.Node, sched settings.Scheduling) string {
+//
+// seen carries, across the candidate nodes of one filter, a placement
+// already found for each volume (nil: none kept): it answers for another
+// candidate without placing again when that candidate is not among its
+// nodes, and not in its zones unless zone anti-affinity is soft. Longhorn's
+// scheduler then finds room as well, since it places greedily one replica
+// per step and every disk of that placement is still there. Without it a
+// filter would place every volume once per candidate over every node of
+// the cluster.
+func roomElsewhere(vols []podVolume, node string, nodes []placement.Node, sched settings.Scheduling, seen placements) string {
 	for _, v := range vols {
 		count := replicasElsewhere(v, node)
 		if count == 0 {
+			continue
+		}
+		if seen.holds(v, node, count) {
 			continue
 		}
 		existing := []placement.Replica{{NodeID: node, Healthy: true}}
@@ -200,6 +212,57 @@ func roomElsewhere(vols []podVolume, node string, nodes []placement.Node, sched 
 			return fmt.Sprintf("volume %s: Longhorn would find room for %d of its %d other replicas (%s)",
 				v.Name, len(res.Choices), count, why)
 		}
+		seen.keep(v, count, res.Choices, placement.SoftAntiAffinity(v.ReplicaZoneSoftAntiAffinity, sched.ReplicaZoneSoftAntiAffinity))
 	}
 	return ""
+}
+
+// placements are the placements roomElsewhere found in one filter, by
+// volume, with the zones of the cluster's nodes.
+type placements struct {
+	byVolume map[string]found
+	zones    map[string]string
+}
+
+// found is one placement of a volume's replicas off a candidate node.
+type found struct {
+	count    int
+	nodes    map[string]bool
+	zones    map[string]bool
+	zoneSoft bool
+}
+
+// newPlacements returns an empty set of placements over nodes.
+func newPlacements(nodes []placement.Node) placements {
+	zones := make(map[string]string, len(nodes))
+	for _, n := range nodes {
+		zones[n.Name] = n.Zone
+	}
+	return placements{byVolume: map[string]found{}, zones: zones}
+}
+
+// holds reports whether a placement kept for v of at least count replicas
+// stays valid with v's local replica on node.
+func (p placements) holds(v podVolume, node string, count int) bool {
+	f, ok := p.byVolume[v.Name]
+	if !ok || p.byVolume == nil || f.count < count || f.nodes[node] {
+		return false
+	}
+	return f.zoneSoft || !f.zones[p.zones[node]]
+}
+
+// keep records choices, a placement of count replicas of v.
+func (p placements) keep(v podVolume, count int, choices []placement.Choice, zoneSoft bool) {
+	if p.byVolume == nil {
+		return
+	}
+	if _, ok := p.byVolume[v.Name]; ok {
+		return
+	}
+	f := found{count: count, nodes: map[string]bool{}, zones: map[string]bool{}, zoneSoft: zoneSoft}
+	for _, c := range choices {
+		f.nodes[c.NodeID] = true
+		f.zones[p.zones[c.NodeID]] = true
+	}
+	p.byVolume[v.Name] = f
 }

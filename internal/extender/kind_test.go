@@ -1,6 +1,8 @@
 package extender
 
 import (
+	"fmt"
+	"math/rand/v2"
 	"strings"
 	"testing"
 
@@ -190,7 +192,7 @@ func TestRoomElsewhere(t *testing.T) {
 			nodes: cluster(nil, map[string]int64{"a": 100 * gi})},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got := roomElsewhere([]podVolume{tc.vol}, "a", tc.nodes, sched)
+			got := roomElsewhere([]podVolume{tc.vol}, "a", tc.nodes, sched, placements{})
 			switch {
 			case tc.want == "" && got != "":
 				t.Errorf("roomElsewhere = %q, want room", got)
@@ -221,4 +223,52 @@ func TestPinnedElsewhere(t *testing.T) {
 	if got := pinnedElsewhere(bestEffort, "a"); got != "" {
 		t.Errorf("best-effort volume with its replica elsewhere: %q, want no objection (Longhorn builds a local one)", got)
 	}
+}
+
+// TestRoomElsewhereReusesPlacementsExactly: over random clusters and
+// volumes, every candidate node of a filter gets the same verdict whether
+// roomElsewhere places afresh for it or answers from a placement it found
+// for an earlier candidate.
+func TestRoomElsewhereReusesPlacementsExactly(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 11))
+	names := []string{"a", "b", "c", "d", "e", "f", "g"}
+	reused := 0
+	for trial := range 400 {
+		var nodes []placement.Node
+		zones := 1 + rng.IntN(3)
+		for _, name := range names[:3+rng.IntN(len(names)-2)] {
+			free := int64(rng.IntN(5)) * 30 * gi
+			n, ledgers := testNode(name, []int64{120 * gi}, []int64{120*gi - free})
+			n.Status.Zone = fmt.Sprintf("z%d", rng.IntN(zones))
+			nodes = append(nodes, readNode(n, ledgers).placement)
+		}
+		v := podVolume{Name: "pvc-1", Size: 30 * gi, ReplicaNodes: map[string]bool{},
+			kind: kind{DataLocality: lhv1.DataLocalityBestEffort, NumberOfReplicas: 1 + rng.IntN(4)}}
+		if rng.IntN(2) == 0 {
+			v.ReplicaZoneSoftAntiAffinity = string(lhv1.ReplicaZoneSoftAntiAffinityDisabled)
+		}
+		if rng.IntN(3) == 0 {
+			v.ReplicaSoftAntiAffinity = string(lhv1.ReplicaSoftAntiAffinityEnabled)
+		}
+		if rng.IntN(3) == 0 {
+			at := nodes[rng.IntN(len(nodes))].Name
+			v.Replicas = []placement.Replica{{NodeID: at, DiskUUID: at + "-uuid-1", Healthy: true}}
+			v.ReplicaNodes[at] = true
+		}
+		sched := settings.Default()
+		seen := newPlacements(nodes)
+		for _, n := range nodes {
+			fresh := roomElsewhere([]podVolume{v}, n.Name, nodes, sched, placements{})
+			if seen.holds(v, n.Name, replicasElsewhere(v, n.Name)) {
+				reused++
+			}
+			if got := roomElsewhere([]podVolume{v}, n.Name, nodes, sched, seen); got != fresh {
+				t.Fatalf("trial %d, node %s: with earlier placements %q, placed afresh %q (volume %+v)", trial, n.Name, got, fresh, v)
+			}
+		}
+	}
+	if reused == 0 {
+		t.Fatal("no verdict came from an earlier placement: the test exercised nothing")
+	}
+	t.Logf("%d verdicts from earlier placements", reused)
 }
