@@ -14,7 +14,11 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	dsv1 "github.com/longhorn/diskschedule/api/v1beta2"
 	"github.com/longhorn/diskschedule/internal/index"
@@ -190,8 +194,43 @@ func related(node *lhv1.Node) client.Object {
 // its last grant is released).
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).
-		For(&lhv1.Node{}).
-		Owns(&dsv1.DiskSchedule{}).
+		For(&lhv1.Node{}, builder.WithPredicates(disksChanged())).
+		Owns(&dsv1.DiskSchedule{}, builder.WithPredicates(ledgerLifeChanged())).
+		WithOptions(controller.Options{MaxConcurrentReconciles: workers}).
 		Named("node").
 		Complete(r)
+}
+
+// workers is how many nodes are reconciled at once: at a cluster's first
+// start every disk's ledger is created, one API call each.
+const workers = 8
+
+// disksChanged lets through the Longhorn Node events that can change what
+// Reconcile does: a node's disks (Disks) or its deletion. Longhorn rewrites
+// a Node's status for every disk measurement and every replica it counts.
+func disksChanged() predicate.Predicate {
+	return predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
+		oldNode, okOld := e.ObjectOld.(*lhv1.Node)
+		newNode, okNew := e.ObjectNew.(*lhv1.Node)
+		if !okOld || !okNew {
+			return true
+		}
+		return !maps.Equal(Disks(oldNode), Disks(newNode)) || oldNode.DeletionTimestamp.IsZero() != newNode.DeletionTimestamp.IsZero()
+	}}
+}
+
+// ledgerLifeChanged lets through the DiskSchedule events that can change
+// what Reconcile does: a ledger created or deleted, its disk name, or
+// whether it still grants space (Granting). Every decision of the ledger
+// controller rewrites a ledger's status.
+func ledgerLifeChanged() predicate.Predicate {
+	return predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
+		oldDS, okOld := e.ObjectOld.(*dsv1.DiskSchedule)
+		newDS, okNew := e.ObjectNew.(*dsv1.DiskSchedule)
+		if !okOld || !okNew {
+			return true
+		}
+		return Granting(oldDS) != Granting(newDS) || oldDS.Spec.Name != newDS.Spec.Name ||
+			oldDS.DeletionTimestamp.IsZero() != newDS.DeletionTimestamp.IsZero()
+	}}
 }
