@@ -96,6 +96,14 @@ type DiskScheduleReservation struct {
 	Replica string `json:"replica,omitempty"`
 }
 
+// MaxReplicaEntries bounds the replica entries of one DiskSchedule (the
+// maxProperties of spec.replicas, spec.replicaVersions and status.replicas):
+// 4096 entries, at about 260 bytes each as stored (request, version and
+// decision; docs/benchmarks.md), keep a ledger near 1 MiB, under etcd's
+// default request limit of 1.5 MiB with room for the reservations and
+// backing images. The admission gate denies a placement past it, naming it.
+const MaxReplicaEntries = 4096
+
 // DiskScheduleSpec holds the requests written to one disk's ledger.
 //
 // Its maps, and those of the status, are atomic for field ownership
@@ -117,7 +125,7 @@ type DiskScheduleSpec struct {
 	NodeID string `json:"nodeID"`
 	// replicas maps a replica name to the bytes it requests on this disk.
 	// +optional
-	// +kubebuilder:validation:MaxProperties=1024
+	// +kubebuilder:validation:MaxProperties=4096
 	// +mapType=atomic
 	Replicas map[string]RequestedBytes `json:"replicas,omitempty"`
 	// backingImages maps a backing-image name to the bytes its copy on this
@@ -140,7 +148,7 @@ type DiskScheduleSpec struct {
 	// request at once instead of after the grace period. Removed with the
 	// request.
 	// +optional
-	// +kubebuilder:validation:MaxProperties=1024
+	// +kubebuilder:validation:MaxProperties=4096
 	// +mapType=atomic
 	ReplicaVersions map[string]string `json:"replicaVersions,omitempty"`
 }
@@ -230,7 +238,7 @@ type DiskScheduleStatus struct {
 	Limit *resource.Quantity `json:"limit,omitempty"`
 	// replicas holds the decision on each replica request.
 	// +optional
-	// +kubebuilder:validation:MaxProperties=1024
+	// +kubebuilder:validation:MaxProperties=4096
 	// +mapType=atomic
 	Replicas map[string]RequestStatus `json:"replicas,omitempty"`
 	// backingImages holds the decision on each backing-image request.

@@ -18,6 +18,23 @@ import (
 // ErrNoLedger says a disk has no DiskSchedule.
 var ErrNoLedger = errors.New("no ledger")
 
+// ErrLedgerFull says a disk's ledger holds as many replica entries as it
+// may (dsv1.MaxReplicaEntries).
+var ErrLedgerFull = errors.New("ledger full")
+
+// full returns ErrLedgerFull, with the numbers, when r would add a replica
+// entry to ds past its bound.
+func full(ds *dsv1.DiskSchedule, r Request) error {
+	if r.Kind != Replica || len(ds.Spec.Replicas) < dsv1.MaxReplicaEntries {
+		return nil
+	}
+	if _, ok := ds.Spec.Replicas[r.Name]; ok {
+		return nil
+	}
+	return fmt.Errorf("%w: replica %s: disk %s of node %s already holds %d replica entries, the bound of a DiskSchedule (spec.replicas maxProperties, which keeps a ledger under etcd's request size limit)",
+		ErrLedgerFull, r.Name, ds.Spec.Name, ds.Spec.NodeID, len(ds.Spec.Replicas))
+}
+
 // cleanupTimeout bounds putting back what a refused write requested.
 const cleanupTimeout = 5 * time.Second
 
@@ -88,6 +105,8 @@ func (e *Executor) Execute(ctx context.Context, p Plan, dryRun bool) Answer {
 		switch {
 		case errors.Is(err, ErrNoLedger):
 			return e.putBackAll(ctx, done, Deny(p.Words.NoLedger(r, a != nil)))
+		case errors.Is(err, ErrLedgerFull):
+			return e.putBackAll(ctx, done, Deny(err.Error()))
 		case err != nil:
 			return e.putBackAll(ctx, done, Failed(err))
 		case a.gen != 0 || ds == nil:
@@ -158,6 +177,9 @@ func (e *Executor) ask(ctx context.Context, r Request) (*asked, *dsv1.DiskSchedu
 		if withdrawn != nil {
 			ds = withdrawn
 		}
+	}
+	if err := full(ds, r); err != nil {
+		return nil, nil, err
 	}
 	// Written from the version read above (the API server's when the cache
 	// lagged), so a request the cache still shows is written again.

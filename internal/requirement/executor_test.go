@@ -3,6 +3,7 @@ package requirement
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -214,5 +215,43 @@ func TestExecutePutsBackEveryRequestOnARefusal(t *testing.T) {
 		if _, left := stored.Spec.BackingImages[image]; left {
 			t.Errorf("the request on %s was not put back: %v", disk, stored.Spec.BackingImages)
 		}
+	}
+}
+
+// TestALedgerAtItsBoundDeniesNewReplicas: a disk whose ledger holds
+// dsv1.MaxReplicaEntries replica entries denies a new placement with the
+// numbers and the bound named, writes nothing, and still admits a replica
+// already among its entries.
+func TestALedgerAtItsBoundDeniesNewReplicas(t *testing.T) {
+	s, err := scheme.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ds := &dsv1.DiskSchedule{ObjectMeta: metav1.ObjectMeta{Name: "uuid-0", Namespace: "ns"},
+		Spec:   dsv1.DiskScheduleSpec{Name: "disk-1", NodeID: "node-1", Replicas: map[string]dsv1.RequestedBytes{}},
+		Status: dsv1.DiskScheduleStatus{Replicas: map[string]dsv1.RequestStatus{}}}
+	for i := range dsv1.MaxReplicaEntries {
+		name := fmt.Sprintf("pvc-%d-r-1", i)
+		ds.Spec.Replicas[name] = dsv1.RequestedBytes(gi)
+		ds.Status.Replicas[name] = dsv1.RequestStatus{State: dsv1.RequestStateScheduled, RequestedSize: gi, ScheduledSize: gi}
+	}
+	c := fake.NewClientBuilder().WithScheme(s).WithObjects(ds).WithStatusSubresource(ds).Build()
+	e := NewExecutor(c, c, NewWaiter(), nil, logr.Discard(), "ns")
+	plan := Plan{Requests: []Request{{Disk: "uuid-0", Kind: Replica, Name: "pvc-new-r-1", Size: gi}}, Words: words{}}
+	got := e.Execute(context.Background(), plan, false)
+	if got.Allowed || got.Result != ResultDenied || !strings.Contains(got.Message, fmt.Sprintf("already holds %d replica entries", dsv1.MaxReplicaEntries)) ||
+		!strings.Contains(got.Message, "maxProperties") {
+		t.Errorf("a new replica on a full ledger: %+v, want a denial naming the bound", got)
+	}
+	stored := &dsv1.DiskSchedule{}
+	if err := c.Get(context.Background(), client.ObjectKeyFromObject(ds), stored); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := stored.Spec.Replicas["pvc-new-r-1"]; ok {
+		t.Error("the denied replica was written into the full ledger")
+	}
+	plan.Requests[0].Name = "pvc-7-r-1"
+	if got := e.Execute(context.Background(), plan, false); !got.Allowed {
+		t.Errorf("a replica already granted on the full ledger: %+v, want it admitted", got)
 	}
 }

@@ -112,6 +112,12 @@ func (r *run) over() []string {
 // writers play with Longhorn's own code, with managers managers.
 func startSandbox(t *testing.T, managers int, withGate bool) *sandbox.Sandbox {
 	t.Helper()
+	return startSandboxOn(t, topology(), managers, withGate)
+}
+
+// startSandboxOn is startSandbox on the nodes and disks of topo.
+func startSandboxOn(t *testing.T, topo *sandbox.Topology, managers int, withGate bool) *sandbox.Sandbox {
+	t.Helper()
 	if testing.Short() {
 		t.Skip("starts a control plane")
 	}
@@ -124,7 +130,7 @@ func startSandbox(t *testing.T, managers int, withGate bool) *sandbox.Sandbox {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	sb, err := sandbox.Start(ctx, sandbox.Options{
-		Topology:          topology(),
+		Topology:          topo,
 		LonghornNodesOnly: true,
 		NoGate:            !withGate,
 		ConfigDir:         filepath.Join(root, "config"),

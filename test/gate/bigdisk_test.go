@@ -1,0 +1,127 @@
+package gate_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	lhv1 "github.com/longhorn/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	dsv1 "github.com/longhorn/diskschedule/api/v1beta2"
+	"github.com/longhorn/diskschedule/internal/sandbox"
+	"github.com/longhorn/diskschedule/internal/testenv"
+)
+
+// bigDiskReplicas is how many 1Gi replicas TestTwoThousandReplicasOnOneDisk
+// places on its one disk.
+const bigDiskReplicas = 2000
+
+// TestTwoThousandReplicasOnOneDisk: a disk that Longhorn fills with 2,000
+// replicas of 1Gi works through the mirror: every replica is created on
+// the disk (spec.diskID set, as Longhorn writes a replica it placed) by 32
+// writers at once, with the gate off (Longhorn as it is today, or the
+// add-on installed on a running Longhorn); the mirror adopts all of them
+// into the one ledger, which equals what is persisted; then half are
+// deleted and the mirror releases them. (Through the gate, each placement
+// writes the whole ledger twice, so 2,000 placements on one disk take
+// minutes: docs/benchmarks.md, "Scale".)
+func TestTwoThousandReplicasOnOneDisk(t *testing.T) {
+	topo := &sandbox.Topology{Nodes: []sandbox.Node{{Name: "node-1", Disks: []sandbox.Disk{{Name: "disk-1", Size: 4096 * gib}}}}}
+	sb := startSandboxOn(t, topo, 1, false)
+	c := sb.Client()
+	ctx, cancel := context.WithTimeout(context.Background(), 25*time.Minute)
+	defer cancel()
+	uuid := sandbox.DiskUUID("node-1", "disk-1")
+	start := time.Now()
+	inParallel(t, bigDiskReplicas, func(i int) error {
+		vol := fmt.Sprintf("pvc-big-%04d", i)
+		r := testenv.Replica(sandbox.Namespace, vol+"-r-1", testenv.ReplicaFixture{Volume: vol, Size: gib,
+			NodeID: "node-1", DiskName: "disk-1", DiskID: uuid})
+		if err := testenv.CreateLonghorn(ctx, c, r); err != nil {
+			return fmt.Errorf("creating replica %s: %w", r.Name, err)
+		}
+		return nil
+	})
+	t.Logf("%d replicas created in %s", bigDiskReplicas, time.Since(start).Round(time.Millisecond))
+	waitLedgerOf(ctx, t, c, uuid, bigDiskReplicas)
+	t.Logf("the mirror adopted them %s after the first was created", time.Since(start).Round(time.Millisecond))
+	settle(t, c)
+
+	// Longhorn deletes a replica, cleans its data up and then drops its
+	// finalizer; the replica is gone only then. Half of them go at once.
+	start = time.Now()
+	inParallel(t, bigDiskReplicas/2, func(i int) error {
+		r := &lhv1.Replica{}
+		key := client.ObjectKey{Namespace: sandbox.Namespace, Name: fmt.Sprintf("pvc-big-%04d-r-1", 2*i)}
+		if err := c.Get(ctx, key, r); err != nil {
+			return err
+		}
+		if err := c.Delete(ctx, r); err != nil {
+			return fmt.Errorf("deleting replica %s: %w", r.Name, err)
+		}
+		patch := client.MergeFrom(r.DeepCopy())
+		r.Finalizers = nil
+		if err := c.Patch(ctx, r, patch); client.IgnoreNotFound(err) != nil {
+			return fmt.Errorf("dropping the finalizer of replica %s: %w", r.Name, err)
+		}
+		return nil
+	})
+	waitLedgerOf(ctx, t, c, uuid, bigDiskReplicas/2)
+	t.Logf("%d replicas deleted and released in %s", bigDiskReplicas/2, time.Since(start).Round(time.Millisecond))
+	settle(t, c)
+}
+
+// inParallel runs do(0) … do(n-1) on writers goroutines and fails t on
+// the first error.
+func inParallel(t *testing.T, n int, do func(i int) error) {
+	t.Helper()
+	next := make(chan int)
+	errs := make(chan error, writers)
+	var wg sync.WaitGroup
+	for range writers {
+		wg.Go(func() {
+			for i := range next {
+				if err := do(i); err != nil {
+					errs <- err
+					return
+				}
+			}
+		})
+	}
+	for i := range n {
+		select {
+		case next <- i:
+		case err := <-errs:
+			close(next)
+			wg.Wait()
+			t.Fatal(err)
+		}
+	}
+	close(next)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+}
+
+// waitLedgerOf waits until the ledger uuid grants exactly n replicas of 1Gi.
+func waitLedgerOf(ctx context.Context, t *testing.T, c client.Client, uuid string, n int) {
+	t.Helper()
+	var last string
+	err := wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, 10*time.Minute, true, func(ctx context.Context) (bool, error) {
+		ds := &dsv1.DiskSchedule{}
+		if err := c.Get(ctx, client.ObjectKey{Namespace: sandbox.Namespace, Name: uuid}, ds); err != nil {
+			return false, err
+		}
+		last = fmt.Sprintf("%d requests, %d decisions, %d bytes scheduled", len(ds.Spec.Replicas), len(ds.Status.Replicas), ds.Status.StorageScheduled)
+		return len(ds.Spec.Replicas) == n && ds.Status.StorageScheduled == int64(n)*gib && ds.Status.ObservedGeneration == ds.Generation, nil
+	})
+	if err != nil {
+		t.Fatalf("waiting until the ledger grants %d replicas of 1Gi: %v (last: %s)", n, err, last)
+	}
+}
