@@ -29,7 +29,7 @@ const (
 	// volumeSize is every volume's size, and its replica's volumeSize.
 	volumeSize = gi
 	// maxPerDisk keeps a disk's replica entries under the ledger's bound of
-	// 1024 (spec.replicas maxProperties).
+	// 1024, its bound when the figures in docs/benchmarks.md were measured.
 	maxPerDisk = 900
 	// creators create the volumes and replicas of a run in parallel.
 	creators = 16

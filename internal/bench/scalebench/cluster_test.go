@@ -12,6 +12,7 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	dsv1 "github.com/longhorn/diskschedule/api/v1beta2"
 	"github.com/longhorn/diskschedule/internal/testenv"
 )
 
@@ -77,8 +78,8 @@ func plan() (*layout, error) {
 	if base < *replicaCount {
 		return nil, fmt.Errorf("%d nodes less %d for the gate cannot hold %d replicas of a volume on distinct nodes", nodes, gateN, *replicaCount)
 	}
-	if fillLevels[len(fillLevels)-1]+*gateWrites > 1024 {
-		return nil, fmt.Errorf("%d + %d entries exceed the ledger's bound of 1024", fillLevels[len(fillLevels)-1], *gateWrites)
+	if fillLevels[len(fillLevels)-1]+*gateWrites > dsv1.MaxReplicaEntries {
+		return nil, fmt.Errorf("%d + %d entries exceed the ledger's bound of %d", fillLevels[len(fillLevels)-1], *gateWrites, dsv1.MaxReplicaEntries)
 	}
 	l := &layout{persisted: map[string]int64{}, scheduled: map[string]map[string]int64{},
 		gateReplicas: map[string][]string{}, nodeOf: map[string]string{}, diskName: map[string]string{},

@@ -40,7 +40,7 @@ var (
 	creators     = flag.Int("scalebench.creators", 64, "Concurrent clients creating the objects (setup, not measured).")
 	filterCalls  = flag.Int("scalebench.filter-calls", 200, "Calls to /filter per pod shape and handler.")
 	gateNodes    = flag.Int("scalebench.gate-nodes", 1, "Nodes kept for the gate's measurement (no volume's replicas placed there): on each, disk 0 holds no replica, disk 1 100 and disk 2 1000.")
-	gateWrites   = flag.Int("scalebench.gate-writes", 20, "Replica writes through the gate per measured disk (a disk holding 1000 replicas ends with 1000 + this many entries, under the ledger's bound of 1024).")
+	gateWrites   = flag.Int("scalebench.gate-writes", 20, "Replica writes through the gate per measured disk (a disk holding 1000 replicas ends with 1000 + this many entries, under the ledger's bound, dsv1.MaxReplicaEntries).")
 	settleLimit  = flag.Duration("scalebench.timeout", 25*time.Minute, "How long the manager may take to settle, or the mirror to finish its pass.")
 	verbose      = flag.Bool("scalebench.verbose", false, "Every 10 s of the cold start, also list the ledgers that differ from what is persisted (testenv.Unsettled over the manager's cache: a copy of every Replica, which costs the measured process CPU).")
 	cpuProfile   = flag.String("scalebench.cpuprofile", "", "Write a CPU profile of the manager's cold start (from its start until the ledgers settle) to this file.")

@@ -836,7 +836,7 @@ func (s *bench) measureRaw(_ *testing.B) error {
 			}
 			r.status = append(r.status, time.Since(start))
 			// Take the entry back (not timed), so the copy stays under the
-			// ledger's bound of 1024 entries.
+			// ledger's bound of entries.
 			back := next.DeepCopy()
 			delete(back.Spec.Replicas, key)
 			if err := c.Patch(ctx, back, client.MergeFrom(next)); err != nil {
