@@ -92,7 +92,7 @@ func createThen(ctx context.Context, obj client.Object, change func(client.Objec
 // wrong.
 func TestInvalidObjectsAreRefused(t *testing.T) {
 	manyReplicas := map[string]dsv1.RequestedBytes{}
-	for i := range 1025 {
+	for i := range dsv1.MaxReplicaEntries + 1 {
 		manyReplicas[fmt.Sprintf("r-%d", i)] = 1
 	}
 	manyImages := map[string]dsv1.RequestedBytes{}
@@ -116,7 +116,7 @@ func TestInvalidObjectsAreRefused(t *testing.T) {
 			s.Reservations = map[string]dsv1.DiskScheduleReservation{"vol": {Size: 0, Pod: "default/p"}}
 		})), "spec.reservations.vol.size", "should be greater than or equal to 1"},
 		{"too many replica requests", create(diskSchedule("ds-many", func(s *dsv1.DiskScheduleSpec) { s.Replicas = manyReplicas })),
-			"spec.replicas", "must have at most 1024 items"},
+			"spec.replicas", fmt.Sprintf("must have at most %d items", dsv1.MaxReplicaEntries)},
 		{"too many backing-image requests", create(diskSchedule("ds-many-bi", func(s *dsv1.DiskScheduleSpec) { s.BackingImages = manyImages })),
 			"spec.backingImages", "must have at most 256 items"},
 		{"reservation pod name too long", create(diskSchedule("ds-long-pod", func(s *dsv1.DiskScheduleSpec) {
