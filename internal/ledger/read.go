@@ -66,35 +66,6 @@ func decisionOf(spec map[string]dsv1.RequestedBytes, status map[string]dsv1.Requ
 	return Rejected, st.Message
 }
 
-// Scheduled returns the bytes ds has granted to replica, whatever it asks now.
-func Scheduled(ds *dsv1.DiskSchedule, replica string) int64 {
-	if ds == nil {
-		return 0
-	}
-	return ds.Status.Replicas[replica].ScheduledSize
-}
-
-// HeldForVolume returns the bytes ds counts for volume's reservation,
-// granted or still pending: the volume's replica takes them over (rule 5).
-// A pending reservation already named by a pending replica request is
-// charged to the replica and not counted here.
-func HeldForVolume(ds *dsv1.DiskSchedule, volume string) int64 {
-	res, inSpec := ds.Spec.Reservations[volume]
-	if !inSpec {
-		return 0
-	}
-	if st, decided := ds.Status.Reservations[volume]; decided && reservationDecided(res, st) {
-		if st.State == dsv1.ReservationStateScheduled {
-			return st.ScheduledSize
-		}
-		return 0
-	}
-	if _, replicaPending := ds.Spec.Replicas[res.Replica]; res.Replica != "" && replicaPending {
-		return 0
-	}
-	return res.Size
-}
-
 // HeldForPod returns the bytes ds's granted reservations hold for pod
 // (namespace/name).
 func HeldForPod(ds *dsv1.DiskSchedule, pod string) int64 {
