@@ -245,7 +245,7 @@ func newPlacements(nodes []placement.Node) placements {
 // stays valid with v's local replica on node.
 func (p placements) holds(v podVolume, node string, count int) bool {
 	f, ok := p.byVolume[v.Name]
-	if !ok || p.byVolume == nil || f.count < count || f.nodes[node] {
+	if !ok || f.count < count || f.nodes[node] {
 		return false
 	}
 	return f.zoneSoft || !f.zones[p.zones[node]]
