@@ -70,7 +70,7 @@ func New(mgr ctrl.Manager, m *metrics.Gate, namespace string, timeout time.Durat
 		recorder: mgr.GetEventRecorder("diskschedule-gate"),
 		metrics:  m,
 		waiter:   waiter,
-		exec:     requirement.NewExecutor(mgr.GetClient(), mgr.GetAPIReader(), waiter, m.LedgerConflicts.Inc, log, namespace),
+		exec:     requirement.NewExecutor(mgr.GetClient(), mgr.GetAPIReader(), waiter, m, log, namespace),
 		log:      log,
 		timeout:  timeout,
 	}

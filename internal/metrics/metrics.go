@@ -224,6 +224,12 @@ type Gate struct {
 	// LedgerConflicts counts the gate's ledger writes that lost the
 	// optimistic lock and were retried.
 	LedgerConflicts prometheus.Counter
+	// BatchSize is how many requests each ledger write of the gate
+	// carried (requirement.Batcher's group commit per disk).
+	BatchSize prometheus.Histogram
+	// BatchWait is how long the first request of each batch waited for
+	// the write in flight ahead of it.
+	BatchWait prometheus.Histogram
 }
 
 // NewGate creates the gate's metrics and registers them with reg (shared
@@ -242,6 +248,16 @@ func NewGate(reg prometheus.Registerer) *Gate {
 		LedgerConflicts: register(reg, prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "longhorn_diskschedule_gate_ledger_conflicts_total",
 			Help: "Ledger writes of the admission gate that lost the optimistic lock and were retried.",
+		})),
+		BatchSize: register(reg, prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "longhorn_diskschedule_gate_ledger_batch_size",
+			Help:    "Requests the admission gate wrote to a disk's ledger in one write: requests arriving while a write to the ledger is in flight go together in the next.",
+			Buckets: []float64{1, 2, 4, 8, 16, 32, 64, 128, 256},
+		})),
+		BatchWait: register(reg, prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "longhorn_diskschedule_gate_ledger_batch_wait_seconds",
+			Help:    "Time the first request of each of the admission gate's ledger writes waited for the write in flight ahead of it.",
+			Buckets: []float64{0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5},
 		})),
 	}
 }

@@ -8,11 +8,13 @@ import (
 
 	"github.com/go-logr/logr"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	dsv1 "github.com/longhorn/diskschedule/api/v1beta2"
 	"github.com/longhorn/diskschedule/internal/ledger"
 	"github.com/longhorn/diskschedule/internal/ledgerclient"
+	"github.com/longhorn/diskschedule/internal/metrics"
 )
 
 // ErrNoLedger says a disk has no DiskSchedule.
@@ -49,6 +51,7 @@ type Executor struct {
 	client    client.Client
 	apiReader client.Reader
 	waiter    *Waiter
+	batcher   *Batcher
 	conflicts func()
 	log       logr.Logger
 	namespace string
@@ -56,10 +59,20 @@ type Executor struct {
 
 // NewExecutor returns the executor of the ledgers in namespace: c reads
 // from the cache and writes, apiReader reads from the API server, waiter
-// wakes waits on DiskSchedule updates, conflicted (when not nil) counts
-// each ledger write that lost a race.
-func NewExecutor(c client.Client, apiReader client.Reader, waiter *Waiter, conflicted func(), log logr.Logger, namespace string) *Executor {
-	return &Executor{client: c, apiReader: apiReader, waiter: waiter, conflicts: conflicted, log: log, namespace: namespace}
+// wakes waits on DiskSchedule updates, m (when not nil) counts each ledger
+// write that lost a race and observes the batches of requests written.
+func NewExecutor(c client.Client, apiReader client.Reader, waiter *Waiter, m *metrics.Gate, log logr.Logger, namespace string) *Executor {
+	e := &Executor{client: c, apiReader: apiReader, waiter: waiter, log: log, namespace: namespace}
+	var observe func(int, time.Duration)
+	if m != nil {
+		e.conflicts = m.LedgerConflicts.Inc
+		observe = func(size int, wait time.Duration) {
+			m.BatchSize.Observe(float64(size))
+			m.BatchWait.Observe(wait.Seconds())
+		}
+	}
+	e.batcher = NewBatcher(c, clock.RealClock{}, observe)
+	return e
 }
 
 // Namespace is the namespace of the ledgers, and of Longhorn's objects.
@@ -183,7 +196,7 @@ func (e *Executor) ask(ctx context.Context, r Request) (*asked, *dsv1.DiskSchedu
 	}
 	// Written from the version read above (the API server's when the cache
 	// lagged), so a request the cache still shows is written again.
-	writer := mergeRequest
+	writer := e.mergeRequest
 	if handsOff(ds, r) {
 		writer = ledgerclient.Edit
 	}
@@ -265,13 +278,14 @@ func (e *Executor) conflicted() {
 
 // mergeRequest writes an edit that only sets request keys (a replica's or
 // a backing image's size) as a merge patch without the resourceVersion
-// lock (ledgerclient.Merge), which never loses the race to the other
-// writers and the controller's status writes on a busy ledger. A handoff
-// to a reservation and a put-back keep the lock: they depend on what the
-// latest version holds.
-func mergeRequest(ctx context.Context, c client.Writer, _ client.Reader, cur *dsv1.DiskSchedule,
+// lock, batched with the other requests to the same ledger at that moment
+// (Batcher): it never loses the race to the other writers and the
+// controller's status writes on a busy ledger, and a busy ledger takes one
+// write per batch. A handoff to a reservation and a put-back keep the
+// lock: they depend on what the latest version holds.
+func (e *Executor) mergeRequest(ctx context.Context, _ client.Writer, _ client.Reader, cur *dsv1.DiskSchedule,
 	change func(*dsv1.DiskSchedule) bool, _ func()) (*dsv1.DiskSchedule, error) {
-	return ledgerclient.Merge(ctx, c, cur, change)
+	return e.batcher.Merge(ctx, cur, change)
 }
 
 // await waits until the named DiskSchedule's controller has decided
