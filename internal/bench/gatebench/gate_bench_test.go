@@ -378,12 +378,13 @@ func table(rows []result, writers int) string {
 			r.baseline.rate(), ms(r.baseline.p50), ms(r.baseline.p99),
 			r.gate.rate()/r.baseline.rate(), ratio(r.gate.p50, r.baseline.p50), ratio(r.gate.p99, r.baseline.p99))
 	}
-	sb.WriteString("\n| disks | write → request in the ledger, p50 ms | request → decision, p50 ms | decision → write returns, p50 ms | mean write, gate / no gate, ms | mean in the gate's handler, ms | decisions per ledger status write | gate's ledger-write conflicts per write | no gate: write → adopted by the mirror, p50 / p99 ms |\n")
-	sb.WriteString("|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	sb.WriteString("\n| disks | write → request in the ledger, p50 ms | request → decision, p50 ms | decision → write returns, p50 ms | mean write, gate / no gate, ms | mean in the gate's handler, ms | requests per gate ledger write (mean wait for the write ahead, ms) | decisions per ledger status write | gate's ledger-write conflicts per write | no gate: write → adopted by the mirror, p50 / p99 ms |\n")
+	sb.WriteString("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, r := range rows {
-		fmt.Fprintf(&sb, "| %d | %.1f | %.1f | %.1f | %.1f / %.1f | %.1f | %.2f | %.2f | %.0f / %.0f |\n",
+		perBatch, wait := r.stats.perBatch()
+		fmt.Fprintf(&sb, "| %d | %.1f | %.1f | %.1f | %.1f / %.1f | %.1f | %.2f (%.1f) | %.2f | %.2f | %.0f / %.0f |\n",
 			r.disks, ms(r.split.request), ms(r.split.decision), ms(r.split.answer),
-			ms(r.gate.mean), ms(r.baseline.mean), r.stats.meanMillis(), perWrite(r.gate.ops, r.statusWrites),
+			ms(r.gate.mean), ms(r.baseline.mean), r.stats.meanMillis(), perBatch, wait, perWrite(r.gate.ops, r.statusWrites),
 			r.stats.conflicts/float64(r.gate.ops), ms(r.adoption[0]), ms(r.adoption[1]))
 	}
 	for _, r := range rows {

@@ -21,6 +21,10 @@ type gateStats struct {
 	seconds float64
 	// conflicts counts the gate's ledger writes that lost the optimistic lock.
 	conflicts float64
+	// batches counts the gate's batched ledger writes of requests, batched
+	// the requests they carried, batchWait the seconds the first request of
+	// each waited for the write ahead of it.
+	batches, batched, batchWait float64
 }
 
 // readGateStats reads the gate's metrics from this process's registry.
@@ -48,6 +52,11 @@ func readGateStats() (gateStats, error) {
 				}
 			case "longhorn_diskschedule_gate_ledger_conflicts_total":
 				s.conflicts += m.GetCounter().GetValue()
+			case "longhorn_diskschedule_gate_ledger_batch_size":
+				s.batches += float64(m.GetHistogram().GetSampleCount())
+				s.batched += m.GetHistogram().GetSampleSum()
+			case "longhorn_diskschedule_gate_ledger_batch_wait_seconds":
+				s.batchWait += m.GetHistogram().GetSampleSum()
 			}
 		}
 	}
@@ -78,5 +87,17 @@ func (s gateStats) since(before gateStats) gateStats {
 		refused:   refused,
 		seconds:   s.seconds - before.seconds,
 		conflicts: s.conflicts - before.conflicts,
+		batches:   s.batches - before.batches,
+		batched:   s.batched - before.batched,
+		batchWait: s.batchWait - before.batchWait,
 	}
+}
+
+// perBatch returns the mean requests per batched ledger write and the mean
+// wait of each batch's first request in milliseconds.
+func (s gateStats) perBatch() (float64, float64) {
+	if s.batches == 0 {
+		return 0, 0
+	}
+	return s.batched / s.batches, 1000 * s.batchWait / s.batches
 }
