@@ -21,17 +21,27 @@ import (
 const bigDiskReplicas = 2000
 
 // TestTwoThousandReplicasOnOneDisk: a disk that Longhorn fills with 2,000
-// replicas of 1Gi works through the mirror: every replica is created on
-// the disk (spec.diskID set, as Longhorn writes a replica it placed) by 32
-// writers at once, with the gate off (Longhorn as it is today, or the
-// add-on installed on a running Longhorn); the mirror adopts all of them
-// into the one ledger, which equals what is persisted; then half are
-// deleted and the mirror releases them. (Through the gate, each placement
-// writes the whole ledger twice, so 2,000 placements on one disk take
-// minutes: docs/benchmarks.md, "Scale".)
+// replicas of 1Gi works through the gate and through the mirror: every
+// replica is created on the disk (spec.diskID set, as Longhorn writes a
+// replica it placed) by 32 writers at once. Through the gate each creation
+// asks the one ledger first (the gate's requests to one disk go together
+// in one ledger write while another is in flight); with the gate off
+// (Longhorn as it is today, or the add-on installed on a running
+// Longhorn) the mirror adopts every replica. Either way the ledger then
+// equals what is persisted; then half are deleted and the mirror releases
+// them.
 func TestTwoThousandReplicasOnOneDisk(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		withGate bool
+	}{{"through the gate", true}, {"through the mirror", false}} {
+		t.Run(tc.name, func(t *testing.T) { twoThousandReplicasOnOneDisk(t, tc.withGate) })
+	}
+}
+
+func twoThousandReplicasOnOneDisk(t *testing.T, withGate bool) {
 	topo := &sandbox.Topology{Nodes: []sandbox.Node{{Name: "node-1", Disks: []sandbox.Disk{{Name: "disk-1", Size: 4096 * gib}}}}}
-	sb := startSandboxOn(t, topo, 1, false)
+	sb := startSandboxOn(t, topo, 1, withGate)
 	c := sb.Client()
 	ctx, cancel := context.WithTimeout(context.Background(), 25*time.Minute)
 	defer cancel()
