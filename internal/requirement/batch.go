@@ -64,41 +64,32 @@ func NewBatcher(c client.Writer, clk clock.PassiveClock, observe func(size int, 
 	return &Batcher{client: c, clock: clk, observe: observe, disks: map[string]*diskQueue{}}
 }
 
-// Merge applies change to a copy of cur (a DiskSchedule as the writer read
-// it) and writes the difference as a JSON merge patch without the
-// resourceVersion lock, in one write with the other requests to the same
-// ledger waiting at that moment. It returns the version written (the same
-// for the whole batch), or nil when change changed nothing. Waiting for
+// Write writes patch, a JSON merge patch of the spec keys of one request,
+// to the named DiskSchedule without the resourceVersion lock, in one write
+// with the other requests to the same ledger waiting at that moment. It
+// returns the version written (the same for the whole batch). Waiting for
 // the write ahead ends with ctx; a batch once taken is written to the end.
-func (b *Batcher) Merge(ctx context.Context, cur *dsv1.DiskSchedule, change func(*dsv1.DiskSchedule) bool) (*dsv1.DiskSchedule, error) {
-	next := cur.DeepCopy()
-	if !change(next) {
-		return nil, nil
-	}
-	patch, err := client.MergeFrom(cur).Data(next)
-	if err != nil {
-		return nil, fmt.Errorf("computing the request to DiskSchedule %s: %w", cur.Name, err)
-	}
+func (b *Batcher) Write(ctx context.Context, namespace, name string, patch []byte) (*dsv1.DiskSchedule, error) {
 	q := &queued{patch: patch, since: b.clock.Now(), lead: make(chan struct{}), done: make(chan struct{})}
-	if b.enqueue(cur.Name, q) {
-		b.lead(cur.Namespace, cur.Name, q)
+	if b.enqueue(name, q) {
+		b.lead(namespace, name, q)
 		return q.written, q.err
 	}
 	select {
 	case <-q.done:
 		return q.written, q.err
 	case <-q.lead:
-		b.lead(cur.Namespace, cur.Name, q)
+		b.lead(namespace, name, q)
 		return q.written, q.err
 	case <-ctx.Done():
-		if b.withdraw(cur.Name, q) {
-			return nil, fmt.Errorf("waiting to write to DiskSchedule %s: %w", cur.Name, ctx.Err())
+		if b.withdraw(name, q) {
+			return nil, fmt.Errorf("waiting to write to DiskSchedule %s: %w", name, ctx.Err())
 		}
 		// Taken into a batch meanwhile, maybe as its leader: see it through.
 		select {
 		case <-q.done:
 		case <-q.lead:
-			b.lead(cur.Namespace, cur.Name, q)
+			b.lead(namespace, name, q)
 		}
 		return q.written, q.err
 	}

@@ -2,12 +2,15 @@ package requirement
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"sync"
 	"testing"
 	"time"
 
+	jsonpatch "github.com/evanphx/json-patch/v5"
+	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	clocktesting "k8s.io/utils/clock/testing"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -15,7 +18,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	dsv1 "github.com/longhorn/diskschedule/api/v1beta2"
-	"github.com/longhorn/diskschedule/internal/ledgerclient"
 	"github.com/longhorn/diskschedule/internal/scheme"
 )
 
@@ -80,6 +82,16 @@ func emptyLedger(name string) *dsv1.DiskSchedule {
 		Spec: dsv1.DiskScheduleSpec{Name: "disk-1", NodeID: "node-1"}}
 }
 
+// patchOf is the request of a 1Gi replica as the executor writes it.
+func patchOf(t *testing.T, replica string) []byte {
+	t.Helper()
+	p, err := requestPatch(Request{Kind: Replica, Name: replica, Size: gi})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
 // waitQueued waits until n requests wait for disk's next write.
 func waitQueued(t *testing.T, b *Batcher, disk string, n int) {
 	t.Helper()
@@ -122,7 +134,7 @@ func TestRequestsArrivingDuringAWriteGoInTheNextOne(t *testing.T) {
 	results := make([]*dsv1.DiskSchedule, later+1)
 	ask := func(i int, disk string) {
 		defer wg.Done()
-		ds, err := b.Merge(ctx, emptyLedger(disk), ledgerclient.SetReplica(fmt.Sprintf("pvc-%d-r-1", i), gi))
+		ds, err := b.Write(ctx, "ns", disk, patchOf(t, fmt.Sprintf("pvc-%d-r-1", i)))
 		if err != nil {
 			t.Errorf("request %d: %v", i, err)
 		}
@@ -140,7 +152,7 @@ func TestRequestsArrivingDuringAWriteGoInTheNextOne(t *testing.T) {
 	// Another disk's request is written while uuid-0's write is held.
 	other := make(chan error, 1)
 	go func() {
-		_, err := b.Merge(ctx, emptyLedger("uuid-1"), ledgerclient.SetReplica("pvc-x-r-1", gi))
+		_, err := b.Write(ctx, "ns", "uuid-1", patchOf(t, "pvc-x-r-1"))
 		other <- err
 	}()
 	h.waitStarted(t, "uuid-1")
@@ -187,18 +199,18 @@ func TestAWaitingRequestLeavesWhenItsAdmissionEnds(t *testing.T) {
 	b := NewBatcher(h, clocktesting.NewFakeClock(time.Now()), nil)
 	done := make(chan error, 3)
 	go func() {
-		_, err := b.Merge(context.Background(), emptyLedger("uuid-0"), ledgerclient.SetReplica("first", gi))
+		_, err := b.Write(context.Background(), "ns", "uuid-0", patchOf(t, "first"))
 		done <- err
 	}()
 	h.waitStarted(t, "uuid-0")
 	ctx, cancel := context.WithCancel(context.Background())
 	go func() {
-		_, err := b.Merge(ctx, emptyLedger("uuid-0"), ledgerclient.SetReplica("gone", gi))
+		_, err := b.Write(ctx, "ns", "uuid-0", patchOf(t, "gone"))
 		done <- err
 	}()
 	waitQueued(t, b, "uuid-0", 1)
 	go func() {
-		_, err := b.Merge(context.Background(), emptyLedger("uuid-0"), ledgerclient.SetReplica("last", gi))
+		_, err := b.Write(context.Background(), "ns", "uuid-0", patchOf(t, "last"))
 		done <- err
 	}()
 	waitQueued(t, b, "uuid-0", 2)
@@ -225,5 +237,48 @@ func TestAWaitingRequestLeavesWhenItsAdmissionEnds(t *testing.T) {
 	defer b.mu.Unlock()
 	if len(b.disks) != 0 {
 		t.Errorf("the batcher still tracks %d disks with nothing in flight", len(b.disks))
+	}
+}
+
+// TestRequestPatchWritesWhatWriteDoes: the merge patch the executor sends
+// without the lock changes a ledger exactly as the edit Write does for a
+// request that takes over no reservation, and leaves the other writers'
+// keys alone; written says when there is nothing to send.
+func TestRequestPatchWritesWhatWriteDoes(t *testing.T) {
+	base := emptyLedger("uuid-0")
+	base.Spec.Replicas = map[string]dsv1.RequestedBytes{"other-r-1": dsv1.RequestedBytes(gi), "pvc-1-r-1": dsv1.RequestedBytes(gi)}
+	base.Spec.BackingImages = map[string]dsv1.RequestedBytes{"bi-other": dsv1.RequestedBytes(gi)}
+	base.Spec.ReplicaVersions = map[string]string{"other-r-1": "3"}
+	for _, r := range []Request{
+		{Disk: "uuid-0", Kind: Replica, Name: "pvc-2-r-1", Size: 2 * gi},
+		{Disk: "uuid-0", Kind: Replica, Name: "pvc-2-r-1", Size: 2 * gi, Version: "17"},
+		{Disk: "uuid-0", Kind: Replica, Name: "pvc-1-r-1", Size: 3 * gi},
+		{Disk: "uuid-0", Kind: BackingImage, Name: "bi-1", Size: gi},
+	} {
+		want := base.DeepCopy()
+		if !Write(r)(want) {
+			t.Fatalf("%+v: Write changed nothing", r)
+		}
+		if written(base, r) || !written(want, r) {
+			t.Errorf("%+v: written = %v before and %v after the write, want false and true", r, written(base, r), written(want, r))
+		}
+		patch, err := requestPatch(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		doc, err := json.Marshal(base)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if doc, err = jsonpatch.MergePatch(doc, patch); err != nil {
+			t.Fatal(err)
+		}
+		got := &dsv1.DiskSchedule{}
+		if err := json.Unmarshal(doc, got); err != nil {
+			t.Fatal(err)
+		}
+		if !equality.Semantic.DeepEqual(got.Spec, want.Spec) {
+			t.Errorf("%+v: the patch %s gives spec %+v, Write gives %+v", r, patch, got.Spec, want.Spec)
+		}
 	}
 }

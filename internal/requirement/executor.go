@@ -194,21 +194,43 @@ func (e *Executor) ask(ctx context.Context, r Request) (*asked, *dsv1.DiskSchedu
 	if err := full(ds, r); err != nil {
 		return nil, nil, err
 	}
-	// Written from the version read above (the API server's when the cache
-	// lagged), so a request the cache still shows is written again.
-	writer := e.mergeRequest
-	if handsOff(ds, r) {
-		writer = ledgerclient.Edit
-	}
 	a := &asked{Request: r, prev: before(ds, r)}
-	written, err := e.editOn(ctx, ds, Write(r), writer)
+	var w *dsv1.DiskSchedule
+	switch {
+	case handsOff(ds, r):
+		// The handoff depends on the latest version: with the lock.
+		w, err = e.editOn(ctx, ds, Write(r), ledgerclient.Edit)
+	case !written(ds, r):
+		// Judged on the version read above (the API server's when the
+		// cache lagged), so a request the cache still shows is written
+		// again.
+		w, err = e.writeRequest(ctx, r)
+	}
 	if err != nil {
 		return a, nil, err
 	}
-	if written != nil {
-		a.gen = written.Generation
+	if w != nil {
+		a.gen = w.Generation
 	}
 	return a, nil, nil
+}
+
+// writeRequest writes r's keys (requestPatch) as a merge patch without the
+// resourceVersion lock, batched with the other requests to the same ledger
+// at that moment (Batcher): it never loses the race to the other writers
+// and the controller's status writes on a busy ledger, and a busy ledger
+// takes one write per batch. A handoff to a reservation and a put-back
+// keep the lock: they depend on what the latest version holds.
+func (e *Executor) writeRequest(ctx context.Context, r Request) (*dsv1.DiskSchedule, error) {
+	patch, err := requestPatch(r)
+	if err != nil {
+		return nil, err
+	}
+	w, err := e.batcher.Write(ctx, e.namespace, r.Disk, patch)
+	if apierrors.IsNotFound(err) {
+		return nil, ErrNoLedger
+	}
+	return w, err
 }
 
 // putBackAll returns every request in done to what it was before, then
@@ -253,8 +275,7 @@ func (e *Executor) get(ctx context.Context, r client.Reader, disk, from string) 
 	return ds, nil
 }
 
-// writer is how an edit is written (ledgerclient.Edit, PutBack, or
-// mergeRequest).
+// writer is how an edit is written (ledgerclient.Edit or PutBack).
 type writer func(context.Context, client.Writer, client.Reader, *dsv1.DiskSchedule, func(*dsv1.DiskSchedule) bool, func()) (*dsv1.DiskSchedule, error)
 
 // editOn writes edit with w, starting from base (a version the caller
@@ -274,18 +295,6 @@ func (e *Executor) conflicted() {
 	if e.conflicts != nil {
 		e.conflicts()
 	}
-}
-
-// mergeRequest writes an edit that only sets request keys (a replica's or
-// a backing image's size) as a merge patch without the resourceVersion
-// lock, batched with the other requests to the same ledger at that moment
-// (Batcher): it never loses the race to the other writers and the
-// controller's status writes on a busy ledger, and a busy ledger takes one
-// write per batch. A handoff to a reservation and a put-back keep the
-// lock: they depend on what the latest version holds.
-func (e *Executor) mergeRequest(ctx context.Context, _ client.Writer, _ client.Reader, cur *dsv1.DiskSchedule,
-	change func(*dsv1.DiskSchedule) bool, _ func()) (*dsv1.DiskSchedule, error) {
-	return e.batcher.Merge(ctx, cur, change)
 }
 
 // await waits until the named DiskSchedule's controller has decided

@@ -1,6 +1,7 @@
 package requirement
 
 import (
+	"encoding/json"
 	"fmt"
 
 	dsv1 "github.com/longhorn/diskschedule/api/v1beta2"
@@ -152,6 +153,32 @@ func Write(r Request) func(*dsv1.DiskSchedule) bool {
 		}
 		return changed
 	}
+}
+
+// requestPatch returns the JSON merge patch that writes r into a ledger's
+// spec as Write does when r takes over no reservation: its size and the
+// version its write is admitted at. It names only r's keys, so it is
+// written without the lock and cannot undo another writer's keys.
+func requestPatch(r Request) ([]byte, error) {
+	field := "replicas"
+	if r.Kind == BackingImage {
+		field = "backingImages"
+	}
+	spec := map[string]any{field: map[string]int64{r.Name: r.Size}}
+	if r.Version != "" {
+		spec["replicaVersions"] = map[string]string{r.Name: r.Version}
+	}
+	patch, err := json.Marshal(map[string]any{"spec": spec})
+	if err != nil {
+		return nil, fmt.Errorf("writing the request of %s %s: %w", r.Kind, r.Name, err)
+	}
+	return patch, nil
+}
+
+// written reports whether ds's spec already holds r as Write writes it.
+func written(ds *dsv1.DiskSchedule, r Request) bool {
+	size, ok := (*requests(ds, r.Kind))[r.Name]
+	return ok && int64(size) == r.Size && (r.Version == "" || ds.Spec.ReplicaVersions[r.Name] == r.Version)
 }
 
 // handsOff reports whether writing r names a reservation on ds for the

@@ -17,6 +17,7 @@ import (
 )
 
 // input reads everything one decision on ds depends on, from the cache.
+// Its lists are the cache's own objects, not copies: they are only read.
 func (r *Reconciler) input(ctx context.Context, ds *dsv1.DiskSchedule) (ledger.Input, error) {
 	sched, _, err := clusterview.Settings(ctx, r.client, ds.Namespace)
 	if err != nil {
@@ -71,11 +72,13 @@ func (r *Reconciler) input(ctx context.Context, ds *dsv1.DiskSchedule) (ledger.I
 // those replicas to its volume, for the reservations they take over.
 func (r *Reconciler) persisted(ctx context.Context, ds *dsv1.DiskSchedule) (ledger.Owners, map[string]string, error) {
 	replicas := &lhv1.ReplicaList{}
-	if err := r.client.List(ctx, replicas, client.InNamespace(ds.Namespace), client.MatchingFields{index.ReplicaByDisk: ds.Name}); err != nil {
+	if err := r.client.List(ctx, replicas, client.InNamespace(ds.Namespace), client.MatchingFields{index.ReplicaByDisk: ds.Name},
+		client.UnsafeDisableDeepCopy); err != nil {
 		return ledger.Owners{}, nil, fmt.Errorf("listing the replicas on disk %s: %w", ds.Name, err)
 	}
 	images := &lhv1.BackingImageList{}
-	if err := r.client.List(ctx, images, client.InNamespace(ds.Namespace), client.MatchingFields{index.BackingImageByDisk: ds.Name}); err != nil {
+	if err := r.client.List(ctx, images, client.InNamespace(ds.Namespace), client.MatchingFields{index.BackingImageByDisk: ds.Name},
+		client.UnsafeDisableDeepCopy); err != nil {
 		return ledger.Owners{}, nil, fmt.Errorf("listing the backing images on disk %s: %w", ds.Name, err)
 	}
 	out := ledger.Owners{Replicas: map[string]bool{}, BackingImages: map[string]bool{}}
@@ -181,7 +184,8 @@ func (r *Reconciler) replicasOnNode(ctx context.Context, ds *dsv1.DiskSchedule) 
 			continue
 		}
 		replicas := &lhv1.ReplicaList{}
-		if err := r.client.List(ctx, replicas, client.InNamespace(ds.Namespace), client.MatchingFields{index.ReplicaByVolume: volume}); err != nil {
+		if err := r.client.List(ctx, replicas, client.InNamespace(ds.Namespace), client.MatchingFields{index.ReplicaByVolume: volume},
+			client.UnsafeDisableDeepCopy); err != nil {
 			return nil, fmt.Errorf("listing the replicas of volume %s: %w", volume, err)
 		}
 		for i := range replicas.Items {

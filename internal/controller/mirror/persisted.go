@@ -15,14 +15,17 @@ import (
 )
 
 // persisted reads from the cache what Longhorn has persisted on ds's disk
-// (persistedOn).
+// (persistedOn). The lists are the cache's own objects, not copies: they
+// are only read.
 func (r *Reconciler) persisted(ctx context.Context, ds *dsv1.DiskSchedule) (Persisted, error) {
 	replicas := &lhv1.ReplicaList{}
-	if err := r.client.List(ctx, replicas, client.InNamespace(ds.Namespace), client.MatchingFields{index.ReplicaByDisk: ds.Name}); err != nil {
+	if err := r.client.List(ctx, replicas, client.InNamespace(ds.Namespace), client.MatchingFields{index.ReplicaByDisk: ds.Name},
+		client.UnsafeDisableDeepCopy); err != nil {
 		return Persisted{}, fmt.Errorf("listing the replicas on disk %s: %w", ds.Name, err)
 	}
 	images := &lhv1.BackingImageList{}
-	if err := r.client.List(ctx, images, client.InNamespace(ds.Namespace), client.MatchingFields{index.BackingImageByDisk: ds.Name}); err != nil {
+	if err := r.client.List(ctx, images, client.InNamespace(ds.Namespace), client.MatchingFields{index.BackingImageByDisk: ds.Name},
+		client.UnsafeDisableDeepCopy); err != nil {
 		return Persisted{}, fmt.Errorf("listing the backing images on disk %s: %w", ds.Name, err)
 	}
 	// The Replicas of the entries not on this disk, as the cache holds them:
