@@ -75,7 +75,7 @@ func (r *Reconciler) forReservedVolume(ctx context.Context, obj client.Object) [
 	}
 	list := &dsv1.DiskScheduleList{}
 	if err := r.client.List(ctx, list, client.InNamespace(obj.GetNamespace()),
-		client.MatchingFields{index.DiskScheduleByReservation: rep.Spec.VolumeName}); err != nil {
+		client.MatchingFields{index.DiskScheduleByReservation: rep.Spec.VolumeName}, client.UnsafeDisableDeepCopy); err != nil {
 		ctrl.LoggerFrom(ctx).Error(err, "Listing DiskSchedules to reconcile", "volume", rep.Spec.VolumeName)
 		return nil
 	}
@@ -116,9 +116,11 @@ func (r *Reconciler) all(ctx context.Context, obj client.Object) []reconcile.Req
 	return r.list(ctx, client.InNamespace(obj.GetNamespace()))
 }
 
+// list returns the ledgers opts select. Only their names are read, so the
+// cache's objects are not copied.
 func (r *Reconciler) list(ctx context.Context, opts ...client.ListOption) []reconcile.Request {
 	list := &dsv1.DiskScheduleList{}
-	if err := r.client.List(ctx, list, opts...); err != nil {
+	if err := r.client.List(ctx, list, append(opts, client.UnsafeDisableDeepCopy)...); err != nil {
 		ctrl.LoggerFrom(ctx).Error(err, "Listing DiskSchedules to reconcile")
 		return nil
 	}

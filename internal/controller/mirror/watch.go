@@ -42,8 +42,10 @@ func (r *Reconciler) unbackedEntries() handler.EventHandler {
 		if !ok {
 			return
 		}
+		// Only the names are read: no copies of the cache's ledgers.
 		list := &dsv1.DiskScheduleList{}
-		if err := r.client.List(ctx, list, client.InNamespace(rep.Namespace), client.MatchingFields{index.DiskScheduleByReplica: rep.Name}); err != nil {
+		if err := r.client.List(ctx, list, client.InNamespace(rep.Namespace), client.MatchingFields{index.DiskScheduleByReplica: rep.Name},
+			client.UnsafeDisableDeepCopy); err != nil {
 			ctrl.LoggerFrom(ctx).Error(err, "Listing the ledgers that hold a replica's entry", "replica", rep.Name)
 			return
 		}
