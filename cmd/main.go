@@ -1,7 +1,8 @@
 // Command manager runs diskschedule next to Longhorn: the DiskSchedule
 // ledger, the controllers that keep it equal to what Longhorn persisted and
 // the kube-scheduler extender, as a leader-elected Deployment in Longhorn's
-// namespace. It exits with a message when Longhorn's CRDs are missing.
+// namespace. It exits with a message when Longhorn's CRDs are missing or
+// its namespace is not Longhorn's (manager.LonghornMissing).
 package main
 
 import (
@@ -107,6 +108,15 @@ func run() error {
 	s, err := scheme.New()
 	if err != nil {
 		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	why, err := manager.LonghornMissing(ctx, cfg, opts.Namespace)
+	cancel()
+	if err != nil {
+		return err
+	}
+	if why != "" {
+		return fmt.Errorf("not starting: %s", why)
 	}
 	if opts.Gate != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
