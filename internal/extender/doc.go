@@ -62,7 +62,7 @@
 // DiskSchedule specs, pod Bindings when it is kube-scheduler's binder, and
 // the EndpointSlice of its Service. It derives nothing from a ledger or a
 // Longhorn node itself: free space is internal/ledger's reading
-// (ledger.Free, ledger.HeldByPod, ledger.ReservationOf) and node and disk
+// (ledger.FreeFor and ledger.RoomOf, ledger.ReservationOf) and node and disk
 // eligibility is internal/placement's one rule (placement.NodeFailures,
 // placement.DiskFailuresForVolume). Its settings are the ConfigMap
 // diskschedule-config, read on every call.

@@ -116,7 +116,7 @@ func (e *Extender) writeDisk(ctx context.Context, disk string, onlyPod types.UID
 	_, err = ledgerclient.Merge(ctx, e.opts.Client, ds, func(ds *dsv1.DiskSchedule) bool {
 		refused, wrote = nil, nil
 		changed := dropSpent(ds)
-		free := ledger.Free(ds)
+		room := ledger.RoomOf(ds)
 		for _, w := range wants {
 			if _, ok := placed[w.volume]; ok {
 				continue
@@ -132,7 +132,7 @@ func (e *Extender) writeDisk(ctx context.Context, disk string, onlyPod types.UID
 				// one. The ledger's next status wakes this disk again.
 				continue
 			}
-			if w.size > free+ledger.HeldForPod(ds, w.entry.key()) {
+			if w.size > room.For(w.entry.key()) {
 				refused = append(refused, w)
 				continue
 			}
@@ -140,7 +140,7 @@ func (e *Extender) writeDisk(ctx context.Context, disk string, onlyPod types.UID
 				ds.Spec.Reservations = map[string]dsv1.DiskScheduleReservation{}
 			}
 			ds.Spec.Reservations[w.volume] = dsv1.DiskScheduleReservation{Size: w.size, Pod: w.entry.key()}
-			free -= w.size
+			room.Reserve(w.volume, w.size)
 			wrote = append(wrote, w)
 			changed = true
 		}

@@ -128,11 +128,8 @@ type diskReading struct {
 	ledger *dsv1.DiskSchedule
 	// ledgerFailure says why the disk's ledger grants nothing now, or "".
 	ledgerFailure string
-	// free is what the ledger can still grant (ledger.Free).
-	free int64
-	// heldFor is what the ledger's granted reservations hold, by pod
-	// (ledger.HeldByPod).
-	heldFor map[string]int64
+	// room is what the ledger can grant to each pod (ledger.RoomOf).
+	room ledger.Room
 }
 
 // readNode reads Longhorn's node n with its ledgers (by disk UUID).
@@ -157,8 +154,7 @@ func readNode(n *lhv1.Node, ledgers map[string]*dsv1.DiskSchedule) *nodeReading 
 			}
 		default:
 			dr.ledger = ds
-			dr.free = ledger.Free(ds)
-			dr.heldFor = ledger.HeldByPod(ds)
+			dr.room = ledger.RoomOf(ds)
 		}
 		out.disks = append(out.disks, dr)
 	}
