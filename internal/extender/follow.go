@@ -198,7 +198,7 @@ func (e *Extender) settleShown(entry *inflight) {
 		}
 		if state == dsv1.ReservationStateRejected && keepsClaim(entry) {
 			// Requested again once the ledger shows room: the writer drops
-			// the rejected one first (dropSpent).
+			// the rejected one first (planReservations).
 			entry.refused = markVolume(entry.refused, volume)
 			continue
 		}

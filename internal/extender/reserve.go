@@ -62,7 +62,9 @@ func (e *Extender) runWriters(ctx context.Context, queue writeQueue) {
 
 // want is one reservation an entry waits for on a disk.
 type want struct {
-	entry  *inflight
+	entry *inflight
+	// pod is the entry's pod as reservations name it (inflight.key).
+	pod    string
 	volume string
 	size   int64
 }
@@ -79,7 +81,7 @@ func (e *Extender) wanted(disk string, binding types.UID) ([]want, *dsv1.DiskSch
 		}
 		for volume, d := range entry.pending {
 			if d == disk {
-				out = append(out, want{entry: entry, volume: volume, size: entry.sizes[volume]})
+				out = append(out, want{entry: entry, pod: entry.key(), volume: volume, size: entry.sizes[volume]})
 			}
 		}
 	}
@@ -89,10 +91,11 @@ func (e *Extender) wanted(disk string, binding types.UID) ([]want, *dsv1.DiskSch
 
 // writeDisk writes, in one merge patch, the reservations the entries in
 // flight wait for on disk, and drops from its spec the reservations the
-// ledger is done with. A reservation the ledger has no room for is not
-// written: its entry's claim ends and, when onlyPod (a pod's UID) is set and
-// the reservation is that pod's, errRefused is returned. A volume whose
-// replica Longhorn already placed on the node needs no reservation.
+// ledger is done with, as planReservations plans them. A reservation the
+// ledger has no room for is not written: its entry's claim ends and, when
+// onlyPod (a pod's UID) is set and the reservation is that pod's,
+// errRefused is returned. A volume whose replica Longhorn already placed
+// on the node needs no reservation.
 func (e *Extender) writeDisk(ctx context.Context, disk string, onlyPod types.UID) error {
 	e.mu.Lock()
 	wants, ds := e.wanted(disk, onlyPod)
@@ -107,55 +110,22 @@ func (e *Extender) writeDisk(ctx context.Context, disk string, onlyPod types.UID
 	if err != nil {
 		return err
 	}
-	var refused []want
-	var wrote []want
+	plan := planReservations(wants, ds, placed)
 	// Only the extender writes reservations, whole keys at a time: a merge
 	// patch without the resourceVersion lock never conflicts with the other
 	// writers or the controller (ledgerclient.Merge). The informer's event
 	// of the write settles the entries it shows.
-	_, err = ledgerclient.Merge(ctx, e.opts.Client, ds, func(ds *dsv1.DiskSchedule) bool {
-		refused, wrote = nil, nil
-		changed := dropSpent(ds)
-		room := ledger.RoomOf(ds)
-		for _, w := range wants {
-			if _, ok := placed[w.volume]; ok {
-				continue
-			}
-			if w.on(ds) {
-				continue // written already
-			}
-			_, inSpec := ds.Spec.Reservations[w.volume]
-			if _, decided := ds.Status.Reservations[w.volume]; !inSpec && decided {
-				// The ledger has not dropped its decision on an earlier
-				// reservation of the volume (dropSpent removes it from the
-				// spec): written now, the new one would be read as that
-				// one. The ledger's next status wakes this disk again.
-				continue
-			}
-			if w.size > room.For(w.entry.key()) {
-				refused = append(refused, w)
-				continue
-			}
-			if ds.Spec.Reservations == nil {
-				ds.Spec.Reservations = map[string]dsv1.DiskScheduleReservation{}
-			}
-			ds.Spec.Reservations[w.volume] = dsv1.DiskScheduleReservation{Size: w.size, Pod: w.entry.key()}
-			room.Reserve(w.volume, w.size)
-			wrote = append(wrote, w)
-			changed = true
-		}
-		return changed
-	})
-	if err != nil {
+	if _, err := ledgerclient.Merge(ctx, e.opts.Client, ds, plan.apply); err != nil {
 		return err
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	for _, w := range wrote {
+	for _, i := range plan.wrote {
+		w := wants[i]
 		if e.written[disk] == nil {
 			e.written[disk] = map[string]string{}
 		}
-		e.written[disk][w.volume] = w.entry.key()
+		e.written[disk][w.volume] = w.pod
 	}
 	for _, w := range wants {
 		if r, ok := placed[w.volume]; ok {
@@ -166,7 +136,8 @@ func (e *Extender) writeDisk(ctx context.Context, disk string, onlyPod types.UID
 		e.settleShown(w.entry)
 	}
 	var mine []string
-	for _, w := range refused {
+	for _, i := range plan.refused {
+		w := wants[i]
 		if !w.entry.refused[w.volume] {
 			e.opts.Metrics.Reservations.WithLabelValues("refused").Inc()
 		}
@@ -210,26 +181,6 @@ func markVolume(set map[string]bool, volume string) map[string]bool {
 	}
 	set[volume] = true
 	return set
-}
-
-// on reports whether ds's spec holds the reservation w waits for.
-func (w want) on(ds *dsv1.DiskSchedule) bool {
-	res, _, ok := ledger.ReservationOf(ds, w.volume)
-	return ok && res.Pod == w.entry.key() && res.Size == w.size
-}
-
-// dropSpent removes from ds's spec the reservations the ledger is done
-// with (fulfilled, expired or rejected as written now), so the bounded map
-// keeps room; it reports a change.
-func dropSpent(ds *dsv1.DiskSchedule) bool {
-	changed := false
-	for volume := range ds.Spec.Reservations {
-		if _, state, _ := ledger.ReservationOf(ds, volume); state != "" && state != dsv1.ReservationStateScheduled {
-			delete(ds.Spec.Reservations, volume)
-			changed = true
-		}
-	}
-	return changed
 }
 
 // placedOnNode returns the volumes of wants that already have a replica on
