@@ -23,7 +23,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	extenderv1 "k8s.io/kube-scheduler/extender/v1"
-	"k8s.io/utils/clock"
 	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -75,6 +74,8 @@ type fixture struct {
 	cached  client.Client
 	metrics *metrics.Extender
 	ext     *Extender
+	// clock is the extender's clock, which only the test moves.
+	clock *clocktesting.FakeClock
 	// storageClass is the test's own Longhorn StorageClass: one replica,
 	// best-effort data locality.
 	storageClass string
@@ -102,12 +103,13 @@ func newFixture(t *testing.T) *fixture {
 		t.Fatal(err)
 	}
 	m := metrics.NewExtender(prometheus.NewRegistry())
-	ext := New(Options{Client: cached, APIReader: env.Client, Informers: c, Namespace: ns, Clock: clock.RealClock{},
+	clk := clocktesting.NewFakeClock(time.Now())
+	ext := New(Options{Client: cached, APIReader: env.Client, Informers: c, Namespace: ns, Clock: clk,
 		Metrics: m, Budget: packing.DefaultBudget})
 	if err := ext.Start(ctx); err != nil {
 		t.Fatalf("starting the extender: %v", err)
 	}
-	f := &fixture{t: t, env: env, ctx: ctx, ns: ns, cached: cached, metrics: m, ext: ext, storageClass: "longhorn-" + ns}
+	f := &fixture{t: t, env: env, ctx: ctx, ns: ns, cached: cached, metrics: m, ext: ext, clock: clk, storageClass: "longhorn-" + ns}
 	sc := &storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: f.storageClass}, Provisioner: CSIDriver,
 		Parameters: map[string]string{"numberOfReplicas": "1", "dataLocality": "best-effort"}}
 	f.create(sc)
@@ -115,17 +117,40 @@ func newFixture(t *testing.T) *fixture {
 	return f
 }
 
-// startExtender starts another Extender over the fixture's namespace, on
-// clk and with metrics of its own, for a test that moves time itself.
-func (f *fixture) startExtender(clk clock.WithTicker) (*Extender, *metrics.Extender) {
+// filterResult is one answer of Filter.
+type filterResult struct {
+	passed []string
+	failed map[string]string
+	err    error
+}
+
+// filterOnClock filters pod on candidates with the fixture's extender and,
+// whenever the filter waits on the clock for the pods in flight, moves the
+// clock by step (the pod-scheduling timeout in effect), until it answers.
+func (f *fixture) filterOnClock(ctx context.Context, pod *corev1.Pod, candidates []string, step time.Duration) ([]string, map[string]string, error) {
 	f.t.Helper()
-	opts := f.ext.opts
-	opts.Clock, opts.Metrics = clk, metrics.NewExtender(prometheus.NewRegistry())
-	ext := New(opts)
-	if err := ext.Start(f.ctx); err != nil {
-		f.t.Fatalf("starting the extender: %v", err)
+	waiters := f.clock.Waiters()
+	done := make(chan filterResult, 1)
+	go func() {
+		p, fl, err := f.ext.Filter(ctx, pod, candidates)
+		done <- filterResult{p, fl, err}
+	}()
+	var r filterResult
+	err := wait.PollUntilContextTimeout(ctx, time.Millisecond, 20*time.Second, true, func(context.Context) (bool, error) {
+		select {
+		case r = <-done:
+			return true, nil
+		default:
+		}
+		if f.clock.Waiters() > waiters {
+			f.clock.Step(step)
+		}
+		return false, nil
+	})
+	if err != nil {
+		return nil, nil, fmt.Errorf("waiting for the filter of pod %s: %w", pod.Name, err)
 	}
-	return ext, opts.Metrics
+	return r.passed, r.failed, r.err
 }
 
 // waitWaiters waits until at least n timers and tickers wait on clk.
@@ -434,8 +459,7 @@ func TestFilterPacksUnboundClaims(t *testing.T) {
 // numbers (a pending reservation counts as taken).
 func TestInFlightPodIsReservedOnItsNode(t *testing.T) {
 	f := newFixture(t)
-	clk := clocktesting.NewFakeClock(time.Now())
-	ext, m := f.startExtender(clk)
+	ext, m, clk := f.ext, f.metrics, f.clock
 	waiters := clk.Waiters() // the sweep's ticker
 	f.node("node-a", []int64{100 * gi}, nil)
 	claimA, volA := f.claim("data-a", 60*gi)
@@ -743,7 +767,7 @@ func TestExpiredReservationOfABoundPodIsWrittenAgain(t *testing.T) {
 	claimB, _ := f.claim("data-b", 60*gi)
 	podB := f.pod("b", claimB)
 	err := wait.PollUntilContextTimeout(f.ctx, 10*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
-		_, failed, err := f.ext.Filter(ctx, podB, []string{"node-a"})
+		_, failed, err := f.filterOnClock(ctx, podB, []string{"node-a"}, settings.Default().PodSchedulingTimeout)
 		return err == nil && strings.Contains(failed["node-a"], "40Gi"), nil
 	})
 	if err != nil {
@@ -846,7 +870,7 @@ func TestBoundPodKeepsItsClaimWhenItsSpaceWasTaken(t *testing.T) {
 
 	// 40Gi free in the ledger would take pod c's 30Gi, but pod a still
 	// claims its 60Gi there.
-	passed, failed, err := f.ext.Filter(f.ctx, podC, []string{"node-a"})
+	passed, failed, err := f.filterOnClock(f.ctx, podC, []string{"node-a"}, time.Second)
 	if err != nil || len(passed) != 0 {
 		t.Fatalf("pod c must not get the space pod a waits for: passed %v, failed %v, %v", passed, failed, err)
 	}
@@ -887,7 +911,7 @@ func TestAFailureWrittenLateDoesNotEndTheClaim(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.waitCached(failed)
-	if passed, why, err := f.ext.Filter(f.ctx, podC, []string{"node-a"}); err != nil || len(passed) != 0 {
+	if passed, why, err := f.filterOnClock(f.ctx, podC, []string{"node-a"}, time.Second); err != nil || len(passed) != 0 {
 		t.Fatalf("pod c must not get the space pod a holds: passed %v, failed %v, %v", passed, why, err)
 	}
 
