@@ -53,7 +53,10 @@
 // bound there is counted in flight again at once and written anew.
 // The view of nodes and ledgers the filter reads is kept from informer
 // events under the same lock as the overlay, so an entry drops only once
-// the view shows what replaces it. A new leader that takes over from
+// the view shows what replaces it: one type, flight, owns that in-flight
+// state and its lock, and does no I/O of its own. A disk's reservations
+// are written as planReservations plans them from the ledger as read, by
+// one executor (writeDisk). A new leader that takes over from
 // another answers no filter for a fence, then rebuilds the overlay from the
 // pods that got a node meanwhile.
 //

@@ -441,9 +441,9 @@ func TestFilterPacksUnboundClaims(t *testing.T) {
 		passed, failed, ferr := f.ext.Filter(f.ctx, pod, candidates)
 		t.Fatalf("want node-4 alone, got %v, failed %v, error %v", passed, failed, ferr)
 	}
-	f.ext.mu.Lock()
-	inFlight := f.ext.overlay.len()
-	f.ext.mu.Unlock()
+	f.ext.flight.mu.Lock()
+	inFlight := f.ext.flight.overlay.len()
+	f.ext.flight.mu.Unlock()
 	if inFlight != 0 {
 		t.Errorf("pod-scheduling-timeout 0 in the ConfigMap: no pod may be tracked in flight, %d are", inFlight)
 	}
@@ -720,9 +720,9 @@ func TestNewLeaderFencesThenRebuilds(t *testing.T) {
 func (f *fixture) waitViewed(ds *dsv1.DiskSchedule) {
 	f.t.Helper()
 	err := wait.PollUntilContextTimeout(f.ctx, 5*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
-		f.ext.mu.Lock()
-		defer f.ext.mu.Unlock()
-		cur := f.ext.view.ledger(ds.Name)
+		f.ext.flight.mu.Lock()
+		defer f.ext.flight.mu.Unlock()
+		cur := f.ext.flight.view.ledger(ds.Name)
 		return cur != nil && cur.ResourceVersion == ds.ResourceVersion, nil
 	})
 	if err != nil {

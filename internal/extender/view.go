@@ -16,8 +16,8 @@ import (
 // and the DiskSchedules by node, kept from informer events so a filter
 // reads maps instead of listing every Node and ledger. The objects are the
 // informer's own and are never modified. Like the overlay it is guarded by
-// the Extender's lock, so a ledger change and the overlay entries it
-// settles are seen together.
+// the in-flight state's lock (flight), so a ledger change and the overlay
+// entries it settles are seen together.
 type view struct {
 	nodes map[string]*lhv1.Node
 	// ledgers are the DiskSchedules by node, then by disk UUID.
