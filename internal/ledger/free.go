@@ -5,11 +5,11 @@ import dsv1 "github.com/longhorn/diskschedule/api/v1beta2"
 // FreeFor returns the bytes ds can grant to a new reservation of pod
 // ("namespace/name"): what it can still grant to anyone (Free) plus what
 // its granted reservations already hold for pod (HeldForPod), since the
-// pod's new reservations replace its own. It is RoomOf(ds).For(pod): the
-// one rule of "free for this pod" that the extender's filter and its
-// reservation writer both read.
+// pod's new reservations replace its own. It is the one rule of "free for
+// this pod"; the extender's filter and its reservation writer read it as
+// RoomOf(ds).For(pod), once per ledger for many pods or many writes.
 func FreeFor(ds *dsv1.DiskSchedule, pod string) int64 {
-	return Free(ds) + HeldForPod(ds, pod)
+	return RoomOf(ds).For(pod)
 }
 
 // Room is FreeFor for every pod of one ledger as read, kept up to date

@@ -59,8 +59,8 @@ func TestFreeFor(t *testing.T) {
 			if got := FreeFor(tc.ds, tc.pod); got != tc.want {
 				t.Errorf("FreeFor = %s, want %s", Bytes(got), Bytes(tc.want))
 			}
-			if got := RoomOf(tc.ds).For(tc.pod); got != tc.want {
-				t.Errorf("RoomOf.For = %s, want %s", Bytes(got), Bytes(tc.want))
+			if held := HeldForPod(tc.ds, tc.pod); tc.want != Free(tc.ds)+held {
+				t.Errorf("FreeFor is not Free + HeldForPod: want %s, Free %s, held %s", Bytes(tc.want), Bytes(Free(tc.ds)), Bytes(held))
 			}
 		})
 	}
