@@ -37,11 +37,10 @@ func (e *Extender) adopt(ctx context.Context, key types.NamespacedName, uid type
 	return e.flight.adopt(ctx, pod, node, how)
 }
 
-// adoptLater tracks, in the background, entry's pod on node, where the
-// filter did not offer it.
-func (e *Extender) adoptLater(entry *inflight, node, how string) {
+// adoptLater tracks, in the background (ctx), entry's pod on node, where
+// the filter did not offer it.
+func (e *Extender) adoptLater(ctx context.Context, entry *inflight, node, how string) {
 	go func() {
-		ctx := e.flight.backgroundContext()
 		if _, err := e.adopt(ctx, entry.pod, entry.uid, node, how); err != nil {
 			ctrl.LoggerFrom(ctx).Error(err, "Tracking a pod on its node", "pod", entry.pod, "node", node)
 		}

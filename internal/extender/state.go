@@ -64,10 +64,10 @@ type flightHooks struct {
 	// waitingPod returns the pod a reservation of volume on ds was made
 	// for when that pod still needs it. It is called with the lock held.
 	waitingPod func(ctx context.Context, ds *dsv1.DiskSchedule, volume string, res dsv1.DiskScheduleReservation) (*corev1.Pod, bool)
-	// adoptLater tracks entry's pod on node afresh, in the background: the
-	// filter did not offer it that node. It must not take the lock before
-	// it returns.
-	adoptLater func(entry *inflight, node, how string)
+	// adoptLater tracks entry's pod on node afresh, in the background
+	// (ctx): the filter did not offer it that node. It is called with the
+	// lock held and must not wait for it.
+	adoptLater func(ctx context.Context, entry *inflight, node, how string)
 }
 
 // lastFilter is one pod's filter answer, for prioritize.
@@ -89,13 +89,6 @@ func (f *flight) run(ctx context.Context, writes writeQueue) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.background, f.writes = ctx, writes
-}
-
-// backgroundContext returns the context of the background work.
-func (f *flight) backgroundContext() context.Context {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.background
 }
 
 // stop ends the queueing of writes.
@@ -407,12 +400,12 @@ func (f *flight) learn(entry *inflight, node, how string) {
 	}
 	if entry.node != "" {
 		f.overlay.drop(entry.uid)
-		f.hooks.adoptLater(entry, node, how)
+		f.hooks.adoptLater(f.background, entry, node, how)
 		return
 	}
 	f.metrics.PodSchedulingWait.WithLabelValues("true").Observe(f.clock.Since(entry.filtered).Seconds())
 	if !f.overlay.narrow(entry, node, how, f.clock.Now()) {
-		f.hooks.adoptLater(entry, node, how)
+		f.hooks.adoptLater(f.background, entry, node, how)
 		return
 	}
 	if how != knownByNomination {
