@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sort"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -21,22 +20,18 @@ import (
 // schedules the pod again.
 func (e *Extender) Bind(ctx context.Context, args *extenderv1.ExtenderBindingArgs) error {
 	key := types.NamespacedName{Namespace: args.PodNamespace, Name: args.PodName}
-	disks := e.bindDisks(args.PodUID, args.Node)
+	disks := e.flight.bindDisks(args.PodUID, args.Node)
 	if disks == nil {
 		// Not in flight: filtered by another leader or before a restart.
-		if err := e.adopt(ctx, key, args.PodUID, args.Node, knownByBind); err != nil {
+		if _, err := e.adopt(ctx, key, args.PodUID, args.Node, knownByBind); err != nil {
 			return fmt.Errorf("reserving the space of pod %s on node %s: %w", key, args.Node, err)
 		}
-		disks = e.bindDisks(args.PodUID, args.Node)
+		disks = e.flight.bindDisks(args.PodUID, args.Node)
 	}
 	for _, disk := range disks {
 		if err := e.writeDisk(ctx, disk, args.PodUID); err != nil {
 			if !errors.Is(err, errRefused) {
-				e.mu.Lock()
-				if entry := e.overlay.get(args.PodUID); entry != nil {
-					e.expire(entry, "bind-failed")
-				}
-				e.mu.Unlock()
+				e.flight.expirePod(args.PodUID, "bind-failed")
 			}
 			return fmt.Errorf("reserving the space of pod %s on node %s: %w", key, args.Node, err)
 		}
@@ -50,30 +45,4 @@ func (e *Extender) Bind(ctx context.Context, args *extenderv1.ExtenderBindingArg
 		return fmt.Errorf("binding pod %s to node %s: %w", key, args.Node, err)
 	}
 	return nil
-}
-
-// bindDisks narrows the pod's entry to node and returns the disks its
-// reservations go to (empty when it needs none), or nil when the pod is
-// not in flight.
-func (e *Extender) bindDisks(uid types.UID, node string) []string {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	entry := e.overlay.get(uid)
-	if entry == nil {
-		return nil
-	}
-	e.learn(entry, node, knownByBind)
-	if entry = e.overlay.get(uid); entry == nil || entry.node != node {
-		return nil
-	}
-	seen := map[string]bool{}
-	disks := []string{}
-	for _, disk := range entry.pending {
-		if !seen[disk] {
-			seen[disk] = true
-			disks = append(disks, disk)
-		}
-	}
-	sort.Strings(disks)
-	return disks
 }

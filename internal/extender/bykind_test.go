@@ -99,9 +99,9 @@ func TestFilterByVolumeKind(t *testing.T) {
 		f.filterUntil(pod, candidates, "every node", func(passed []string, failed map[string]string) bool {
 			return slices.Equal(passed, candidates) && len(failed) == 0
 		})
-		f.ext.mu.Lock()
-		tracked := f.ext.overlay.get(pod.UID) != nil
-		f.ext.mu.Unlock()
+		f.ext.flight.mu.Lock()
+		tracked := f.ext.flight.overlay.get(pod.UID) != nil
+		f.ext.flight.mu.Unlock()
 		if tracked {
 			t.Error("a pod whose volumes need no local space must not be counted in flight")
 		}
@@ -138,9 +138,9 @@ func TestFilterByVolumeKind(t *testing.T) {
 		f.filterUntil(pod, candidates, "node-b and node-c", func(passed []string, _ map[string]string) bool {
 			return slices.Equal(passed, []string{"node-b", "node-c"})
 		})
-		f.ext.mu.Lock()
-		f.ext.overlay.drop(pod.UID) // it goes nowhere
-		f.ext.mu.Unlock()
+		f.ext.flight.mu.Lock()
+		f.ext.flight.overlay.drop(pod.UID) // it goes nowhere
+		f.ext.flight.mu.Unlock()
 	})
 
 	t.Run("one claim of each kind", func(t *testing.T) {

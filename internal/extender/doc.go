@@ -53,7 +53,10 @@
 // bound there is counted in flight again at once and written anew.
 // The view of nodes and ledgers the filter reads is kept from informer
 // events under the same lock as the overlay, so an entry drops only once
-// the view shows what replaces it. A new leader that takes over from
+// the view shows what replaces it: one type, flight, owns that in-flight
+// state and its lock, and does no I/O of its own. A disk's reservations
+// are written as planReservations plans them from the ledger as read, by
+// one executor (writeDisk). A new leader that takes over from
 // another answers no filter for a fence, then rebuilds the overlay from the
 // pods that got a node meanwhile.
 //
@@ -62,7 +65,7 @@
 // DiskSchedule specs, pod Bindings when it is kube-scheduler's binder, and
 // the EndpointSlice of its Service. It derives nothing from a ledger or a
 // Longhorn node itself: free space is internal/ledger's reading
-// (ledger.Free, ledger.HeldByPod, ledger.ReservationOf) and node and disk
+// (ledger.FreeFor and ledger.RoomOf, ledger.ReservationOf) and node and disk
 // eligibility is internal/placement's one rule (placement.NodeFailures,
 // placement.DiskFailuresForVolume). Its settings are the ConfigMap
 // diskschedule-config, read on every call.

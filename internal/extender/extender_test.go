@@ -23,7 +23,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	extenderv1 "k8s.io/kube-scheduler/extender/v1"
-	"k8s.io/utils/clock"
+	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -74,6 +74,8 @@ type fixture struct {
 	cached  client.Client
 	metrics *metrics.Extender
 	ext     *Extender
+	// clock is the extender's clock, which only the test moves.
+	clock *clocktesting.FakeClock
 	// storageClass is the test's own Longhorn StorageClass: one replica,
 	// best-effort data locality.
 	storageClass string
@@ -101,17 +103,65 @@ func newFixture(t *testing.T) *fixture {
 		t.Fatal(err)
 	}
 	m := metrics.NewExtender(prometheus.NewRegistry())
-	ext := New(Options{Client: cached, APIReader: env.Client, Informers: c, Namespace: ns, Clock: clock.RealClock{},
+	clk := clocktesting.NewFakeClock(time.Now())
+	ext := New(Options{Client: cached, APIReader: env.Client, Informers: c, Namespace: ns, Clock: clk,
 		Metrics: m, Budget: packing.DefaultBudget})
 	if err := ext.Start(ctx); err != nil {
 		t.Fatalf("starting the extender: %v", err)
 	}
-	f := &fixture{t: t, env: env, ctx: ctx, ns: ns, cached: cached, metrics: m, ext: ext, storageClass: "longhorn-" + ns}
+	f := &fixture{t: t, env: env, ctx: ctx, ns: ns, cached: cached, metrics: m, ext: ext, clock: clk, storageClass: "longhorn-" + ns}
 	sc := &storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: f.storageClass}, Provisioner: CSIDriver,
 		Parameters: map[string]string{"numberOfReplicas": "1", "dataLocality": "best-effort"}}
 	f.create(sc)
 	t.Cleanup(func() { _ = env.Client.Delete(context.Background(), sc) })
 	return f
+}
+
+// filterResult is one answer of Filter.
+type filterResult struct {
+	passed []string
+	failed map[string]string
+	err    error
+}
+
+// filterOnClock filters pod on candidates with the fixture's extender and,
+// whenever the filter waits on the clock for the pods in flight, moves the
+// clock by step (the pod-scheduling timeout in effect), until it answers.
+func (f *fixture) filterOnClock(ctx context.Context, pod *corev1.Pod, candidates []string, step time.Duration) ([]string, map[string]string, error) {
+	f.t.Helper()
+	waiters := f.clock.Waiters()
+	done := make(chan filterResult, 1)
+	go func() {
+		p, fl, err := f.ext.Filter(ctx, pod, candidates)
+		done <- filterResult{p, fl, err}
+	}()
+	var r filterResult
+	err := wait.PollUntilContextTimeout(ctx, time.Millisecond, 20*time.Second, true, func(context.Context) (bool, error) {
+		select {
+		case r = <-done:
+			return true, nil
+		default:
+		}
+		if f.clock.Waiters() > waiters {
+			f.clock.Step(step)
+		}
+		return false, nil
+	})
+	if err != nil {
+		return nil, nil, fmt.Errorf("waiting for the filter of pod %s: %w", pod.Name, err)
+	}
+	return r.passed, r.failed, r.err
+}
+
+// waitWaiters waits until at least n timers and tickers wait on clk.
+func (f *fixture) waitWaiters(clk *clocktesting.FakeClock, n int) {
+	f.t.Helper()
+	err := wait.PollUntilContextTimeout(f.ctx, time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+		return clk.Waiters() >= n, nil
+	})
+	if err != nil {
+		f.t.Fatalf("waiting for %d waiters on the fake clock, %d are: %v", n, clk.Waiters(), err)
+	}
 }
 
 func (f *fixture) create(obj client.Object) {
@@ -391,9 +441,9 @@ func TestFilterPacksUnboundClaims(t *testing.T) {
 		passed, failed, ferr := f.ext.Filter(f.ctx, pod, candidates)
 		t.Fatalf("want node-4 alone, got %v, failed %v, error %v", passed, failed, ferr)
 	}
-	f.ext.mu.Lock()
-	inFlight := f.ext.overlay.len()
-	f.ext.mu.Unlock()
+	f.ext.flight.mu.Lock()
+	inFlight := f.ext.flight.overlay.len()
+	f.ext.flight.mu.Unlock()
 	if inFlight != 0 {
 		t.Errorf("pod-scheduling-timeout 0 in the ConfigMap: no pod may be tracked in flight, %d are", inFlight)
 	}
@@ -409,6 +459,8 @@ func TestFilterPacksUnboundClaims(t *testing.T) {
 // numbers (a pending reservation counts as taken).
 func TestInFlightPodIsReservedOnItsNode(t *testing.T) {
 	f := newFixture(t)
+	ext, m, clk := f.ext, f.metrics, f.clock
+	waiters := clk.Waiters() // the sweep's ticker
 	f.node("node-a", []int64{100 * gi}, nil)
 	claimA, volA := f.claim("data-a", 60*gi)
 	claimB, _ := f.claim("data-b", 60*gi)
@@ -417,13 +469,13 @@ func TestInFlightPodIsReservedOnItsNode(t *testing.T) {
 	var passed []string
 	err := wait.PollUntilContextTimeout(f.ctx, 10*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
 		var err error
-		passed, _, err = f.ext.Filter(ctx, podA, []string{"node-a"})
+		passed, _, err = ext.Filter(ctx, podA, []string{"node-a"})
 		return err == nil, nil // the cache may not hold the claim yet
 	})
 	if err != nil || !slices.Equal(passed, []string{"node-a"}) {
 		t.Fatalf("pod a: want node-a, got %v (%v)", passed, err)
 	}
-	if got := metricValue(t, f.metrics.InFlight); got != 1 {
+	if got := metricValue(t, m.InFlight); got != 1 {
 		t.Errorf("pods in flight = %v, want 1", got)
 	}
 
@@ -434,13 +486,16 @@ func TestInFlightPodIsReservedOnItsNode(t *testing.T) {
 	}
 	done := make(chan result, 1)
 	go func() {
-		p, fl, err := f.ext.Filter(f.ctx, podB, []string{"node-a"})
+		p, fl, err := ext.Filter(f.ctx, podB, []string{"node-a"})
 		done <- result{p, fl, err}
 	}()
+	// The fake clock never moves: pod b's filter, once it waits on its
+	// timer, can return only when the pods in flight change.
+	f.waitWaiters(clk, waiters+1)
 	select {
 	case r := <-done:
 		t.Fatalf("pod b's filter returned while pod a's 60Gi were in flight: %+v", r)
-	case <-time.After(200 * time.Millisecond):
+	default:
 	}
 
 	// kube-scheduler binds pod a to node-a.
@@ -450,17 +505,16 @@ func TestInFlightPodIsReservedOnItsNode(t *testing.T) {
 		t.Fatalf("binding pod a: %v", err)
 	}
 
-	boundAt := time.Now()
+	// It returns once the view shows pod a's reservation: its own wait
+	// (scheduler-extender-pod-scheduling-timeout) cannot run out on a
+	// clock that does not move.
 	var r result
 	select {
 	case r = <-done:
+	case <-f.ctx.Done():
+		t.Fatal("the test ended before pod b's filter returned")
 	case <-time.After(30 * time.Second):
 		t.Fatal("pod b's filter never returned after pod a was bound")
-	}
-	// It returns once the view shows pod a's reservation, well before its
-	// own wait (scheduler-extender-pod-scheduling-timeout, 5 s) runs out.
-	if waited := time.Since(boundAt); waited > 3*time.Second {
-		t.Errorf("pod b's filter returned %s after pod a was bound; the reservation's write and event take milliseconds", waited)
 	}
 	if r.err != nil {
 		t.Fatalf("pod b's filter: %v", r.err)
@@ -477,7 +531,7 @@ func TestInFlightPodIsReservedOnItsNode(t *testing.T) {
 	if len(r.passed) != 0 || !strings.Contains(r.failed["node-a"], "40Gi") {
 		t.Errorf("pod b: node-a has 40Gi left after pod a's 60Gi, want it failed with the numbers; got %v, %v", r.passed, r.failed)
 	}
-	if got := metricValue(t, f.metrics.InFlight); got != 0 {
+	if got := metricValue(t, m.InFlight); got != 0 {
 		t.Errorf("pods in flight = %v after pod a's reservation showed, want 0", got)
 	}
 	f.assertLonghornUnchanged(before)
@@ -489,8 +543,10 @@ func TestInFlightPodIsReservedOnItsNode(t *testing.T) {
 // that it points its Service's EndpointSlice at itself.
 func TestServerFollowsTheConfigMap(t *testing.T) {
 	f := newFixture(t)
-	s := NewServer(New(f.ext.opts), ServerOptions{Addr: "127.0.0.1:0", AdvertiseIP: "10.1.2.3", NodeName: "manager-0"})
-	s.poll = 10 * time.Millisecond
+	clk := clocktesting.NewFakeClock(time.Now())
+	opts := f.ext.opts
+	opts.Clock = clk
+	s := NewServer(New(opts), ServerOptions{Addr: "127.0.0.1:0", AdvertiseIP: "10.1.2.3", NodeName: "manager-0"})
 	ctx, cancel := context.WithCancel(f.ctx)
 	stopped := make(chan error, 1)
 	go func() { stopped <- s.Start(ctx) }()
@@ -501,10 +557,16 @@ func TestServerFollowsTheConfigMap(t *testing.T) {
 		}
 	})
 	heartbeat := f.metrics.Heartbeat.WithLabelValues("manager-0")
+	// waitServing moves the clock a poll at a time, so the server reads
+	// the settings again, until it serves or not as wanted.
 	waitServing := func(want bool) {
 		t.Helper()
 		err := wait.PollUntilContextTimeout(f.ctx, 5*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
-			return (metricValue(t, heartbeat) == 1) == want, nil
+			if (metricValue(t, heartbeat) == 1) == want {
+				return true, nil
+			}
+			clk.Step(s.poll)
+			return false, nil
 		})
 		if err != nil {
 			t.Fatalf("serving should be %v, heartbeat %v", want, metricValue(t, heartbeat))
@@ -618,20 +680,25 @@ func TestNewLeaderFencesThenRebuilds(t *testing.T) {
 		Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To("new"), LeaseTransitions: ptr.To(int32(1)),
 			AcquireTime: &metav1.MicroTime{Time: time.Now()}}}
 	f.create(lease)
-	// The fixture's extender was never leader; this one takes over.
+	// The fixture's extender was never leader; this one takes over, on a
+	// clock the test moves.
+	clk := clocktesting.NewFakeClock(time.Now())
 	opts := f.ext.opts
-	opts.Metrics = metrics.NewExtender(prometheus.NewRegistry())
+	opts.Clock, opts.Metrics = clk, metrics.NewExtender(prometheus.NewRegistry())
 	opts.Fence, opts.Lease = 2*time.Second, client.ObjectKeyFromObject(lease)
 	ext := New(opts)
 	if err := ext.Start(f.ctx); err != nil {
 		t.Fatal(err)
 	}
+	// The sweep's ticker and the fence's timer.
+	f.waitWaiters(clk, 2)
 	if _, _, err := ext.Filter(f.ctx, f.pod("b"), []string{"node-a"}); err == nil || !strings.Contains(err.Error(), "took over") {
 		t.Errorf("a filter during the fence must be refused, got %v", err)
 	}
 	if metricValue(t, opts.Metrics.Fenced) != 1 || metricValue(t, opts.Metrics.FencedFilters) != 1 {
 		t.Errorf("fenced = %v, fenced filters = %v, want 1 and 1", metricValue(t, opts.Metrics.Fenced), metricValue(t, opts.Metrics.FencedFilters))
 	}
+	clk.Step(opts.Fence)
 	key := types.NamespacedName{Namespace: f.ns, Name: "node-a-uuid-1"}
 	err := wait.PollUntilContextTimeout(f.ctx, 20*time.Millisecond, 20*time.Second, true, func(ctx context.Context) (bool, error) {
 		ds := &dsv1.DiskSchedule{}
@@ -653,9 +720,9 @@ func TestNewLeaderFencesThenRebuilds(t *testing.T) {
 func (f *fixture) waitViewed(ds *dsv1.DiskSchedule) {
 	f.t.Helper()
 	err := wait.PollUntilContextTimeout(f.ctx, 5*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
-		f.ext.mu.Lock()
-		defer f.ext.mu.Unlock()
-		cur := f.ext.view.ledger(ds.Name)
+		f.ext.flight.mu.Lock()
+		defer f.ext.flight.mu.Unlock()
+		cur := f.ext.flight.view.ledger(ds.Name)
 		return cur != nil && cur.ResourceVersion == ds.ResourceVersion, nil
 	})
 	if err != nil {
@@ -700,7 +767,7 @@ func TestExpiredReservationOfABoundPodIsWrittenAgain(t *testing.T) {
 	claimB, _ := f.claim("data-b", 60*gi)
 	podB := f.pod("b", claimB)
 	err := wait.PollUntilContextTimeout(f.ctx, 10*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
-		_, failed, err := f.ext.Filter(ctx, podB, []string{"node-a"})
+		_, failed, err := f.filterOnClock(ctx, podB, []string{"node-a"}, settings.Default().PodSchedulingTimeout)
 		return err == nil && strings.Contains(failed["node-a"], "40Gi"), nil
 	})
 	if err != nil {
@@ -803,7 +870,7 @@ func TestBoundPodKeepsItsClaimWhenItsSpaceWasTaken(t *testing.T) {
 
 	// 40Gi free in the ledger would take pod c's 30Gi, but pod a still
 	// claims its 60Gi there.
-	passed, failed, err := f.ext.Filter(f.ctx, podC, []string{"node-a"})
+	passed, failed, err := f.filterOnClock(f.ctx, podC, []string{"node-a"}, time.Second)
 	if err != nil || len(passed) != 0 {
 		t.Fatalf("pod c must not get the space pod a waits for: passed %v, failed %v, %v", passed, failed, err)
 	}
@@ -844,7 +911,7 @@ func TestAFailureWrittenLateDoesNotEndTheClaim(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.waitCached(failed)
-	if passed, why, err := f.ext.Filter(f.ctx, podC, []string{"node-a"}); err != nil || len(passed) != 0 {
+	if passed, why, err := f.filterOnClock(f.ctx, podC, []string{"node-a"}, time.Second); err != nil || len(passed) != 0 {
 		t.Fatalf("pod c must not get the space pod a holds: passed %v, failed %v, %v", passed, why, err)
 	}
 

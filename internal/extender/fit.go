@@ -35,8 +35,8 @@ type fit struct {
 //
 // Whether the node and each disk may take a replica of a volume is
 // placement.NodeFailures and placement.DiskFailuresForVolume, the one eligibility
-// rule; how much a disk can still take is the ledger's reading
-// (ledger.Free, ledger.HeldByPod), less what claimed says pods in flight
+// rule; how much a disk can still take for pod is the ledger's reading
+// (ledger.FreeFor, read once per ledger as ledger.RoomOf), less what claimed says pods in flight
 // hold on each disk (nil: nothing). This function only combines them and
 // packs the volumes.
 func evaluateReading(vols []podVolume, r *nodeReading, claimed func(uuid string) int64,
@@ -136,7 +136,7 @@ func nodeDisks(r *nodeReading, claimed func(uuid string) int64, vols []podVolume
 	for _, d := range r.disks {
 		dv := &diskView{diskReading: d, failures: make([][]string, len(vols))}
 		if d.ledger != nil {
-			dv.free = d.free + d.heldFor[pod]
+			dv.free = d.room.For(pod)
 			if claimed != nil {
 				dv.free = max(dv.free-claimed(d.ledger.Name), 0)
 			}

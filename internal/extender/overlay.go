@@ -7,6 +7,23 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 )
 
+// How the extender learned a pod's node.
+const (
+	knownByBinding      = "bound"
+	knownBySelectedNode = "selected-node"
+	knownByNomination   = "nominated"
+	knownByBind         = "bind"
+	knownByRebuild      = "rebuild"
+	knownByRewrite      = "rewrite"
+)
+
+// waitWindow bounds how long the extender keeps counting a pod's space
+// after its node is known while the ledgers do not show its reservations,
+// how long after its entry lapsed a pod bound later is tracked again, and
+// how long after its binding a pod's reservation that expired before the
+// ledger saw the binding is written again (holdExpired).
+const waitWindow = 5 * time.Minute
+
 // inflight is one pod the extender let through whose space the ledgers do
 // not show yet. Until its node is known its demand counts on every node the
 // filter offered it (per disk, as packed there); then on that node alone,
@@ -46,8 +63,8 @@ type placedReplica struct{ name, disk string }
 func (f *inflight) key() string { return f.pod.Namespace + "/" + f.pod.Name }
 
 // overlay is the set of in-flight pods and the bytes they claim per disk.
-// It is not safe for concurrent use: the Extender guards it with the lock
-// its filters read the ledgers under.
+// It is not safe for concurrent use: the in-flight state (flight) guards
+// it with the lock its filters read the ledgers under.
 type overlay struct {
 	byUID map[types.UID]*inflight
 	// perDisk is the bytes all entries claim on each disk UUID.
@@ -172,4 +189,26 @@ func (o *overlay) count(e *inflight, sign int64) {
 func (o *overlay) signal() {
 	close(o.changed)
 	o.changed = make(chan struct{})
+}
+
+// keepsClaim reports whether entry's claims outlive a refusal: its pod is
+// bound to its node, or kube-scheduler's volume binding chose the node for
+// its claims, so its volumes need that node's space whatever the ledger
+// granted meanwhile (Longhorn may have placed another volume's replica
+// there between the pod's filter and its reservation).
+func keepsClaim(entry *inflight) bool {
+	switch entry.known {
+	case knownByBinding, knownBySelectedNode, knownByRebuild, knownByRewrite:
+		return true
+	}
+	return false
+}
+
+// markVolume adds volume to set, allocating it when nil.
+func markVolume(set map[string]bool, volume string) map[string]bool {
+	if set == nil {
+		set = map[string]bool{}
+	}
+	set[volume] = true
+	return set
 }

@@ -97,7 +97,7 @@ func (s *Server) Start(ctx context.Context) error {
 		log.Info("Stopped the scheduler extender")
 	}
 	defer stop()
-	ticker := time.NewTicker(s.poll)
+	ticker := s.extender.opts.Clock.NewTicker(s.poll)
 	defer ticker.Stop()
 	logCtx := ctrl.LoggerInto(ctx, log)
 	for {
@@ -122,7 +122,7 @@ func (s *Server) Start(ctx context.Context) error {
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-ticker.C:
+		case <-ticker.C():
 		}
 	}
 }

@@ -28,16 +28,11 @@ func (e *Extender) Start(ctx context.Context) error {
 	queue := workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
 		workqueue.TypedRateLimitingQueueConfig[string]{Name: "extender-reservations"})
 	e.fenceUntil.Store(&until)
-	e.mu.Lock()
-	e.background = ctx
-	e.writes = queue
-	e.mu.Unlock()
+	e.flight.run(ctx, queue)
 	go func() {
 		<-ctx.Done()
 		queue.ShutDown()
-		e.mu.Lock()
-		e.writes = nil
-		e.mu.Unlock()
+		e.flight.stop()
 	}()
 	if err := e.follow(ctx); err != nil {
 		return err
@@ -113,15 +108,14 @@ func (e *Extender) rebuild(ctx context.Context) (int, error) {
 		if node == "" {
 			continue
 		}
-		if err := e.adopt(ctx, types.NamespacedName{Namespace: pod.Namespace, Name: pod.Name}, pod.UID, node, how); err != nil {
+		tracked, err := e.adopt(ctx, types.NamespacedName{Namespace: pod.Namespace, Name: pod.Name}, pod.UID, node, how)
+		if err != nil {
 			ctrl.LoggerFrom(ctx).Info("Not tracking a pod of the previous leader", "pod", client.ObjectKeyFromObject(pod), "node", node, "reason", err.Error())
 			continue
 		}
-		e.mu.Lock()
-		if e.overlay.get(pod.UID) != nil {
+		if tracked {
 			n++
 		}
-		e.mu.Unlock()
 	}
 	return n, nil
 }

@@ -16,8 +16,8 @@ import (
 // and the DiskSchedules by node, kept from informer events so a filter
 // reads maps instead of listing every Node and ledger. The objects are the
 // informer's own and are never modified. Like the overlay it is guarded by
-// the Extender's lock, so a ledger change and the overlay entries it
-// settles are seen together.
+// the in-flight state's lock (flight), so a ledger change and the overlay
+// entries it settles are seen together.
 type view struct {
 	nodes map[string]*lhv1.Node
 	// ledgers are the DiskSchedules by node, then by disk UUID.
@@ -128,11 +128,8 @@ type diskReading struct {
 	ledger *dsv1.DiskSchedule
 	// ledgerFailure says why the disk's ledger grants nothing now, or "".
 	ledgerFailure string
-	// free is what the ledger can still grant (ledger.Free).
-	free int64
-	// heldFor is what the ledger's granted reservations hold, by pod
-	// (ledger.HeldByPod).
-	heldFor map[string]int64
+	// room is what the ledger can grant to each pod (ledger.RoomOf).
+	room ledger.Room
 }
 
 // readNode reads Longhorn's node n with its ledgers (by disk UUID).
@@ -157,8 +154,7 @@ func readNode(n *lhv1.Node, ledgers map[string]*dsv1.DiskSchedule) *nodeReading 
 			}
 		default:
 			dr.ledger = ds
-			dr.free = ledger.Free(ds)
-			dr.heldFor = ledger.HeldByPod(ds)
+			dr.room = ledger.RoomOf(ds)
 		}
 		out.disks = append(out.disks, dr)
 	}
