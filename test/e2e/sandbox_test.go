@@ -103,8 +103,10 @@ func (cl *cluster) cleanup(t testing.TB, o scenario.Common) {
 	}
 }
 
-// checkLedgers fails the test when a ledger broke its invariant in any
-// version seen during a run, or ends over its limit.
+// checkLedgers fails the test when a ledger broke its invariant
+// (ledger.Violation, which the scenario's monitor applies to every version
+// seen during a run), or ends over its limit: nothing in these runs is
+// adopted.
 func checkLedgers(t testing.TB, what string, res scenario.Result) {
 	t.Helper()
 	for _, v := range res.Violations {
