@@ -12,6 +12,7 @@ import (
 	eventsv1 "k8s.io/api/events/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	clocktesting "k8s.io/utils/clock/testing"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	dsv1 "github.com/longhorn/diskschedule/api/v1beta2"
@@ -46,7 +47,9 @@ func TestAdoptsWhatLonghornPersisted(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	startManager(t, ns, 2*time.Second)
+	// The clock stands still: the unbacked request below stays for the
+	// ledger to decide.
+	startManager(t, ns, 2*time.Second, clocktesting.NewFakeClock(time.Now()))
 	ds := waitLedger(t, ctx, ns, d0, "both replicas adopted over the limit", func(ds *dsv1.DiskSchedule) bool {
 		return settled(ds) && len(ds.Spec.Replicas) == 2 && ds.Status.StorageScheduled == 120*gi
 	})
@@ -104,14 +107,17 @@ func TestAdoptsWhatLonghornPersisted(t *testing.T) {
 // to another disk is released at once, and one whose replica write never
 // landed, or a growth that never landed, after the grace period and not
 // before; a backing image's copy is adopted once its real size is known and
-// released when the image no longer lists the disk.
+// released when the image no longer lists the disk. The mirror's clock is
+// fake and moves only when the test steps it: a release seen while it
+// stands still is one that did not wait for the grace period.
 func TestReleases(t *testing.T) {
-	const grace = 3 * time.Second
+	const grace = 30 * time.Second
 	ctx := t.Context()
 	ns := env.NewNamespace(t)
 	f, uuids := createNode(t, ctx, ns, 2, 1024*gi)
 	d0, d1 := uuids[0], uuids[1]
-	startManager(t, ns, grace)
+	clk := clocktesting.NewFakeClock(time.Now())
+	startManager(t, ns, grace, clk)
 	createVolume(t, ctx, ns, "vol-a", 10*gi)
 	createVolume(t, ctx, ns, "vol-b", 20*gi)
 	ra := createReplica(t, ctx, ns, "vol-a-r-1", "vol-a", 10*gi, f.Name, "disk-0", d0)
@@ -121,37 +127,28 @@ func TestReleases(t *testing.T) {
 	})
 
 	t.Run("deleted replica", func(t *testing.T) {
-		start := time.Now()
 		if err := deleteLonghorn(ctx, ra); err != nil {
 			t.Fatal(err)
 		}
-		waitLedger(t, ctx, ns, d0, "vol-a-r-1 released", func(ds *dsv1.DiskSchedule) bool {
+		waitLedger(t, ctx, ns, d0, "vol-a-r-1 released, the clock standing still", func(ds *dsv1.DiskSchedule) bool {
 			_, found := ds.Spec.Replicas["vol-a-r-1"]
 			return !found && settled(ds) && ds.Status.StorageScheduled == 20*gi
 		})
-		if took := time.Since(start); took >= grace {
-			t.Errorf("releasing a deleted replica took %v, not within the grace period %v", took, grace)
-		}
 	})
 
 	t.Run("moved replica", func(t *testing.T) {
-		start := time.Now()
 		if err := updateLonghorn(ctx, rb, func(r *lhv1.Replica) { r.Spec.DiskID, r.Spec.DiskPath = d1, testenv.DiskPath("disk-1") }); err != nil {
 			t.Fatal(err)
 		}
-		waitLedger(t, ctx, ns, d0, "vol-b-r-1 released from disk-0", func(ds *dsv1.DiskSchedule) bool {
+		waitLedger(t, ctx, ns, d0, "vol-b-r-1 released from disk-0, the clock standing still", func(ds *dsv1.DiskSchedule) bool {
 			return len(ds.Spec.Replicas) == 0 && settled(ds) && ds.Status.StorageScheduled == 0
 		})
-		if took := time.Since(start); took >= grace {
-			t.Errorf("releasing a moved replica took %v, not within the grace period %v", took, grace)
-		}
 		waitLedger(t, ctx, ns, d1, "vol-b-r-1 adopted on disk-1", func(ds *dsv1.DiskSchedule) bool {
 			return settled(ds) && ds.Status.Replicas["vol-b-r-1"].ScheduledSize == 20*gi
 		})
 	})
 
 	t.Run("grant whose replica never landed", func(t *testing.T) {
-		start := time.Now()
 		if err := writeSpec(ctx, ns, d0, func(s *dsv1.DiskScheduleSpec) {
 			s.Replicas = map[string]dsv1.RequestedBytes{"vol-c-r-1": dsv1.RequestedBytes(5 * gi)}
 		}); err != nil {
@@ -160,32 +157,42 @@ func TestReleases(t *testing.T) {
 		waitLedger(t, ctx, ns, d0, "the request granted", func(ds *dsv1.DiskSchedule) bool {
 			return settled(ds) && ds.Status.Replicas["vol-c-r-1"].ScheduledSize == 5*gi
 		})
-		time.Sleep(time.Until(start.Add(grace / 2)))
-		if ds, err := ledger(ctx, ns, d0); err != nil || ds.Spec.Replicas["vol-c-r-1"] == 0 {
-			t.Fatalf("the unbacked grant was released before the grace period ended (%v): %v", time.Since(start), err)
+		// Just before the grace period ends, the mirror keeps the grant.
+		clk.Step(grace - time.Second)
+		probe, ds := probeReplica(t, ctx, ns, "probe-c", f.Name, "disk-0", d0)
+		if ds.Spec.Replicas["vol-c-r-1"] == 0 {
+			t.Fatalf("the unbacked grant was released before the grace period ended: %s", describe(ds))
 		}
-		waitLedger(t, ctx, ns, d0, "the unbacked grant released", func(ds *dsv1.DiskSchedule) bool {
+		// Once it has ended, the mirror's next pass releases it.
+		clk.Step(time.Second)
+		if err := deleteLonghorn(ctx, probe); err != nil {
+			t.Fatal(err)
+		}
+		waitLedger(t, ctx, ns, d0, "the unbacked grant and the probe released", func(ds *dsv1.DiskSchedule) bool {
 			return len(ds.Spec.Replicas) == 0 && settled(ds) && ds.Status.StorageScheduled == 0
 		})
-		if took := time.Since(start); took < grace || took > grace+5*time.Second {
-			t.Errorf("the unbacked grant was released after %v, want just after the grace period %v", took, grace)
-		}
 	})
 
 	t.Run("growth that never landed", func(t *testing.T) {
-		start := time.Now()
 		if err := writeSpec(ctx, ns, d1, func(s *dsv1.DiskScheduleSpec) { s.Replicas["vol-b-r-1"] = dsv1.RequestedBytes(30 * gi) }); err != nil {
 			t.Fatal(err)
 		}
 		waitLedger(t, ctx, ns, d1, "the growth granted", func(ds *dsv1.DiskSchedule) bool {
 			return settled(ds) && ds.Status.Replicas["vol-b-r-1"].ScheduledSize == 30*gi
 		})
-		waitLedger(t, ctx, ns, d1, "the growth given back", func(ds *dsv1.DiskSchedule) bool {
-			return settled(ds) && int64(ds.Spec.Replicas["vol-b-r-1"]) == 20*gi && ds.Status.StorageScheduled == 20*gi
-		})
-		if took := time.Since(start); took < grace {
-			t.Errorf("the growth was given back after %v, before the grace period %v", took, grace)
+		clk.Step(grace - time.Second)
+		probe, ds := probeReplica(t, ctx, ns, "probe-b", f.Name, "disk-1", d1)
+		if got := int64(ds.Spec.Replicas["vol-b-r-1"]); got != 30*gi {
+			t.Fatalf("the growth was given back before the grace period ended: vol-b-r-1 requests %d; %s", got, describe(ds))
 		}
+		clk.Step(time.Second)
+		if err := deleteLonghorn(ctx, probe); err != nil {
+			t.Fatal(err)
+		}
+		waitLedger(t, ctx, ns, d1, "the growth given back", func(ds *dsv1.DiskSchedule) bool {
+			_, found := ds.Spec.Replicas["probe-b"]
+			return !found && settled(ds) && int64(ds.Spec.Replicas["vol-b-r-1"]) == 20*gi && ds.Status.StorageScheduled == 20*gi
+		})
 	})
 
 	t.Run("backing image copy", func(t *testing.T) {
@@ -193,11 +200,24 @@ func TestReleases(t *testing.T) {
 		if err := testenv.CreateLonghorn(ctx, env.Client, bi); err != nil {
 			t.Fatal(err)
 		}
-		// Its real size not known yet, the copy is not requested.
-		time.Sleep(500 * time.Millisecond)
-		if ds, err := ledger(ctx, ns, d0); err != nil || len(ds.Spec.BackingImages) != 0 {
-			t.Fatalf("a copy of unknown size was requested: %v %v", err, ds.Spec.BackingImages)
+		// Its real size not known yet, the copy is not requested: not in
+		// the version that requests a copy written after it.
+		probe := testenv.BackingImage(ns, "probe-image", gi, d0)
+		if err := testenv.CreateLonghorn(ctx, env.Client, probe); err != nil {
+			t.Fatal(err)
 		}
+		ds := waitLedger(t, ctx, ns, d0, "the probe copy requested", func(ds *dsv1.DiskSchedule) bool {
+			return int64(ds.Spec.BackingImages["probe-image"]) == gi
+		})
+		if _, ok := ds.Spec.BackingImages["image"]; ok {
+			t.Fatalf("a copy of unknown size was requested: %v", ds.Spec.BackingImages)
+		}
+		if err := deleteLonghorn(ctx, probe); err != nil {
+			t.Fatal(err)
+		}
+		waitLedger(t, ctx, ns, d0, "the probe copy released", func(ds *dsv1.DiskSchedule) bool {
+			return len(ds.Spec.BackingImages) == 0 && settled(ds) && ds.Status.StorageScheduled == 0
+		})
 		// A qcow2 image of 5Gi whose file takes 3Gi: Longhorn counts a copy
 		// at its realSize.
 		if err := updateLonghornStatus(ctx, bi, func(bi *lhv1.BackingImage) { bi.Status.Size, bi.Status.RealSize = 5*gi, 3*gi }); err != nil {
@@ -206,19 +226,15 @@ func TestReleases(t *testing.T) {
 		waitLedger(t, ctx, ns, d0, "the copy adopted at its real size, 3Gi", func(ds *dsv1.DiskSchedule) bool {
 			return settled(ds) && ds.Status.BackingImages["image"].ScheduledSize == 3*gi
 		})
-		start := time.Now()
 		if err := updateLonghorn(ctx, bi, func(bi *lhv1.BackingImage) {
 			delete(bi.Spec.DiskFileSpecMap, d0)
 			bi.Spec.DiskFileSpecMap[d1] = &lhv1.BackingImageDiskFileSpec{DataEngine: lhv1.DataEngineTypeV1}
 		}); err != nil {
 			t.Fatal(err)
 		}
-		waitLedger(t, ctx, ns, d0, "the copy released from disk-0", func(ds *dsv1.DiskSchedule) bool {
+		waitLedger(t, ctx, ns, d0, "the copy released from disk-0, the clock standing still", func(ds *dsv1.DiskSchedule) bool {
 			return len(ds.Spec.BackingImages) == 0 && settled(ds) && ds.Status.StorageScheduled == 0
 		})
-		if took := time.Since(start); took >= grace {
-			t.Errorf("releasing a removed copy took %v, not within the grace period %v", took, grace)
-		}
 		waitLedger(t, ctx, ns, d1, "the copy adopted on disk-1", func(ds *dsv1.DiskSchedule) bool {
 			return settled(ds) && ds.Status.BackingImages["image"].ScheduledSize == 3*gi
 		})
@@ -231,14 +247,15 @@ func TestReleases(t *testing.T) {
 // datastores placed it at once, the other write won), and one whose
 // admitted write lost (the replica's resourceVersion moved past the one
 // the gate admitted the write at, without this disk). A grant whose write
-// is still in flight stays.
+// is still in flight stays. The mirror's clock stands still: nothing here
+// waits for the grace period.
 func TestReleasesWhatNoWriteBacksAtOnce(t *testing.T) {
 	const grace = 30 * time.Second
 	ctx := t.Context()
 	ns := env.NewNamespace(t)
 	f, uuids := createNode(t, ctx, ns, 2, 100*gi)
 	d0, d1 := uuids[0], uuids[1]
-	startManager(t, ns, grace)
+	startManager(t, ns, grace, clocktesting.NewFakeClock(time.Now()))
 	// Replicas as Longhorn's volume controller creates them: unscheduled.
 	unscheduled := map[string]*lhv1.Replica{}
 	for _, v := range []string{"pvc-a", "pvc-b", "pvc-c"} {
@@ -252,7 +269,6 @@ func TestReleasesWhatNoWriteBacksAtOnce(t *testing.T) {
 	waitLedger(t, ctx, ns, d0, "a limit", func(ds *dsv1.DiskSchedule) bool { return ds.Status.StorageLimit == 100*gi })
 	// The gate's requests for placing each on disk-0, with the version
 	// each write is admitted at.
-	start := time.Now()
 	if err := writeSpec(ctx, ns, d0, func(s *dsv1.DiskScheduleSpec) {
 		s.Replicas, s.ReplicaVersions = map[string]dsv1.RequestedBytes{}, map[string]string{}
 		for _, r := range unscheduled {
@@ -285,9 +301,6 @@ func TestReleasesWhatNoWriteBacksAtOnce(t *testing.T) {
 		_, b := ds.Spec.Replicas["pvc-b-r-1"]
 		return !a && !b && settled(ds)
 	})
-	if took := time.Since(start); took >= grace {
-		t.Errorf("releasing grants no write backs took %v, not at once", took)
-	}
 	// pvc-c's write is in flight: its grant and version stay.
 	if ds.Status.Replicas["pvc-c-r-1"].ScheduledSize != 10*gi || ds.Spec.ReplicaVersions["pvc-c-r-1"] != unscheduled["pvc-c"].ResourceVersion ||
 		len(ds.Spec.ReplicaVersions) != 1 || ds.Status.StorageScheduled != 10*gi {
@@ -310,7 +323,7 @@ func TestMigrationCloneOnAFullDisk(t *testing.T) {
 	ns := env.NewNamespace(t)
 	f, uuids := createNode(t, ctx, ns, 1, 100*gi)
 	d0 := uuids[0]
-	startManager(t, ns, 30*time.Second)
+	startManager(t, ns, 30*time.Second, clocktesting.NewFakeClock(time.Now()))
 	createVolume(t, ctx, ns, "vol-1", 60*gi)
 	createVolume(t, ctx, ns, "vol-2", 40*gi)
 	original := createReplica(t, ctx, ns, "vol-1-r-5b6c7d8e", "vol-1", 60*gi, f.Name, "disk-0", d0)
@@ -326,23 +339,26 @@ func TestMigrationCloneOnAFullDisk(t *testing.T) {
 	if err := testenv.CreateLonghorn(ctx, env.Client, clone); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(time.Second)
-	for time.Now().Before(deadline) {
-		ds, err := ledger(ctx, ns, d0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, ok := ds.Spec.Replicas[clone.Name]; ok || ds.Status.StorageScheduled > 100*gi {
-			t.Fatalf("the clone was counted besides the original: %s", describe(ds))
-		}
-		time.Sleep(50 * time.Millisecond)
+	// The mirror's pass that requests a replica written after the clone
+	// has seen the clone: it counted it nowhere. (The probe is adopted
+	// over the limit, and released again at once.)
+	probe, ds := probeReplica(t, ctx, ns, "probe", f.Name, "disk-0", d0)
+	if _, ok := ds.Spec.Replicas[clone.Name]; ok || ds.Spec.Replicas[original.Name] == 0 || len(ds.Spec.Replicas) != 3 {
+		t.Fatalf("the clone was counted besides the original: %s", describe(ds))
 	}
+	if err := deleteLonghorn(ctx, probe); err != nil {
+		t.Fatal(err)
+	}
+	waitLedger(t, ctx, ns, d0, "the probe released", func(ds *dsv1.DiskSchedule) bool {
+		_, found := ds.Spec.Replicas[probe.Name]
+		return !found && settled(ds) && ds.Status.StorageScheduled == 100*gi
+	})
 
 	// The migration ends: the original goes, the clone stays.
 	if err := deleteLonghorn(ctx, original); err != nil {
 		t.Fatal(err)
 	}
-	ds := waitLedger(t, ctx, ns, d0, "the clone counted instead of the original", func(ds *dsv1.DiskSchedule) bool {
+	ds = waitLedger(t, ctx, ns, d0, "the clone counted instead of the original", func(ds *dsv1.DiskSchedule) bool {
 		_, orig := ds.Spec.Replicas[original.Name]
 		return !orig && settled(ds) && ds.Status.Replicas[clone.Name].ScheduledSize == 60*gi
 	})

@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/util/retry"
+	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	dsv1 "github.com/longhorn/diskschedule/api/v1beta2"
@@ -31,10 +32,11 @@ func TestMain(m *testing.M) {
 }
 
 // startManager starts the project's manager for namespace with the mirror's
-// grace period; the test's cleanup stops it.
-func startManager(t *testing.T, namespace string, grace time.Duration) *testenv.RunningManager {
+// grace period, its ledger and mirror reading time from clk; the test's
+// cleanup stops it.
+func startManager(t *testing.T, namespace string, grace time.Duration, clk clock.PassiveClock) *testenv.RunningManager {
 	t.Helper()
-	m, err := managertest.Start(env, env.Config, manager.Options{Namespace: namespace, GateGrace: grace})
+	m, err := managertest.Start(env, env.Config, manager.Options{Namespace: namespace, GateGrace: grace, Clock: clk})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -121,6 +123,23 @@ func createReplica(t *testing.T, ctx context.Context, ns, name, volume string, s
 		t.Fatal(err)
 	}
 	return r
+}
+
+// probeReplica creates a running replica name of 1Gi on the disk uuid
+// (diskName of node) and waits until the mirror has requested it. It
+// returns the replica and the ledger version the mirror wrote it in: that
+// version was planned at the clock's time of that reconcile, from a cache
+// that holds every Replica written before the probe (an informer delivers
+// one kind's events in order), so what the test checks in it is what the
+// mirror made of everything written before. Deleting the probe makes the
+// mirror reconcile the ledger again.
+func probeReplica(t *testing.T, ctx context.Context, ns, name, node, diskName, uuid string) (*lhv1.Replica, *dsv1.DiskSchedule) {
+	t.Helper()
+	r := createReplica(t, ctx, ns, name, name+"-vol", gi, node, diskName, uuid)
+	ds := waitLedger(t, ctx, ns, uuid, "the probe "+name+" requested", func(ds *dsv1.DiskSchedule) bool {
+		return int64(ds.Spec.Replicas[name]) == gi
+	})
+	return r, ds
 }
 
 // createNode creates the Longhorn node ns-node with disks disk-0, disk-1, …
