@@ -26,7 +26,7 @@ func TestReservationTimeoutFromConfigMap(t *testing.T) {
 
 	setConfig(t, ctx, l.ns, map[string]string{settings.SchedulerExtenderNodeReservationTimeout: "two minutes"})
 	waitInvalidSettingEvent(t, ctx, l.ns)
-	written := time.Now()
+	written := l.clock.Now()
 	ds := l.write(func(s *dsv1.DiskScheduleSpec) {
 		s.Reservations = map[string]dsv1.DiskScheduleReservation{"vol-1": {Size: gi, Pod: l.ns + "/pod-1"}}
 	})
@@ -34,8 +34,8 @@ func TestReservationTimeoutFromConfigMap(t *testing.T) {
 	if res.State != dsv1.ReservationStateScheduled || res.ExpiresAt == nil {
 		t.Fatalf("reservation vol-1: %+v, want scheduled with expiresAt", res)
 	}
-	if d := res.ExpiresAt.Sub(written); d < 118*time.Second || d > 122*time.Second {
-		t.Errorf("the reservation expires %v after it was written, want about 120s (the value kept in effect)", d)
+	if d := res.ExpiresAt.Sub(written); d != 120*time.Second {
+		t.Errorf("the reservation expires %v after it was decided, want 120s (the value kept in effect)", d)
 	}
 }
 

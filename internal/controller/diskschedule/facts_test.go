@@ -28,7 +28,7 @@ import (
 func TestDiskFactsFromLonghorn(t *testing.T) {
 	ctx := t.Context()
 	ns := newNamespace(t)
-	startManagers(t, ns, 1)
+	startManagers(t, ns, 1, nil)
 	cases := []struct {
 		name   string
 		node   func(*testenv.NodeFixture)
@@ -166,7 +166,7 @@ func TestActualSpaceFromLonghorn(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	startManagers(t, ns, 1)
+	startManagers(t, ns, 1, nil)
 	waitLedger(t, ctx, ns, uuid, "limit 200Gi", func(ds *dsv1.DiskSchedule) bool { return ds.Status.StorageLimit == 200*gi })
 
 	ds := writeSpec(t, ctx, ns, uuid, func(s *dsv1.DiskScheduleSpec) {

@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/util/retry"
+	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	dsv1 "github.com/longhorn/diskschedule/api/v1beta2"
@@ -299,11 +300,11 @@ func undecided(ds *dsv1.DiskSchedule) string {
 	return ""
 }
 
-func startManagers(t *testing.T, namespace string, n int) []*testenv.RunningManager {
+func startManagers(t *testing.T, namespace string, n int, clk clock.PassiveClock) []*testenv.RunningManager {
 	t.Helper()
 	var out []*testenv.RunningManager
 	for range n {
-		m, err := managertest.Start(env, env.Config, manager.Options{Namespace: namespace, LedgerWorkers: 4, GateGrace: noRelease})
+		m, err := managertest.Start(env, env.Config, manager.Options{Namespace: namespace, LedgerWorkers: 4, GateGrace: noRelease, Clock: clk})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -327,7 +328,7 @@ func TestLedgerInvariantUnderConcurrency(t *testing.T) {
 			defer cancel()
 			w := &workload{t: t, namespace: newNamespace(t), seed: tc.seed, writers: 32, ops: 12}
 			t.Logf("seed %d, %d writers, %d DiskSchedule controllers", tc.seed, w.writers, tc.managers)
-			startManagers(t, w.namespace, tc.managers)
+			startManagers(t, w.namespace, tc.managers, nil)
 			w.setUp(ctx)
 			w.waitReady(ctx)
 			rec := watchLedgers(t, ctx, w.namespace)
@@ -344,7 +345,7 @@ func TestLedgerRestartMidStream(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	w := &workload{t: t, namespace: newNamespace(t), seed: 6, writers: 32, ops: 8}
-	first := startManagers(t, w.namespace, 1)[0]
+	first := startManagers(t, w.namespace, 1, nil)[0]
 	w.setUp(ctx)
 	w.waitReady(ctx)
 	rec := watchLedgers(t, ctx, w.namespace)
@@ -367,7 +368,7 @@ func TestLedgerRestartMidStream(t *testing.T) {
 		t.Fatal("expected pending requests while no controller runs")
 	}
 	t.Logf("%d of %d ledgers had pending requests at the restart", pending, len(w.disks))
-	startManagers(t, w.namespace, 1)
+	startManagers(t, w.namespace, 1, nil)
 	w.waitAllDecided(ctx)
 	rec.report(t)
 }
