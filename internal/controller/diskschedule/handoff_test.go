@@ -11,7 +11,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/util/retry"
 	clocktesting "k8s.io/utils/clock/testing"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -225,19 +224,7 @@ func (l *ledgerUnderTest) touch() {
 // waitFor polls the ledger until done accepts it and returns it.
 func (l *ledgerUnderTest) waitFor(what string, done func(*dsv1.DiskSchedule) bool) *dsv1.DiskSchedule {
 	l.t.Helper()
-	ds := &dsv1.DiskSchedule{}
-	err := wait.PollUntilContextTimeout(l.ctx, 50*time.Millisecond, 20*time.Second, true, func(ctx context.Context) (bool, error) {
-		got := &dsv1.DiskSchedule{}
-		if err := env.Client.Get(ctx, client.ObjectKey{Namespace: l.ns, Name: l.uuid}, got); err != nil {
-			return false, client.IgnoreNotFound(err)
-		}
-		ds = got
-		return done(got), nil
-	})
-	if err != nil {
-		l.t.Fatalf("waiting until %s: %v; last status: %+v", what, err, ds.Status)
-	}
-	return ds
+	return testenv.WaitLedger(l.t, l.ctx, env.Client, l.ns, l.uuid, ledgerTimeout, what, done)
 }
 
 // expectReplica checks the decision on a replica request and returns it.

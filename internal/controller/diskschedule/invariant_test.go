@@ -69,21 +69,18 @@ func (w *workload) setUp(ctx context.Context) {
 
 func (w *workload) waitReady(ctx context.Context) {
 	w.t.Helper()
-	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 60*time.Second, true, func(ctx context.Context) (bool, error) {
+	testenv.Eventually(w.t, ctx, 60*time.Second, fmt.Sprintf("%d Ready ledgers of 100Gi", len(w.disks)), func(ctx context.Context) (bool, string, error) {
 		for _, uuid := range w.disks {
 			ds := &dsv1.DiskSchedule{}
 			if err := env.Client.Get(ctx, client.ObjectKey{Namespace: w.namespace, Name: uuid}, ds); err != nil {
-				return false, client.IgnoreNotFound(err)
+				return false, err.Error(), client.IgnoreNotFound(err)
 			}
 			if !meta.IsStatusConditionTrue(ds.Status.Conditions, dsv1.DiskScheduleConditionReady) || ds.Status.StorageLimit != 100*gi {
-				return false, nil
+				return false, testenv.DescribeLedger(ds), nil
 			}
 		}
-		return true, nil
-	})
-	if err != nil {
-		w.t.Fatalf("waiting for %d Ready ledgers of 100Gi: %v", len(w.disks), err)
-	}
+		return true, "", nil
+	}, testenv.Every(100*time.Millisecond))
 }
 
 // writerBackoff retries a conflicting write for as long as a real requester
@@ -248,23 +245,18 @@ func (r *recorder) report(t *testing.T) {
 // key is still counted.
 func (w *workload) waitAllDecided(ctx context.Context) {
 	w.t.Helper()
-	var last string
-	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 90*time.Second, true, func(ctx context.Context) (bool, error) {
+	testenv.Eventually(w.t, ctx, 90*time.Second, "every request is decided", func(ctx context.Context) (bool, string, error) {
 		for _, uuid := range w.disks {
 			ds := &dsv1.DiskSchedule{}
 			if err := env.Client.Get(ctx, client.ObjectKey{Namespace: w.namespace, Name: uuid}, ds); err != nil {
-				return false, err
+				return false, "", err
 			}
 			if problem := undecided(ds); problem != "" {
-				last = problem
-				return false, nil
+				return false, problem, nil
 			}
 		}
-		return true, nil
-	})
-	if err != nil {
-		w.t.Fatalf("not every request was decided: %s: %v", last, err)
-	}
+		return true, "", nil
+	}, testenv.Every(200*time.Millisecond))
 }
 
 // undecided says what in ds is not decided, or "".

@@ -50,7 +50,7 @@ func TestAdoptsWhatLonghornPersisted(t *testing.T) {
 	// The clock stands still: the unbacked request below stays for the
 	// ledger to decide.
 	startManager(t, ns, 2*time.Second, clocktesting.NewFakeClock(time.Now()))
-	ds := waitLedger(t, ctx, ns, d0, "both replicas adopted over the limit", func(ds *dsv1.DiskSchedule) bool {
+	ds := testenv.WaitLedger(t, ctx, env.Client, ns, d0, ledgerTimeout, "both replicas adopted over the limit", func(ds *dsv1.DiskSchedule) bool {
 		return settled(ds) && len(ds.Spec.Replicas) == 2 && ds.Status.StorageScheduled == 120*gi
 	})
 	for _, name := range []string{"vol-1-r-1", "vol-2-r-1"} {
@@ -65,11 +65,11 @@ func TestAdoptsWhatLonghornPersisted(t *testing.T) {
 	if over == nil || over.Status != metav1.ConditionTrue {
 		t.Errorf("disk-0 holds 120Gi of 100Gi: Overcommitted %+v, want True", over)
 	}
-	ds = waitLedger(t, ctx, ns, d1, "the stopping replica and the image copy adopted", func(ds *dsv1.DiskSchedule) bool {
+	ds = testenv.WaitLedger(t, ctx, env.Client, ns, d1, ledgerTimeout, "the stopping replica and the image copy adopted", func(ds *dsv1.DiskSchedule) bool {
 		return settled(ds) && ds.Status.StorageScheduled == 12*gi
 	})
 	if int64(ds.Spec.Replicas["vol-3-r-1"]) != 10*gi || int64(ds.Spec.BackingImages["image"]) != 2*gi {
-		t.Errorf("disk-1: %s, want vol-3-r-1 at 10Gi and image at 2Gi", describe(ds))
+		t.Errorf("disk-1: %s, want vol-3-r-1 at 10Gi and image at 2Gi", testenv.DescribeLedger(ds))
 	}
 	if meta.IsStatusConditionTrue(ds.Status.Conditions, dsv1.DiskScheduleConditionOvercommitted) {
 		t.Errorf("disk-1 holds 12Gi of 100Gi and says Overcommitted")
@@ -92,7 +92,7 @@ func TestAdoptsWhatLonghornPersisted(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	ds = waitLedger(t, ctx, ns, d0, "the growth seen by the mirror and the new request decided", func(ds *dsv1.DiskSchedule) bool {
+	ds = testenv.WaitLedger(t, ctx, env.Client, ns, d0, ledgerTimeout, "the growth seen by the mirror and the new request decided", func(ds *dsv1.DiskSchedule) bool {
 		return settled(ds) && int64(ds.Spec.Replicas["vol-1-r-1"]) == 70*gi && ds.Status.Replicas["vol-4-r-1"].RequestedSize == gi
 	})
 	if st := ds.Status.Replicas["vol-1-r-1"]; st.State != dsv1.RequestStateRejected || st.ScheduledSize != 60*gi {
@@ -122,7 +122,7 @@ func TestReleases(t *testing.T) {
 	createVolume(t, ctx, ns, "vol-b", 20*gi)
 	ra := createReplica(t, ctx, ns, "vol-a-r-1", "vol-a", 10*gi, f.Name, "disk-0", d0)
 	rb := createReplica(t, ctx, ns, "vol-b-r-1", "vol-b", 20*gi, f.Name, "disk-0", d0)
-	waitLedger(t, ctx, ns, d0, "both replicas granted", func(ds *dsv1.DiskSchedule) bool {
+	testenv.WaitLedger(t, ctx, env.Client, ns, d0, ledgerTimeout, "both replicas granted", func(ds *dsv1.DiskSchedule) bool {
 		return settled(ds) && ds.Status.StorageScheduled == 30*gi
 	})
 
@@ -130,7 +130,7 @@ func TestReleases(t *testing.T) {
 		if err := deleteLonghorn(ctx, ra); err != nil {
 			t.Fatal(err)
 		}
-		waitLedger(t, ctx, ns, d0, "vol-a-r-1 released, the clock standing still", func(ds *dsv1.DiskSchedule) bool {
+		testenv.WaitLedger(t, ctx, env.Client, ns, d0, ledgerTimeout, "vol-a-r-1 released, the clock standing still", func(ds *dsv1.DiskSchedule) bool {
 			_, found := ds.Spec.Replicas["vol-a-r-1"]
 			return !found && settled(ds) && ds.Status.StorageScheduled == 20*gi
 		})
@@ -140,10 +140,10 @@ func TestReleases(t *testing.T) {
 		if err := updateLonghorn(ctx, rb, func(r *lhv1.Replica) { r.Spec.DiskID, r.Spec.DiskPath = d1, testenv.DiskPath("disk-1") }); err != nil {
 			t.Fatal(err)
 		}
-		waitLedger(t, ctx, ns, d0, "vol-b-r-1 released from disk-0, the clock standing still", func(ds *dsv1.DiskSchedule) bool {
+		testenv.WaitLedger(t, ctx, env.Client, ns, d0, ledgerTimeout, "vol-b-r-1 released from disk-0, the clock standing still", func(ds *dsv1.DiskSchedule) bool {
 			return len(ds.Spec.Replicas) == 0 && settled(ds) && ds.Status.StorageScheduled == 0
 		})
-		waitLedger(t, ctx, ns, d1, "vol-b-r-1 adopted on disk-1", func(ds *dsv1.DiskSchedule) bool {
+		testenv.WaitLedger(t, ctx, env.Client, ns, d1, ledgerTimeout, "vol-b-r-1 adopted on disk-1", func(ds *dsv1.DiskSchedule) bool {
 			return settled(ds) && ds.Status.Replicas["vol-b-r-1"].ScheduledSize == 20*gi
 		})
 	})
@@ -154,21 +154,21 @@ func TestReleases(t *testing.T) {
 		}); err != nil {
 			t.Fatal(err)
 		}
-		waitLedger(t, ctx, ns, d0, "the request granted", func(ds *dsv1.DiskSchedule) bool {
+		testenv.WaitLedger(t, ctx, env.Client, ns, d0, ledgerTimeout, "the request granted", func(ds *dsv1.DiskSchedule) bool {
 			return settled(ds) && ds.Status.Replicas["vol-c-r-1"].ScheduledSize == 5*gi
 		})
 		// Just before the grace period ends, the mirror keeps the grant.
 		clk.Step(grace - time.Second)
 		probe, ds := probeReplica(t, ctx, ns, "probe-c", f.Name, "disk-0", d0)
 		if ds.Spec.Replicas["vol-c-r-1"] == 0 {
-			t.Fatalf("the unbacked grant was released before the grace period ended: %s", describe(ds))
+			t.Fatalf("the unbacked grant was released before the grace period ended: %s", testenv.DescribeLedger(ds))
 		}
 		// Once it has ended, the mirror's next pass releases it.
 		clk.Step(time.Second)
 		if err := deleteLonghorn(ctx, probe); err != nil {
 			t.Fatal(err)
 		}
-		waitLedger(t, ctx, ns, d0, "the unbacked grant and the probe released", func(ds *dsv1.DiskSchedule) bool {
+		testenv.WaitLedger(t, ctx, env.Client, ns, d0, ledgerTimeout, "the unbacked grant and the probe released", func(ds *dsv1.DiskSchedule) bool {
 			return len(ds.Spec.Replicas) == 0 && settled(ds) && ds.Status.StorageScheduled == 0
 		})
 	})
@@ -177,19 +177,19 @@ func TestReleases(t *testing.T) {
 		if err := writeSpec(ctx, ns, d1, func(s *dsv1.DiskScheduleSpec) { s.Replicas["vol-b-r-1"] = dsv1.RequestedBytes(30 * gi) }); err != nil {
 			t.Fatal(err)
 		}
-		waitLedger(t, ctx, ns, d1, "the growth granted", func(ds *dsv1.DiskSchedule) bool {
+		testenv.WaitLedger(t, ctx, env.Client, ns, d1, ledgerTimeout, "the growth granted", func(ds *dsv1.DiskSchedule) bool {
 			return settled(ds) && ds.Status.Replicas["vol-b-r-1"].ScheduledSize == 30*gi
 		})
 		clk.Step(grace - time.Second)
 		probe, ds := probeReplica(t, ctx, ns, "probe-b", f.Name, "disk-1", d1)
 		if got := int64(ds.Spec.Replicas["vol-b-r-1"]); got != 30*gi {
-			t.Fatalf("the growth was given back before the grace period ended: vol-b-r-1 requests %d; %s", got, describe(ds))
+			t.Fatalf("the growth was given back before the grace period ended: vol-b-r-1 requests %d; %s", got, testenv.DescribeLedger(ds))
 		}
 		clk.Step(time.Second)
 		if err := deleteLonghorn(ctx, probe); err != nil {
 			t.Fatal(err)
 		}
-		waitLedger(t, ctx, ns, d1, "the growth given back", func(ds *dsv1.DiskSchedule) bool {
+		testenv.WaitLedger(t, ctx, env.Client, ns, d1, ledgerTimeout, "the growth given back", func(ds *dsv1.DiskSchedule) bool {
 			_, found := ds.Spec.Replicas["probe-b"]
 			return !found && settled(ds) && int64(ds.Spec.Replicas["vol-b-r-1"]) == 20*gi && ds.Status.StorageScheduled == 20*gi
 		})
@@ -206,7 +206,7 @@ func TestReleases(t *testing.T) {
 		if err := testenv.CreateLonghorn(ctx, env.Client, probe); err != nil {
 			t.Fatal(err)
 		}
-		ds := waitLedger(t, ctx, ns, d0, "the probe copy requested", func(ds *dsv1.DiskSchedule) bool {
+		ds := testenv.WaitLedger(t, ctx, env.Client, ns, d0, ledgerTimeout, "the probe copy requested", func(ds *dsv1.DiskSchedule) bool {
 			return int64(ds.Spec.BackingImages["probe-image"]) == gi
 		})
 		if _, ok := ds.Spec.BackingImages["image"]; ok {
@@ -215,7 +215,7 @@ func TestReleases(t *testing.T) {
 		if err := deleteLonghorn(ctx, probe); err != nil {
 			t.Fatal(err)
 		}
-		waitLedger(t, ctx, ns, d0, "the probe copy released", func(ds *dsv1.DiskSchedule) bool {
+		testenv.WaitLedger(t, ctx, env.Client, ns, d0, ledgerTimeout, "the probe copy released", func(ds *dsv1.DiskSchedule) bool {
 			return len(ds.Spec.BackingImages) == 0 && settled(ds) && ds.Status.StorageScheduled == 0
 		})
 		// A qcow2 image of 5Gi whose file takes 3Gi: Longhorn counts a copy
@@ -223,7 +223,7 @@ func TestReleases(t *testing.T) {
 		if err := updateLonghornStatus(ctx, bi, func(bi *lhv1.BackingImage) { bi.Status.Size, bi.Status.RealSize = 5*gi, 3*gi }); err != nil {
 			t.Fatal(err)
 		}
-		waitLedger(t, ctx, ns, d0, "the copy adopted at its real size, 3Gi", func(ds *dsv1.DiskSchedule) bool {
+		testenv.WaitLedger(t, ctx, env.Client, ns, d0, ledgerTimeout, "the copy adopted at its real size, 3Gi", func(ds *dsv1.DiskSchedule) bool {
 			return settled(ds) && ds.Status.BackingImages["image"].ScheduledSize == 3*gi
 		})
 		if err := updateLonghorn(ctx, bi, func(bi *lhv1.BackingImage) {
@@ -232,10 +232,10 @@ func TestReleases(t *testing.T) {
 		}); err != nil {
 			t.Fatal(err)
 		}
-		waitLedger(t, ctx, ns, d0, "the copy released from disk-0, the clock standing still", func(ds *dsv1.DiskSchedule) bool {
+		testenv.WaitLedger(t, ctx, env.Client, ns, d0, ledgerTimeout, "the copy released from disk-0, the clock standing still", func(ds *dsv1.DiskSchedule) bool {
 			return len(ds.Spec.BackingImages) == 0 && settled(ds) && ds.Status.StorageScheduled == 0
 		})
-		waitLedger(t, ctx, ns, d1, "the copy adopted on disk-1", func(ds *dsv1.DiskSchedule) bool {
+		testenv.WaitLedger(t, ctx, env.Client, ns, d1, ledgerTimeout, "the copy adopted on disk-1", func(ds *dsv1.DiskSchedule) bool {
 			return settled(ds) && ds.Status.BackingImages["image"].ScheduledSize == 3*gi
 		})
 	})
@@ -266,7 +266,7 @@ func TestReleasesWhatNoWriteBacksAtOnce(t *testing.T) {
 		}
 		unscheduled[v] = r
 	}
-	waitLedger(t, ctx, ns, d0, "a limit", func(ds *dsv1.DiskSchedule) bool { return ds.Status.StorageLimit == 100*gi })
+	testenv.WaitLedger(t, ctx, env.Client, ns, d0, ledgerTimeout, "a limit", func(ds *dsv1.DiskSchedule) bool { return ds.Status.StorageLimit == 100*gi })
 	// The gate's requests for placing each on disk-0, with the version
 	// each write is admitted at.
 	if err := writeSpec(ctx, ns, d0, func(s *dsv1.DiskScheduleSpec) {
@@ -278,7 +278,7 @@ func TestReleasesWhatNoWriteBacksAtOnce(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	waitLedger(t, ctx, ns, d0, "the three granted", func(ds *dsv1.DiskSchedule) bool {
+	testenv.WaitLedger(t, ctx, env.Client, ns, d0, ledgerTimeout, "the three granted", func(ds *dsv1.DiskSchedule) bool {
 		return settled(ds) && ds.Status.StorageScheduled == 30*gi
 	})
 
@@ -296,7 +296,7 @@ func TestReleasesWhatNoWriteBacksAtOnce(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	ds := waitLedger(t, ctx, ns, d0, "pvc-a-r-1 and pvc-b-r-1 released", func(ds *dsv1.DiskSchedule) bool {
+	ds := testenv.WaitLedger(t, ctx, env.Client, ns, d0, ledgerTimeout, "pvc-a-r-1 and pvc-b-r-1 released", func(ds *dsv1.DiskSchedule) bool {
 		_, a := ds.Spec.Replicas["pvc-a-r-1"]
 		_, b := ds.Spec.Replicas["pvc-b-r-1"]
 		return !a && !b && settled(ds)
@@ -304,9 +304,9 @@ func TestReleasesWhatNoWriteBacksAtOnce(t *testing.T) {
 	// pvc-c's write is in flight: its grant and version stay.
 	if ds.Status.Replicas["pvc-c-r-1"].ScheduledSize != 10*gi || ds.Spec.ReplicaVersions["pvc-c-r-1"] != unscheduled["pvc-c"].ResourceVersion ||
 		len(ds.Spec.ReplicaVersions) != 1 || ds.Status.StorageScheduled != 10*gi {
-		t.Errorf("after the releases: %s, versions %v; want pvc-c-r-1 alone at 10Gi", describe(ds), ds.Spec.ReplicaVersions)
+		t.Errorf("after the releases: %s, versions %v; want pvc-c-r-1 alone at 10Gi", testenv.DescribeLedger(ds), ds.Spec.ReplicaVersions)
 	}
-	waitLedger(t, ctx, ns, d1, "pvc-a-r-1 adopted on disk-1", func(ds *dsv1.DiskSchedule) bool {
+	testenv.WaitLedger(t, ctx, env.Client, ns, d1, ledgerTimeout, "pvc-a-r-1 adopted on disk-1", func(ds *dsv1.DiskSchedule) bool {
 		return settled(ds) && ds.Status.Replicas["pvc-a-r-1"].ScheduledSize == 10*gi
 	})
 }
@@ -328,7 +328,7 @@ func TestMigrationCloneOnAFullDisk(t *testing.T) {
 	createVolume(t, ctx, ns, "vol-2", 40*gi)
 	original := createReplica(t, ctx, ns, "vol-1-r-5b6c7d8e", "vol-1", 60*gi, f.Name, "disk-0", d0)
 	createReplica(t, ctx, ns, "vol-2-r-1", "vol-2", 40*gi, f.Name, "disk-0", d0)
-	waitLedger(t, ctx, ns, d0, "the disk full at 100Gi", func(ds *dsv1.DiskSchedule) bool {
+	testenv.WaitLedger(t, ctx, env.Client, ns, d0, ledgerTimeout, "the disk full at 100Gi", func(ds *dsv1.DiskSchedule) bool {
 		return settled(ds) && ds.Status.StorageScheduled == 100*gi
 	})
 
@@ -344,12 +344,12 @@ func TestMigrationCloneOnAFullDisk(t *testing.T) {
 	// over the limit, and released again at once.)
 	probe, ds := probeReplica(t, ctx, ns, "probe", f.Name, "disk-0", d0)
 	if _, ok := ds.Spec.Replicas[clone.Name]; ok || ds.Spec.Replicas[original.Name] == 0 || len(ds.Spec.Replicas) != 3 {
-		t.Fatalf("the clone was counted besides the original: %s", describe(ds))
+		t.Fatalf("the clone was counted besides the original: %s", testenv.DescribeLedger(ds))
 	}
 	if err := deleteLonghorn(ctx, probe); err != nil {
 		t.Fatal(err)
 	}
-	waitLedger(t, ctx, ns, d0, "the probe released", func(ds *dsv1.DiskSchedule) bool {
+	testenv.WaitLedger(t, ctx, env.Client, ns, d0, ledgerTimeout, "the probe released", func(ds *dsv1.DiskSchedule) bool {
 		_, found := ds.Spec.Replicas[probe.Name]
 		return !found && settled(ds) && ds.Status.StorageScheduled == 100*gi
 	})
@@ -358,19 +358,19 @@ func TestMigrationCloneOnAFullDisk(t *testing.T) {
 	if err := deleteLonghorn(ctx, original); err != nil {
 		t.Fatal(err)
 	}
-	ds = waitLedger(t, ctx, ns, d0, "the clone counted instead of the original", func(ds *dsv1.DiskSchedule) bool {
+	ds = testenv.WaitLedger(t, ctx, env.Client, ns, d0, ledgerTimeout, "the clone counted instead of the original", func(ds *dsv1.DiskSchedule) bool {
 		_, orig := ds.Spec.Replicas[original.Name]
 		return !orig && settled(ds) && ds.Status.Replicas[clone.Name].ScheduledSize == 60*gi
 	})
 	if ds.Status.StorageScheduled != 100*gi || meta.IsStatusConditionTrue(ds.Status.Conditions, dsv1.DiskScheduleConditionOvercommitted) {
-		t.Errorf("after the migration: %s; want 100Gi, not overcommitted", describe(ds))
+		t.Errorf("after the migration: %s; want 100Gi, not overcommitted", testenv.DescribeLedger(ds))
 	}
 }
 
 // waitEvent waits until an Event of type and reason regards the DiskSchedule.
 func waitEvent(t *testing.T, ctx context.Context, ns, uuid, typ, reason string) {
 	t.Helper()
-	poll(t, ctx, 20*time.Second, fmt.Sprintf("a %s %s Event on DiskSchedule %s", typ, reason, uuid), func(ctx context.Context) (bool, string, error) {
+	testenv.Eventually(t, ctx, 20*time.Second, fmt.Sprintf("a %s %s Event on DiskSchedule %s", typ, reason, uuid), func(ctx context.Context) (bool, string, error) {
 		list := &eventsv1.EventList{}
 		if err := env.Client.List(ctx, list, client.InNamespace(ns)); err != nil {
 			return false, "", err

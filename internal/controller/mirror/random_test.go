@@ -97,7 +97,7 @@ func newWorld(t *testing.T, seed uint64) *world {
 func (w *world) start() {
 	w.manager = startManager(w.t, w.ns, randomGrace, w.clock)
 	for _, d := range w.disks {
-		waitLedger(w.t, w.ctx, w.ns, d.uuid, "exists", func(*dsv1.DiskSchedule) bool { return true })
+		testenv.WaitLedger(w.t, w.ctx, env.Client, w.ns, d.uuid, ledgerTimeout, "exists", func(*dsv1.DiskSchedule) bool { return true })
 	}
 }
 
@@ -329,7 +329,7 @@ func (w *world) waitMirrored() {
 	// Every request that nothing backs is past its grace period.
 	w.clock.Step(randomGrace)
 	var checked int
-	poll(w.t, w.ctx, 60*time.Second, "every ledger mirrors what Longhorn persisted", func(ctx context.Context) (bool, string, error) {
+	testenv.Eventually(w.t, w.ctx, 60*time.Second, "every ledger mirrors what Longhorn persisted", func(ctx context.Context) (bool, string, error) {
 		replicas, images, err := w.persistedOn(ctx)
 		if err != nil {
 			return false, "", err
@@ -353,7 +353,7 @@ func (w *world) waitMirrored() {
 			case !maps.Equal(requested(ds.Spec.BackingImages), images[d.uuid]):
 				return false, fmt.Sprintf("%s: backing images %v, persisted %v", d.uuid, ds.Spec.BackingImages, images[d.uuid]), nil
 			case !settled(ds) || ds.Status.StorageScheduled != sum:
-				return false, fmt.Sprintf("%s: %s; persisted sum %d", d.uuid, describe(ds), sum), nil
+				return false, fmt.Sprintf("%s: %s; persisted sum %d", d.uuid, testenv.DescribeLedger(ds), sum), nil
 			}
 			checked += len(replicas[d.uuid]) + len(images[d.uuid])
 		}

@@ -3,16 +3,12 @@ package mirror_test
 import (
 	"context"
 	"fmt"
-	"maps"
 	"os"
-	"slices"
-	"strings"
 	"testing"
 	"time"
 
 	lhv1 "github.com/longhorn/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -44,55 +40,13 @@ func startManager(t *testing.T, namespace string, grace time.Duration, clk clock
 	return m
 }
 
-// poll calls check until it reports done, and fails the test with what
-// check last said otherwise.
-func poll(t *testing.T, ctx context.Context, timeout time.Duration, what string, check func(ctx context.Context) (bool, string, error)) {
-	t.Helper()
-	var last string
-	err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
-		done, state, err := check(ctx)
-		last = state
-		return done, err
-	})
-	if err != nil {
-		t.Fatalf("waiting until %s: %v; last seen: %s", what, err, last)
-	}
-}
+// ledgerTimeout bounds every wait for a ledger.
+const ledgerTimeout = 30 * time.Second
 
 // ledger returns the DiskSchedule of the disk uuid.
 func ledger(ctx context.Context, ns, uuid string) (*dsv1.DiskSchedule, error) {
 	ds := &dsv1.DiskSchedule{}
 	return ds, env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: uuid}, ds)
-}
-
-// waitLedger polls the DiskSchedule uuid until done accepts it and returns it.
-func waitLedger(t *testing.T, ctx context.Context, ns, uuid, what string, done func(*dsv1.DiskSchedule) bool) *dsv1.DiskSchedule {
-	t.Helper()
-	var ds *dsv1.DiskSchedule
-	poll(t, ctx, 30*time.Second, "DiskSchedule "+uuid+": "+what, func(ctx context.Context) (bool, string, error) {
-		got, err := ledger(ctx, ns, uuid)
-		if err != nil {
-			return false, err.Error(), client.IgnoreNotFound(err)
-		}
-		ds = got
-		return done(got), describe(got), nil
-	})
-	return ds
-}
-
-// describe summarises a ledger for failure messages.
-func describe(ds *dsv1.DiskSchedule) string {
-	var parts []string
-	for _, name := range slices.Sorted(maps.Keys(ds.Spec.Replicas)) {
-		st := ds.Status.Replicas[name]
-		parts = append(parts, fmt.Sprintf("replica %s=%d (%s %d)", name, ds.Spec.Replicas[name], st.State, st.ScheduledSize))
-	}
-	for _, name := range slices.Sorted(maps.Keys(ds.Spec.BackingImages)) {
-		st := ds.Status.BackingImages[name]
-		parts = append(parts, fmt.Sprintf("backingImage %s=%d (%s %d)", name, ds.Spec.BackingImages[name], st.State, st.ScheduledSize))
-	}
-	return fmt.Sprintf("generation %d observed %d, scheduled %d of %d: %s", ds.Generation, ds.Status.ObservedGeneration,
-		ds.Status.StorageScheduled, ds.Status.StorageLimit, strings.Join(parts, ", "))
 }
 
 // settled reports whether ds has decided its current spec.
@@ -136,7 +90,7 @@ func createReplica(t *testing.T, ctx context.Context, ns, name, volume string, s
 func probeReplica(t *testing.T, ctx context.Context, ns, name, node, diskName, uuid string) (*lhv1.Replica, *dsv1.DiskSchedule) {
 	t.Helper()
 	r := createReplica(t, ctx, ns, name, name+"-vol", gi, node, diskName, uuid)
-	ds := waitLedger(t, ctx, ns, uuid, "the probe "+name+" requested", func(ds *dsv1.DiskSchedule) bool {
+	ds := testenv.WaitLedger(t, ctx, env.Client, ns, uuid, ledgerTimeout, "the probe "+name+" requested", func(ds *dsv1.DiskSchedule) bool {
 		return int64(ds.Spec.Replicas[name]) == gi
 	})
 	return r, ds
