@@ -132,9 +132,13 @@ func WaitLedger(t testing.TB, ctx context.Context, c client.Client, namespace, u
 	return last
 }
 
+// describedEntries is how many entries DescribeLedger names.
+const describedEntries = 20
+
 // DescribeLedger summarises a ledger for failure messages: its generation
 // and the one its status decided, storageScheduled of storageLimit, its
-// conditions, and every request with its decision.
+// conditions, and its requests with their decisions (the first
+// describedEntries, by kind and name).
 func DescribeLedger(ds *dsv1.DiskSchedule) string {
 	var parts []string
 	for _, name := range slices.Sorted(maps.Keys(ds.Spec.Replicas)) {
@@ -148,6 +152,9 @@ func DescribeLedger(ds *dsv1.DiskSchedule) string {
 	for _, name := range slices.Sorted(maps.Keys(ds.Spec.Reservations)) {
 		st := ds.Status.Reservations[name]
 		parts = append(parts, fmt.Sprintf("reservation %s=%d (%s %d)", name, ds.Spec.Reservations[name].Size, st.State, st.ScheduledSize))
+	}
+	if len(parts) > describedEntries {
+		parts = append(parts[:describedEntries], fmt.Sprintf("and %d more", len(parts)-describedEntries))
 	}
 	var conds []string
 	for _, c := range ds.Status.Conditions {

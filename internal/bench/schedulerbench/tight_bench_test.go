@@ -37,7 +37,7 @@ var tightPods = flag.Int("schedulerbench.tight-pods", 1100, "Pods of 1Ti each in
 func BenchmarkTightCluster(b *testing.B) {
 	b.StopTimer()
 	ctx := context.Background()
-	sb, c, _ := startSandbox(b, ctx)
+	sb, c, _ := startSandbox(b)
 	if *tightReservationTimeout != "" {
 		setConfig(b, ctx, c, settings.SchedulerExtenderNodeReservationTimeout, *tightReservationTimeout)
 	}

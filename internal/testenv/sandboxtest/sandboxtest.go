@@ -29,6 +29,10 @@ type Options struct {
 	Sandbox sandbox.Options
 	// Timeout bounds the start; DefaultTimeout when zero.
 	Timeout time.Duration
+	// DiscardLogs leaves an empty Options.Sandbox.LogDir empty: the
+	// sandbox discards its logs, so a benchmark's figures do not pay for
+	// writing them.
+	DiscardLogs bool
 	// KeepLogs puts the logs, when Options.Sandbox.LogDir is empty, in a
 	// directory that is removed when the test passes and kept, its path
 	// logged, when it fails, so what went wrong can be traced in the
@@ -58,7 +62,7 @@ func Start(t testing.TB, opts Options) *sandbox.Sandbox {
 		so.AssetsDir = testenv.AssetsDir()
 	}
 	switch {
-	case so.LogDir != "":
+	case so.LogDir != "", opts.DiscardLogs:
 	case opts.KeepLogs:
 		so.LogDir = keptDir(t)
 	default:
@@ -89,7 +93,7 @@ func Start(t testing.TB, opts Options) *sandbox.Sandbox {
 			if progress != nil {
 				t.Logf("sandbox progress:\n%s", progress)
 			}
-			if path := filepath.Join(so.LogDir, "kube-scheduler.log"); fileExists(path) {
+			if path := filepath.Join(so.LogDir, "kube-scheduler.log"); so.LogDir != "" && fileExists(path) {
 				testenv.LogTail(t, path)
 			}
 		}
