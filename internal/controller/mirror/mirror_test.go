@@ -157,18 +157,21 @@ func TestReleases(t *testing.T) {
 		testenv.WaitLedger(t, ctx, env.Client, ns, d0, ledgerTimeout, "the request granted", func(ds *dsv1.DiskSchedule) bool {
 			return settled(ds) && ds.Status.Replicas["vol-c-r-1"].ScheduledSize == 5*gi
 		})
-		// Just before the grace period ends, the mirror keeps the grant.
+		// The mirror has seen the grant unbacked: its grace period runs.
+		if ds := mirrorPass(t, ctx, ns, "probe-c-1", f.Name, "disk-0", d0); ds.Spec.Replicas["vol-c-r-1"] == 0 {
+			t.Fatalf("the unbacked grant was released at once: %s", testenv.DescribeLedger(ds))
+		}
+		// Just before the grace period ends, the mirror keeps it.
 		clk.Step(grace - time.Second)
-		probe, ds := probeReplica(t, ctx, ns, "probe-c", f.Name, "disk-0", d0)
-		if ds.Spec.Replicas["vol-c-r-1"] == 0 {
+		if ds := mirrorPass(t, ctx, ns, "probe-c-2", f.Name, "disk-0", d0); ds.Spec.Replicas["vol-c-r-1"] == 0 {
 			t.Fatalf("the unbacked grant was released before the grace period ended: %s", testenv.DescribeLedger(ds))
 		}
 		// Once it has ended, the mirror's next pass releases it.
 		clk.Step(time.Second)
-		if err := deleteLonghorn(ctx, probe); err != nil {
-			t.Fatal(err)
+		if ds := mirrorPass(t, ctx, ns, "probe-c-3", f.Name, "disk-0", d0); ds.Spec.Replicas["vol-c-r-1"] != 0 {
+			t.Fatalf("the unbacked grant outlived its grace period: %s", testenv.DescribeLedger(ds))
 		}
-		testenv.WaitLedger(t, ctx, env.Client, ns, d0, ledgerTimeout, "the unbacked grant and the probe released", func(ds *dsv1.DiskSchedule) bool {
+		testenv.WaitLedger(t, ctx, env.Client, ns, d0, ledgerTimeout, "the unbacked grant released", func(ds *dsv1.DiskSchedule) bool {
 			return len(ds.Spec.Replicas) == 0 && settled(ds) && ds.Status.StorageScheduled == 0
 		})
 	})
@@ -180,18 +183,19 @@ func TestReleases(t *testing.T) {
 		testenv.WaitLedger(t, ctx, env.Client, ns, d1, ledgerTimeout, "the growth granted", func(ds *dsv1.DiskSchedule) bool {
 			return settled(ds) && ds.Status.Replicas["vol-b-r-1"].ScheduledSize == 30*gi
 		})
+		if ds := mirrorPass(t, ctx, ns, "probe-b-1", f.Name, "disk-1", d1); int64(ds.Spec.Replicas["vol-b-r-1"]) != 30*gi {
+			t.Fatalf("the growth was given back at once: %s", testenv.DescribeLedger(ds))
+		}
 		clk.Step(grace - time.Second)
-		probe, ds := probeReplica(t, ctx, ns, "probe-b", f.Name, "disk-1", d1)
-		if got := int64(ds.Spec.Replicas["vol-b-r-1"]); got != 30*gi {
-			t.Fatalf("the growth was given back before the grace period ended: vol-b-r-1 requests %d; %s", got, testenv.DescribeLedger(ds))
+		if ds := mirrorPass(t, ctx, ns, "probe-b-2", f.Name, "disk-1", d1); int64(ds.Spec.Replicas["vol-b-r-1"]) != 30*gi {
+			t.Fatalf("the growth was given back before the grace period ended: %s", testenv.DescribeLedger(ds))
 		}
 		clk.Step(time.Second)
-		if err := deleteLonghorn(ctx, probe); err != nil {
-			t.Fatal(err)
+		if ds := mirrorPass(t, ctx, ns, "probe-b-3", f.Name, "disk-1", d1); int64(ds.Spec.Replicas["vol-b-r-1"]) != 20*gi {
+			t.Fatalf("the growth outlived its grace period: %s", testenv.DescribeLedger(ds))
 		}
 		testenv.WaitLedger(t, ctx, env.Client, ns, d1, ledgerTimeout, "the growth given back", func(ds *dsv1.DiskSchedule) bool {
-			_, found := ds.Spec.Replicas["probe-b"]
-			return !found && settled(ds) && int64(ds.Spec.Replicas["vol-b-r-1"]) == 20*gi && ds.Status.StorageScheduled == 20*gi
+			return settled(ds) && int64(ds.Spec.Replicas["vol-b-r-1"]) == 20*gi && ds.Status.StorageScheduled == 20*gi
 		})
 	})
 
@@ -339,19 +343,14 @@ func TestMigrationCloneOnAFullDisk(t *testing.T) {
 	if err := testenv.CreateLonghorn(ctx, env.Client, clone); err != nil {
 		t.Fatal(err)
 	}
-	// The mirror's pass that requests a replica written after the clone
-	// has seen the clone: it counted it nowhere. (The probe is adopted
-	// over the limit, and released again at once.)
-	probe, ds := probeReplica(t, ctx, ns, "probe", f.Name, "disk-0", d0)
-	if _, ok := ds.Spec.Replicas[clone.Name]; ok || ds.Spec.Replicas[original.Name] == 0 || len(ds.Spec.Replicas) != 3 {
+	// A mirror pass after the clone was written has seen it, and counted
+	// it nowhere. (The probe is adopted over the limit, and released.)
+	ds := mirrorPass(t, ctx, ns, "probe", f.Name, "disk-0", d0)
+	if _, ok := ds.Spec.Replicas[clone.Name]; ok || ds.Spec.Replicas[original.Name] == 0 || len(ds.Spec.Replicas) != 2 {
 		t.Fatalf("the clone was counted besides the original: %s", testenv.DescribeLedger(ds))
 	}
-	if err := deleteLonghorn(ctx, probe); err != nil {
-		t.Fatal(err)
-	}
-	testenv.WaitLedger(t, ctx, env.Client, ns, d0, ledgerTimeout, "the probe released", func(ds *dsv1.DiskSchedule) bool {
-		_, found := ds.Spec.Replicas[probe.Name]
-		return !found && settled(ds) && ds.Status.StorageScheduled == 100*gi
+	testenv.WaitLedger(t, ctx, env.Client, ns, d0, ledgerTimeout, "the disk full at 100Gi again", func(ds *dsv1.DiskSchedule) bool {
+		return settled(ds) && ds.Status.StorageScheduled == 100*gi
 	})
 
 	// The migration ends: the original goes, the clone stays.

@@ -79,21 +79,28 @@ func createReplica(t *testing.T, ctx context.Context, ns, name, volume string, s
 	return r
 }
 
-// probeReplica creates a running replica name of 1Gi on the disk uuid
-// (diskName of node) and waits until the mirror has requested it. It
-// returns the replica and the ledger version the mirror wrote it in: that
-// version was planned at the clock's time of that reconcile, from a cache
-// that holds every Replica written before the probe (an informer delivers
-// one kind's events in order), so what the test checks in it is what the
-// mirror made of everything written before. Deleting the probe makes the
-// mirror reconcile the ledger again.
-func probeReplica(t *testing.T, ctx context.Context, ns, name, node, diskName, uuid string) (*lhv1.Replica, *dsv1.DiskSchedule) {
+// mirrorPass makes the mirror plan the ledger of the disk uuid (diskName
+// of node) at its clock's time, and returns the version it wrote last: it
+// creates a probe replica name of 1Gi there, waits until the mirror has
+// requested it, deletes it and waits until the mirror has released it.
+// Each of those writes is planned from the ledger as it was then (the
+// mirror patches with the resourceVersion it read) and from a cache that
+// holds every Replica written before the probe (an informer delivers one
+// kind's events in order): the version returned shows what the mirror made
+// of everything the test wrote before, at the clock's time.
+func mirrorPass(t *testing.T, ctx context.Context, ns, name, node, diskName, uuid string) *dsv1.DiskSchedule {
 	t.Helper()
-	r := createReplica(t, ctx, ns, name, name+"-vol", gi, node, diskName, uuid)
-	ds := testenv.WaitLedger(t, ctx, env.Client, ns, uuid, ledgerTimeout, "the probe "+name+" requested", func(ds *dsv1.DiskSchedule) bool {
+	probe := createReplica(t, ctx, ns, name, name+"-vol", gi, node, diskName, uuid)
+	testenv.WaitLedger(t, ctx, env.Client, ns, uuid, ledgerTimeout, "the probe "+name+" requested", func(ds *dsv1.DiskSchedule) bool {
 		return int64(ds.Spec.Replicas[name]) == gi
 	})
-	return r, ds
+	if err := deleteLonghorn(ctx, probe); err != nil {
+		t.Fatal(err)
+	}
+	return testenv.WaitLedger(t, ctx, env.Client, ns, uuid, ledgerTimeout, "the probe "+name+" released", func(ds *dsv1.DiskSchedule) bool {
+		_, found := ds.Spec.Replicas[name]
+		return !found
+	})
 }
 
 // createNode creates the Longhorn node ns-node with disks disk-0, disk-1, …
