@@ -37,9 +37,6 @@ type Input struct {
 	Previous dsv1.DiskScheduleStatus
 	// Disk is the disk's limit and schedulability.
 	Disk Disk
-	// Gone names replicas and backing images whose owner object no longer
-	// exists; their entries are released (rule 4).
-	Gone Owners
 	// PlacedVolumes maps each replica Longhorn persisted on this disk to its
 	// volume: a reservation of that volume ends once that replica is granted
 	// here, whether or not a request named the reservation (rule 5).
@@ -100,7 +97,7 @@ type PodBinding struct {
 	Node string
 }
 
-// Owners names ledger entries whose owner object no longer exists.
+// Owners names replicas and backing images, by the ledger entries they own.
 type Owners struct {
 	// Replicas are replica names.
 	Replicas map[string]bool
@@ -242,17 +239,11 @@ func (d *decider) setReservation(name string, st dsv1.ReservationStatus) {
 // keepDecided carries over every decision whose request is unchanged.
 func (d *decider) keepDecided() {
 	for _, name := range sortedKeys(d.in.Spec.Replicas) {
-		if d.in.Gone.Replicas[name] {
-			continue
-		}
 		if prev, ok := d.in.Previous.Replicas[name]; ok && prev.RequestedSize == int64(d.in.Spec.Replicas[name]) {
 			d.setReplica(name, prev)
 		}
 	}
 	for _, name := range sortedKeys(d.in.Spec.BackingImages) {
-		if d.in.Gone.BackingImages[name] {
-			continue
-		}
 		if prev, ok := d.in.Previous.BackingImages[name]; ok && prev.RequestedSize == int64(d.in.Spec.BackingImages[name]) {
 			d.setBackingImage(name, prev)
 		}
@@ -268,21 +259,18 @@ func (d *decider) keepDecided() {
 // needs space (rule 3).
 func (d *decider) shrink() {
 	for _, name := range sortedKeys(d.in.Spec.Replicas) {
-		if st, ok := d.shrunk(name, int64(d.in.Spec.Replicas[name]), d.in.Previous.Replicas, d.out.Replicas, d.in.Gone.Replicas); ok {
+		if st, ok := d.shrunk(name, int64(d.in.Spec.Replicas[name]), d.in.Previous.Replicas, d.out.Replicas); ok {
 			d.setReplica(name, st)
 		}
 	}
 	for _, name := range sortedKeys(d.in.Spec.BackingImages) {
-		if st, ok := d.shrunk(name, int64(d.in.Spec.BackingImages[name]), d.in.Previous.BackingImages, d.out.BackingImages, d.in.Gone.BackingImages); ok {
+		if st, ok := d.shrunk(name, int64(d.in.Spec.BackingImages[name]), d.in.Previous.BackingImages, d.out.BackingImages); ok {
 			d.setBackingImage(name, st)
 		}
 	}
 }
 
-func (d *decider) shrunk(name string, requested int64, previous, decided map[string]dsv1.RequestStatus, gone map[string]bool) (dsv1.RequestStatus, bool) {
-	if gone[name] {
-		return dsv1.RequestStatus{}, false
-	}
+func (d *decider) shrunk(name string, requested int64, previous, decided map[string]dsv1.RequestStatus) (dsv1.RequestStatus, bool) {
 	if _, done := decided[name]; done {
 		return dsv1.RequestStatus{}, false
 	}
@@ -302,13 +290,13 @@ func (d *decider) shrunk(name string, requested int64, previous, decided map[str
 // the new decision.
 func (d *decider) holdUndecided() {
 	for _, name := range sortedKeys(d.in.Spec.Replicas) {
-		if held := d.heldBy(name, d.in.Previous.Replicas, d.out.Replicas, d.in.Gone.Replicas); held > 0 {
+		if held := d.heldBy(name, d.in.Previous.Replicas, d.out.Replicas); held > 0 {
 			d.used += held
 			d.takeActual(kindReplica, name, d.in.ActualSizes[name])
 		}
 	}
 	for _, name := range sortedKeys(d.in.Spec.BackingImages) {
-		if held := d.heldBy(name, d.in.Previous.BackingImages, d.out.BackingImages, d.in.Gone.BackingImages); held > 0 {
+		if held := d.heldBy(name, d.in.Previous.BackingImages, d.out.BackingImages); held > 0 {
 			d.used += held
 			d.takeActual(kindBackingImage, name, held)
 		}
@@ -316,11 +304,8 @@ func (d *decider) holdUndecided() {
 }
 
 // heldBy returns the bytes the previous decision on an undecided request
-// still holds, or 0 when the request is decided or its owner is gone.
-func (d *decider) heldBy(name string, previous, decided map[string]dsv1.RequestStatus, gone map[string]bool) int64 {
-	if gone[name] {
-		return 0
-	}
+// still holds, or 0 when the request is decided.
+func (d *decider) heldBy(name string, previous, decided map[string]dsv1.RequestStatus) int64 {
 	if _, done := decided[name]; done {
 		return 0
 	}
@@ -412,7 +397,7 @@ func (d *decider) handoffCandidate(volume string) string {
 	if !ok || st.State != dsv1.ReservationStateScheduled {
 		return ""
 	}
-	if _, inSpec := d.in.Spec.Replicas[res.Replica]; !inSpec || d.in.Gone.Replicas[res.Replica] {
+	if _, inSpec := d.in.Spec.Replicas[res.Replica]; !inSpec {
 		return ""
 	}
 	if _, decided := d.out.Replicas[res.Replica]; decided {
@@ -436,7 +421,7 @@ func (d *decider) handOff() {
 		// replica still holds) become the replica's; only growth beyond them
 		// needs free space, and a disk that is not schedulable grants no new
 		// space (rule 8).
-		replicaHeld := d.heldBy(replica, d.in.Previous.Replicas, d.out.Replicas, d.in.Gone.Replicas)
+		replicaHeld := d.heldBy(replica, d.in.Previous.Replicas, d.out.Replicas)
 		held := res.ScheduledSize + replicaHeld
 		if requested > held && (!d.in.Disk.Schedulable || d.used-held+requested > d.limit) {
 			continue // decided as an ordinary growth request below
@@ -510,14 +495,11 @@ func (d *decider) fulfillOnNode() {
 // each by name), each granted when it fits under the limit.
 func (d *decider) grow() {
 	for _, name := range sortedKeys(d.in.Spec.Replicas) {
-		if d.in.Gone.Replicas[name] {
-			continue
-		}
 		if _, done := d.out.Replicas[name]; done {
 			continue
 		}
 		prev, hadPrev := d.in.Previous.Replicas[name]
-		held := d.heldBy(name, d.in.Previous.Replicas, d.out.Replicas, d.in.Gone.Replicas)
+		held := d.heldBy(name, d.in.Previous.Replicas, d.out.Replicas)
 		if d.in.Persisted.Replicas[name] && neverGranted(prev, hadPrev) {
 			size := int64(d.in.Spec.Replicas[name])
 			d.release(held)
@@ -545,14 +527,11 @@ func (d *decider) grow() {
 		d.setReplica(name, st)
 	}
 	for _, name := range sortedKeys(d.in.Spec.BackingImages) {
-		if d.in.Gone.BackingImages[name] {
-			continue
-		}
 		if _, done := d.out.BackingImages[name]; done {
 			continue
 		}
 		prev, hadPrev := d.in.Previous.BackingImages[name]
-		held := d.heldBy(name, d.in.Previous.BackingImages, d.out.BackingImages, d.in.Gone.BackingImages)
+		held := d.heldBy(name, d.in.Previous.BackingImages, d.out.BackingImages)
 		if d.in.Persisted.BackingImages[name] && neverGranted(prev, hadPrev) {
 			size := int64(d.in.Spec.BackingImages[name])
 			d.release(held)

@@ -38,8 +38,8 @@ func resScheduled(size int64, pod string, expires time.Time) dsv1.ReservationSta
 }
 
 // decide runs Decide and checks what must hold for every decision: it is
-// deterministic, leaves its input alone, storageScheduled is the sum of the
-// entries, the generation and limit are recorded, and deciding the result
+// deterministic, leaves its input alone, keeps the ledger's invariant
+// (Violation), the generation and limit are recorded, and deciding the result
 // again changes nothing.
 func decide(t *testing.T, in Input) (dsv1.DiskScheduleStatus, Outcome) {
 	t.Helper()
@@ -55,8 +55,8 @@ func decide(t *testing.T, in Input) (dsv1.DiskScheduleStatus, Outcome) {
 	if !reflect.DeepEqual(*specBefore, in.Spec) || !reflect.DeepEqual(*prevBefore, in.Previous) {
 		t.Fatalf("Decide changed its input")
 	}
-	if sum := sumScheduled(out); sum != out.StorageScheduled {
-		t.Errorf("storageScheduled = %d, sum of scheduledSize = %d", out.StorageScheduled, sum)
+	if v := Violation(out); v != "" {
+		t.Errorf("invariant broken: %s: %+v", v, out)
 	}
 	if out.ObservedGeneration != in.Generation {
 		t.Errorf("observedGeneration = %d, want %d", out.ObservedGeneration, in.Generation)
@@ -83,20 +83,6 @@ func decide(t *testing.T, in Input) (dsv1.DiskScheduleStatus, Outcome) {
 		t.Errorf("deciding the result again: outcome %+v", oc3)
 	}
 	return out, oc
-}
-
-func sumScheduled(st dsv1.DiskScheduleStatus) int64 {
-	var sum int64
-	for _, r := range st.Replicas {
-		sum += r.ScheduledSize
-	}
-	for _, r := range st.BackingImages {
-		sum += r.ScheduledSize
-	}
-	for _, r := range st.Reservations {
-		sum += r.ScheduledSize
-	}
-	return sum
 }
 
 func wantReq(t *testing.T, kind string, got map[string]dsv1.RequestStatus, name string, want dsv1.RequestStatus) {
@@ -576,15 +562,14 @@ func TestDecideRemoval(t *testing.T) {
 			"v-expired": {Size: 7 * Gi, Pod: "ns/q"},
 		},
 	}
-	in := func(mutate func(*dsv1.DiskScheduleSpec, *Owners)) Input {
+	in := func(mutate func(*dsv1.DiskScheduleSpec)) Input {
 		spec := *full.DeepCopy()
-		var gone Owners
-		mutate(&spec, &gone)
-		return Input{Spec: spec, Generation: 9, Previous: prev, Disk: okDisk(100 * Gi), Gone: gone, ReservationTimeout: timeout, Now: t0}
+		mutate(&spec)
+		return Input{Spec: spec, Generation: 9, Previous: prev, Disk: okDisk(100 * Gi), ReservationTimeout: timeout, Now: t0}
 	}
 
 	t.Run("removed replica frees its space for a new request in the same decision", func(t *testing.T) {
-		st, oc := decide(t, in(func(s *dsv1.DiskScheduleSpec, _ *Owners) {
+		st, oc := decide(t, in(func(s *dsv1.DiskScheduleSpec) {
 			delete(s.Replicas, "r-a")
 			s.Replicas["r-new"] = 60 * Gi
 		}))
@@ -596,7 +581,7 @@ func TestDecideRemoval(t *testing.T) {
 		wantOutcome(t, oc, 1, 0, 1, 0)
 	})
 	t.Run("removed rejected entry disappears and frees nothing", func(t *testing.T) {
-		st, oc := decide(t, in(func(s *dsv1.DiskScheduleSpec, _ *Owners) {
+		st, oc := decide(t, in(func(s *dsv1.DiskScheduleSpec) {
 			delete(s.Replicas, "r-big")
 			s.Replicas["r-new"] = 1
 		}))
@@ -608,7 +593,7 @@ func TestDecideRemoval(t *testing.T) {
 		wantOutcome(t, oc, 0, 1, 0, 0)
 	})
 	t.Run("removed rejected expansion frees the size it kept", func(t *testing.T) {
-		st, oc := decide(t, in(func(s *dsv1.DiskScheduleSpec, _ *Owners) {
+		st, oc := decide(t, in(func(s *dsv1.DiskScheduleSpec) {
 			delete(s.Replicas, "r-expand")
 			s.Replicas["r-new"] = 10 * Gi
 		}))
@@ -620,7 +605,7 @@ func TestDecideRemoval(t *testing.T) {
 		wantOutcome(t, oc, 1, 0, 1, 0)
 	})
 	t.Run("removed backing image and reservations", func(t *testing.T) {
-		st, oc := decide(t, in(func(s *dsv1.DiskScheduleSpec, _ *Owners) {
+		st, oc := decide(t, in(func(s *dsv1.DiskScheduleSpec) {
 			s.BackingImages = nil
 			s.Reservations = nil
 		}))
@@ -635,7 +620,7 @@ func TestDecideRemoval(t *testing.T) {
 		}
 	})
 	t.Run("everything removed", func(t *testing.T) {
-		st, oc := decide(t, in(func(s *dsv1.DiskScheduleSpec, _ *Owners) {
+		st, oc := decide(t, in(func(s *dsv1.DiskScheduleSpec) {
 			*s = dsv1.DiskScheduleSpec{}
 		}))
 		if len(st.Replicas)+len(st.BackingImages)+len(st.Reservations) != 0 {
@@ -644,35 +629,28 @@ func TestDecideRemoval(t *testing.T) {
 		wantScheduled(t, st, 0)
 		wantOutcome(t, oc, 0, 0, 5, 0)
 	})
-	t.Run("gone owners are released", func(t *testing.T) {
-		st, oc := decide(t, in(func(s *dsv1.DiskScheduleSpec, g *Owners) {
-			g.Replicas = map[string]bool{"r-a": true, "r-big": true, "not-in-spec": true}
-			g.BackingImages = map[string]bool{"bi-a": true}
+	t.Run("owners the mirror released free their space", func(t *testing.T) {
+		// The mirror removes the keys of replicas and backing images that
+		// are gone (rule 10); a new request takes their space in the same
+		// decision.
+		st, oc := decide(t, in(func(s *dsv1.DiskScheduleSpec) {
+			delete(s.Replicas, "r-a")
+			delete(s.Replicas, "r-big")
+			delete(s.BackingImages, "bi-a")
 			s.Replicas["r-new"] = 65 * Gi
 		}))
 		for _, name := range []string{"r-a", "r-big"} {
 			if _, ok := st.Replicas[name]; ok {
-				t.Errorf("gone %s still in status", name)
+				t.Errorf("released %s still in status", name)
 			}
 		}
 		if _, ok := st.BackingImages["bi-a"]; ok {
-			t.Errorf("gone bi-a still in status")
+			t.Errorf("released bi-a still in status")
 		}
 		wantReq(t, "replica", st.Replicas, "r-new", granted(65*Gi))
 		wantReq(t, "replica", st.Replicas, "r-b", granted(20*Gi))
 		wantScheduled(t, st, 100*Gi)
 		wantOutcome(t, oc, 1, 0, 2, 0)
-	})
-	t.Run("a gone replica's growth is not decided", func(t *testing.T) {
-		st, oc := decide(t, in(func(s *dsv1.DiskScheduleSpec, g *Owners) {
-			g.Replicas = map[string]bool{"r-b": true}
-			s.Replicas["r-b"] = 1 * Ti
-		}))
-		if _, ok := st.Replicas["r-b"]; ok {
-			t.Errorf("gone r-b still in status")
-		}
-		wantScheduled(t, st, 80*Gi)
-		wantOutcome(t, oc, 0, 0, 1, 0)
 	})
 }
 
@@ -841,11 +819,12 @@ func TestDecideNoHandoff(t *testing.T) {
 		wantReq(t, "replica", st.Replicas, "r-v", rejected(40*Gi, 0, "requested 40Gi, 0 free of limit 100Gi"))
 		wantRes(t, st.Reservations, "v", resScheduled(40*Gi, "ns/p", t0.Add(timeout)))
 	})
-	t.Run("named replica's owner is gone", func(t *testing.T) {
-		st, oc := decide(t, Input{Spec: spec(), Generation: 2, Previous: handoffPrev(), Disk: okDisk(100 * Gi),
-			Gone: Owners{Replicas: map[string]bool{"r-v": true}}, ReservationTimeout: timeout, Now: now})
+	t.Run("named replica released by the mirror", func(t *testing.T) {
+		s := spec()
+		delete(s.Replicas, "r-v")
+		st, oc := decide(t, Input{Spec: s, Generation: 2, Previous: handoffPrev(), Disk: okDisk(100 * Gi), ReservationTimeout: timeout, Now: now})
 		if _, ok := st.Replicas["r-v"]; ok {
-			t.Errorf("gone r-v in status")
+			t.Errorf("released r-v in status")
 		}
 		wantRes(t, st.Reservations, "v", resScheduled(40*Gi, "ns/p", t0.Add(timeout)))
 		wantOutcome(t, oc, 0, 0, 0, 0)
@@ -1156,7 +1135,6 @@ type ledgerModel struct {
 	disk    Disk
 	now     time.Time
 	gen     int64
-	gone    Owners
 	running map[string]bool
 	outcome Outcome
 	step    int
@@ -1226,7 +1204,7 @@ func (m *ledgerModel) namedByReservation(r string) bool {
 
 func (m *ledgerModel) replicaTaken(r string) bool {
 	_, inSpec := m.spec.Replicas[r]
-	return inSpec || m.gone.Replicas[r] || m.namedByReservation(r)
+	return inSpec || m.namedByReservation(r)
 }
 
 func (m *ledgerModel) resize(cur int64, grow bool) int64 {
@@ -1257,34 +1235,32 @@ func (m *ledgerModel) mutate() {
 			m.spec.Replicas[r] = rb(m.size())
 		}
 	case 2, 3: // grow a replica
-		if r, ok := pick(rng, m.spec.Replicas); ok && !m.gone.Replicas[r] {
+		if r, ok := pick(rng, m.spec.Replicas); ok {
 			m.spec.Replicas[r] = rb(m.resize(int64(m.spec.Replicas[r]), true))
 		}
 	case 4: // shrink a replica
-		if r, ok := pick(rng, m.spec.Replicas); ok && !m.gone.Replicas[r] {
+		if r, ok := pick(rng, m.spec.Replicas); ok {
 			m.spec.Replicas[r] = rb(m.resize(int64(m.spec.Replicas[r]), false))
 		}
 	case 5: // remove a replica
 		if r, ok := pick(rng, m.spec.Replicas); ok {
 			delete(m.spec.Replicas, r)
-			delete(m.gone.Replicas, r)
 			delete(m.running, r)
 		}
 	case 6: // add a backing image
 		if b, ok := pickFree(rng, imagePool, func(b string) bool {
 			_, in := m.spec.BackingImages[b]
-			return in || m.gone.BackingImages[b]
+			return in
 		}); ok {
 			m.spec.BackingImages[b] = rb(m.size())
 		}
 	case 7: // resize a backing image
-		if b, ok := pick(rng, m.spec.BackingImages); ok && !m.gone.BackingImages[b] {
+		if b, ok := pick(rng, m.spec.BackingImages); ok {
 			m.spec.BackingImages[b] = rb(m.resize(int64(m.spec.BackingImages[b]), rng.IntN(2) == 0))
 		}
 	case 8: // remove a backing image
 		if b, ok := pick(rng, m.spec.BackingImages); ok {
 			delete(m.spec.BackingImages, b)
-			delete(m.gone.BackingImages, b)
 		}
 	case 9, 10: // add a reservation
 		if v, ok := pickFree(rng, volumePool, func(v string) bool { _, in := m.spec.Reservations[v]; return in }); ok {
@@ -1379,23 +1355,15 @@ func (m *ledgerModel) mutate() {
 		} else {
 			m.disk.Schedulable, m.disk.Reason, m.disk.Message = true, dsv1.DiskScheduleReasonSchedulable, "disk is schedulable"
 		}
-	case 19: // an owner disappears; the key stays until someone removes it
+	case 19, 20: // an owner disappears: the mirror removes its key (rule 10)
 		if rng.IntN(2) == 0 {
 			if r, ok := pick(rng, m.spec.Replicas); ok {
-				m.gone.Replicas[r] = true
+				delete(m.spec.Replicas, r)
+				delete(m.running, r)
 			}
 		} else if b, ok := pick(rng, m.spec.BackingImages); ok {
-			m.gone.BackingImages[b] = true
-		}
-	case 20: // garbage collection removes the keys of gone owners
-		for r := range m.gone.Replicas {
-			delete(m.spec.Replicas, r)
-			delete(m.running, r)
-		}
-		for b := range m.gone.BackingImages {
 			delete(m.spec.BackingImages, b)
 		}
-		m.gone = Owners{Replicas: map[string]bool{}, BackingImages: map[string]bool{}}
 	case 21: // adoption: a replica that already runs here is written to the ledger
 		if m.strict || rng.IntN(3) != 0 {
 			return
@@ -1431,20 +1399,13 @@ func (m *ledgerModel) mutate() {
 }
 
 func (m *ledgerModel) input() Input {
-	gone := Owners{Replicas: map[string]bool{}, BackingImages: map[string]bool{}}
-	for k, v := range m.gone.Replicas {
-		gone.Replicas[k] = v
-	}
-	for k, v := range m.gone.BackingImages {
-		gone.BackingImages[k] = v
-	}
 	running := map[string]bool{}
 	for k, v := range m.running {
 		running[k] = v
 	}
 	return Input{
 		Spec: *m.spec.DeepCopy(), Generation: m.gen, Previous: *m.status.DeepCopy(),
-		Disk: m.disk, Gone: gone, Persisted: Owners{Replicas: running}, ReservationTimeout: timeout, Now: m.now,
+		Disk: m.disk, Persisted: Owners{Replicas: running}, ReservationTimeout: timeout, Now: m.now,
 	}
 }
 
@@ -1470,9 +1431,9 @@ func (m *ledgerModel) decide() {
 		m.fail("Decide changed its input")
 	}
 
-	// storageScheduled is the sum of every entry; limit and generation recorded.
-	if sum := sumScheduled(out); sum != out.StorageScheduled {
-		m.fail("storageScheduled %d != Σ scheduledSize %d: %+v", out.StorageScheduled, sum, out)
+	// The ledger's invariant holds; limit and generation recorded.
+	if v := Violation(out); v != "" {
+		m.fail("invariant broken: %s: %+v", v, out)
 	}
 	if out.StorageLimit != m.disk.Limit || out.ObservedGeneration != m.gen {
 		m.fail("storageLimit %d observedGeneration %d", out.StorageLimit, out.ObservedGeneration)
@@ -1521,17 +1482,11 @@ func (m *ledgerModel) decide() {
 		}
 	}
 
-	// Every spec key has a status entry (gone owners none), every status
-	// entry a spec key, and each entry is well formed.
-	checkRequests := func(kind string, spec map[string]rb, status, previous map[string]dsv1.RequestStatus, gone map[string]bool) {
+	// Every spec key has a status entry, every status entry a spec key, and
+	// each entry is well formed.
+	checkRequests := func(kind string, spec map[string]rb, status, previous map[string]dsv1.RequestStatus) {
 		for name, size := range spec {
 			st, ok := status[name]
-			if gone[name] {
-				if ok {
-					m.fail("%s %s: owner gone but status %+v", kind, name, st)
-				}
-				continue
-			}
 			if !ok {
 				m.fail("%s %s: in spec, no status", kind, name)
 			}
@@ -1585,8 +1540,8 @@ func (m *ledgerModel) decide() {
 			}
 		}
 	}
-	checkRequests("replica", m.spec.Replicas, out.Replicas, prev.Replicas, m.gone.Replicas)
-	checkRequests("backing image", m.spec.BackingImages, out.BackingImages, prev.BackingImages, m.gone.BackingImages)
+	checkRequests("replica", m.spec.Replicas, out.Replicas, prev.Replicas)
+	checkRequests("backing image", m.spec.BackingImages, out.BackingImages, prev.BackingImages)
 
 	var nextExpiry time.Time
 	for v, res := range m.spec.Reservations {
@@ -1672,7 +1627,7 @@ func (m *ledgerModel) decide() {
 	// schedulable disk grants all of it.
 	ds := dsWith(*m.spec.DeepCopy(), *prev.DeepCopy())
 	ds.Status.StorageLimit = limit
-	if m.disk.Schedulable && len(m.gone.Replicas)+len(m.gone.BackingImages) == 0 &&
+	if m.disk.Schedulable &&
 		prev.StorageScheduled+PendingGrowth(ds) <= limit && oc.Rejected != 0 {
 		m.fail("pending growth %d fits (%d of %d scheduled) but %d rejected: %+v", PendingGrowth(ds), prev.StorageScheduled, limit, oc.Rejected, out)
 	}
@@ -1715,7 +1670,6 @@ func TestDecideProperties(t *testing.T) {
 					Replicas: map[string]rb{}, BackingImages: map[string]rb{}, Reservations: map[string]dsv1.DiskScheduleReservation{}},
 				disk:    okDisk(0),
 				now:     t0,
-				gone:    Owners{Replicas: map[string]bool{}, BackingImages: map[string]bool{}},
 				running: map[string]bool{},
 			}
 			m.disk.Limit = (m.rng.Int64N(100) + 20) * Gi

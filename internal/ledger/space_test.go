@@ -146,7 +146,7 @@ func TestDecideActualSpace(t *testing.T) {
 			disk := okDisk(limit)
 			disk.Space = tc.space
 			prev := tc.previous
-			prev.StorageScheduled = sumScheduled(prev)
+			prev.StorageScheduled = scheduledSum(prev)
 			prev.StorageLimit = limit
 			out, _ := decide(t, Input{Spec: tc.spec, Generation: 2, Previous: prev, Disk: disk, ActualSizes: tc.actual, Now: t0})
 			for name, state := range tc.want {

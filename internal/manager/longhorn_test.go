@@ -3,7 +3,6 @@ package manager_test
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -17,7 +16,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
@@ -25,6 +23,7 @@ import (
 	dsv1 "github.com/longhorn/diskschedule/api/v1beta2"
 	"github.com/longhorn/diskschedule/internal/manager"
 	"github.com/longhorn/diskschedule/internal/manager/managertest"
+	"github.com/longhorn/diskschedule/internal/testenv"
 )
 
 const gi = int64(1) << 30
@@ -81,20 +80,18 @@ func TestNeverWritesLonghorn(t *testing.T) {
 		uuid["UUID-C"]: {360 * gi, map[string]int64{"pvc-0a1b-r-5a6b7c8d": 10 * gi}, nil, false},
 	}
 	for disk, w := range want {
-		waitLedger(t, ctx, ns, disk, func(ds *dsv1.DiskSchedule) (bool, string) {
+		testenv.WaitLedger(t, ctx, env.Client, ns, disk, 30*time.Second, "its limit and what Longhorn persisted there", func(ds *dsv1.DiskSchedule) bool {
 			var sum int64
 			for _, m := range []map[string]int64{w.replicas, w.images} {
 				for _, s := range m {
 					sum += s
 				}
 			}
-			ok := ds.Status.StorageLimit == w.limit && ds.Status.StorageScheduled == sum &&
+			return ds.Status.StorageLimit == w.limit && ds.Status.StorageScheduled == sum &&
 				ds.Status.ObservedGeneration == ds.Generation &&
 				equalRequests(ds.Spec.Replicas, ds.Status.Replicas, w.replicas) &&
 				equalRequests(ds.Spec.BackingImages, ds.Status.BackingImages, w.images) &&
 				meta.IsStatusConditionTrue(ds.Status.Conditions, dsv1.DiskScheduleConditionReady) == w.ready
-			return ok, fmt.Sprintf("limit %d, scheduled %d, spec %v %v, status %v %v, conditions %v", ds.Status.StorageLimit,
-				ds.Status.StorageScheduled, ds.Spec.Replicas, ds.Spec.BackingImages, ds.Status.Replicas, ds.Status.BackingImages, ds.Status.Conditions)
 		})
 	}
 	list := &dsv1.DiskScheduleList{}
@@ -120,12 +117,12 @@ func TestNeverWritesLonghorn(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitLedger(t, ctx, ns, ghost, func(ds *dsv1.DiskSchedule) (bool, string) {
-		return ds.Status.Replicas["pvc-0a1b-r-ghost"].ScheduledSize == gi, "waiting for the grant"
+	testenv.WaitLedger(t, ctx, env.Client, ns, ghost, 30*time.Second, "the ghost request granted", func(ds *dsv1.DiskSchedule) bool {
+		return ds.Status.Replicas["pvc-0a1b-r-ghost"].ScheduledSize == gi
 	})
-	waitLedger(t, ctx, ns, ghost, func(ds *dsv1.DiskSchedule) (bool, string) {
+	testenv.WaitLedger(t, ctx, env.Client, ns, ghost, 30*time.Second, "the ghost request released", func(ds *dsv1.DiskSchedule) bool {
 		_, found := ds.Status.Replicas["pvc-0a1b-r-ghost"]
-		return !found && ds.Status.StorageScheduled == 10*gi, "waiting for the release"
+		return !found && ds.Status.StorageScheduled == 10*gi
 	})
 
 	after := snapshot(t, ctx, ns)
@@ -319,25 +316,6 @@ func grantRole(t *testing.T, ctx context.Context, ns, user string) {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { _ = env.Client.Delete(context.Background(), obj) })
-	}
-}
-
-// waitLedger polls the DiskSchedule until done accepts it.
-func waitLedger(t *testing.T, ctx context.Context, ns, uuid string, done func(*dsv1.DiskSchedule) (bool, string)) {
-	t.Helper()
-	var last string
-	err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
-		ds := &dsv1.DiskSchedule{}
-		if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: uuid}, ds); err != nil {
-			last = err.Error()
-			return false, client.IgnoreNotFound(err)
-		}
-		ok, state := done(ds)
-		last = state
-		return ok, nil
-	})
-	if err != nil {
-		t.Fatalf("waiting for DiskSchedule %s: %v; last: %s", uuid, err, last)
 	}
 }
 

@@ -7,11 +7,11 @@ import (
 	"sort"
 	"sync"
 
-	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	dsv1 "github.com/longhorn/diskschedule/api/v1beta2"
+	ledgerrules "github.com/longhorn/diskschedule/internal/ledger"
 )
 
 // LedgerRow is one disk's DiskSchedule ledger after a run, with what it
@@ -140,28 +140,10 @@ func (m *ledgerMonitor) see(ds *dsv1.DiskSchedule, baseline bool) {
 	m.states[ds.Name] = states
 }
 
-// invariantBroken says how a ledger version breaks the ledger's rules, or
-// "": storageScheduled over storageLimit without adopted allocations (rule
-// 2), or not the sum of the scheduled sizes of its entries.
+// invariantBroken says how a ledger version breaks the ledger's invariant,
+// or "" (ledger.Violation, the one definition of it).
 func invariantBroken(ds *dsv1.DiskSchedule) string {
-	st := ds.Status
-	var sum int64
-	for _, e := range st.Replicas {
-		sum += e.ScheduledSize
-	}
-	for _, e := range st.BackingImages {
-		sum += e.ScheduledSize
-	}
-	for _, e := range st.Reservations {
-		sum += e.ScheduledSize
-	}
-	switch {
-	case st.StorageScheduled > st.StorageLimit && !meta.IsStatusConditionTrue(st.Conditions, dsv1.DiskScheduleConditionOvercommitted):
-		return fmt.Sprintf("storageScheduled %s is over storageLimit %s", Bytes(st.StorageScheduled), Bytes(st.StorageLimit))
-	case sum != st.StorageScheduled:
-		return fmt.Sprintf("storageScheduled %s is not the sum of its entries' scheduled sizes, %s", Bytes(st.StorageScheduled), Bytes(sum))
-	}
-	return ""
+	return ledgerrules.Violation(ds.Status)
 }
 
 // stop ends the watch, looks at the ledgers once more so that the final

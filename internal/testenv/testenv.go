@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -44,6 +45,11 @@ type Env struct {
 	// started, if any; controllersDir holds its files.
 	controllers    *controlplane.ControllerManager
 	controllersDir string
+
+	mu sync.Mutex
+	// namespaces counts the namespaces NewNamespace made, by the test name
+	// they came from.
+	namespaces map[string]int
 }
 
 // RepoRoot returns the repository root, found from this source file's
@@ -158,7 +164,9 @@ func (e *Env) CreateNamespace(ctx context.Context, name string) error {
 }
 
 // NewNamespace creates a namespace named after the test, so each test owns
-// its objects.
+// its objects. A test run again in the same process (go test -count) gets a
+// new one, named with a suffix: an envtest API server deletes no namespace,
+// so the one before still holds the earlier run's objects.
 func (e *Env) NewNamespace(t testing.TB) string {
 	t.Helper()
 	name := strings.ToLower(strings.NewReplacer("/", "-", "_", "-").Replace(t.Name()))
@@ -166,6 +174,15 @@ func (e *Env) NewNamespace(t testing.TB) string {
 		name = name[:50]
 	}
 	name = strings.TrimRight(name, "-")
+	e.mu.Lock()
+	if e.namespaces == nil {
+		e.namespaces = map[string]int{}
+	}
+	e.namespaces[name]++
+	if n := e.namespaces[name]; n > 1 {
+		name = fmt.Sprintf("%s-%d", name, n)
+	}
+	e.mu.Unlock()
 	if err := e.CreateNamespace(context.Background(), name); err != nil {
 		t.Fatal(err)
 	}

@@ -15,7 +15,6 @@ import (
 	storagev1 "k8s.io/api/storage/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -24,6 +23,7 @@ import (
 	dsv1 "github.com/longhorn/diskschedule/api/v1beta2"
 	"github.com/longhorn/diskschedule/internal/sandbox"
 	"github.com/longhorn/diskschedule/internal/simlonghorn"
+	"github.com/longhorn/diskschedule/internal/testenv"
 )
 
 // kindTopology has a node whose one disk is too small for any claim of the
@@ -244,18 +244,15 @@ func (cl *cluster) boundVolume(t *testing.T, claim *corev1.PersistentVolumeClaim
 	t.Helper()
 	cur := &corev1.PersistentVolumeClaim{}
 	pv := &corev1.PersistentVolume{}
-	err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, 60*time.Second, true, func(ctx context.Context) (bool, error) {
+	testenv.Eventually(t, context.Background(), 60*time.Second, fmt.Sprintf("claim %s/%s is bound", claim.Namespace, claim.Name), func(ctx context.Context) (bool, string, error) {
 		if err := cl.c.Get(ctx, client.ObjectKeyFromObject(claim), cur); err != nil {
-			return false, err
+			return false, "", err
 		}
 		if cur.Status.Phase != corev1.ClaimBound {
-			return false, nil
+			return false, fmt.Sprintf("phase %q", cur.Status.Phase), nil
 		}
-		return true, cl.c.Get(ctx, client.ObjectKey{Name: cur.Spec.VolumeName}, pv)
-	})
-	if err != nil {
-		t.Fatalf("claim %s/%s is not bound (phase %q): %v", claim.Namespace, claim.Name, cur.Status.Phase, err)
-	}
+		return true, "", cl.c.Get(ctx, client.ObjectKey{Name: cur.Spec.VolumeName}, pv)
+	}, testenv.Every(100*time.Millisecond))
 	if pv.Spec.CSI == nil || pv.Spec.CSI.Driver != simlonghorn.CSIDriver {
 		t.Fatalf("claim %s/%s is bound to %s, which is not a Longhorn volume", claim.Namespace, claim.Name, pv.Name)
 	}
@@ -291,35 +288,31 @@ func (cl *cluster) pinnedPod(t *testing.T, ns, name, node string, claims ...*cor
 func (cl *cluster) waitRunningOn(t *testing.T, pod *corev1.Pod, node string) {
 	t.Helper()
 	cur := &corev1.Pod{}
-	err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, 90*time.Second, true, func(ctx context.Context) (bool, error) {
+	testenv.Eventually(t, context.Background(), 90*time.Second, fmt.Sprintf("pod %s/%s is Running on %s", pod.Namespace, pod.Name, node), func(ctx context.Context) (bool, string, error) {
 		if err := cl.c.Get(ctx, client.ObjectKeyFromObject(pod), cur); err != nil {
-			return false, err
+			return false, "", err
 		}
-		return cur.Spec.NodeName == node && cur.Status.Phase == corev1.PodRunning, nil
-	})
-	if err != nil {
 		why := ""
 		for _, c := range cur.Status.Conditions {
 			if c.Type == corev1.PodScheduled {
 				why = fmt.Sprintf("%s %s: %s", c.Status, c.Reason, c.Message)
 			}
 		}
-		t.Fatalf("pod %s/%s: want Running on %s, is on %q in phase %s (PodScheduled %s): %v",
-			pod.Namespace, pod.Name, node, cur.Spec.NodeName, cur.Status.Phase, why, err)
-	}
+		return cur.Spec.NodeName == node && cur.Status.Phase == corev1.PodRunning,
+			fmt.Sprintf("on %q in phase %s (PodScheduled %s)", cur.Spec.NodeName, cur.Status.Phase, why), nil
+	}, testenv.Every(100*time.Millisecond))
 }
 
 // waitReplicas waits until Longhorn's volume has replicas placed replicas,
 // exactly one of them on node.
 func (cl *cluster) waitReplicas(t *testing.T, volume, node string, replicas int) {
 	t.Helper()
-	var placed []string
-	err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, 60*time.Second, true, func(ctx context.Context) (bool, error) {
+	testenv.Eventually(t, context.Background(), 60*time.Second, fmt.Sprintf("volume %s has %d replicas, one on %s", volume, replicas, node), func(ctx context.Context) (bool, string, error) {
 		list := &lhv1.ReplicaList{}
 		if err := cl.c.List(ctx, list, client.InNamespace(sandbox.Namespace)); err != nil {
-			return false, err
+			return false, "", err
 		}
-		placed = placed[:0]
+		var placed []string
 		local := 0
 		for _, r := range list.Items {
 			if r.Spec.VolumeName != volume || !r.DeletionTimestamp.IsZero() || r.Spec.DiskID == "" {
@@ -330,10 +323,7 @@ func (cl *cluster) waitReplicas(t *testing.T, volume, node string, replicas int)
 				local++
 			}
 		}
-		return len(placed) == replicas && local == 1, nil
-	})
-	if err != nil {
 		sort.Strings(placed)
-		t.Fatalf("volume %s: want %d replicas, one on %s; they are on %s: %v", volume, replicas, node, strings.Join(placed, ", "), err)
-	}
+		return len(placed) == replicas && local == 1, "on " + strings.Join(placed, ", "), nil
+	}, testenv.Every(100*time.Millisecond))
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/longhorn/diskschedule/internal/sandbox"
 	"github.com/longhorn/diskschedule/internal/scenario"
 	"github.com/longhorn/diskschedule/internal/testenv"
+	"github.com/longhorn/diskschedule/internal/testenv/sandboxtest"
 )
 
 // cluster is a running sandbox and a client of it that can watch.
@@ -23,58 +24,20 @@ type cluster struct {
 }
 
 // startSandbox starts the sandbox with the extender and the topology file
-// of config/sandbox, adjusted by adjust, and stops it when the test ends.
-// On failure it logs the sandbox's progress and the end of kube-scheduler's log.
+// of config/sandbox, adjusted by adjust, and stops it when the test ends,
+// failing the test when a component stopped on its own or outlives Stop.
 func startSandbox(t testing.TB, topologyFile string, adjust ...func(*sandbox.Options)) *cluster {
 	t.Helper()
-	if testing.Short() {
-		t.Skip("starts a control plane")
-	}
-	root := testenv.RepoRoot()
-	topo, err := sandbox.LoadTopology(filepath.Join(root, "config", "sandbox", topologyFile))
+	topo, err := sandbox.LoadTopology(filepath.Join(testenv.RepoRoot(), "config", "sandbox", topologyFile))
 	if err != nil {
 		t.Fatal(err)
 	}
-	logDir := filepath.Join(t.TempDir(), "logs")
-	out := &testenv.LockedBuffer{}
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	start := time.Now()
-	opts := sandbox.Options{
-		Topology:  topo,
-		Extender:  true,
-		ConfigDir: filepath.Join(root, "config"),
-		AssetsDir: testenv.AssetsDir(),
-		LogDir:    logDir,
-		Out:       out,
-	}
+	opts := sandbox.Options{Topology: topo, Extender: true}
 	for _, a := range adjust {
 		a(&opts)
 	}
-	sb, err := sandbox.Start(ctx, opts)
-	if err != nil {
-		t.Fatalf("starting the sandbox with %s: %v\n%s", topologyFile, err, out)
-	}
-	t.Logf("sandbox with %s ready in %s", topologyFile, time.Since(start).Round(100*time.Millisecond))
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("sandbox progress:\n%s", out)
-			testenv.LogTail(t, filepath.Join(logDir, "kube-scheduler.log"))
-		}
-		select {
-		case <-sb.Done():
-			t.Errorf("a component of the sandbox stopped on its own: %v", sb.Err())
-		default:
-		}
-		if err := sb.Stop(); err != nil {
-			t.Errorf("stopping the sandbox: %v", err)
-		}
-		for _, p := range sb.Processes() {
-			if sandbox.ProcessAlive(p.PID) {
-				t.Errorf("%s (pid %d) is still running after Stop", p.Name, p.PID)
-			}
-		}
-	})
+	t.Logf("starting the sandbox with %s", topologyFile)
+	sb := sandboxtest.Start(t, sandboxtest.Options{Sandbox: opts, Strict: true})
 	c, err := client.NewWithWatch(sb.AdminConfig(), client.Options{Scheme: sb.Scheme()})
 	if err != nil {
 		t.Fatal(err)
@@ -103,8 +66,10 @@ func (cl *cluster) cleanup(t testing.TB, o scenario.Common) {
 	}
 }
 
-// checkLedgers fails the test when a ledger broke its invariant in any
-// version seen during a run, or ends over its limit.
+// checkLedgers fails the test when a ledger broke its invariant
+// (ledger.Violation, which the scenario's monitor applies to every version
+// seen during a run), or ends over its limit: nothing in these runs is
+// adopted.
 func checkLedgers(t testing.TB, what string, res scenario.Result) {
 	t.Helper()
 	for _, v := range res.Violations {

@@ -26,6 +26,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/longhorn/diskschedule/internal/sandbox"
+	"github.com/longhorn/diskschedule/internal/testenv"
 )
 
 // attachLatency is how long attaching a Longhorn volume to its pod's node
@@ -139,14 +140,13 @@ func (d *attachDelay) register(ctx context.Context, c client.Client) error {
 // Volume of the sandbox with a server-side dry run until the webhook has
 // reviewed a request. The burst must not start before attaches are delayed.
 func (d *attachDelay) waitActive(ctx context.Context, c client.Client, timeout time.Duration) error {
-	deadline := time.Now().Add(timeout)
-	for {
+	state, err := testenv.Poll(ctx, timeout, func(ctx context.Context) (bool, string, error) {
 		vols := &lhv1.VolumeList{}
 		if err := c.List(ctx, vols, client.InNamespace(sandbox.Namespace)); err != nil {
-			return err
+			return false, "", err
 		}
 		if len(vols.Items) == 0 {
-			return errors.New("no Longhorn volume to probe the attach-latency webhook with")
+			return false, "", errors.New("no Longhorn volume to probe the attach-latency webhook with")
 		}
 		before, _ := d.Counts()
 		vol := vols.Items[0].DeepCopy()
@@ -156,16 +156,15 @@ func (d *attachDelay) waitActive(ctx context.Context, c client.Client, timeout t
 		}
 		vol.Annotations["failover.diskschedule.longhorn.io/probe"] = time.Now().Format(time.RFC3339Nano)
 		if err := c.Patch(ctx, vol, client.MergeFrom(base), client.DryRunAll); err != nil {
-			return fmt.Errorf("probing the attach-latency webhook: %w", err)
+			return false, "", fmt.Errorf("probing the attach-latency webhook: %w", err)
 		}
-		if after, _ := d.Counts(); after > before {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("the API server did not call the attach-latency webhook within %s", timeout)
-		}
-		time.Sleep(100 * time.Millisecond)
+		after, _ := d.Counts()
+		return after > before, fmt.Sprintf("%d reviews", after), nil
+	}, testenv.Every(100*time.Millisecond))
+	if err != nil {
+		return fmt.Errorf("the API server did not call the attach-latency webhook within %s (%s): %w", timeout, state, err)
 	}
+	return nil
 }
 
 // review allows every request, after attachLatency for one that attaches a volume.

@@ -10,7 +10,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
@@ -23,9 +22,9 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
+	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -38,6 +37,7 @@ import (
 	"github.com/longhorn/diskschedule/internal/sandbox"
 	"github.com/longhorn/diskschedule/internal/simlonghorn"
 	"github.com/longhorn/diskschedule/internal/testenv"
+	"github.com/longhorn/diskschedule/internal/testenv/sandboxtest"
 )
 
 // fourNodes has room for 16 volumes of 100Gi, four per node.
@@ -137,6 +137,9 @@ type member struct {
 	// extender and metrics are where it listens, on loopback.
 	extender, metrics string
 	cut               cutOff
+	// clock is the member's manager's clock (its ledger, mirror and
+	// extender, the extender's fence included).
+	clock *heldClock
 }
 
 // endpoint is the extender's address as the EndpointSlice names it.
@@ -148,6 +151,7 @@ func (m *member) configure(opts *manager.Options, cfg *rest.Config) {
 	opts.AdvertiseIP = m.podIP
 	opts.NodeName = m.name
 	opts.LeaseDuration, opts.RenewDeadline, opts.RetryPeriod = leaseDuration, renewDeadline, retryPeriod
+	opts.Clock = m.clock
 	m.extender, m.metrics = opts.ExtenderBindAddress, opts.MetricsBindAddress
 	cfg.Wrap(m.cut.wrap)
 }
@@ -165,6 +169,46 @@ func (c *cutOff) wrap(rt http.RoundTripper) http.RoundTripper {
 	})
 }
 
+// heldClock is a manager's clock that runs with the wall clock, stepped at
+// a steady pace, except while the test holds it: a new leader's fence,
+// measured on this clock, cannot end while the test looks at it. Once
+// released it runs on, behind the wall clock by the time it was held.
+type heldClock struct {
+	*clocktesting.FakeClock
+	held atomic.Bool
+}
+
+// runHeldClock starts a heldClock at the wall clock's time; it runs until
+// the test ends.
+func runHeldClock(t *testing.T) *heldClock {
+	c := &heldClock{FakeClock: clocktesting.NewFakeClock(time.Now())}
+	ticker := time.NewTicker(10 * time.Millisecond)
+	done := make(chan struct{})
+	t.Cleanup(func() { close(done) })
+	go func() {
+		defer ticker.Stop()
+		last := time.Now()
+		for {
+			select {
+			case <-done:
+				return
+			case now := <-ticker.C:
+				if !c.held.Load() {
+					c.Step(now.Sub(last))
+				}
+				last = now
+			}
+		}
+	}()
+	return c
+}
+
+// Hold stops the clock until Release.
+func (c *heldClock) Hold() { c.held.Store(true) }
+
+// Release lets the clock run on from where it was held.
+func (c *heldClock) Release() { c.held.Store(false) }
+
 type roundTripper func(*http.Request) (*http.Response, error)
 
 func (f roundTripper) RoundTrip(req *http.Request) (*http.Response, error) { return f(req) }
@@ -173,7 +217,10 @@ func testFailover(t *testing.T, cut bool) {
 	ctx := context.Background()
 	// Pod IPs from TEST-NET-1 (RFC 5737): never routed, and accepted in an
 	// EndpointSlice, which refuses loopback addresses.
-	members := []*member{{index: 0, name: "manager-a", podIP: "192.0.2.10"}, {index: 1, name: "manager-b", podIP: "192.0.2.11"}}
+	members := []*member{
+		{index: 0, name: "manager-a", podIP: "192.0.2.10", clock: runHeldClock(t)},
+		{index: 1, name: "manager-b", podIP: "192.0.2.11", clock: runHeldClock(t)},
+	}
 	proxy, err := newLeaderProxy()
 	if err != nil {
 		t.Fatal(err)
@@ -190,31 +237,12 @@ func testFailover(t *testing.T, cut bool) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dir := t.TempDir()
-	out := &strings.Builder{}
-	sb, err := sandbox.Start(ctx, sandbox.Options{
+	sb := sandboxtest.Start(t, sandboxtest.Options{Sandbox: sandbox.Options{
 		Topology:    topo,
 		Extender:    true,
-		ConfigDir:   filepath.Join(testenv.RepoRoot(), "config"),
-		AssetsDir:   testenv.AssetsDir(),
-		LogDir:      filepath.Join(dir, "logs"),
-		Out:         out,
 		Managers:    []sandbox.ManagerHook{members[0].configure, members[1].configure},
 		ExtenderURL: proxy.URL(),
-	})
-	if err != nil {
-		t.Fatalf("starting the sandbox: %v\n%s", err, out)
-	}
-	t.Cleanup(func() {
-		if err := sb.Stop(); err != nil {
-			t.Errorf("stopping the sandbox: %v", err)
-		}
-	})
-	t.Cleanup(func() {
-		if t.Failed() {
-			testenv.LogTail(t, filepath.Join(dir, "logs", "kube-scheduler.log"))
-		}
-	})
+	}})
 	c := sb.Client()
 	if err := attach.register(ctx, c); err != nil {
 		t.Fatal(err)
@@ -257,7 +285,7 @@ func testFailover(t *testing.T, cut bool) {
 	// names it, and kube-scheduler reaches it through the proxy.
 	hc := &http.Client{Timeout: time.Second}
 	var leader *member
-	eventually(t, time.Minute, "one manager serves the extender and the EndpointSlice points at it", func(ctx context.Context) (bool, string, error) {
+	testenv.Eventually(t, ctx, time.Minute, "one manager serves the extender and the EndpointSlice points at it", func(ctx context.Context) (bool, string, error) {
 		var serving []*member
 		for _, m := range members {
 			if controlplane.Healthy(ctx, hc, "http://"+m.extender+"/healthz") {
@@ -286,7 +314,7 @@ func testFailover(t *testing.T, cut bool) {
 			t.Fatal(err)
 		}
 	}
-	eventually(t, time.Minute, "every claim is bound", func(ctx context.Context) (bool, string, error) {
+	testenv.Eventually(t, ctx, time.Minute, "every claim is bound", func(ctx context.Context) (bool, string, error) {
 		list := &corev1.PersistentVolumeClaimList{}
 		if err := c.List(ctx, list, client.InNamespace(ns.Name)); err != nil {
 			return false, "", err
@@ -328,7 +356,7 @@ func testFailover(t *testing.T, cut bool) {
 	// Stop the leader mid-burst, while it holds granted reservations.
 	var boundAtStop int
 	var granted map[reservationKey]dsv1.ReservationStatus
-	eventually(t, time.Minute, fmt.Sprintf("%d pods are bound and a reservation is granted", stopAfter), func(ctx context.Context) (bool, string, error) {
+	testenv.Eventually(t, ctx, time.Minute, fmt.Sprintf("%d pods are bound and a reservation is granted", stopAfter), func(ctx context.Context) (bool, string, error) {
 		pods, err := listPods(ctx, c, ns.Name)
 		if err != nil {
 			return false, "", err
@@ -342,6 +370,9 @@ func testFailover(t *testing.T, cut bool) {
 		}
 		return boundAtStop >= stopAfter && len(granted) > 0, fmt.Sprintf("%d bound, %d reservations granted", boundAtStop, len(granted)), nil
 	})
+	// The follower's clock stands still until the test has seen its fence.
+	follower.clock.Hold()
+	t.Cleanup(follower.clock.Release)
 	if cut {
 		leader.cut.cut.Store(true)
 	}
@@ -353,17 +384,20 @@ func testFailover(t *testing.T, cut bool) {
 
 	// The follower takes over within the lease duration and a few seconds.
 	deadline := leaseDuration + takeoverSlack
-	eventually(t, deadline, fmt.Sprintf("%s serves the extender", follower.name), func(ctx context.Context) (bool, string, error) {
+	testenv.Eventually(t, ctx, deadline, fmt.Sprintf("%s serves the extender", follower.name), func(ctx context.Context) (bool, string, error) {
 		return controlplane.Healthy(ctx, hc, "http://"+follower.extender+"/healthz"), "/healthz does not answer 200", nil
 	})
 	takeover := time.Since(stopAt)
 	// The new leader fences: it answers no filter until the pods the old
-	// one let through have bound (the fence is the manager's default, 10 s).
-	eventually(t, deadline, fmt.Sprintf("%s reports its fence", follower.name), func(ctx context.Context) (bool, string, error) {
+	// one let through have bound (the fence is the manager's default, 10 s
+	// on its clock, which stands still until the test has seen the fence,
+	// then runs on).
+	testenv.Eventually(t, ctx, deadline, fmt.Sprintf("%s reports its fence", follower.name), func(ctx context.Context) (bool, string, error) {
 		v, err := metricSample(ctx, hc, follower.metrics, "longhorn_scheduler_extender_fenced")
 		return v == 1, fmt.Sprintf("longhorn_scheduler_extender_fenced %v", v), err
 	})
-	eventually(t, deadline, fmt.Sprintf("the EndpointSlice points at %s", follower.name), func(ctx context.Context) (bool, string, error) {
+	follower.clock.Release()
+	testenv.Eventually(t, ctx, deadline, fmt.Sprintf("the EndpointSlice points at %s", follower.name), func(ctx context.Context) (bool, string, error) {
 		return endpointNames(ctx, c, follower)
 	})
 	endpointMoved := time.Since(stopAt)
@@ -392,7 +426,7 @@ func testFailover(t *testing.T, cut bool) {
 
 	// Every pod is scheduled and running, no node has more than its disk holds.
 	var pods []corev1.Pod
-	eventually(t, 2*time.Minute, "every pod is bound and running", func(ctx context.Context) (bool, string, error) {
+	testenv.Eventually(t, ctx, 2*time.Minute, "every pod is bound and running", func(ctx context.Context) (bool, string, error) {
 		var err error
 		if pods, err = listPods(ctx, c, ns.Name); err != nil {
 			return false, "", err
@@ -420,7 +454,7 @@ func testFailover(t *testing.T, cut bool) {
 
 	// The ledgers settle to exactly the replicas: every reservation granted
 	// before the failover was handed over or expired, none vanished.
-	eventually(t, time.Minute, "the ledgers grant exactly the replicas", func(context.Context) (bool, string, error) {
+	testenv.Eventually(t, ctx, time.Minute, "the ledgers grant exactly the replicas", func(context.Context) (bool, string, error) {
 		var total int64
 		var held []string
 		for name, ds := range ledgers.Latest() {
@@ -650,19 +684,4 @@ func keys(m map[reservationKey]dsv1.ReservationStatus) []string {
 	}
 	sort.Strings(out)
 	return out
-}
-
-// eventually polls check every 50ms until it is done or timeout passes,
-// failing the test with the last state it reported.
-func eventually(t *testing.T, timeout time.Duration, what string, check func(ctx context.Context) (done bool, state string, err error)) {
-	t.Helper()
-	var state string
-	err := wait.PollUntilContextTimeout(context.Background(), 50*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
-		done, s, err := check(ctx)
-		state = s
-		return done, err
-	})
-	if err != nil {
-		t.Fatalf("waiting up to %s until %s: %v; last: %s", timeout, what, err, state)
-	}
 }

@@ -7,12 +7,12 @@ import (
 	"sync"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	dsv1 "github.com/longhorn/diskschedule/api/v1beta2"
+	"github.com/longhorn/diskschedule/internal/ledger"
 )
 
 // reservationKey names one reservation: a volume's on one disk's ledger.
@@ -26,8 +26,7 @@ func (k reservationKey) String() string { return k.volume + "@" + k.disk }
 // resourceVersion on, without gaps (a watch that expires is a failure, not
 // a relist), and checks each version against the one before:
 //
-//   - storageScheduled ≤ storageLimit (no ledger here adopts anything), and
-//     storageScheduled is the sum of the scheduled sizes in the status;
+//   - the ledger's invariant (ledger.Violation);
 //   - a reservation once scheduled stays in spec and status, and only
 //     becomes fulfilled or expired: it never vanishes nor turns rejected;
 //   - a reservation becomes fulfilled in the same version that grants the
@@ -134,21 +133,8 @@ func (w *ledgerWatch) observe(ds *dsv1.DiskSchedule, t watch.EventType) {
 	for volume, res := range st.Reservations {
 		w.seen[reservationKey{disk: ds.Name, volume: volume}] = res
 	}
-	if st.StorageScheduled > st.StorageLimit && !meta.IsStatusConditionTrue(st.Conditions, dsv1.DiskScheduleConditionOvercommitted) {
-		bad("storageScheduled %d is over storageLimit %d", st.StorageScheduled, st.StorageLimit)
-	}
-	var sum int64
-	for _, r := range st.Replicas {
-		sum += r.ScheduledSize
-	}
-	for _, r := range st.BackingImages {
-		sum += r.ScheduledSize
-	}
-	for _, r := range st.Reservations {
-		sum += r.ScheduledSize
-	}
-	if sum != st.StorageScheduled {
-		bad("storageScheduled %d is not the sum of the scheduled sizes, %d", st.StorageScheduled, sum)
+	if v := ledger.Violation(st); v != "" {
+		bad("%s", v)
 	}
 	for volume, res := range st.Reservations {
 		if res.State != dsv1.ReservationStateFulfilled {

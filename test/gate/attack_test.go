@@ -6,8 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"math/rand"
-	"os"
-	"path/filepath"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -16,7 +14,6 @@ import (
 
 	lhv1 "github.com/longhorn/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -27,6 +24,7 @@ import (
 	"github.com/longhorn/diskschedule/internal/sandbox"
 	"github.com/longhorn/diskschedule/internal/testenv"
 	"github.com/longhorn/diskschedule/internal/testenv/replicawriter"
+	"github.com/longhorn/diskschedule/internal/testenv/sandboxtest"
 )
 
 const (
@@ -105,68 +103,27 @@ func (r *run) over() []string {
 	return out
 }
 
-// startSandbox starts a sandbox whose simulated Longhorn runs the nodes
-// only (Longhorn Nodes with their disks' status kept by the node
-// controller, the instance managers and the engine image Longhorn's
-// scheduler requires) and no volume controller, whose part the test's
-// writers play with Longhorn's own code, with managers managers.
-func startSandbox(t *testing.T, managers int, withGate bool) *sandbox.Sandbox {
+// startSandbox starts a sandbox on the nodes and disks of topo whose
+// simulated Longhorn runs the nodes only (Longhorn Nodes with their disks'
+// status kept by the node controller, the instance managers and the engine
+// image Longhorn's scheduler requires) and no volume controller, whose part
+// the test's writers play with Longhorn's own code, with managers managers.
+// The sandbox's logs are kept when the test fails.
+func startSandbox(t *testing.T, topo *sandbox.Topology, managers int, withGate bool) *sandbox.Sandbox {
 	t.Helper()
-	return startSandboxOn(t, topology(), managers, withGate)
-}
-
-// startSandboxOn is startSandbox on the nodes and disks of topo.
-func startSandboxOn(t *testing.T, topo *sandbox.Topology, managers int, withGate bool) *sandbox.Sandbox {
-	t.Helper()
-	if testing.Short() {
-		t.Skip("starts a control plane")
-	}
-	root := testenv.RepoRoot()
 	hooks := make([]sandbox.ManagerHook, managers)
 	for i := range hooks {
 		hooks[i] = withGrace
 	}
-	out := &testenv.LockedBuffer{}
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	sb, err := sandbox.Start(ctx, sandbox.Options{
-		Topology:          topo,
-		LonghornNodesOnly: true,
-		NoGate:            !withGate,
-		ConfigDir:         filepath.Join(root, "config"),
-		AssetsDir:         testenv.AssetsDir(),
-		LogDir:            keptLogs(t),
-		Out:               out,
-		Managers:          hooks,
+	return sandboxtest.Start(t, sandboxtest.Options{
+		Sandbox: sandbox.Options{
+			Topology:          topo,
+			LonghornNodesOnly: true,
+			NoGate:            !withGate,
+			Managers:          hooks,
+		},
+		KeepLogs: true,
 	})
-	if err != nil {
-		t.Fatalf("starting the sandbox: %v\n%s", err, out)
-	}
-	t.Cleanup(func() {
-		if err := sb.Stop(); err != nil {
-			t.Errorf("stopping the sandbox: %v", err)
-		}
-	})
-	return sb
-}
-
-// keptLogs returns a directory for the sandbox's logs that is removed when
-// the test passes and kept, its path logged, when it fails, so a broken
-// invariant can be traced in the managers' and Longhorn's logs.
-func keptLogs(t *testing.T) string {
-	t.Helper()
-	dir, err := os.MkdirTemp("", "diskschedule-gate-logs-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("the sandbox's logs are kept in %s", dir)
-			return
-		}
-		_ = os.RemoveAll(dir)
-	})
-	return dir
 }
 
 // withGrace shortens the managers' --gate-grace, so lost writes are
@@ -366,15 +323,10 @@ func settle(t *testing.T, c client.Client) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	var last string
-	err := wait.PollUntilContextCancel(ctx, 200*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+	testenv.Eventually(t, ctx, 90*time.Second, "the ledgers settle on what is persisted", func(ctx context.Context) (bool, string, error) {
 		off, err := testenv.Unsettled(ctx, c, sandbox.Namespace)
-		last = off
-		return off == "" && err == nil, err
-	})
-	if err != nil {
-		t.Fatalf("the ledgers never settled on what is persisted: %s", last)
-	}
+		return off == "" && err == nil, off, err
+	}, testenv.Every(200*time.Millisecond))
 }
 
 // dumpLedgersAndReplicas logs every DiskSchedule (spec and status) and

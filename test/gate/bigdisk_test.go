@@ -8,7 +8,6 @@ import (
 	"time"
 
 	lhv1 "github.com/longhorn/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	dsv1 "github.com/longhorn/diskschedule/api/v1beta2"
@@ -41,7 +40,7 @@ func TestTwoThousandReplicasOnOneDisk(t *testing.T) {
 
 func twoThousandReplicasOnOneDisk(t *testing.T, withGate bool) {
 	topo := &sandbox.Topology{Nodes: []sandbox.Node{{Name: "node-1", Disks: []sandbox.Disk{{Name: "disk-1", Size: 4096 * gib}}}}}
-	sb := startSandboxOn(t, topo, 1, withGate)
+	sb := startSandbox(t, topo, 1, withGate)
 	c := sb.Client()
 	ctx, cancel := context.WithTimeout(context.Background(), 25*time.Minute)
 	defer cancel()
@@ -122,16 +121,7 @@ func inParallel(t *testing.T, n int, do func(i int) error) {
 // waitLedgerOf waits until the ledger uuid grants exactly n replicas of 1Gi.
 func waitLedgerOf(ctx context.Context, t *testing.T, c client.Client, uuid string, n int) {
 	t.Helper()
-	var last string
-	err := wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, 10*time.Minute, true, func(ctx context.Context) (bool, error) {
-		ds := &dsv1.DiskSchedule{}
-		if err := c.Get(ctx, client.ObjectKey{Namespace: sandbox.Namespace, Name: uuid}, ds); err != nil {
-			return false, err
-		}
-		last = fmt.Sprintf("%d requests, %d decisions, %d bytes scheduled", len(ds.Spec.Replicas), len(ds.Status.Replicas), ds.Status.StorageScheduled)
-		return len(ds.Spec.Replicas) == n && ds.Status.StorageScheduled == int64(n)*gib && ds.Status.ObservedGeneration == ds.Generation, nil
-	})
-	if err != nil {
-		t.Fatalf("waiting until the ledger grants %d replicas of 1Gi: %v (last: %s)", n, err, last)
-	}
+	testenv.WaitLedger(t, ctx, c, sandbox.Namespace, uuid, 10*time.Minute, fmt.Sprintf("exactly %d replicas of 1Gi granted", n), func(ds *dsv1.DiskSchedule) bool {
+		return len(ds.Spec.Replicas) == n && ds.Status.StorageScheduled == int64(n)*gib && ds.Status.ObservedGeneration == ds.Generation
+	}, testenv.Every(500*time.Millisecond))
 }

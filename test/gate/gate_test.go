@@ -22,7 +22,7 @@ func TestGateUnderAttack(t *testing.T) {
 		seed     int64
 	}{{1, 1}, {1, 2}, {2, 3}, {2, 4}} {
 		t.Run(fmt.Sprintf("%d managers, seed %d", tc.managers, tc.seed), func(t *testing.T) {
-			sb := startSandbox(t, tc.managers, true)
+			sb := startSandbox(t, topology(), tc.managers, true)
 			restart := func() {
 				// Stop the first manager mid-run: with one, start a new one
 				// as the Deployment would; with two, the other serves on.
@@ -58,7 +58,7 @@ func TestGateUnderAttack(t *testing.T) {
 // datastore code from three longhorn-manager pods, with the gate not
 // registered, as Longhorn runs today: the disks overfill.
 func TestWithoutGate(t *testing.T) {
-	sb := startSandbox(t, 1, false)
+	sb := startSandbox(t, topology(), 1, false)
 	r := attack(t, sb, 1, nil)
 	pct, disk := r.fullest()
 	t.Logf("without the gate: %d placed, %d denied; fullest disk %s at %.0f%% of its limit; over: %v", r.placed, r.denied, disk, pct, r.over())

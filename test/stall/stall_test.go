@@ -4,7 +4,6 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"path/filepath"
 	"sort"
 	"strings"
 	"sync"
@@ -18,7 +17,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	dsv1 "github.com/longhorn/diskschedule/api/v1beta2"
@@ -28,6 +26,7 @@ import (
 	"github.com/longhorn/diskschedule/internal/settings"
 	"github.com/longhorn/diskschedule/internal/simlonghorn"
 	"github.com/longhorn/diskschedule/internal/testenv"
+	"github.com/longhorn/diskschedule/internal/testenv/sandboxtest"
 )
 
 const (
@@ -320,27 +319,13 @@ func TestStalls(t *testing.T) {
 // watches.
 func start(t *testing.T) *env {
 	t.Helper()
-	root := testenv.RepoRoot()
 	rec := newRecorder()
-	out := &testenv.LockedBuffer{}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	sb, err := sandbox.Start(ctx, sandbox.Options{
+	sb := sandboxtest.Start(t, sandboxtest.Options{Sandbox: sandbox.Options{
 		Topology:       topology(),
-		ConfigDir:      filepath.Join(root, "config"),
-		AssetsDir:      testenv.AssetsDir(),
-		LogDir:         filepath.Join(t.TempDir(), "logs"),
-		Out:            out,
 		OnRefusedWrite: rec.refusedWrite,
-	})
-	if err != nil {
-		t.Fatalf("starting the sandbox: %v\n%s", err, out)
-	}
-	t.Cleanup(func() {
-		if err := sb.Stop(); err != nil {
-			t.Errorf("stopping the sandbox: %v", err)
-		}
-	})
+	}})
 	cfg := sb.AdminConfig()
 	cfg.QPS, cfg.Burst = 500, 1000
 	c, err := client.NewWithWatch(cfg, client.Options{Scheme: sb.Scheme()})
@@ -409,18 +394,12 @@ func createVolumes(ctx context.Context, t *testing.T, c client.Client, prefix st
 func waitSettled(ctx context.Context, t *testing.T, rec *recorder, volumes []string, timeout time.Duration) int {
 	t.Helper()
 	const quiet = 3 * time.Second
-	var (
-		placed int
-		open   string
-	)
-	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, timeout, true, func(context.Context) (bool, error) {
-		var done bool
-		done, placed, open = rec.settledVolumes(volumes)
-		return done && time.Since(rec.lastRefusal(volumes)) > quiet, nil
-	})
-	if err != nil {
-		t.Fatalf("volumes neither placed nor Scheduled=False within %s: %s", timeout, open)
-	}
+	var placed int
+	testenv.Eventually(t, ctx, timeout, "every volume is placed or Scheduled=False", func(context.Context) (bool, string, error) {
+		done, n, open := rec.settledVolumes(volumes)
+		placed = n
+		return done && time.Since(rec.lastRefusal(volumes)) > quiet, open, nil
+	}, testenv.Every(200*time.Millisecond))
 	return placed
 }
 
@@ -575,18 +554,9 @@ func setReservationTimeout(ctx context.Context, t *testing.T, c client.Client, d
 // waitReservation waits until the ledger's reservation is in state.
 func waitReservation(ctx context.Context, t *testing.T, c client.Client, uuid, name string, state dsv1.ReservationState) {
 	t.Helper()
-	var got string
-	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
-		ds := &dsv1.DiskSchedule{}
-		if err := c.Get(ctx, client.ObjectKey{Namespace: sandbox.Namespace, Name: uuid}, ds); err != nil {
-			return false, err
-		}
-		got = string(ds.Status.Reservations[name].State)
-		return ds.Status.Reservations[name].State == state, nil
-	})
-	if err != nil {
-		t.Fatalf("reservation %s on %s: state %q, want %q: %v", name, uuid, got, state, err)
-	}
+	testenv.WaitLedger(t, ctx, c, sandbox.Namespace, uuid, 2*time.Minute, fmt.Sprintf("reservation %s %s", name, state), func(ds *dsv1.DiskSchedule) bool {
+		return ds.Status.Reservations[name].State == state
+	}, testenv.Every(100*time.Millisecond))
 }
 
 // imageCase: a backing image of 200Gi whose file takes 20Gi (realSize)
@@ -609,26 +579,22 @@ func imageCase(ctx context.Context, t *testing.T, e *env) {
 		t.Fatal(err)
 	}
 	// The copy on the disk, counted at its real size by Longhorn and by the ledger.
-	var got string
-	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+	testenv.Eventually(t, ctx, time.Minute, fmt.Sprintf("the copy of sparse on %s is counted at its real size 20Gi", uuid), func(ctx context.Context) (bool, string, error) {
 		ds := &dsv1.DiskSchedule{}
 		if err := e.c.Get(ctx, client.ObjectKey{Namespace: sandbox.Namespace, Name: uuid}, ds); err != nil {
-			return false, err
+			return false, "", err
 		}
 		n := &lhv1.Node{}
 		if err := e.c.Get(ctx, client.ObjectKey{Namespace: sandbox.Namespace, Name: "node-2"}, n); err != nil {
-			return false, err
+			return false, "", err
 		}
 		var lh int64
 		if st := n.Status.DiskStatus["disk-2"]; st != nil {
 			lh = st.StorageScheduled
 		}
-		got = fmt.Sprintf("Longhorn %s, ledger %s", ledger.Bytes(lh), ledger.Bytes(ds.Status.StorageScheduled))
-		return lh == 20*gib && ds.Status.StorageScheduled == 20*gib, nil
-	})
-	if err != nil {
-		t.Fatalf("the copy of sparse on %s was not counted at its real size 20Gi: %s", uuid, got)
-	}
+		return lh == 20*gib && ds.Status.StorageScheduled == 20*gib,
+			fmt.Sprintf("Longhorn %s, ledger %s", ledger.Bytes(lh), ledger.Bytes(ds.Status.StorageScheduled)), nil
+	}, testenv.Every(100*time.Millisecond))
 	vols := createVolumes(ctx, t, e.c, "image", 3, 120*gib, tagImage, "sparse")
 	placed := waitSettled(ctx, t, e.rec, vols, time.Minute)
 	ss := report(t, e.rec, vols, nextView)
@@ -645,15 +611,10 @@ func imageCase(ctx context.Context, t *testing.T, e *env) {
 // nothing pending.
 func settle(ctx context.Context, t *testing.T, c client.Client) {
 	t.Helper()
-	var last string
-	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 90*time.Second, true, func(ctx context.Context) (bool, error) {
+	testenv.Eventually(t, ctx, 90*time.Second, "the ledgers settle on what is persisted", func(ctx context.Context) (bool, string, error) {
 		off, err := unsettled(ctx, c)
-		last = off
-		return off == "" && err == nil, nil
-	})
-	if err != nil {
-		t.Fatalf("the ledgers never settled on what is persisted: %s", last)
-	}
+		return off == "" && err == nil, off, err
+	}, testenv.Every(200*time.Millisecond), testenv.RetryErrors())
 }
 
 func unsettled(ctx context.Context, c client.Client) (string, error) {
@@ -752,13 +713,10 @@ func cloneCase(ctx context.Context, t *testing.T, e *env) {
 	t.Logf("the clone of %s on its full disk %s/%s admitted in %s, no denial", orig.Name, before.Spec.NodeID, before.Spec.Name,
 		time.Since(start).Round(time.Millisecond))
 	// The ledger counts the data directory once: unchanged, nothing pending.
-	var got string
-	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+	if got, err := testenv.Poll(ctx, 30*time.Second, func(ctx context.Context) (bool, string, error) {
 		off, err := unsettled(ctx, e.c)
-		got = off
-		return off == "" && err == nil, nil
-	})
-	if err != nil {
+		return off == "" && err == nil, off, err
+	}, testenv.Every(200*time.Millisecond), testenv.RetryErrors()); err != nil {
 		t.Errorf("with the clone, the ledgers did not settle on what is persisted: %s", got)
 	}
 	after := &dsv1.DiskSchedule{}
@@ -806,19 +764,18 @@ func expansionCase(ctx context.Context, t *testing.T, e *env) {
 		t.Errorf("the 150Gi volume must end with Longhorn's own Scheduled=False, %d of 1 do", n)
 	}
 	uuid := sandbox.DiskUUID("node-3", "disk-2")
-	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, nextView, true, func(ctx context.Context) (bool, error) {
+	if got, err := testenv.Poll(ctx, nextView, func(ctx context.Context) (bool, string, error) {
 		reps := &lhv1.ReplicaList{}
 		if err := e.c.List(ctx, reps, client.InNamespace(sandbox.Namespace)); err != nil {
-			return false, err
+			return false, "", err
 		}
 		for _, r := range reps.Items {
 			if r.Spec.VolumeName == grown[0] && r.Spec.DiskID == uuid {
-				return r.Spec.VolumeSize == 300*gib, nil
+				return r.Spec.VolumeSize == 300*gib, fmt.Sprintf("volumeSize %d", r.Spec.VolumeSize), nil
 			}
 		}
-		return false, nil
-	})
-	if err != nil {
-		t.Errorf("the grown volume's replica never reached 300Gi on its disk: %v", err)
+		return false, "no replica on the disk", nil
+	}, testenv.Every(200*time.Millisecond)); err != nil {
+		t.Errorf("the grown volume's replica never reached 300Gi on its disk: %v (%s)", err, got)
 	}
 }

@@ -36,7 +36,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
@@ -46,6 +45,7 @@ import (
 	"github.com/longhorn/diskschedule/internal/sandbox"
 	"github.com/longhorn/diskschedule/internal/simlonghorn"
 	"github.com/longhorn/diskschedule/internal/testenv"
+	"github.com/longhorn/diskschedule/internal/testenv/sandboxtest"
 )
 
 const (
@@ -86,7 +86,7 @@ func TestMain(m *testing.M) {
 func BenchmarkKubeSchedulerThroughput(b *testing.B) {
 	b.StopTimer()
 	ctx := context.Background()
-	sb, c, metricsURL := startSandbox(b, ctx)
+	sb, c, metricsURL := startSandbox(b)
 	scheduler := 0
 	for _, p := range sb.Processes() {
 		if p.Name == "kube-scheduler" {
@@ -249,7 +249,7 @@ func sample(text, series string) float64 {
 // topology of nodeCount nodes with one disk of diskSize each, and returns
 // it, an administrator's client with rate limits that do not slow the
 // benchmark's own calls, and the URL of its manager's metrics.
-func startSandbox(b *testing.B, ctx context.Context) (*sandbox.Sandbox, client.WithWatch, string) {
+func startSandbox(b *testing.B) (*sandbox.Sandbox, client.WithWatch, string) {
 	b.Helper()
 	var topo strings.Builder
 	topo.WriteString("nodes:\n")
@@ -264,30 +264,22 @@ func startSandbox(b *testing.B, ctx context.Context) (*sandbox.Sandbox, client.W
 	if err != nil {
 		b.Fatal(err)
 	}
-	out := &syncBuffer{}
 	var metricsURL string
 	start := time.Now()
-	sb, err := sandbox.Start(ctx, sandbox.Options{
-		Topology:     t,
-		Extender:     true,
-		ConfigDir:    filepath.Join(testenv.RepoRoot(), "config"),
-		AssetsDir:    testenv.AssetsDir(),
-		LogDir:       *logDir,
-		Out:          out,
-		ReadyTimeout: 5 * time.Minute,
-		// The one manager, as the sandbox builds it; only its metrics
-		// address is read.
-		Managers: []sandbox.ManagerHook{func(opts *manager.Options, _ *rest.Config) {
-			metricsURL = "http://" + opts.MetricsBindAddress + "/metrics"
-		}},
-	})
-	if err != nil {
-		b.Fatalf("starting the sandbox: %v\n%s", err, out)
-	}
-	b.Cleanup(func() {
-		if err := sb.Stop(); err != nil {
-			b.Errorf("stopping the sandbox: %v (goroutines: %s)", err, dumpGoroutines())
-		}
+	sb := sandboxtest.Start(b, sandboxtest.Options{
+		Sandbox: sandbox.Options{
+			Topology:     t,
+			Extender:     true,
+			LogDir:       *logDir,
+			ReadyTimeout: 5 * time.Minute,
+			// The one manager, as the sandbox builds it; only its metrics
+			// address is read.
+			Managers: []sandbox.ManagerHook{func(opts *manager.Options, _ *rest.Config) {
+				metricsURL = "http://" + opts.MetricsBindAddress + "/metrics"
+			}},
+		},
+		Timeout:     10 * time.Minute,
+		DiscardLogs: true,
 	})
 	report(b, "the sandbox with %d nodes was ready in %s", nodeCount, time.Since(start).Round(time.Second))
 	cfg := sb.AdminConfig()
@@ -618,20 +610,12 @@ func parallel(n int, do func(i int) error) error {
 // a component of the sandbox stops on its own.
 func waitFor(b *testing.B, ctx context.Context, sb *sandbox.Sandbox, timeout time.Duration, what string, check func(ctx context.Context) (bool, string, error)) {
 	b.Helper()
-	var state string
-	err := wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+	testenv.Eventually(b, ctx, timeout, what, func(ctx context.Context) (bool, string, error) {
 		if err := sb.Err(); err != nil {
-			return false, fmt.Errorf("a component of the sandbox stopped on its own: %w", err)
+			return false, "", fmt.Errorf("a component of the sandbox stopped on its own: %w", err)
 		}
-		done, s, err := check(ctx)
-		if s != "" {
-			state = s
-		}
-		return done, err
-	})
-	if err != nil {
-		b.Fatalf("waiting up to %s until %s: %v; last: %s", timeout, what, err, state)
-	}
+		return check(ctx)
+	}, testenv.Every(500*time.Millisecond))
 }
 
 // writeProfile writes the runtime profile name to path.
@@ -645,38 +629,6 @@ func writeProfile(b *testing.B, name, path string) {
 	if err := pprof.Lookup(name).WriteTo(f, 0); err != nil {
 		b.Error(err)
 	}
-}
-
-// dumpGoroutines writes every goroutine's stack to a file and returns its
-// path, to tell what a component that did not stop waits for.
-func dumpGoroutines() string {
-	f, err := os.CreateTemp("", "schedulerbench-goroutines-*.txt")
-	if err != nil {
-		return err.Error()
-	}
-	defer f.Close()
-	if err := pprof.Lookup("goroutine").WriteTo(f, 2); err != nil {
-		return err.Error()
-	}
-	return f.Name()
-}
-
-// syncBuffer is a strings.Builder safe for concurrent use.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf strings.Builder
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.buf.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.buf.String()
 }
 
 // report prints one line of a benchmark's figures to standard output as it

@@ -10,7 +10,6 @@ import (
 	lhv1 "github.com/longhorn/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -28,7 +27,7 @@ import (
 func TestDiskFactsFromLonghorn(t *testing.T) {
 	ctx := t.Context()
 	ns := newNamespace(t)
-	startManagers(t, ns, 1)
+	startManagers(t, ns, 1, nil)
 	cases := []struct {
 		name   string
 		node   func(*testenv.NodeFixture)
@@ -60,7 +59,7 @@ func TestDiskFactsFromLonghorn(t *testing.T) {
 		fixtures[tc.name] = f
 	}
 	for _, tc := range cases {
-		ds := waitLedger(t, ctx, ns, ns+"-"+tc.name, "Ready reason "+tc.reason+" and limit 90Gi", func(ds *dsv1.DiskSchedule) bool {
+		ds := testenv.WaitLedger(t, ctx, env.Client, ns, ns+"-"+tc.name, ledgerTimeout, "Ready reason "+tc.reason+" and limit 90Gi", func(ds *dsv1.DiskSchedule) bool {
 			c := meta.FindStatusCondition(ds.Status.Conditions, dsv1.DiskScheduleConditionReady)
 			return c != nil && c.Reason == tc.reason && ds.Status.StorageLimit == 90*gi
 		})
@@ -97,7 +96,7 @@ func TestDiskFactsFromLonghorn(t *testing.T) {
 	if err := schedulable.Apply(ctx, env.Client, ns); err != nil {
 		t.Fatal(err)
 	}
-	ds = waitLedger(t, ctx, ns, uuid, "the cordoned node's ledger is not Ready", func(ds *dsv1.DiskSchedule) bool {
+	ds = testenv.WaitLedger(t, ctx, env.Client, ns, uuid, ledgerTimeout, "the cordoned node's ledger is not Ready", func(ds *dsv1.DiskSchedule) bool {
 		return meta.IsStatusConditionFalse(ds.Status.Conditions, dsv1.DiskScheduleConditionReady)
 	})
 	if ds.Status.Replicas["r-0"].ScheduledSize != 50*gi || ds.Status.StorageScheduled != 50*gi {
@@ -110,7 +109,7 @@ func TestDiskFactsFromLonghorn(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, tc := range cases {
-		waitLedger(t, ctx, ns, ns+"-"+tc.name, "limit 180Gi", func(ds *dsv1.DiskSchedule) bool { return ds.Status.StorageLimit == 180*gi })
+		testenv.WaitLedger(t, ctx, env.Client, ns, ns+"-"+tc.name, ledgerTimeout, "limit 180Gi", func(ds *dsv1.DiskSchedule) bool { return ds.Status.StorageLimit == 180*gi })
 	}
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(setting), setting); err != nil {
@@ -122,7 +121,7 @@ func TestDiskFactsFromLonghorn(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ds = waitLedger(t, ctx, ns, uuid, "limit 45Gi, over the 50Gi granted", func(ds *dsv1.DiskSchedule) bool {
+	ds = testenv.WaitLedger(t, ctx, env.Client, ns, uuid, ledgerTimeout, "limit 45Gi, over the 50Gi granted", func(ds *dsv1.DiskSchedule) bool {
 		return ds.Status.StorageLimit == 45*gi
 	})
 	if ds.Status.Replicas["r-0"].ScheduledSize != 50*gi {
@@ -166,8 +165,8 @@ func TestActualSpaceFromLonghorn(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	startManagers(t, ns, 1)
-	waitLedger(t, ctx, ns, uuid, "limit 200Gi", func(ds *dsv1.DiskSchedule) bool { return ds.Status.StorageLimit == 200*gi })
+	startManagers(t, ns, 1, nil)
+	testenv.WaitLedger(t, ctx, env.Client, ns, uuid, ledgerTimeout, "limit 200Gi", func(ds *dsv1.DiskSchedule) bool { return ds.Status.StorageLimit == 200*gi })
 
 	ds := writeSpec(t, ctx, ns, uuid, func(s *dsv1.DiskScheduleSpec) {
 		s.Replicas = map[string]dsv1.RequestedBytes{"pvc-a-r-1": dsv1.RequestedBytes(50 * gi), "pvc-b-r-1": dsv1.RequestedBytes(50 * gi)}
@@ -200,38 +199,15 @@ func TestActualSpaceFromLonghorn(t *testing.T) {
 	}
 	// The controller may decide before its cache holds the new measure: ask
 	// afresh, as the gate does, until it has.
-	var last dsv1.RequestStatus
-	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 20*time.Second, true, func(ctx context.Context) (bool, error) {
+	state, err := testenv.Poll(ctx, ledgerTimeout, func(ctx context.Context) (bool, string, error) {
 		writeSpec(t, ctx, ns, uuid, func(s *dsv1.DiskScheduleSpec) { delete(s.Replicas, "pvc-b-r-1"); delete(s.Replicas, "pvc-c-r-1") })
 		ds := writeSpec(t, ctx, ns, uuid, func(s *dsv1.DiskScheduleSpec) { s.Replicas["pvc-c-r-1"] = dsv1.RequestedBytes(50 * gi) })
-		last = ds.Status.Replicas["pvc-c-r-1"]
-		return last.State == dsv1.RequestStateScheduled, nil
-	})
+		last := ds.Status.Replicas["pvc-c-r-1"]
+		return last.State == dsv1.RequestStateScheduled, fmt.Sprintf("%+v", last), nil
+	}, testenv.Every(100*time.Millisecond))
 	if err != nil {
-		t.Errorf("a new request after Longhorn's new measure: %+v, want granted", last)
+		t.Errorf("a new request after Longhorn's new measure: %s, want granted: %v", state, err)
 	}
-}
-
-// waitLedger polls the named DiskSchedule until done accepts it.
-func waitLedger(t *testing.T, ctx context.Context, ns, uuid, what string, done func(*dsv1.DiskSchedule) bool) *dsv1.DiskSchedule {
-	t.Helper()
-	var last *dsv1.DiskSchedule
-	err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 20*time.Second, true, func(ctx context.Context) (bool, error) {
-		ds := &dsv1.DiskSchedule{}
-		if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: uuid}, ds); err != nil {
-			return false, client.IgnoreNotFound(err)
-		}
-		last = ds
-		return done(ds), nil
-	})
-	if err != nil {
-		var status any
-		if last != nil {
-			status = last.Status
-		}
-		t.Fatalf("waiting until DiskSchedule %s has %s: %v; last status %+v", uuid, what, err, status)
-	}
-	return last
 }
 
 // writeSpec changes a ledger's spec and waits until the generation it wrote is decided.
@@ -253,7 +229,7 @@ func writeSpec(t *testing.T, ctx context.Context, ns, uuid string, mutate func(*
 	if err != nil {
 		t.Fatalf("writing the spec of DiskSchedule %s: %v", uuid, err)
 	}
-	return waitLedger(t, ctx, ns, uuid, fmt.Sprintf("generation %d decided", generation), func(ds *dsv1.DiskSchedule) bool {
+	return testenv.WaitLedger(t, ctx, env.Client, ns, uuid, ledgerTimeout, fmt.Sprintf("generation %d decided", generation), func(ds *dsv1.DiskSchedule) bool {
 		return ds.Status.ObservedGeneration >= generation
 	})
 }

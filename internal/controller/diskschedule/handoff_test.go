@@ -9,8 +9,10 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
-	"k8s.io/apimachinery/pkg/util/wait"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/retry"
+	clocktesting "k8s.io/utils/clock/testing"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	dsv1 "github.com/longhorn/diskschedule/api/v1beta2"
@@ -23,12 +25,12 @@ import (
 // reservation, then adds in one spec update the replica the reservation is
 // handed to and a competitor: the handoff replica takes the reserved space
 // and the competitor is rejected. An unfulfilled reservation then expires
-// and frees its space.
+// at the timeout setting's end and frees its space. The ledger's clock is
+// fake and moves only when the test steps it, so no reservation expires
+// before the test means it to.
 func TestHandoffAndExpiry(t *testing.T) {
 	ctx := t.Context()
 	l := newLedger(t, ctx, 100*gi)
-	// Long enough that the first reservation cannot expire before its handoff.
-	l.setReservationTimeout(60)
 	rec := watchLedgers(t, ctx, l.ns)
 
 	ds := l.write(func(s *dsv1.DiskScheduleSpec) {
@@ -71,24 +73,29 @@ func TestHandoffAndExpiry(t *testing.T) {
 	l.expectScheduled(ds, 40*gi)
 
 	// A reservation no replica takes over expires and frees its space.
-	l.setReservationTimeout(1)
-	written := time.Now()
+	const timeout = 30 * time.Second
+	l.setReservationTimeout(int(timeout / time.Second))
+	written := l.clock.Now()
 	ds = l.write(func(s *dsv1.DiskScheduleSpec) {
 		s.Reservations["vol-2"] = dsv1.DiskScheduleReservation{Size: 20 * gi, Pod: l.ns + "/pod-2"}
 	})
 	res = ds.Status.Reservations["vol-2"]
-	switch {
-	case res.State == dsv1.ReservationStateExpired:
-		// Decided and expired before this read: the expiry is checked below.
-	case res.State != dsv1.ReservationStateScheduled || res.ScheduledSize != 20*gi || res.ExpiresAt == nil:
-		t.Fatalf("reservation vol-2: %+v, want scheduled 20Gi with expiresAt", res)
-	default:
-		// expiresAt has whole seconds: admission + 1s, truncated.
-		if d := res.ExpiresAt.Sub(written); d < -time.Second || d > 2*time.Second {
-			t.Errorf("reservation vol-2 expires %v after it was written, want about 1s (the timeout setting)", d)
-		}
-		l.expectScheduled(ds, 60*gi)
+	if res.State != dsv1.ReservationStateScheduled || res.ScheduledSize != 20*gi || res.ExpiresAt == nil || !res.ExpiresAt.Time.Equal(written.Add(timeout)) {
+		t.Fatalf("reservation vol-2: %+v, want scheduled 20Gi expiring at %s (the timeout setting after its decision)", res, written.Add(timeout))
 	}
+	l.expectScheduled(ds, 60*gi)
+	// A second before its expiry, a decision keeps it.
+	l.clock.Step(timeout - time.Second)
+	ds = l.write(func(s *dsv1.DiskScheduleSpec) { s.Replicas["r-tick"] = dsv1.RequestedBytes(gi) })
+	if res := ds.Status.Reservations["vol-2"]; res.State != dsv1.ReservationStateScheduled || res.ScheduledSize != 20*gi {
+		t.Fatalf("reservation vol-2 a second before its expiry: %+v, want still scheduled", res)
+	}
+	ds = l.write(func(s *dsv1.DiskScheduleSpec) { delete(s.Replicas, "r-tick") })
+	l.expectScheduled(ds, 60*gi)
+	// At its expiry, the controller's next pass (an update of the ledger's
+	// metadata wakes it) releases it.
+	l.clock.Step(time.Second)
+	l.touch()
 	ds = l.waitFor("reservation vol-2 expires", func(ds *dsv1.DiskSchedule) bool {
 		return ds.Status.Reservations["vol-2"].State == dsv1.ReservationStateExpired
 	})
@@ -154,15 +161,20 @@ type ledgerUnderTest struct {
 	ctx  context.Context
 	ns   string
 	uuid string
+	// clock is the manager's clock: it stands still until the test steps it.
+	clock *clocktesting.FakeClock
 }
 
-// newLedger starts a manager in a new namespace, creates a node with one
-// disk of size bytes, and waits until the disk's ledger is Ready.
+// newLedger starts a manager on a fake clock in a new namespace, creates a
+// node with one disk of size bytes, and waits until the disk's ledger is
+// Ready.
 func newLedger(t *testing.T, ctx context.Context, size int64) *ledgerUnderTest {
 	t.Helper()
 	ns := newNamespace(t)
-	startManagers(t, ns, 1)
-	l := &ledgerUnderTest{t: t, ctx: ctx, ns: ns, uuid: ns + "-uuid-0"}
+	// Whole seconds, as a ledger's expiresAt holds them.
+	clk := clocktesting.NewFakeClock(time.Now().Truncate(time.Second))
+	startManagers(t, ns, 1, clk)
+	l := &ledgerUnderTest{t: t, ctx: ctx, ns: ns, uuid: ns + "-uuid-0", clock: clk}
 	f := testenv.NodeFixture{Name: ns + "-node", Disks: map[string]testenv.Disk{"disk-0": {UUID: l.uuid, Size: size}}}
 	if err := f.CreateNode(ctx, env.Client, ns); err != nil {
 		t.Fatal(err)
@@ -198,22 +210,21 @@ func (l *ledgerUnderTest) write(mutate func(*dsv1.DiskScheduleSpec)) *dsv1.DiskS
 	})
 }
 
+// touch updates the ledger's metadata, not its spec: its controller
+// decides it again, at its clock's time.
+func (l *ledgerUnderTest) touch() {
+	l.t.Helper()
+	ds := &dsv1.DiskSchedule{ObjectMeta: metav1.ObjectMeta{Namespace: l.ns, Name: l.uuid}}
+	patch := client.RawPatch(types.MergePatchType, []byte(fmt.Sprintf(`{"metadata":{"annotations":{"test.diskschedule/touched":%q}}}`, l.clock.Now().Format(time.RFC3339))))
+	if err := env.Client.Patch(l.ctx, ds, patch); err != nil {
+		l.t.Fatalf("updating the metadata of DiskSchedule %s: %v", l.uuid, err)
+	}
+}
+
 // waitFor polls the ledger until done accepts it and returns it.
 func (l *ledgerUnderTest) waitFor(what string, done func(*dsv1.DiskSchedule) bool) *dsv1.DiskSchedule {
 	l.t.Helper()
-	ds := &dsv1.DiskSchedule{}
-	err := wait.PollUntilContextTimeout(l.ctx, 50*time.Millisecond, 20*time.Second, true, func(ctx context.Context) (bool, error) {
-		got := &dsv1.DiskSchedule{}
-		if err := env.Client.Get(ctx, client.ObjectKey{Namespace: l.ns, Name: l.uuid}, got); err != nil {
-			return false, client.IgnoreNotFound(err)
-		}
-		ds = got
-		return done(got), nil
-	})
-	if err != nil {
-		l.t.Fatalf("waiting until %s: %v; last status: %+v", what, err, ds.Status)
-	}
-	return ds
+	return testenv.WaitLedger(l.t, l.ctx, env.Client, l.ns, l.uuid, ledgerTimeout, what, done)
 }
 
 // expectReplica checks the decision on a replica request and returns it.

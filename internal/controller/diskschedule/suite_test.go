@@ -2,6 +2,7 @@ package diskschedule_test
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"testing"
 	"time"
@@ -10,7 +11,6 @@ import (
 	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -24,6 +24,9 @@ var env *testenv.Env
 func TestMain(m *testing.M) {
 	os.Exit(testenv.Run(m, func(e *testenv.Env) { env = e }))
 }
+
+// ledgerTimeout bounds every wait for a ledger or for what the manager records.
+const ledgerTimeout = 20 * time.Second
 
 // newNamespace creates a namespace named after the test, so each test owns its objects.
 func newNamespace(t *testing.T) string { return env.NewNamespace(t) }
@@ -54,24 +57,20 @@ func setConfig(t *testing.T, ctx context.Context, namespace string, data map[str
 func waitSettingsApplied(t *testing.T, ctx context.Context, namespace string, want config.Extender) {
 	t.Helper()
 	note := "Settings in effect: " + want.String()
-	var seen []string
-	err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 20*time.Second, true, func(ctx context.Context) (bool, error) {
+	testenv.Eventually(t, ctx, ledgerTimeout, fmt.Sprintf("the event %q", note), func(ctx context.Context) (bool, string, error) {
 		list := &eventsv1.EventList{}
 		if err := env.Client.List(ctx, list, client.InNamespace(namespace)); err != nil {
-			return false, err
+			return false, "", err
 		}
-		seen = seen[:0]
+		var seen []string
 		for _, ev := range list.Items {
 			if ev.Reason == config.ReasonSettingsApplied {
 				if ev.Note == note {
-					return true, nil
+					return true, "", nil
 				}
 				seen = append(seen, ev.Note)
 			}
 		}
-		return false, nil
+		return false, fmt.Sprintf("%q", seen), nil
 	})
-	if err != nil {
-		t.Fatalf("waiting for the event %q: %v; seen %q", note, err, seen)
-	}
 }

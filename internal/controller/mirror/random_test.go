@@ -10,6 +10,7 @@ import (
 
 	lhv1 "github.com/longhorn/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	clocktesting "k8s.io/utils/clock/testing"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	dsv1 "github.com/longhorn/diskschedule/api/v1beta2"
@@ -56,6 +57,9 @@ type world struct {
 	next     int
 	manager  *testenv.RunningManager
 	log      []string
+	// clock is the managers' clock: it moves with the workload's pace, and
+	// past the grace period before the final check.
+	clock *clocktesting.FakeClock
 }
 
 type diskRef struct {
@@ -65,7 +69,8 @@ type diskRef struct {
 const randomGrace = time.Second
 
 func newWorld(t *testing.T, seed uint64) *world {
-	w := &world{t: t, ctx: t.Context(), ns: env.NewNamespace(t), rng: rand.New(rand.NewPCG(seed, 42))}
+	w := &world{t: t, ctx: t.Context(), ns: env.NewNamespace(t), rng: rand.New(rand.NewPCG(seed, 42)),
+		clock: clocktesting.NewFakeClock(time.Now())}
 	for n := range 3 {
 		f := testenv.NodeFixture{Name: fmt.Sprintf("%s-node-%d", w.ns, n), Disks: map[string]testenv.Disk{}}
 		for d := range 2 {
@@ -90,9 +95,9 @@ func newWorld(t *testing.T, seed uint64) *world {
 
 // start starts a manager and waits until every disk has its ledger.
 func (w *world) start() {
-	w.manager = startManager(w.t, w.ns, randomGrace)
+	w.manager = startManager(w.t, w.ns, randomGrace, w.clock)
 	for _, d := range w.disks {
-		waitLedger(w.t, w.ctx, w.ns, d.uuid, "exists", func(*dsv1.DiskSchedule) bool { return true })
+		testenv.WaitLedger(w.t, w.ctx, env.Client, w.ns, d.uuid, ledgerTimeout, "exists", func(*dsv1.DiskSchedule) bool { return true })
 	}
 }
 
@@ -146,7 +151,12 @@ func (w *world) run(n int) {
 		default:
 			w.ghostRequest()
 		}
-		time.Sleep(time.Duration(w.rng.IntN(30)) * time.Millisecond)
+		// Jitter paces the writes (it synchronises nothing); the
+		// managers' clock moves with it, ten times as fast, so some
+		// requests outlive the grace period during the run.
+		jitter := time.Duration(w.rng.IntN(30)) * time.Millisecond
+		time.Sleep(jitter)
+		w.clock.Step(10 * jitter)
 	}
 }
 
@@ -316,8 +326,10 @@ func (w *world) persistedOn(ctx context.Context) (map[string]map[string]int64, m
 // waitMirrored waits until every ledger's spec is what Longhorn persisted on
 // its disk, decided, with storageScheduled its sum.
 func (w *world) waitMirrored() {
+	// Every request that nothing backs is past its grace period.
+	w.clock.Step(randomGrace)
 	var checked int
-	poll(w.t, w.ctx, 60*time.Second, "every ledger mirrors what Longhorn persisted", func(ctx context.Context) (bool, string, error) {
+	testenv.Eventually(w.t, w.ctx, 60*time.Second, "every ledger mirrors what Longhorn persisted", func(ctx context.Context) (bool, string, error) {
 		replicas, images, err := w.persistedOn(ctx)
 		if err != nil {
 			return false, "", err
@@ -341,7 +353,7 @@ func (w *world) waitMirrored() {
 			case !maps.Equal(requested(ds.Spec.BackingImages), images[d.uuid]):
 				return false, fmt.Sprintf("%s: backing images %v, persisted %v", d.uuid, ds.Spec.BackingImages, images[d.uuid]), nil
 			case !settled(ds) || ds.Status.StorageScheduled != sum:
-				return false, fmt.Sprintf("%s: %s; persisted sum %d", d.uuid, describe(ds), sum), nil
+				return false, fmt.Sprintf("%s: %s; persisted sum %d", d.uuid, testenv.DescribeLedger(ds), sum), nil
 			}
 			checked += len(replicas[d.uuid]) + len(images[d.uuid])
 		}

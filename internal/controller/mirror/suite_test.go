@@ -3,17 +3,14 @@ package mirror_test
 import (
 	"context"
 	"fmt"
-	"maps"
 	"os"
-	"slices"
-	"strings"
 	"testing"
 	"time"
 
 	lhv1 "github.com/longhorn/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/util/retry"
+	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	dsv1 "github.com/longhorn/diskschedule/api/v1beta2"
@@ -31,10 +28,11 @@ func TestMain(m *testing.M) {
 }
 
 // startManager starts the project's manager for namespace with the mirror's
-// grace period; the test's cleanup stops it.
-func startManager(t *testing.T, namespace string, grace time.Duration) *testenv.RunningManager {
+// grace period, its ledger and mirror reading time from clk; the test's
+// cleanup stops it.
+func startManager(t *testing.T, namespace string, grace time.Duration, clk clock.PassiveClock) *testenv.RunningManager {
 	t.Helper()
-	m, err := managertest.Start(env, env.Config, manager.Options{Namespace: namespace, GateGrace: grace})
+	m, err := managertest.Start(env, env.Config, manager.Options{Namespace: namespace, GateGrace: grace, Clock: clk})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -42,55 +40,13 @@ func startManager(t *testing.T, namespace string, grace time.Duration) *testenv.
 	return m
 }
 
-// poll calls check until it reports done, and fails the test with what
-// check last said otherwise.
-func poll(t *testing.T, ctx context.Context, timeout time.Duration, what string, check func(ctx context.Context) (bool, string, error)) {
-	t.Helper()
-	var last string
-	err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
-		done, state, err := check(ctx)
-		last = state
-		return done, err
-	})
-	if err != nil {
-		t.Fatalf("waiting until %s: %v; last seen: %s", what, err, last)
-	}
-}
+// ledgerTimeout bounds every wait for a ledger.
+const ledgerTimeout = 30 * time.Second
 
 // ledger returns the DiskSchedule of the disk uuid.
 func ledger(ctx context.Context, ns, uuid string) (*dsv1.DiskSchedule, error) {
 	ds := &dsv1.DiskSchedule{}
 	return ds, env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: uuid}, ds)
-}
-
-// waitLedger polls the DiskSchedule uuid until done accepts it and returns it.
-func waitLedger(t *testing.T, ctx context.Context, ns, uuid, what string, done func(*dsv1.DiskSchedule) bool) *dsv1.DiskSchedule {
-	t.Helper()
-	var ds *dsv1.DiskSchedule
-	poll(t, ctx, 30*time.Second, "DiskSchedule "+uuid+": "+what, func(ctx context.Context) (bool, string, error) {
-		got, err := ledger(ctx, ns, uuid)
-		if err != nil {
-			return false, err.Error(), client.IgnoreNotFound(err)
-		}
-		ds = got
-		return done(got), describe(got), nil
-	})
-	return ds
-}
-
-// describe summarises a ledger for failure messages.
-func describe(ds *dsv1.DiskSchedule) string {
-	var parts []string
-	for _, name := range slices.Sorted(maps.Keys(ds.Spec.Replicas)) {
-		st := ds.Status.Replicas[name]
-		parts = append(parts, fmt.Sprintf("replica %s=%d (%s %d)", name, ds.Spec.Replicas[name], st.State, st.ScheduledSize))
-	}
-	for _, name := range slices.Sorted(maps.Keys(ds.Spec.BackingImages)) {
-		st := ds.Status.BackingImages[name]
-		parts = append(parts, fmt.Sprintf("backingImage %s=%d (%s %d)", name, ds.Spec.BackingImages[name], st.State, st.ScheduledSize))
-	}
-	return fmt.Sprintf("generation %d observed %d, scheduled %d of %d: %s", ds.Generation, ds.Status.ObservedGeneration,
-		ds.Status.StorageScheduled, ds.Status.StorageLimit, strings.Join(parts, ", "))
 }
 
 // settled reports whether ds has decided its current spec.
@@ -121,6 +77,30 @@ func createReplica(t *testing.T, ctx context.Context, ns, name, volume string, s
 		t.Fatal(err)
 	}
 	return r
+}
+
+// mirrorPass makes the mirror plan the ledger of the disk uuid (diskName
+// of node) at its clock's time, and returns the version it wrote last: it
+// creates a probe replica name of 1Gi there, waits until the mirror has
+// requested it, deletes it and waits until the mirror has released it.
+// Each of those writes is planned from the ledger as it was then (the
+// mirror patches with the resourceVersion it read) and from a cache that
+// holds every Replica written before the probe (an informer delivers one
+// kind's events in order): the version returned shows what the mirror made
+// of everything the test wrote before, at the clock's time.
+func mirrorPass(t *testing.T, ctx context.Context, ns, name, node, diskName, uuid string) *dsv1.DiskSchedule {
+	t.Helper()
+	probe := createReplica(t, ctx, ns, name, name+"-vol", gi, node, diskName, uuid)
+	testenv.WaitLedger(t, ctx, env.Client, ns, uuid, ledgerTimeout, "the probe "+name+" requested", func(ds *dsv1.DiskSchedule) bool {
+		return int64(ds.Spec.Replicas[name]) == gi
+	})
+	if err := deleteLonghorn(ctx, probe); err != nil {
+		t.Fatal(err)
+	}
+	return testenv.WaitLedger(t, ctx, env.Client, ns, uuid, ledgerTimeout, "the probe "+name+" released", func(ds *dsv1.DiskSchedule) bool {
+		_, found := ds.Spec.Replicas[name]
+		return !found
+	})
 }
 
 // createNode creates the Longhorn node ns-node with disks disk-0, disk-1, …
