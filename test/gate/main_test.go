@@ -8,3 +8,20 @@
 // limit; after quiescence every ledger equals what is persisted. The same
 // workload without the gate overfills the disks.
 package gate_test
+
+import (
+	"os"
+	"testing"
+
+	"github.com/go-logr/logr"
+	"k8s.io/klog/v2"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
+)
+
+// TestMain silences the process-wide loggers: each sandbox's managers and
+// its simulated Longhorn log to the sandbox's own output.
+func TestMain(m *testing.M) {
+	ctrllog.SetLogger(logr.Discard())
+	klog.SetLogger(logr.Discard()) // client-go's leader election logs through klog
+	os.Exit(m.Run())
+}
