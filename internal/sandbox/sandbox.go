@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"sync"
@@ -170,7 +171,7 @@ func (r *runner) stop() error {
 			// A controller-runtime manager whose cache never synced (a
 			// Forbidden list, say) does not return from Start when
 			// cancelled; it is left behind rather than hang Stop.
-			r.stopErr = fmt.Errorf("%s did not stop within %s (did its cache ever sync?)", r.name, runnerStopTimeout)
+			r.stopErr = fmt.Errorf("%s did not stop within %s (did its cache ever sync?); %s", r.name, runnerStopTimeout, dumpGoroutines())
 		}
 	})
 	return r.stopErr
@@ -838,3 +839,17 @@ func (s *Sandbox) Processes() []Process { return append([]Process(nil), s.proces
 // etcd's client port, kube-controller-manager's health port, the manager's
 // metrics, the extender and kube-scheduler's health port.
 func (s *Sandbox) Ports() []int { return append([]int(nil), s.ports...) }
+
+// dumpGoroutines writes every goroutine's stack to a file, to show what a
+// runner that does not stop is waiting for, and says where.
+func dumpGoroutines() string {
+	f, err := os.CreateTemp("", "sandbox-stop-goroutines-*.txt")
+	if err != nil {
+		return "its goroutines could not be written: " + err.Error()
+	}
+	defer func() { _ = f.Close() }()
+	if err := pprof.Lookup("goroutine").WriteTo(f, 2); err != nil {
+		return "its goroutines could not be written: " + err.Error()
+	}
+	return "the goroutines then are in " + f.Name()
+}
