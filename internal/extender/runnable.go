@@ -127,8 +127,8 @@ func (s *Server) Start(ctx context.Context) error {
 	}
 }
 
-// enabled reads scheduler-extender-enabled from the ConfigMap (true when
-// the ConfigMap or the key is absent).
+// enabled reads scheduler-extender-enabled in effect (true when the
+// ConfigMap or the key is absent).
 func (s *Server) enabled(ctx context.Context) (bool, error) {
 	sched, err := s.extender.settings.get(ctx)
 	if err != nil {
