@@ -67,6 +67,8 @@
 // Longhorn node itself: free space is internal/ledger's reading
 // (ledger.FreeFor and ledger.RoomOf, ledger.ReservationOf) and node and disk
 // eligibility is internal/placement's one rule (placement.NodeFailures,
-// placement.DiskFailuresForVolume). Its settings are the ConfigMap
-// diskschedule-config, read on every call.
+// placement.DiskFailuresForVolume). Its settings are Longhorn's Setting
+// objects and its own keys of the ConfigMap diskschedule-config, which it
+// reads from the config controller's Store (internal/controller/config),
+// both on every call.
 package extender

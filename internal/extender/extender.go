@@ -35,8 +35,10 @@ type Options struct {
 	Informers cache.Informers
 	// Namespace is Longhorn's namespace.
 	Namespace string
-	Clock     clock.WithTicker
-	Metrics   *metrics.Extender
+	// Config holds the extender's own settings (config.Store); required.
+	Config  ConfigStore
+	Clock   clock.WithTicker
+	Metrics *metrics.Extender
 	// Budget bounds the packing search per node.
 	Budget int
 	// Fence is how long a new leader answers no filter after taking over
@@ -55,7 +57,7 @@ type Options struct {
 type Extender struct {
 	opts     Options
 	resolver resolver
-	settings *liveSettings
+	settings liveSettings
 	flight   *flight
 	// fenceUntil: filters are refused until then (leader takeover). Read
 	// by every filter without a lock.
@@ -70,7 +72,7 @@ func New(opts Options) *Extender {
 	e := &Extender{
 		opts:     opts,
 		resolver: resolver{client: opts.Client, namespace: opts.Namespace},
-		settings: newLiveSettings(opts.Client, opts.Namespace),
+		settings: liveSettings{reader: opts.Client, namespace: opts.Namespace, config: opts.Config},
 	}
 	e.flight = newFlight(opts.Clock, opts.Metrics, opts.Budget, flightHooks{
 		load: e.load, waitingPod: e.waitingPod, adoptLater: e.adoptLater,

@@ -22,13 +22,16 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/tools/events"
 	extenderv1 "k8s.io/kube-scheduler/extender/v1"
 	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	dsv1 "github.com/longhorn/diskschedule/api/v1beta2"
+	"github.com/longhorn/diskschedule/internal/controller/config"
 	"github.com/longhorn/diskschedule/internal/extender/packing"
 	"github.com/longhorn/diskschedule/internal/index"
 	"github.com/longhorn/diskschedule/internal/metrics"
@@ -79,6 +82,11 @@ type fixture struct {
 	// storageClass is the test's own Longhorn StorageClass: one replica,
 	// best-effort data locality.
 	storageClass string
+	// config keeps the extender's Store equal to the namespace's ConfigMap,
+	// as the manager's config controller does; setConfig runs it.
+	config *config.Reconciler
+	// events records the config controller's Events.
+	events *events.FakeRecorder
 }
 
 func newFixture(t *testing.T) *fixture {
@@ -104,12 +112,16 @@ func newFixture(t *testing.T) *fixture {
 	}
 	m := metrics.NewExtender(prometheus.NewRegistry())
 	clk := clocktesting.NewFakeClock(time.Now())
-	ext := New(Options{Client: cached, APIReader: env.Client, Informers: c, Namespace: ns, Clock: clk,
+	store := config.NewStore()
+	recorder := events.NewFakeRecorder(8)
+	reconciler := config.NewReconciler(env.Client, recorder, store, ns, metrics.NewConfig(prometheus.NewRegistry()))
+	ext := New(Options{Client: cached, APIReader: env.Client, Informers: c, Namespace: ns, Config: store, Clock: clk,
 		Metrics: m, Budget: packing.DefaultBudget})
 	if err := ext.Start(ctx); err != nil {
 		t.Fatalf("starting the extender: %v", err)
 	}
-	f := &fixture{t: t, env: env, ctx: ctx, ns: ns, cached: cached, metrics: m, ext: ext, clock: clk, storageClass: "longhorn-" + ns}
+	f := &fixture{t: t, env: env, ctx: ctx, ns: ns, cached: cached, metrics: m, ext: ext, clock: clk, storageClass: "longhorn-" + ns,
+		config: reconciler, events: recorder}
 	sc := &storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: f.storageClass}, Provisioner: CSIDriver,
 		Parameters: map[string]string{"numberOfReplicas": "1", "dataLocality": "best-effort"}}
 	f.create(sc)
@@ -265,8 +277,10 @@ func (f *fixture) pod(name string, claims ...string) *corev1.Pod {
 	return p
 }
 
-// setConfig writes the extender's ConfigMap and waits until the cache has it.
-func (f *fixture) setConfig(data map[string]string) {
+// setConfig writes the extender's ConfigMap and runs the config controller
+// on it, as the manager does on each change; it returns the Events that
+// controller recorded.
+func (f *fixture) setConfig(data map[string]string) []string {
 	f.t.Helper()
 	cm := &corev1.ConfigMap{}
 	key := types.NamespacedName{Namespace: f.ns, Name: settings.ConfigMapName}
@@ -284,7 +298,18 @@ func (f *fixture) setConfig(data map[string]string) {
 	if err != nil {
 		f.t.Fatalf("writing ConfigMap %s: %v", key.Name, err)
 	}
-	f.waitCached(cm)
+	if _, err := f.config.Reconcile(f.ctx, ctrl.Request{NamespacedName: key}); err != nil {
+		f.t.Fatalf("reading ConfigMap %s: %v", key.Name, err)
+	}
+	var recorded []string
+	for {
+		select {
+		case e := <-f.events.Events:
+			recorded = append(recorded, e)
+		default:
+			return recorded
+		}
+	}
 }
 
 // waitCached waits until the cache holds obj at its resourceVersion.
@@ -590,9 +615,14 @@ func TestServerFollowsTheConfigMap(t *testing.T) {
 	f.setConfig(map[string]string{settings.SchedulerExtenderEnabled: "false"})
 	waitServing(false)
 
-	f.setConfig(map[string]string{settings.SchedulerExtenderEnabled: "maybe"})
+	recorded := f.setConfig(map[string]string{settings.SchedulerExtenderEnabled: "maybe"})
 	if on, err := s.enabled(f.ctx); err != nil || on {
 		t.Errorf("an invalid value must keep the previous false, got %v, %v", on, err)
+	}
+	if !slices.ContainsFunc(recorded, func(e string) bool {
+		return strings.HasPrefix(e, corev1.EventTypeWarning+" "+config.ReasonInvalidSetting+" ")
+	}) {
+		t.Errorf("an invalid value must record a Warning %s Event, recorded %q", config.ReasonInvalidSetting, recorded)
 	}
 
 	f.setConfig(map[string]string{settings.SchedulerExtenderEnabled: "true"})

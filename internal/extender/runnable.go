@@ -20,7 +20,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/longhorn/diskschedule/internal/metrics"
-	"github.com/longhorn/diskschedule/internal/settings"
 )
 
 // ServiceName is the selector-less Service kube-scheduler calls; the leader
@@ -53,7 +52,7 @@ type Server struct {
 	metrics   *metrics.Extender
 	namespace string
 	opts      ServerOptions
-	// poll is how often the ConfigMap is read.
+	// poll is how often scheduler-extender-enabled is read.
 	poll time.Duration
 }
 
@@ -104,7 +103,7 @@ func (s *Server) Start(ctx context.Context) error {
 		enabled, err := s.enabled(logCtx)
 		switch {
 		case err != nil:
-			log.Error(err, "Reading the extender's settings", "configMap", settings.ConfigMapName)
+			log.Error(err, "Reading the extender's settings")
 		case enabled && srv == nil:
 			srv, err = s.serve(ctx, tlsConfig)
 			if err != nil {
@@ -127,8 +126,8 @@ func (s *Server) Start(ctx context.Context) error {
 	}
 }
 
-// enabled reads scheduler-extender-enabled from the ConfigMap (true when
-// the ConfigMap or the key is absent).
+// enabled reads scheduler-extender-enabled in effect (true when the
+// ConfigMap or the key is absent).
 func (s *Server) enabled(ctx context.Context) (bool, error) {
 	sched, err := s.extender.settings.get(ctx)
 	if err != nil {

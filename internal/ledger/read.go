@@ -78,21 +78,6 @@ func HeldForPod(ds *dsv1.DiskSchedule, pod string) int64 {
 	return held
 }
 
-// HeldByPod returns HeldForPod for every pod that ds's granted
-// reservations hold bytes for, by pod.
-func HeldByPod(ds *dsv1.DiskSchedule) map[string]int64 {
-	var out map[string]int64
-	for volume, res := range ds.Spec.Reservations {
-		if held := heldBy(ds, volume, res); held > 0 {
-			if out == nil {
-				out = map[string]int64{}
-			}
-			out[res.Pod] += held
-		}
-	}
-	return out
-}
-
 // heldBy returns the bytes the reservation of volume, res as written now,
 // holds: its scheduled size while granted.
 func heldBy(ds *dsv1.DiskSchedule, volume string, res dsv1.DiskScheduleReservation) int64 {

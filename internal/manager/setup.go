@@ -55,7 +55,7 @@ func setup(mgr ctrl.Manager, opts Options, cert *gate.Certificate) error {
 		}
 		ext := extender.New(extender.Options{
 			Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Informers: mgr.GetCache(),
-			Namespace: opts.Namespace, Clock: clk, Metrics: extenderMetrics, Budget: packing.DefaultBudget,
+			Namespace: opts.Namespace, Config: store, Clock: clk, Metrics: extenderMetrics, Budget: packing.DefaultBudget,
 			Fence: opts.ExtenderFence, Lease: lease,
 		})
 		srv := extender.NewServer(ext, extender.ServerOptions{Addr: opts.ExtenderBindAddress,

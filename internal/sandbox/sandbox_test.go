@@ -21,7 +21,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -39,6 +38,9 @@ import (
 // long enough that a busy machine does not stall the simulated kubelets'
 // leases (renewed every 3s, lasting 12s) past it.
 const gracePeriod = 15 * time.Second
+
+// waitTimeout is how long a test waits for the sandbox to reach a state.
+const waitTimeout = time.Minute
 
 // twoNodes is the sandbox the end-to-end test runs.
 const twoNodes = `
@@ -160,7 +162,7 @@ func testWorkload(t *testing.T, sb *sandbox.Sandbox) {
 
 	// kube-scheduler binds the pod (nothing else in the sandbox binds pods)
 	// and says so in a Scheduled event.
-	eventually(t, "the pod is bound to a node by kube-scheduler", func(ctx context.Context) (bool, string, error) {
+	testenv.Eventually(t, t.Context(), waitTimeout, "the pod is bound to a node by kube-scheduler", func(ctx context.Context) (bool, string, error) {
 		if err := c.Get(ctx, client.ObjectKeyFromObject(pod), pod); err != nil {
 			return false, "", err
 		}
@@ -174,7 +176,7 @@ func testWorkload(t *testing.T, sb *sandbox.Sandbox) {
 	if node != "node-1" && node != "node-2" {
 		t.Fatalf("the pod is on %q, not a sandbox node", node)
 	}
-	eventually(t, "kube-scheduler reports the binding", func(ctx context.Context) (bool, string, error) {
+	testenv.Eventually(t, t.Context(), waitTimeout, "kube-scheduler reports the binding", func(ctx context.Context) (bool, string, error) {
 		events := &eventsv1.EventList{}
 		if err := c.List(ctx, events, client.InNamespace(ns.Name)); err != nil {
 			return false, "", err
@@ -190,7 +192,7 @@ func testWorkload(t *testing.T, sb *sandbox.Sandbox) {
 	})
 
 	// The data plane provisions the claim and attaches the volume to the pod's node.
-	eventually(t, "the claim is bound", func(ctx context.Context) (bool, string, error) {
+	testenv.Eventually(t, t.Context(), waitTimeout, "the claim is bound", func(ctx context.Context) (bool, string, error) {
 		if err := c.Get(ctx, client.ObjectKeyFromObject(pvc), pvc); err != nil {
 			return false, "", err
 		}
@@ -201,7 +203,7 @@ func testWorkload(t *testing.T, sb *sandbox.Sandbox) {
 		t.Errorf("the claim is bound to %s, want %s", pvc.Spec.VolumeName, volKey.Name)
 	}
 	vol := &lhv1.Volume{}
-	eventually(t, "the volume is attached to the pod's node", func(ctx context.Context) (bool, string, error) {
+	testenv.Eventually(t, t.Context(), waitTimeout, "the volume is attached to the pod's node", func(ctx context.Context) (bool, string, error) {
 		if err := c.Get(ctx, volKey, vol); err != nil {
 			return false, "", client.IgnoreNotFound(err)
 		}
@@ -216,7 +218,7 @@ func testWorkload(t *testing.T, sb *sandbox.Sandbox) {
 	// or the mirror adopting it); Longhorn starts it, then the pod.
 	disk := sandbox.DiskUUID(node, "disk-1")
 	var rep lhv1.Replica
-	eventually(t, "a replica is granted on the pod's node's disk and running", func(ctx context.Context) (bool, string, error) {
+	testenv.Eventually(t, t.Context(), waitTimeout, "a replica is granted on the pod's node's disk and running", func(ctx context.Context) (bool, string, error) {
 		reps, err := volumeReplicas(ctx, c, vol.Name)
 		if err != nil || len(reps) != 1 {
 			return false, fmt.Sprintf("%d replicas", len(reps)), err
@@ -235,7 +237,7 @@ func testWorkload(t *testing.T, sb *sandbox.Sandbox) {
 		}
 		return rep.Status.CurrentState == lhv1.InstanceStateRunning, fmt.Sprintf("replica state %q", rep.Status.CurrentState), nil
 	})
-	eventually(t, "the pod is Running", func(ctx context.Context) (bool, string, error) {
+	testenv.Eventually(t, t.Context(), waitTimeout, "the pod is Running", func(ctx context.Context) (bool, string, error) {
 		if err := c.Get(ctx, client.ObjectKeyFromObject(pod), pod); err != nil {
 			return false, "", err
 		}
@@ -250,7 +252,7 @@ func testWorkload(t *testing.T, sb *sandbox.Sandbox) {
 	// done before the expander looks.)
 	size = resource.MustParse("20Gi")
 	testenv.SetClaimRequest(t, c, pvc, size)
-	eventually(t, "the volume, its replica and the claim are expanded", func(ctx context.Context) (bool, string, error) {
+	testenv.Eventually(t, t.Context(), waitTimeout, "the volume, its replica and the claim are expanded", func(ctx context.Context) (bool, string, error) {
 		if err := c.Get(ctx, volKey, vol); err != nil {
 			return false, "", err
 		}
@@ -271,7 +273,7 @@ func testWorkload(t *testing.T, sb *sandbox.Sandbox) {
 	if err := c.Delete(ctx, pod); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the pod is gone and the volume detached", func(ctx context.Context) (bool, string, error) {
+	testenv.Eventually(t, t.Context(), waitTimeout, "the pod is gone and the volume detached", func(ctx context.Context) (bool, string, error) {
 		err := c.Get(ctx, client.ObjectKeyFromObject(pod), &corev1.Pod{})
 		if client.IgnoreNotFound(err) != nil {
 			return false, "", err
@@ -284,7 +286,7 @@ func testWorkload(t *testing.T, sb *sandbox.Sandbox) {
 	if err := c.Delete(ctx, pvc); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the claim, its PersistentVolume, the volume and the ledger entry are gone", func(ctx context.Context) (bool, string, error) {
+	testenv.Eventually(t, t.Context(), waitTimeout, "the claim, its PersistentVolume, the volume and the ledger entry are gone", func(ctx context.Context) (bool, string, error) {
 		var left []string
 		for _, obj := range []client.Object{&corev1.PersistentVolumeClaim{ObjectMeta: pvc.ObjectMeta},
 			&corev1.PersistentVolume{ObjectMeta: metav1.ObjectMeta{Name: volKey.Name}}, &lhv1.Volume{ObjectMeta: metav1.ObjectMeta{Namespace: volKey.Namespace, Name: volKey.Name}}} {
@@ -340,7 +342,7 @@ func testNodeHeartbeats(t *testing.T, sb *sandbox.Sandbox, nodes ...string) {
 		t.Fatal(err)
 	}
 	start := time.Now()
-	eventually(t, "a node without heartbeats is marked unhealthy", func(ctx context.Context) (bool, string, error) {
+	testenv.Eventually(t, t.Context(), waitTimeout, "a node without heartbeats is marked unhealthy", func(ctx context.Context) (bool, string, error) {
 		if err := c.Get(ctx, client.ObjectKeyFromObject(ghost), ghost); err != nil {
 			return false, "", err
 		}
@@ -348,7 +350,7 @@ func testNodeHeartbeats(t *testing.T, sb *sandbox.Sandbox, nodes ...string) {
 			fmt.Sprintf("taints %v, Ready %s", ghost.Spec.Taints, readyStatus(ghost)), nil
 	})
 	deadline := start.Add(gracePeriod + gracePeriod/2)
-	eventually(t, "the simulated nodes' leases renewed one and a half grace periods after the start", func(ctx context.Context) (bool, string, error) {
+	testenv.Eventually(t, t.Context(), waitTimeout, "the simulated nodes' leases renewed one and a half grace periods after the start", func(ctx context.Context) (bool, string, error) {
 		for _, name := range nodes {
 			lease := &coordinationv1.Lease{}
 			if err := c.Get(ctx, client.ObjectKey{Namespace: corev1.NamespaceNodeLease, Name: name}, lease); err != nil {
@@ -410,7 +412,7 @@ func testWaitForFirstConsumer(t *testing.T, sb *sandbox.Sandbox) {
 	if mode := ptr.Deref(class.VolumeBindingMode, ""); mode != storagev1.VolumeBindingWaitForFirstConsumer {
 		t.Fatalf("StorageClass %s binds %s, want WaitForFirstConsumer", class.Name, mode)
 	}
-	eventually(t, "CSIDriver "+simlonghorn.CSIDriver+" asks kube-scheduler to check a CSIStorageCapacity per node", func(ctx context.Context) (bool, string, error) {
+	testenv.Eventually(t, t.Context(), waitTimeout, "CSIDriver "+simlonghorn.CSIDriver+" asks kube-scheduler to check a CSIStorageCapacity per node", func(ctx context.Context) (bool, string, error) {
 		driver := &storagev1.CSIDriver{}
 		if err := c.Get(ctx, client.ObjectKey{Name: simlonghorn.CSIDriver}, driver); err != nil {
 			return false, "", client.IgnoreNotFound(err)
@@ -436,7 +438,7 @@ func testWaitForFirstConsumer(t *testing.T, sb *sandbox.Sandbox) {
 	if err := c.Create(ctx, pvc); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the claim waits for its first consumer", func(ctx context.Context) (bool, string, error) {
+	testenv.Eventually(t, t.Context(), waitTimeout, "the claim waits for its first consumer", func(ctx context.Context) (bool, string, error) {
 		if err := c.Get(ctx, client.ObjectKeyFromObject(pvc), pvc); err != nil {
 			return false, "", err
 		}
@@ -445,7 +447,7 @@ func testWaitForFirstConsumer(t *testing.T, sb *sandbox.Sandbox) {
 	if err := c.Create(ctx, pod); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the claim is bound on the node kube-scheduler selected and the pod runs there", func(ctx context.Context) (bool, string, error) {
+	testenv.Eventually(t, t.Context(), waitTimeout, "the claim is bound on the node kube-scheduler selected and the pod runs there", func(ctx context.Context) (bool, string, error) {
 		if err := c.Get(ctx, client.ObjectKeyFromObject(pod), pod); err != nil {
 			return false, "", err
 		}
@@ -465,7 +467,7 @@ func testWaitForFirstConsumer(t *testing.T, sb *sandbox.Sandbox) {
 			t.Fatal(err)
 		}
 	}
-	eventually(t, "the volume is deleted with its claim and every ledger is empty and decided", func(ctx context.Context) (bool, string, error) {
+	testenv.Eventually(t, t.Context(), waitTimeout, "the volume is deleted with its claim and every ledger is empty and decided", func(ctx context.Context) (bool, string, error) {
 		err := c.Get(ctx, client.ObjectKeyFromObject(vol), vol)
 		if !apierrors.IsNotFound(err) {
 			return false, fmt.Sprintf("volume: %v", err), client.IgnoreNotFound(err)
@@ -510,7 +512,7 @@ func testSampleWorkloads(t *testing.T, sb *sandbox.Sandbox) {
 	}
 	sts := &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "web"}}
 	deploy := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "cache"}}
-	eventually(t, "the StatefulSet and the Deployment are ready", func(ctx context.Context) (bool, string, error) {
+	testenv.Eventually(t, t.Context(), waitTimeout, "the StatefulSet and the Deployment are ready", func(ctx context.Context) (bool, string, error) {
 		if err := c.Get(ctx, client.ObjectKeyFromObject(sts), sts); err != nil {
 			return false, "", err
 		}
@@ -539,7 +541,7 @@ func testSampleWorkloads(t *testing.T, sb *sandbox.Sandbox) {
 	if err := c.DeleteAllOf(ctx, &corev1.PersistentVolumeClaim{}, client.InNamespace("default")); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the pods and the volumes are gone and every ledger is empty and decided", func(ctx context.Context) (bool, string, error) {
+	testenv.Eventually(t, t.Context(), waitTimeout, "the pods and the volumes are gone and every ledger is empty and decided", func(ctx context.Context) (bool, string, error) {
 		left := &corev1.PodList{}
 		if err := c.List(ctx, left, client.InNamespace("default"), client.HasLabels{"app"}); err != nil {
 			return false, "", err
@@ -717,7 +719,7 @@ func testStop(t *testing.T, sb *sandbox.Sandbox) {
 	if err := sb.Stop(); err != nil {
 		t.Errorf("Stop: %v", err)
 	}
-	eventually(t, "every process exited and every port is free", func(context.Context) (bool, string, error) {
+	testenv.Eventually(t, t.Context(), waitTimeout, "every process exited and every port is free", func(context.Context) (bool, string, error) {
 		var left []string
 		for _, p := range procs {
 			if sandbox.ProcessAlive(p.PID) {
@@ -749,19 +751,4 @@ func volumeReplicas(ctx context.Context, c client.Client, volume string) ([]lhv1
 		}
 	}
 	return out, nil
-}
-
-// eventually waits up to a minute for check, failing the test with the
-// last state check reported.
-func eventually(t *testing.T, what string, check func(ctx context.Context) (done bool, state string, err error)) {
-	t.Helper()
-	var state string
-	err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
-		done, s, err := check(ctx)
-		state = s
-		return done, err
-	})
-	if err != nil {
-		t.Fatalf("waiting until %s: %v; last: %s", what, err, state)
-	}
 }

@@ -132,18 +132,12 @@ func (m *ledgerMonitor) see(ds *dsv1.DiskSchedule, baseline bool) {
 				row.Granted++
 			}
 		}
-		if why := invariantBroken(ds); why != "" {
+		if why := ledgerrules.Violation(ds.Status); why != "" {
 			m.violations = append(m.violations, fmt.Sprintf("DiskSchedule %s (disk %s of node %s) version %s: %s",
 				ds.Name, ds.Spec.Name, ds.Spec.NodeID, ds.ResourceVersion, why))
 		}
 	}
 	m.states[ds.Name] = states
-}
-
-// invariantBroken says how a ledger version breaks the ledger's invariant,
-// or "" (ledger.Violation, the one definition of it).
-func invariantBroken(ds *dsv1.DiskSchedule) string {
-	return ledgerrules.Violation(ds.Status)
 }
 
 // stop ends the watch, looks at the ledgers once more so that the final

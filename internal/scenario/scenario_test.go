@@ -1,10 +1,10 @@
 package scenario
 
 import (
-	lhv1 "github.com/longhorn/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
 	"strings"
 	"testing"
 
+	lhv1 "github.com/longhorn/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	dsv1 "github.com/longhorn/diskschedule/api/v1beta2"
@@ -24,28 +24,6 @@ func ledger(scheduled, limit int64, replicas map[string]dsv1.RequestStatus, cond
 
 func granted(size int64) dsv1.RequestStatus {
 	return dsv1.RequestStatus{State: dsv1.RequestStateScheduled, RequestedSize: size, ScheduledSize: size}
-}
-
-func TestInvariantBroken(t *testing.T) {
-	for _, tt := range []struct {
-		name string
-		ds   *dsv1.DiskSchedule
-		want string
-	}{
-		{"empty", ledger(0, 0, nil), ""},
-		{"full", ledger(400*gi, 400*gi, map[string]dsv1.RequestStatus{"a": granted(200 * gi), "b": granted(200 * gi)}), ""},
-		{"over the limit", ledger(500*gi, 400*gi, map[string]dsv1.RequestStatus{"a": granted(500 * gi)}), "over storageLimit"},
-		{"over the limit, adopted", ledger(500*gi, 400*gi, map[string]dsv1.RequestStatus{"a": granted(500 * gi)},
-			metav1.Condition{Type: dsv1.DiskScheduleConditionOvercommitted, Status: metav1.ConditionTrue}), ""},
-		{"not the sum of its entries", ledger(100*gi, 400*gi, map[string]dsv1.RequestStatus{"a": granted(200 * gi)}), "not the sum"},
-	} {
-		t.Run(tt.name, func(t *testing.T) {
-			got := invariantBroken(tt.ds)
-			if (tt.want == "") != (got == "") || !strings.Contains(got, tt.want) {
-				t.Errorf("invariantBroken() = %q, want %q", got, tt.want)
-			}
-		})
-	}
 }
 
 // TestLedgerMonitorCounts checks that the monitor counts each decision once,

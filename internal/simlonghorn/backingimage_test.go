@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/longhorn/diskschedule/internal/simlonghorn"
+	"github.com/longhorn/diskschedule/internal/testenv"
 )
 
 // TestBackingImageCopies checks a backing image: its size read from the
@@ -76,17 +77,17 @@ func TestBackingImageCopies(t *testing.T) {
 func waitOneCopy(t *testing.T, ns, name string) string {
 	t.Helper()
 	var disk string
-	eventually(t, 30*time.Second, "one copy of "+name, func(ctx context.Context) (bool, string) {
+	testenv.Eventually(t, t.Context(), 30*time.Second, "one copy of "+name, func(ctx context.Context) (bool, string, error) {
 		bi := &lhv1.BackingImage{}
 		if err := env.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, bi); err != nil {
-			return false, err.Error()
+			return false, err.Error(), nil
 		}
 		for d := range bi.Spec.DiskFileSpecMap {
 			disk = d
 		}
 		st := bi.Status.DiskFileStatusMap[disk]
 		return len(bi.Spec.DiskFileSpecMap) == 1 && st != nil && st.State == lhv1.BackingImageStateReady,
-			fmt.Sprintf("spec %v, status %v", keys(bi.Spec.DiskFileSpecMap), bi.Status.DiskFileStatusMap)
+			fmt.Sprintf("spec %v, status %v", keys(bi.Spec.DiskFileSpecMap), bi.Status.DiskFileStatusMap), nil
 	})
 	return disk
 }
@@ -95,34 +96,34 @@ func waitOneCopy(t *testing.T, ns, name string) string {
 // disks, each ready in status.
 func waitCopies(t *testing.T, ns, name string, disks ...string) {
 	t.Helper()
-	eventually(t, 30*time.Second, fmt.Sprintf("copies of %s on %v", name, disks), func(ctx context.Context) (bool, string) {
+	testenv.Eventually(t, t.Context(), 30*time.Second, fmt.Sprintf("copies of %s on %v", name, disks), func(ctx context.Context) (bool, string, error) {
 		bi := &lhv1.BackingImage{}
 		if err := env.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, bi); err != nil {
-			return false, err.Error()
+			return false, err.Error(), nil
 		}
 		if len(bi.Spec.DiskFileSpecMap) != len(disks) {
-			return false, fmt.Sprintf("spec %v", keys(bi.Spec.DiskFileSpecMap))
+			return false, fmt.Sprintf("spec %v", keys(bi.Spec.DiskFileSpecMap)), nil
 		}
 		for _, d := range disks {
 			st := bi.Status.DiskFileStatusMap[d]
 			if _, ok := bi.Spec.DiskFileSpecMap[d]; !ok || st == nil || st.State != lhv1.BackingImageStateReady {
-				return false, fmt.Sprintf("spec %v, status %v", keys(bi.Spec.DiskFileSpecMap), bi.Status.DiskFileStatusMap)
+				return false, fmt.Sprintf("spec %v, status %v", keys(bi.Spec.DiskFileSpecMap), bi.Status.DiskFileStatusMap), nil
 			}
 		}
-		return true, ""
+		return true, "", nil
 	})
 }
 
 // waitImageScheduled waits until node's disk-1 counts the image at size.
 func waitImageScheduled(t *testing.T, ns, node, image string, size int64) {
 	t.Helper()
-	eventually(t, 10*time.Second, "image counted on "+node, func(ctx context.Context) (bool, string) {
+	testenv.Eventually(t, t.Context(), 10*time.Second, "image counted on "+node, func(ctx context.Context) (bool, string, error) {
 		n, err := getNode(ctx, ns, node)
 		if err != nil {
-			return false, err.Error()
+			return false, err.Error(), nil
 		}
 		st := n.Status.DiskStatus["disk-1"]
-		return st.ScheduledBackingImage[image] == size, fmt.Sprintf("%+v", st)
+		return st.ScheduledBackingImage[image] == size, fmt.Sprintf("%+v", st), nil
 	})
 }
 

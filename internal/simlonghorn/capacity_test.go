@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/longhorn/diskschedule/internal/simlonghorn"
+	"github.com/longhorn/diskschedule/internal/testenv"
 )
 
 func TestNodeCapacity(t *testing.T) {
@@ -171,26 +172,26 @@ func TestStorageCapacity(t *testing.T) {
 	}})
 	nodesReady(t, ns, n1, n2)
 
-	eventually(t, 10*time.Second, "CSIDriver "+simlonghorn.CSIDriver+" tracks storage capacity", func(ctx context.Context) (bool, string) {
+	testenv.Eventually(t, t.Context(), 10*time.Second, "CSIDriver "+simlonghorn.CSIDriver+" tracks storage capacity", func(ctx context.Context) (bool, string, error) {
 		d := &storagev1.CSIDriver{}
 		if err := env.Client.Get(ctx, client.ObjectKey{Name: simlonghorn.CSIDriver}, d); err != nil {
-			return false, err.Error()
+			return false, err.Error(), nil
 		}
 		return ptr.Deref(d.Spec.StorageCapacity, false) && ptr.Deref(d.Spec.PodInfoOnMount, false),
-			fmt.Sprintf("storageCapacity %v, podInfoOnMount %v", ptr.Deref(d.Spec.StorageCapacity, false), ptr.Deref(d.Spec.PodInfoOnMount, false))
+			fmt.Sprintf("storageCapacity %v, podInfoOnMount %v", ptr.Deref(d.Spec.StorageCapacity, false), ptr.Deref(d.Spec.PodInfoOnMount, false)), nil
 	})
 	for node, keys := range map[string][]string{n1: {corev1.LabelHostname, corev1.LabelTopologyZone}, n2: {corev1.LabelHostname}} {
-		eventually(t, 10*time.Second, "CSINode "+node, func(ctx context.Context) (bool, string) {
+		testenv.Eventually(t, t.Context(), 10*time.Second, "CSINode "+node, func(ctx context.Context) (bool, string, error) {
 			c := &storagev1.CSINode{}
 			if err := env.Client.Get(ctx, client.ObjectKey{Name: node}, c); err != nil {
-				return false, err.Error()
+				return false, err.Error(), nil
 			}
 			for _, d := range c.Spec.Drivers {
 				if d.Name == simlonghorn.CSIDriver {
-					return d.NodeID == node && reflect.DeepEqual(d.TopologyKeys, keys), fmt.Sprintf("driver %+v", d)
+					return d.NodeID == node && reflect.DeepEqual(d.TopologyKeys, keys), fmt.Sprintf("driver %+v", d), nil
 				}
 			}
-			return false, fmt.Sprintf("drivers %+v", c.Spec.Drivers)
+			return false, fmt.Sprintf("drivers %+v", c.Spec.Drivers), nil
 		})
 	}
 	deployment := &appsv1.Deployment{}
@@ -209,10 +210,10 @@ func TestStorageCapacity(t *testing.T) {
 	}
 	published := func(what string, timeout time.Duration) {
 		t.Helper()
-		eventually(t, timeout, what, func(ctx context.Context) (bool, string) {
+		testenv.Eventually(t, t.Context(), timeout, what, func(ctx context.Context) (bool, string, error) {
 			list := &storagev1.CSIStorageCapacityList{}
 			if err := env.Client.List(ctx, list, client.InNamespace(ns)); err != nil {
-				return false, err.Error()
+				return false, err.Error(), nil
 			}
 			got := map[key][2]int64{}
 			var problems []string
@@ -248,7 +249,7 @@ func TestStorageCapacity(t *testing.T) {
 				sort.Strings(lines)
 				problems = append(problems, "capacity/maximum (Gi): "+strings.Join(lines, ", "))
 			}
-			return len(problems) == 0, strings.Join(problems, "; ")
+			return len(problems) == 0, strings.Join(problems, "; "), nil
 		})
 	}
 	published("the CSIStorageCapacity objects", 30*time.Second)
@@ -259,13 +260,13 @@ func TestStorageCapacity(t *testing.T) {
 	if err := env.Client.Create(ctx, vol); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 30*time.Second, "50Gi scheduled on disk-1 of "+n2, func(ctx context.Context) (bool, string) {
+	testenv.Eventually(t, t.Context(), 30*time.Second, "50Gi scheduled on disk-1 of "+n2, func(ctx context.Context) (bool, string, error) {
 		n, err := getNode(ctx, ns, n2)
 		if err != nil {
-			return false, err.Error()
+			return false, err.Error(), nil
 		}
 		st := n.Status.DiskStatus["disk-1"]
-		return st != nil && st.StorageScheduled == 50*gi, fmt.Sprintf("disk status %+v", st)
+		return st != nil && st.StorageScheduled == 50*gi, fmt.Sprintf("disk status %+v", st), nil
 	})
 	changed := time.Now()
 	want[key{wffc, n2}] = [2]int64{240 * gi, 200 * gi}
@@ -295,11 +296,11 @@ func TestStorageCapacity(t *testing.T) {
 	if err := env.Client.Patch(ctx, tracking, client.MergeFrom(base)); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 10*time.Second, "CSIDriver without storage capacity tracking", func(ctx context.Context) (bool, string) {
+	testenv.Eventually(t, t.Context(), 10*time.Second, "CSIDriver without storage capacity tracking", func(ctx context.Context) (bool, string, error) {
 		d := &storagev1.CSIDriver{}
 		if err := env.Client.Get(ctx, client.ObjectKey{Name: simlonghorn.CSIDriver}, d); err != nil {
-			return false, err.Error()
+			return false, err.Error(), nil
 		}
-		return !ptr.Deref(d.Spec.StorageCapacity, true), fmt.Sprintf("storageCapacity %v", d.Spec.StorageCapacity)
+		return !ptr.Deref(d.Spec.StorageCapacity, true), fmt.Sprintf("storageCapacity %v", d.Spec.StorageCapacity), nil
 	})
 }

@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/longhorn/diskschedule/internal/simlonghorn"
+	"github.com/longhorn/diskschedule/internal/testenv"
 )
 
 // TestBestEffortLocality follows a best-effort volume of one replica as its
@@ -37,17 +38,17 @@ func TestBestEffortLocality(t *testing.T) {
 
 	// Not attached: the replica waits, unscheduled, and the volume counts as
 	// scheduled, as Longhorn reports it.
-	eventually(t, 10*time.Second, "replica waiting for attachment", func(ctx context.Context) (bool, string) {
+	testenv.Eventually(t, t.Context(), 10*time.Second, "replica waiting for attachment", func(ctx context.Context) (bool, string, error) {
 		rs, err := replicasOf(ctx, ns, volName)
 		if err != nil || len(rs) != 1 {
-			return false, fmt.Sprintf("%d replicas (%v)", len(rs), err)
+			return false, fmt.Sprintf("%d replicas (%v)", len(rs), err), nil
 		}
 		v, err := getVolume(ctx, ns, volName)
 		if err != nil {
-			return false, err.Error()
+			return false, err.Error(), nil
 		}
 		return rs[0].Spec.NodeID == "" && condTrue(v.Status.Conditions, lhv1.VolumeConditionTypeScheduled),
-			fmt.Sprintf("replica on %q, volume %+v", rs[0].Spec.NodeID, v.Status.Conditions)
+			fmt.Sprintf("replica on %q, volume %+v", rs[0].Spec.NodeID, v.Status.Conditions), nil
 	})
 
 	// Attached to n2: the replica goes there.
@@ -65,25 +66,25 @@ func TestBestEffortLocality(t *testing.T) {
 	pod2 := &corev1.Pod{}
 	pod2.Namespace, pod2.Name = ns, "app-2"
 	movePod(t, pod2, ns, "app-3", n3, pvc.Name)
-	eventually(t, 10*time.Second, "attached to n3", func(ctx context.Context) (bool, string) {
+	testenv.Eventually(t, t.Context(), 10*time.Second, "attached to n3", func(ctx context.Context) (bool, string, error) {
 		v, err := getVolume(ctx, ns, volName)
 		if err != nil {
-			return false, err.Error()
+			return false, err.Error(), nil
 		}
-		return v.Status.CurrentNodeID == n3 && v.Status.State == lhv1.VolumeStateAttached, fmt.Sprintf("%+v", v.Status)
+		return v.Status.CurrentNodeID == n3 && v.Status.State == lhv1.VolumeStateAttached, fmt.Sprintf("%+v", v.Status), nil
 	})
 	// The volume controller reports that Longhorn's precheck found no disk.
-	eventually(t, 20*time.Second, "local replica skipped", func(ctx context.Context) (bool, string) {
+	testenv.Eventually(t, t.Context(), 20*time.Second, "local replica skipped", func(ctx context.Context) (bool, string, error) {
 		list := &eventsv1.EventList{}
 		if err := env.Client.List(ctx, list, client.InNamespace(ns)); err != nil {
-			return false, err.Error()
+			return false, err.Error(), nil
 		}
 		for _, e := range list.Items {
 			if e.Regarding.Name == volName && e.Reason == simlonghorn.EventReasonLocalReplicaSkipped && strings.Contains(e.Note, n3) {
-				return true, ""
+				return true, "", nil
 			}
 		}
-		return false, fmt.Sprintf("%d events, none for the skipped local replica", len(list.Items))
+		return false, fmt.Sprintf("%d events, none for the skipped local replica", len(list.Items)), nil
 	})
 	rs, err := replicasOf(ctx, ns, volName)
 	if err != nil {
@@ -115,17 +116,17 @@ func movePod(t *testing.T, pod *corev1.Pod, ns, name, node, claim string) {
 // node, and is attached there.
 func replicaNodes(t *testing.T, ns, volume, node string) {
 	t.Helper()
-	eventually(t, 30*time.Second, "only replica running on "+node, func(ctx context.Context) (bool, string) {
+	testenv.Eventually(t, t.Context(), 30*time.Second, "only replica running on "+node, func(ctx context.Context) (bool, string, error) {
 		rs, err := replicasOf(ctx, ns, volume)
 		if err != nil {
-			return false, err.Error()
+			return false, err.Error(), nil
 		}
 		var where []string
 		for _, r := range rs {
 			where = append(where, fmt.Sprintf("%s on %q (%s)", r.Name, r.Spec.NodeID, r.Status.CurrentState))
 		}
 		ok := len(rs) == 1 && rs[0].Spec.NodeID == node && rs[0].Status.CurrentState == lhv1.InstanceStateRunning
-		return ok, fmt.Sprintf("%v", where)
+		return ok, fmt.Sprintf("%v", where), nil
 	})
 }
 

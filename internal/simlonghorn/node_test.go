@@ -17,6 +17,7 @@ import (
 
 	"github.com/longhorn/diskschedule/internal/settings"
 	"github.com/longhorn/diskschedule/internal/simlonghorn"
+	"github.com/longhorn/diskschedule/internal/testenv"
 )
 
 // TestNodesAsLonghornWritesThem checks the Longhorn Nodes and Settings the
@@ -72,23 +73,23 @@ func TestNodesAsLonghornWritesThem(t *testing.T) {
 			continue
 		}
 		s := &lhv1.Setting{}
-		eventually(t, 10*time.Second, "setting "+name, func(ctx context.Context) (bool, string) {
+		testenv.Eventually(t, t.Context(), 10*time.Second, "setting "+name, func(ctx context.Context) (bool, string, error) {
 			if err := env.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, s); err != nil {
-				return false, err.Error()
+				return false, err.Error(), nil
 			}
-			return s.Value == value && s.Status.Applied, fmt.Sprintf("value %q applied %v", s.Value, s.Status.Applied)
+			return s.Value == value && s.Status.Applied, fmt.Sprintf("value %q applied %v", s.Value, s.Status.Applied), nil
 		})
 	}
 
 	// Cordoning the Kubernetes node makes the Longhorn node unschedulable.
 	setUnschedulable(t, n1, true)
-	eventually(t, 10*time.Second, "cordoned node unschedulable", func(ctx context.Context) (bool, string) {
+	testenv.Eventually(t, t.Context(), 10*time.Second, "cordoned node unschedulable", func(ctx context.Context) (bool, string, error) {
 		n, err := getNode(ctx, ns, n1)
 		if err != nil {
-			return false, err.Error()
+			return false, err.Error(), nil
 		}
 		c := cond(n.Status.Conditions, lhv1.NodeConditionTypeSchedulable)
-		return c.Status == lhv1.ConditionStatusFalse && c.Reason == lhv1.NodeConditionReasonKubernetesNodeCordoned, fmt.Sprintf("%+v", c)
+		return c.Status == lhv1.ConditionStatusFalse && c.Reason == lhv1.NodeConditionReasonKubernetesNodeCordoned, fmt.Sprintf("%+v", c), nil
 	})
 	// With disable-scheduling-on-cordoned-node false it is schedulable again.
 	setSetting(t, ns, settings.DisableSchedulingOnCordonedNode, "false")
@@ -97,14 +98,14 @@ func TestNodesAsLonghornWritesThem(t *testing.T) {
 
 	// storage-minimal-available-percentage 100 puts every disk under pressure.
 	setSetting(t, ns, settings.StorageMinimalAvailablePercentage, "100")
-	eventually(t, 10*time.Second, "disk pressure", func(ctx context.Context) (bool, string) {
+	testenv.Eventually(t, t.Context(), 10*time.Second, "disk pressure", func(ctx context.Context) (bool, string, error) {
 		n, err := getNode(ctx, ns, n2)
 		if err != nil {
-			return false, err.Error()
+			return false, err.Error(), nil
 		}
 		c := cond(n.Status.DiskStatus["disk-1"].Conditions, lhv1.DiskConditionTypeSchedulable)
 		return c.Status == lhv1.ConditionStatusFalse && c.Reason == lhv1.DiskConditionReasonDiskPressure &&
-			strings.Contains(c.Message, "Actual space usage condition failed"), fmt.Sprintf("%+v", c)
+			strings.Contains(c.Message, "Actual space usage condition failed"), fmt.Sprintf("%+v", c), nil
 	})
 	setSetting(t, ns, settings.StorageMinimalAvailablePercentage, "25")
 	nodesReady(t, ns, n2)
@@ -137,13 +138,13 @@ func TestNodesOnly(t *testing.T) {
 	if err := env.Client.Create(ctx, r); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 10*time.Second, "the other replica counted", func(ctx context.Context) (bool, string) {
+	testenv.Eventually(t, t.Context(), 10*time.Second, "the other replica counted", func(ctx context.Context) (bool, string, error) {
 		n, err := getNode(ctx, ns, n1)
 		if err != nil {
-			return false, err.Error()
+			return false, err.Error(), nil
 		}
 		st := n.Status.DiskStatus["disk-1"]
-		return st.StorageScheduled == 30*gi && st.ScheduledReplica["other-r-1"] == 30*gi, fmt.Sprintf("%+v", st)
+		return st.StorageScheduled == 30*gi && st.ScheduledReplica["other-r-1"] == 30*gi, fmt.Sprintf("%+v", st), nil
 	})
 	rs, err := replicasOf(ctx, ns, vol.Name)
 	if err != nil {

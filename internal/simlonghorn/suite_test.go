@@ -18,7 +18,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
@@ -76,21 +75,6 @@ func startVolumeControllers(t *testing.T) {
 	}
 }
 
-// eventually polls check every 50 ms until it returns true or timeout
-// passes; the test then fails with the last explanation check gave.
-func eventually(t *testing.T, timeout time.Duration, what string, check func(ctx context.Context) (bool, string)) {
-	t.Helper()
-	last := ""
-	err := wait.PollUntilContextTimeout(context.Background(), 50*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
-		ok, why := check(ctx)
-		last = why
-		return ok, nil
-	})
-	if err != nil {
-		t.Fatalf("%s: not within %s: %s", what, timeout, last)
-	}
-}
-
 // nodeName returns the name of a test node, unique to the namespace.
 func nodeName(ns, n string) string { return ns + "-" + n }
 
@@ -110,23 +94,23 @@ func getNode(ctx context.Context, ns, name string) (*lhv1.Node, error) {
 func nodesReady(t *testing.T, ns string, names ...string) {
 	t.Helper()
 	for _, name := range names {
-		eventually(t, 30*time.Second, "node "+name+" ready", func(ctx context.Context) (bool, string) {
+		testenv.Eventually(t, t.Context(), 30*time.Second, "node "+name+" ready", func(ctx context.Context) (bool, string, error) {
 			n, err := getNode(ctx, ns, name)
 			if err != nil {
-				return false, err.Error()
+				return false, err.Error(), nil
 			}
 			if !condTrue(n.Status.Conditions, lhv1.NodeConditionTypeReady) || !condTrue(n.Status.Conditions, lhv1.NodeConditionTypeSchedulable) {
-				return false, fmt.Sprintf("conditions %+v", n.Status.Conditions)
+				return false, fmt.Sprintf("conditions %+v", n.Status.Conditions), nil
 			}
 			if len(n.Status.DiskStatus) != len(n.Spec.Disks) || len(n.Spec.Disks) == 0 {
-				return false, fmt.Sprintf("disk status %+v", n.Status.DiskStatus)
+				return false, fmt.Sprintf("disk status %+v", n.Status.DiskStatus), nil
 			}
 			for d, st := range n.Status.DiskStatus {
 				if !condTrue(st.Conditions, lhv1.DiskConditionTypeReady) || !condTrue(st.Conditions, lhv1.DiskConditionTypeSchedulable) {
-					return false, fmt.Sprintf("disk %s conditions %+v", d, st.Conditions)
+					return false, fmt.Sprintf("disk %s conditions %+v", d, st.Conditions), nil
 				}
 			}
-			return true, ""
+			return true, "", nil
 		})
 	}
 }
@@ -182,10 +166,10 @@ func scheduledReplicas(t *testing.T, ns, volume string, n int) []lhv1.Replica {
 func scheduledReplicasWithin(t *testing.T, ns, volume string, n int, timeout time.Duration) []lhv1.Replica {
 	t.Helper()
 	var out []lhv1.Replica
-	eventually(t, timeout, fmt.Sprintf("%d scheduled replicas of %s", n, volume), func(ctx context.Context) (bool, string) {
+	testenv.Eventually(t, t.Context(), timeout, fmt.Sprintf("%d scheduled replicas of %s", n, volume), func(ctx context.Context) (bool, string, error) {
 		rs, err := replicasOf(ctx, ns, volume)
 		if err != nil {
-			return false, err.Error()
+			return false, err.Error(), nil
 		}
 		scheduled := 0
 		for _, r := range rs {
@@ -194,7 +178,7 @@ func scheduledReplicasWithin(t *testing.T, ns, volume string, n int, timeout tim
 			}
 		}
 		out = rs
-		return len(rs) == n && scheduled == n, fmt.Sprintf("%d replicas, %d scheduled", len(rs), scheduled)
+		return len(rs) == n && scheduled == n, fmt.Sprintf("%d replicas, %d scheduled", len(rs), scheduled), nil
 	})
 	return out
 }

@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/longhorn/diskschedule/internal/simlonghorn"
+	"github.com/longhorn/diskschedule/internal/testenv"
 )
 
 // createClass creates a Longhorn StorageClass named after the namespace,
@@ -59,11 +60,11 @@ func createClaim(t *testing.T, ns, name, class string, sizeGi int64) (*corev1.Pe
 	if err := env.Client.Create(ctx, pvc); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 30*time.Second, "claim "+name+" bound", func(ctx context.Context) (bool, string) {
+	testenv.Eventually(t, t.Context(), 30*time.Second, "claim "+name+" bound", func(ctx context.Context) (bool, string, error) {
 		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(pvc), pvc); err != nil {
-			return false, err.Error()
+			return false, err.Error(), nil
 		}
-		return pvc.Status.Phase == corev1.ClaimBound && pvc.Spec.VolumeName != "", fmt.Sprintf("phase %s", pvc.Status.Phase)
+		return pvc.Status.Phase == corev1.ClaimBound && pvc.Spec.VolumeName != "", fmt.Sprintf("phase %s", pvc.Status.Phase), nil
 	})
 	return pvc, simlonghorn.VolumeName(pvc)
 }
@@ -89,12 +90,12 @@ func createPod(t *testing.T, ns, name, node, claim string) *corev1.Pod {
 // podRunning waits until the pod runs.
 func podRunning(t *testing.T, pod *corev1.Pod) {
 	t.Helper()
-	eventually(t, 30*time.Second, "pod "+pod.Name+" running", func(ctx context.Context) (bool, string) {
+	testenv.Eventually(t, t.Context(), 30*time.Second, "pod "+pod.Name+" running", func(ctx context.Context) (bool, string, error) {
 		p := &corev1.Pod{}
 		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(pod), p); err != nil {
-			return false, err.Error()
+			return false, err.Error(), nil
 		}
-		return p.Status.Phase == corev1.PodRunning, string(p.Status.Phase)
+		return p.Status.Phase == corev1.PodRunning, string(p.Status.Phase), nil
 	})
 }
 
@@ -127,13 +128,13 @@ func TestClaimToRunningPod(t *testing.T) {
 	// The volume controller of the owning longhorn-manager writes the
 	// status: its owner, the node of the one simulated pod.
 	var vol *lhv1.Volume
-	eventually(t, 20*time.Second, "volume "+volName+" owned", func(ctx context.Context) (bool, string) {
+	testenv.Eventually(t, t.Context(), 20*time.Second, "volume "+volName+" owned", func(ctx context.Context) (bool, string, error) {
 		v, err := getVolume(ctx, ns, volName)
 		if err != nil {
-			return false, err.Error()
+			return false, err.Error(), nil
 		}
 		vol = v
-		return v.Status.OwnerID == n1, "ownerID " + v.Status.OwnerID
+		return v.Status.OwnerID == n1, "ownerID " + v.Status.OwnerID, nil
 	})
 	if vol.Spec.Size != 10*gi || vol.Spec.NumberOfReplicas != 1 || vol.Spec.Frontend != lhv1.VolumeFrontendBlockDev ||
 		vol.Spec.DataEngine != lhv1.DataEngineTypeV1 || vol.Spec.DataLocality != lhv1.DataLocalityDisabled ||
@@ -157,14 +158,14 @@ func TestClaimToRunningPod(t *testing.T) {
 
 	pod := createPod(t, ns, "app", n1, pvc.Name)
 	podRunning(t, pod)
-	eventually(t, 10*time.Second, "volume attached and healthy", func(ctx context.Context) (bool, string) {
+	testenv.Eventually(t, t.Context(), 10*time.Second, "volume attached and healthy", func(ctx context.Context) (bool, string, error) {
 		var err error
 		if vol, err = getVolume(ctx, ns, volName); err != nil {
-			return false, err.Error()
+			return false, err.Error(), nil
 		}
 		return vol.Spec.NodeID == n1 && vol.Status.CurrentNodeID == n1 && vol.Status.State == lhv1.VolumeStateAttached &&
 				vol.Status.Robustness == lhv1.VolumeRobustnessHealthy && condTrue(vol.Status.Conditions, lhv1.VolumeConditionTypeScheduled),
-			fmt.Sprintf("spec.nodeID %q, status %+v", vol.Spec.NodeID, vol.Status)
+			fmt.Sprintf("spec.nodeID %q, status %+v", vol.Spec.NodeID, vol.Status), nil
 	})
 	rs := scheduledReplicas(t, ns, volName, 1)
 	r := rs[0]
@@ -191,8 +192,9 @@ func TestClaimToRunningPod(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 30*time.Second, "kube-controller-manager's expander left the claim to the external resizer", func(ctx context.Context) (bool, string) {
-		return claimEvent(ctx, pvc, "ExternalExpanding")
+	testenv.Eventually(t, t.Context(), 30*time.Second, "kube-controller-manager's expander left the claim to the external resizer", func(ctx context.Context) (bool, string, error) {
+		done, state := claimEvent(ctx, pvc, "ExternalExpanding")
+		return done, state, nil
 	})
 	if vol, err = getVolume(ctx, ns, volName); err != nil || vol.Spec.Size != 10*gi {
 		t.Errorf("the refused expansion: volume size %d (%v), want 10Gi", vol.Spec.Size, err)
@@ -200,22 +202,22 @@ func TestClaimToRunningPod(t *testing.T) {
 	if err := env.Client.Delete(ctx, binding); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, time.Minute, "expanded to 20Gi", func(ctx context.Context) (bool, string) {
+	testenv.Eventually(t, t.Context(), time.Minute, "expanded to 20Gi", func(ctx context.Context) (bool, string, error) {
 		rs, err := replicasOf(ctx, ns, volName)
 		if err != nil || len(rs) != 1 {
-			return false, fmt.Sprintf("replicas %d %v", len(rs), err)
+			return false, fmt.Sprintf("replicas %d %v", len(rs), err), nil
 		}
 		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(pvc), pvc); err != nil {
-			return false, err.Error()
+			return false, err.Error(), nil
 		}
 		n, err := getNode(ctx, ns, n1)
 		if err != nil {
-			return false, err.Error()
+			return false, err.Error(), nil
 		}
 		capacity := pvc.Status.Capacity[corev1.ResourceStorage]
 		scheduled := n.Status.DiskStatus["disk-1"].StorageScheduled
 		return rs[0].Spec.VolumeSize == 20*gi && capacity.Value() == 20*gi && scheduled == 20*gi,
-			fmt.Sprintf("replica %d, claim %s, node scheduled %d", rs[0].Spec.VolumeSize, capacity.String(), scheduled)
+			fmt.Sprintf("replica %d, claim %s, node scheduled %d", rs[0].Spec.VolumeSize, capacity.String(), scheduled), nil
 	})
 	if err := env.Client.Get(ctx, client.ObjectKeyFromObject(pv), pv); err != nil {
 		t.Fatal(err)
@@ -231,7 +233,7 @@ func TestClaimToRunningPod(t *testing.T) {
 	if err := env.Client.Delete(ctx, pvc); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 30*time.Second, "claim, PersistentVolume and volume deleted", func(ctx context.Context) (bool, string) {
+	testenv.Eventually(t, t.Context(), 30*time.Second, "claim, PersistentVolume and volume deleted", func(ctx context.Context) (bool, string, error) {
 		var left []string
 		for _, obj := range []client.Object{&corev1.PersistentVolumeClaim{}, &corev1.PersistentVolume{}, &lhv1.Volume{}} {
 			key := client.ObjectKeyFromObject(pvc)
@@ -245,7 +247,7 @@ func TestClaimToRunningPod(t *testing.T) {
 				left = append(left, fmt.Sprintf("%T %s (%v)", obj, key, err))
 			}
 		}
-		return len(left) == 0, fmt.Sprintf("left: %v", left)
+		return len(left) == 0, fmt.Sprintf("left: %v", left), nil
 	})
 }
 
@@ -279,11 +281,11 @@ func TestRetainedClaim(t *testing.T) {
 		t.Fatal(err)
 	}
 	pv := &corev1.PersistentVolume{}
-	eventually(t, 30*time.Second, "PersistentVolume Released", func(ctx context.Context) (bool, string) {
+	testenv.Eventually(t, t.Context(), 30*time.Second, "PersistentVolume Released", func(ctx context.Context) (bool, string, error) {
 		if err := env.Client.Get(ctx, client.ObjectKey{Name: pvc.Spec.VolumeName}, pv); err != nil {
-			return false, err.Error()
+			return false, err.Error(), nil
 		}
-		return pv.Status.Phase == corev1.VolumeReleased, fmt.Sprintf("phase %s", pv.Status.Phase)
+		return pv.Status.Phase == corev1.VolumeReleased, fmt.Sprintf("phase %s", pv.Status.Phase), nil
 	})
 	if _, err := getVolume(ctx, ns, volName); err != nil {
 		t.Errorf("the retained claim's volume: %v", err)
@@ -292,9 +294,9 @@ func TestRetainedClaim(t *testing.T) {
 	if err := env.Client.Delete(ctx, pv); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 30*time.Second, "PersistentVolume deleted", func(ctx context.Context) (bool, string) {
+	testenv.Eventually(t, t.Context(), 30*time.Second, "PersistentVolume deleted", func(ctx context.Context) (bool, string, error) {
 		err := env.Client.Get(ctx, client.ObjectKeyFromObject(pv), &corev1.PersistentVolume{})
-		return apierrors.IsNotFound(err), fmt.Sprintf("%v", err)
+		return apierrors.IsNotFound(err), fmt.Sprintf("%v", err), nil
 	})
 	if _, err := getVolume(ctx, ns, volName); err != nil {
 		t.Errorf("the retained claim's volume after its PersistentVolume went: %v", err)
@@ -374,13 +376,13 @@ func TestReplicasPlacedFromOwnCache(t *testing.T) {
 	if rs[0].Spec.NodeID == rs[1].Spec.NodeID {
 		t.Errorf("both replicas on node %s", rs[0].Spec.NodeID)
 	}
-	eventually(t, 10*time.Second, "volume scheduled", func(ctx context.Context) (bool, string) {
+	testenv.Eventually(t, t.Context(), 10*time.Second, "volume scheduled", func(ctx context.Context) (bool, string, error) {
 		v, err := getVolume(ctx, ns, vol.Name)
 		if err != nil {
-			return false, err.Error()
+			return false, err.Error(), nil
 		}
 		return condTrue(v.Status.Conditions, lhv1.VolumeConditionTypeScheduled) && v.Status.State == lhv1.VolumeStateDetached,
-			fmt.Sprintf("%+v", v.Status)
+			fmt.Sprintf("%+v", v.Status), nil
 	})
 	waitScheduledTotal(t, ns, total+20*gi, n1, n2)
 
@@ -388,9 +390,9 @@ func TestReplicasPlacedFromOwnCache(t *testing.T) {
 	if err := env.Client.Delete(ctx, vol); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 10*time.Second, "replicas of the deleted volume gone", func(ctx context.Context) (bool, string) {
+	testenv.Eventually(t, t.Context(), 10*time.Second, "replicas of the deleted volume gone", func(ctx context.Context) (bool, string, error) {
 		rs, err := replicasOf(ctx, ns, vol.Name)
-		return err == nil && len(rs) == 0, fmt.Sprintf("%d replicas (%v)", len(rs), err)
+		return err == nil && len(rs) == 0, fmt.Sprintf("%d replicas (%v)", len(rs), err), nil
 	})
 	waitScheduledTotal(t, ns, total, n1, n2)
 
@@ -411,12 +413,12 @@ func TestReplicasPlacedFromOwnCache(t *testing.T) {
 // storageScheduled equals the sum of its scheduledReplica.
 func waitScheduledTotal(t *testing.T, ns string, total int64, nodes ...string) {
 	t.Helper()
-	eventually(t, 10*time.Second, fmt.Sprintf("%d bytes scheduled", total), func(ctx context.Context) (bool, string) {
+	testenv.Eventually(t, t.Context(), 10*time.Second, fmt.Sprintf("%d bytes scheduled", total), func(ctx context.Context) (bool, string, error) {
 		sum := int64(0)
 		for _, name := range nodes {
 			n, err := getNode(ctx, ns, name)
 			if err != nil {
-				return false, err.Error()
+				return false, err.Error(), nil
 			}
 			for d, st := range n.Status.DiskStatus {
 				replicas := int64(0)
@@ -424,12 +426,12 @@ func waitScheduledTotal(t *testing.T, ns string, total int64, nodes ...string) {
 					replicas += size
 				}
 				if replicas != st.StorageScheduled {
-					return false, fmt.Sprintf("%s/%s: storageScheduled %d but replicas sum to %d", name, d, st.StorageScheduled, replicas)
+					return false, fmt.Sprintf("%s/%s: storageScheduled %d but replicas sum to %d", name, d, st.StorageScheduled, replicas), nil
 				}
 				sum += st.StorageScheduled
 			}
 		}
-		return sum == total, fmt.Sprintf("%d scheduled", sum)
+		return sum == total, fmt.Sprintf("%d scheduled", sum), nil
 	})
 }
 
@@ -524,13 +526,13 @@ func TestRefusedPlacement(t *testing.T) {
 		t.Fatal(err)
 	}
 	scheduledReplicasWithin(t, ns, vol.Name, 1, 45*time.Second)
-	eventually(t, 20*time.Second, "volume scheduled and owned", func(ctx context.Context) (bool, string) {
+	testenv.Eventually(t, t.Context(), 20*time.Second, "volume scheduled and owned", func(ctx context.Context) (bool, string, error) {
 		v, err := getVolume(ctx, ns, vol.Name)
 		if err != nil {
-			return false, err.Error()
+			return false, err.Error(), nil
 		}
 		return condTrue(v.Status.Conditions, lhv1.VolumeConditionTypeScheduled) && v.Status.OwnerID == n1,
-			fmt.Sprintf("owner %q, %+v", v.Status.OwnerID, v.Status.Conditions)
+			fmt.Sprintf("owner %q, %+v", v.Status.OwnerID, v.Status.Conditions), nil
 	})
 	if d := time.Since(first); d > 30*time.Second+15*time.Second {
 		t.Errorf("the volume was stalled %s from its first refusal, want at most the resync (30s) and some", d.Round(time.Second))
@@ -595,14 +597,14 @@ func denyUpdates(t *testing.T, ns, name, resource, expression, message string, p
 		_ = client.IgnoreNotFound(env.Client.Delete(ctx, binding))
 		_ = client.IgnoreNotFound(env.Client.Delete(ctx, policy))
 	})
-	eventually(t, 20*time.Second, "the policy "+policy.Name+" enforced", func(ctx context.Context) (bool, string) {
+	testenv.Eventually(t, t.Context(), 20*time.Second, "the policy "+policy.Name+" enforced", func(ctx context.Context) (bool, string, error) {
 		p := probe.DeepCopyObject().(client.Object)
 		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(probe), p); err != nil {
-			return false, err.Error()
+			return false, err.Error(), nil
 		}
 		change(p)
 		err := env.Client.Update(ctx, p, client.DryRunAll)
-		return apierrors.IsInvalid(err) || apierrors.IsForbidden(err), fmt.Sprintf("dry-run update: %v", err)
+		return apierrors.IsInvalid(err) || apierrors.IsForbidden(err), fmt.Sprintf("dry-run update: %v", err), nil
 	})
 	return binding
 }
@@ -611,13 +613,13 @@ func denyUpdates(t *testing.T, ns, name, resource, expression, message string, p
 // reason ReplicaSchedulingFailure and a message containing why.
 func waitUnscheduled(t *testing.T, ns, volume, why string) {
 	t.Helper()
-	eventually(t, 20*time.Second, volume+" unschedulable: "+why, func(ctx context.Context) (bool, string) {
+	testenv.Eventually(t, t.Context(), 20*time.Second, volume+" unschedulable: "+why, func(ctx context.Context) (bool, string, error) {
 		v, err := getVolume(ctx, ns, volume)
 		if err != nil {
-			return false, err.Error()
+			return false, err.Error(), nil
 		}
 		c := cond(v.Status.Conditions, lhv1.VolumeConditionTypeScheduled)
 		return c.Status == lhv1.ConditionStatusFalse && c.Reason == lhv1.VolumeConditionReasonReplicaSchedulingFailure &&
-			strings.Contains(c.Message, why), fmt.Sprintf("%+v", c)
+			strings.Contains(c.Message, why), fmt.Sprintf("%+v", c), nil
 	})
 }

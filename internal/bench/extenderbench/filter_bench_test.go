@@ -26,12 +26,15 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/tools/events"
 	extenderv1 "k8s.io/kube-scheduler/extender/v1"
 	"k8s.io/utils/clock"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	dsv1 "github.com/longhorn/diskschedule/api/v1beta2"
+	"github.com/longhorn/diskschedule/internal/controller/config"
 	"github.com/longhorn/diskschedule/internal/extender"
 	"github.com/longhorn/diskschedule/internal/extender/packing"
 	"github.com/longhorn/diskschedule/internal/index"
@@ -167,9 +170,19 @@ func newHandler(b *testing.B, ctx context.Context) http.Handler {
 	if err != nil {
 		b.Fatal("the cache never held every DiskSchedule")
 	}
+	// The extender's settings come from the ConfigMap populate wrote, read
+	// once by the config controller as the manager's does.
+	store := config.NewStore()
+	reconciler := config.NewReconciler(env.Client, &events.FakeRecorder{}, store, ns, metrics.NewConfig(prometheus.NewRegistry()))
+	if _, err := reconciler.Reconcile(ctx, ctrl.Request{NamespacedName: client.ObjectKey{Namespace: ns, Name: settings.ConfigMapName}}); err != nil {
+		b.Fatal(err)
+	}
+	if store.Get().PodSchedulingTimeout != 0 {
+		b.Fatalf("the extender's settings are %s, want the ConfigMap's pod-scheduling-timeout 0", store.Get())
+	}
 	m := metrics.NewExtender(prometheus.NewRegistry())
 	ext := extender.New(extender.Options{Client: cached, APIReader: env.Client, Informers: c, Namespace: ns,
-		Clock: clock.RealClock{}, Metrics: m, Budget: packing.DefaultBudget})
+		Config: store, Clock: clock.RealClock{}, Metrics: m, Budget: packing.DefaultBudget})
 	if err := ext.Start(ctx); err != nil {
 		b.Fatal(err)
 	}
@@ -188,9 +201,9 @@ func populate(b *testing.B, ctx context.Context) (*corev1.Pod, []string, *corev1
 			b.Fatal(err)
 		}
 	}
-	config := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: settings.ConfigMapName, Namespace: ns},
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: settings.ConfigMapName, Namespace: ns},
 		Data: map[string]string{settings.SchedulerExtenderPodSchedulingTimeout: "0"}}
-	if err := c.Create(ctx, config); err != nil {
+	if err := c.Create(ctx, cm); err != nil {
 		b.Fatal(err)
 	}
 	sc := &storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: "longhorn"}, Provisioner: extender.CSIDriver}

@@ -2,6 +2,7 @@ package config
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -103,23 +104,26 @@ func TestStoreSignalsReservationTimeoutChanges(t *testing.T) {
 
 // TestReconcileExportsExtenderEnabled checks that the settings in effect,
 // not the ConfigMap's raw values, set longhorn_scheduler_extender_enabled:
-// an invalid value keeps the gauge at the value in effect.
+// an invalid value keeps the gauge at the value in effect, and records a
+// Warning Event, which a valid one does not.
 func TestReconcileExportsExtenderEnabled(t *testing.T) {
 	const ns = "longhorn-system"
 	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: settings.ConfigMapName}}
 	c := fake.NewClientBuilder().WithObjects(cm).Build()
 	m := metrics.NewConfig(prometheus.NewRegistry())
-	r := NewReconciler(c, &events.FakeRecorder{}, NewStore(), ns, m)
+	recorder := events.NewFakeRecorder(8)
+	r := NewReconciler(c, recorder, NewStore(), ns, m)
 	req := ctrl.Request{NamespacedName: client.ObjectKeyFromObject(cm)}
 	ctx := context.Background()
 	for _, step := range []struct {
 		enabled string
 		want    float64
+		warning bool
 	}{
-		{"", 1}, // the key is absent: the default, enabled
-		{"false", 0},
-		{"yes", 0}, // invalid: the value in effect stays
-		{"true", 1},
+		{"", 1, false}, // the key is absent: the default, enabled
+		{"false", 0, false},
+		{"yes", 0, true}, // invalid: the value in effect stays
+		{"true", 1, false},
 	} {
 		if step.enabled != "" {
 			cm.Data = map[string]string{settings.SchedulerExtenderEnabled: step.enabled}
@@ -132,6 +136,13 @@ func TestReconcileExportsExtenderEnabled(t *testing.T) {
 		}
 		if got := testutil.ToFloat64(m.ExtenderEnabled.WithLabelValues()); got != step.want {
 			t.Errorf("%s=%q: longhorn_scheduler_extender_enabled = %v, want %v", settings.SchedulerExtenderEnabled, step.enabled, got, step.want)
+		}
+		warned := false
+		for len(recorder.Events) > 0 {
+			warned = warned || strings.HasPrefix(<-recorder.Events, corev1.EventTypeWarning+" "+ReasonInvalidSetting+" ")
+		}
+		if warned != step.warning {
+			t.Errorf("%s=%q: Warning %s Event recorded %v, want %v", settings.SchedulerExtenderEnabled, step.enabled, ReasonInvalidSetting, warned, step.warning)
 		}
 	}
 }

@@ -115,7 +115,7 @@ func TestDiskStillAllocatedIsKept(t *testing.T) {
 	if err := testenv.CreateLonghorn(ctx, env.Client, replica); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, ctx, "the mirror adopts r-0", func(ctx context.Context) (bool, string, error) {
+	testenv.Eventually(t, ctx, waitTimeout, "the mirror adopts r-0", func(ctx context.Context) (bool, string, error) {
 		ds := &dsv1.DiskSchedule{}
 		if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: uuid}, ds); err != nil {
 			return false, err.Error(), client.IgnoreNotFound(err)
@@ -127,7 +127,7 @@ func TestDiskStillAllocatedIsKept(t *testing.T) {
 	if err := f.Apply(ctx, env.Client, ns); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, ctx, "a Warning DiskStillAllocated Event is recorded", func(ctx context.Context) (bool, string, error) {
+	testenv.Eventually(t, ctx, waitTimeout, "a Warning DiskStillAllocated Event is recorded", func(ctx context.Context) (bool, string, error) {
 		list := &eventsv1.EventList{}
 		if err := env.Client.List(ctx, list, client.InNamespace(ns)); err != nil {
 			return false, "", err
@@ -170,21 +170,13 @@ func getNode(t *testing.T, ctx context.Context, ns, name string) *lhv1.Node {
 // waitDiskSchedule waits until the named DiskSchedule exists and returns it.
 func waitDiskSchedule(t *testing.T, ctx context.Context, ns, uuid string) *dsv1.DiskSchedule {
 	t.Helper()
-	ds := &dsv1.DiskSchedule{}
-	eventually(t, ctx, "DiskSchedule "+uuid+" exists", func(ctx context.Context) (bool, string, error) {
-		err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: uuid}, ds)
-		if apierrors.IsNotFound(err) {
-			return false, "not found", nil
-		}
-		return err == nil, "", err
-	})
-	return ds
+	return testenv.WaitLedger(t, ctx, env.Client, ns, uuid, waitTimeout, "exists", func(*dsv1.DiskSchedule) bool { return true })
 }
 
 // waitDiskScheduleGone waits until the named DiskSchedule no longer exists.
 func waitDiskScheduleGone(t *testing.T, ctx context.Context, ns, uuid string) {
 	t.Helper()
-	eventually(t, ctx, "DiskSchedule "+uuid+" is deleted", func(ctx context.Context) (bool, string, error) {
+	testenv.Eventually(t, ctx, waitTimeout, "DiskSchedule "+uuid+" is deleted", func(ctx context.Context) (bool, string, error) {
 		ds := &dsv1.DiskSchedule{}
 		err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: uuid}, ds)
 		if apierrors.IsNotFound(err) {

@@ -1,12 +1,9 @@
 package node_test
 
 import (
-	"context"
 	"os"
 	"testing"
 	"time"
-
-	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/longhorn/diskschedule/internal/manager"
 	"github.com/longhorn/diskschedule/internal/manager/managertest"
@@ -37,19 +34,5 @@ func startManager(t *testing.T, namespace string) {
 	})
 }
 
-// eventually polls check until it reports done, and fails the test with
-// what check last said otherwise.
-func eventually(t *testing.T, ctx context.Context, what string, check func(ctx context.Context) (done bool, state string, err error)) {
-	t.Helper()
-	var last string
-	err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 20*time.Second, true, func(ctx context.Context) (bool, error) {
-		done, state, err := check(ctx)
-		if err == nil || ctx.Err() == nil {
-			last = state
-		}
-		return done, err
-	})
-	if err != nil {
-		t.Fatalf("waiting until %s: %v; last seen: %s", what, err, last)
-	}
-}
+// waitTimeout is how long a test waits for the manager's controllers.
+const waitTimeout = 20 * time.Second
