@@ -243,6 +243,11 @@ func (c *volumeController) writeReplicas(ctx context.Context, pod *LonghornManag
 	log := ctrl.LoggerFrom(ctx)
 	var out writeOutcome
 	for _, p := range plan.replicas {
+		// Stopping: each of the datastore's writes waits for its cache,
+		// whose informers stop too, so a write begun now would wait in vain.
+		if err := ctx.Err(); err != nil {
+			return out, fmt.Errorf("writing the replicas of volume %s: %w", vol.Name, err)
+		}
 		cur := p.cur
 		if cur == nil {
 			created, err := c.create(ctx, vol, p.want)
