@@ -187,19 +187,28 @@ func roomElsewhere(vols []podVolume, node string, nodes []placement.Node, sched 
 				existing = append(existing, r)
 			}
 		}
-		res := placement.Place(placement.Request{
-			Volume: &lhv1.Volume{ObjectMeta: metav1.ObjectMeta{Name: v.Name}, Spec: lhv1.VolumeSpec{
-				Size: v.Size, NumberOfReplicas: v.NumberOfReplicas, DataLocality: v.DataLocality, NodeID: node,
-				NodeSelector: v.NodeSelector, DiskSelector: v.DiskSelector,
-				ReplicaSoftAntiAffinity:     lhv1.ReplicaSoftAntiAffinity(v.ReplicaSoftAntiAffinity),
-				ReplicaZoneSoftAntiAffinity: lhv1.ReplicaZoneSoftAntiAffinity(v.ReplicaZoneSoftAntiAffinity),
-				ReplicaDiskSoftAntiAffinity: lhv1.ReplicaDiskSoftAntiAffinity(v.ReplicaDiskSoftAntiAffinity),
-			}},
-			Count:    count,
-			Existing: existing,
-			Nodes:    nodes,
-			Settings: sched,
-		})
+		place := func(count int) placement.Result {
+			return placement.Place(placement.Request{
+				Volume: &lhv1.Volume{ObjectMeta: metav1.ObjectMeta{Name: v.Name}, Spec: lhv1.VolumeSpec{
+					Size: v.Size, NumberOfReplicas: v.NumberOfReplicas, DataLocality: v.DataLocality, NodeID: node,
+					NodeSelector: v.NodeSelector, DiskSelector: v.DiskSelector,
+					ReplicaSoftAntiAffinity:     lhv1.ReplicaSoftAntiAffinity(v.ReplicaSoftAntiAffinity),
+					ReplicaZoneSoftAntiAffinity: lhv1.ReplicaZoneSoftAntiAffinity(v.ReplicaZoneSoftAntiAffinity),
+					ReplicaDiskSoftAntiAffinity: lhv1.ReplicaDiskSoftAntiAffinity(v.ReplicaDiskSoftAntiAffinity),
+				}},
+				Count:    count,
+				Existing: existing,
+				Nodes:    nodes,
+				Settings: sched,
+			})
+		}
+		// One replica more than needed, where the cluster has room for it,
+		// keeps the placement valid for the candidate nodes it uses too:
+		// without one of its nodes, it still places count replicas.
+		res := place(count + 1)
+		if len(res.Choices) <= count {
+			res = place(count)
+		}
 		if len(res.Choices) < count {
 			why := res.Message
 			if len(res.Failures) > 0 {
@@ -212,7 +221,7 @@ func roomElsewhere(vols []podVolume, node string, nodes []placement.Node, sched 
 			return fmt.Sprintf("volume %s: Longhorn would find room for %d of its %d other replicas (%s)",
 				v.Name, len(res.Choices), count, why)
 		}
-		seen.keep(v, count, res.Choices, placement.SoftAntiAffinity(v.ReplicaZoneSoftAntiAffinity, sched.ReplicaZoneSoftAntiAffinity))
+		seen.keep(v, res.Choices, placement.SoftAntiAffinity(v.ReplicaZoneSoftAntiAffinity, sched.ReplicaZoneSoftAntiAffinity))
 	}
 	return ""
 }
@@ -224,10 +233,11 @@ type placements struct {
 	zones    map[string]string
 }
 
-// found is one placement of a volume's replicas off a candidate node.
+// found is one placement of a volume's replicas off a candidate node: how
+// many replicas it places, how many on each node, and in which zones.
 type found struct {
 	count    int
-	nodes    map[string]bool
+	nodes    map[string]int
 	zones    map[string]bool
 	zoneSoft bool
 }
@@ -241,27 +251,34 @@ func newPlacements(nodes []placement.Node) placements {
 	return placements{byVolume: map[string]found{}, zones: zones}
 }
 
-// holds reports whether a placement kept for v of at least count replicas
-// stays valid with v's local replica on node.
+// holds reports whether a placement kept for v stays valid, with v's
+// local replica on node, for count replicas elsewhere: without its
+// replicas on node, it still places count, and, when zone anti-affinity is
+// hard, in zones other than node's (a placement under hard zone
+// anti-affinity uses each zone once, so dropping node's replicas drops its
+// zone).
 func (p placements) holds(v podVolume, node string, count int) bool {
 	f, ok := p.byVolume[v.Name]
-	if !ok || f.count < count || f.nodes[node] {
+	if !ok {
 		return false
 	}
-	return f.zoneSoft || !f.zones[p.zones[node]]
+	if on := f.nodes[node]; on > 0 {
+		return f.count-on >= count
+	}
+	return f.count >= count && (f.zoneSoft || !f.zones[p.zones[node]])
 }
 
-// keep records choices, a placement of count replicas of v.
-func (p placements) keep(v podVolume, count int, choices []placement.Choice, zoneSoft bool) {
+// keep records choices, a placement of v's replicas off a candidate node.
+func (p placements) keep(v podVolume, choices []placement.Choice, zoneSoft bool) {
 	if p.byVolume == nil {
 		return
 	}
 	if _, ok := p.byVolume[v.Name]; ok {
 		return
 	}
-	f := found{count: count, nodes: map[string]bool{}, zones: map[string]bool{}, zoneSoft: zoneSoft}
+	f := found{count: len(choices), nodes: map[string]int{}, zones: map[string]bool{}, zoneSoft: zoneSoft}
 	for _, c := range choices {
-		f.nodes[c.NodeID] = true
+		f.nodes[c.NodeID]++
 		f.zones[p.zones[c.NodeID]] = true
 	}
 	p.byVolume[v.Name] = f

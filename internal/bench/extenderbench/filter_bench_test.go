@@ -206,7 +206,8 @@ func populate(b *testing.B, ctx context.Context) (*corev1.Pod, []string, *corev1
 	if err := c.Create(ctx, cm); err != nil {
 		b.Fatal(err)
 	}
-	sc := &storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: "longhorn"}, Provisioner: extender.CSIDriver}
+	sc := &storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: "longhorn"}, Provisioner: extender.CSIDriver,
+		Parameters: map[string]string{"numberOfReplicas": "3", "dataLocality": "best-effort"}}
 	if err := c.Create(ctx, sc); err != nil {
 		b.Fatal(err)
 	}
