@@ -10,18 +10,10 @@
 package gate_test
 
 import (
-	"os"
 	"testing"
 
-	"github.com/go-logr/logr"
-	"k8s.io/klog/v2"
-	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
+	"github.com/longhorn/diskschedule/internal/testenv/sandboxtest"
 )
 
-// TestMain silences the process-wide loggers: each sandbox's managers and
-// its simulated Longhorn log to the sandbox's own output.
-func TestMain(m *testing.M) {
-	ctrllog.SetLogger(logr.Discard())
-	klog.SetLogger(logr.Discard()) // client-go's leader election logs through klog
-	os.Exit(m.Run())
-}
+// TestMain silences the process-wide loggers (sandboxtest.Main).
+func TestMain(m *testing.M) { sandboxtest.Main(m) }

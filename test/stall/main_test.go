@@ -1,17 +1,10 @@
 package stall_test
 
 import (
-	"os"
 	"testing"
 
-	"github.com/go-logr/logr"
-	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
+	"github.com/longhorn/diskschedule/internal/testenv/sandboxtest"
 )
 
-// TestMain discards the in-process controllers' controller-runtime logs:
-// the sandbox writes its components' logs to files, and the test prints
-// its figures.
-func TestMain(m *testing.M) {
-	ctrllog.SetLogger(logr.Discard())
-	os.Exit(m.Run())
-}
+// TestMain silences the process-wide loggers (sandboxtest.Main).
+func TestMain(m *testing.M) { sandboxtest.Main(m) }
