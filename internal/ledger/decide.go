@@ -613,8 +613,8 @@ func (d *decider) growth(requested int64, prev dsv1.RequestStatus, hadPrev bool)
 	if !d.in.Disk.Schedulable {
 		return reject(fmt.Sprintf("disk is not schedulable (%s): %s", d.in.Disk.Reason, d.in.Disk.Message))
 	}
-	free := d.limit - d.used
-	if requested-held > free {
+	if !Fits(d.used, requested-held, d.limit) {
+		free := d.limit - d.used
 		if free < 0 {
 			free = 0
 		}

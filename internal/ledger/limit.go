@@ -29,6 +29,14 @@ func Limit(storageMaximum, storageReserved, overProvisioningPercentage int64) in
 	return int64(limit)
 }
 
+// Fits reports whether a disk whose ledger has scheduled bytes granted
+// under limit can take growth bytes more: scheduled + growth <= limit
+// (rule 3), computed without overflow. Every check of a growth against a
+// ledger's limit is this one.
+func Fits(scheduled, growth, limit int64) bool {
+	return growth <= limit-scheduled
+}
+
 // PendingGrowth returns the bytes requested in ds's spec beyond what its
 // status has decided: new requests not yet decided and growth of entries not
 // yet decided at their new size. A pending replica request that a granted

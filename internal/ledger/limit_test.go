@@ -115,6 +115,39 @@ func TestLimitMatchesExactArithmetic(t *testing.T) {
 	}
 }
 
+// TestFits holds Fits to scheduled + growth <= limit in exact arithmetic,
+// for ledgers at their limit, over it (adopted, rule 7) and near the int64
+// edge.
+func TestFits(t *testing.T) {
+	cases := []struct {
+		name                     string
+		scheduled, growth, limit int64
+		want                     bool
+	}{
+		{"room left", 40 * Gi, 60 * Gi, 100 * Gi, true},
+		{"one byte over", 40 * Gi, 60*Gi + 1, 100 * Gi, false},
+		{"a shrink back under the limit", 120 * Gi, -30 * Gi, 100 * Gi, true},
+		{"growth over an overcommitted limit", 120 * Gi, 1, 100 * Gi, false},
+		{"huge limit", 1, math.MaxInt64 - 1, math.MaxInt64, true},
+		{"huge growth", 1, math.MaxInt64, math.MaxInt64, false},
+	}
+	for _, c := range cases {
+		if got := Fits(c.scheduled, c.growth, c.limit); got != c.want {
+			t.Errorf("%s: Fits(%d, %d, %d) = %v, want %v", c.name, c.scheduled, c.growth, c.limit, got, c.want)
+		}
+	}
+	rng := rand.New(rand.NewPCG(3, 4))
+	for i := 0; i < 20000; i++ {
+		limit := rng.Int64N(math.MaxInt64 / 2)
+		scheduled := rng.Int64N(limit/2+1) + int64(i%3)*(limit/2) // under, near and over the limit
+		growth := rng.Int64N(limit/2+1) - rng.Int64N(limit/4+1)
+		exact := new(big.Int).Add(big.NewInt(scheduled), big.NewInt(growth))
+		if got, want := Fits(scheduled, growth, limit), exact.Cmp(big.NewInt(limit)) <= 0; got != want {
+			t.Fatalf("Fits(%d, %d, %d) = %v, want %v", scheduled, growth, limit, got, want)
+		}
+	}
+}
+
 func dsWith(spec dsv1.DiskScheduleSpec, status dsv1.DiskScheduleStatus) *dsv1.DiskSchedule {
 	return &dsv1.DiskSchedule{Spec: spec, Status: status}
 }

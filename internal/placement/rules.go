@@ -59,9 +59,9 @@ func TagsMatch(tags, selector []string, allowEmpty bool) bool {
 
 // StorageLimit returns the most bytes a disk's ledger may grant:
 // (maximum - reserved) × overProvisioningPercentage / 100, truncated, and
-// never below 0.
+// never below 0. The rule is the ledger's (ledger.Limit).
 func StorageLimit(maximum, reserved, overProvisioningPercentage int64) int64 {
-	return percentOf(maximum-reserved, overProvisioningPercentage)
+	return ledger.Limit(maximum, reserved, overProvisioningPercentage)
 }
 
 // MinimalAvailable returns the bytes that must stay actually free on a disk:
@@ -109,18 +109,9 @@ func fileSystemLimit(engine lhv1.DataEngineType, fsType string) (int64, bool) {
 }
 
 // HasSchedulingSpace is the ledger's scheduling-space condition:
-// size + scheduled <= limit, computed without overflow.
+// size + scheduled <= limit, computed without overflow (ledger.Fits).
 func HasSchedulingSpace(size, scheduled, limit int64) bool {
-	return size <= limit-scheduled
-}
-
-// percentOf returns n × percent / 100 truncated, exactly and without
-// overflow for any result that fits in an int64; negative n gives 0.
-func percentOf(n, percent int64) int64 {
-	if n <= 0 || percent <= 0 {
-		return 0
-	}
-	return n/100*percent + n%100*percent/100
+	return ledger.Fits(scheduled, size, limit)
 }
 
 // bytesString formats a byte count exactly: with the largest binary suffix
