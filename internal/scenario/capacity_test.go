@@ -15,7 +15,7 @@ import (
 func TestCapacityBehind(t *testing.T) {
 	ready := metav1.Condition{Type: dsv1.DiskScheduleConditionReady, Status: metav1.ConditionTrue}
 	disk := func(node string, scheduled, limit int64, conds ...metav1.Condition) *dsv1.DiskSchedule {
-		ds := ledger(scheduled, limit, nil, conds...)
+		ds := ledgerOf(scheduled, limit, nil, conds...)
 		ds.Spec.NodeID = node
 		return ds
 	}

@@ -12,7 +12,7 @@ import (
 
 const gi = int64(1) << 30
 
-func ledger(scheduled, limit int64, replicas map[string]dsv1.RequestStatus, conds ...metav1.Condition) *dsv1.DiskSchedule {
+func ledgerOf(scheduled, limit int64, replicas map[string]dsv1.RequestStatus, conds ...metav1.Condition) *dsv1.DiskSchedule {
 	return &dsv1.DiskSchedule{
 		ObjectMeta: metav1.ObjectMeta{Name: "disk-uuid", Namespace: "longhorn-system"},
 		Spec:       dsv1.DiskScheduleSpec{Name: "disk-1", NodeID: "node-1"},
@@ -35,11 +35,11 @@ func TestLedgerMonitorCounts(t *testing.T) {
 		return ds
 	}
 	rejected := dsv1.RequestStatus{State: dsv1.RequestStateRejected, RequestedSize: 100 * gi}
-	m.see(version("1", ledger(100*gi, 400*gi, map[string]dsv1.RequestStatus{"old": granted(100 * gi)})), true)
-	m.see(version("2", ledger(200*gi, 400*gi, map[string]dsv1.RequestStatus{"old": granted(100 * gi), "r1": granted(100 * gi)})), false)
-	m.see(version("2", ledger(200*gi, 400*gi, map[string]dsv1.RequestStatus{"old": granted(100 * gi), "r1": granted(100 * gi)})), false)
-	m.see(version("3", ledger(200*gi, 400*gi, map[string]dsv1.RequestStatus{"old": granted(100 * gi), "r1": granted(100 * gi), "r2": rejected})), false)
-	ds := version("4", ledger(500*gi, 400*gi, map[string]dsv1.RequestStatus{"r1": granted(500 * gi)}))
+	m.see(version("1", ledgerOf(100*gi, 400*gi, map[string]dsv1.RequestStatus{"old": granted(100 * gi)})), true)
+	m.see(version("2", ledgerOf(200*gi, 400*gi, map[string]dsv1.RequestStatus{"old": granted(100 * gi), "r1": granted(100 * gi)})), false)
+	m.see(version("2", ledgerOf(200*gi, 400*gi, map[string]dsv1.RequestStatus{"old": granted(100 * gi), "r1": granted(100 * gi)})), false)
+	m.see(version("3", ledgerOf(200*gi, 400*gi, map[string]dsv1.RequestStatus{"old": granted(100 * gi), "r1": granted(100 * gi), "r2": rejected})), false)
+	ds := version("4", ledgerOf(500*gi, 400*gi, map[string]dsv1.RequestStatus{"r1": granted(500 * gi)}))
 	ds.Status.Reservations = map[string]dsv1.ReservationStatus{"vol": {State: dsv1.ReservationStateScheduled}}
 	m.see(ds, false)
 

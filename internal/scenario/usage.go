@@ -9,14 +9,15 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	dsv1 "github.com/longhorn/diskschedule/api/v1beta2"
+	"github.com/longhorn/diskschedule/internal/ledger"
 )
 
 // DiskUsage is what Longhorn persisted on one disk, against the disk's limit.
 type DiskUsage struct {
 	// Node and Disk name the disk (the Longhorn node and its disk name).
 	Node, Disk string
-	// Persisted is Σ spec.volumeSize of the replicas whose spec.diskID names
-	// the disk: the bytes Longhorn scheduled there, whatever the ledger says.
+	// Persisted is what Longhorn persisted on the disk as the ledger counts
+	// it (ledger.PersistedPerDisk), whatever the ledger says.
 	Persisted int64
 	// Limit is the disk's storageLimit, from its ledger's status.
 	Limit int64
@@ -71,12 +72,7 @@ func diskUsage(ctx context.Context, c client.Client, namespace string) ([]DiskUs
 	if err := c.List(ctx, replicas, client.InNamespace(namespace)); err != nil {
 		return nil, fmt.Errorf("listing the replicas: %w", err)
 	}
-	persisted := map[string]int64{}
-	for _, r := range replicas.Items {
-		if r.Spec.DiskID != "" {
-			persisted[r.Spec.DiskID] += r.Spec.VolumeSize
-		}
-	}
+	persisted := ledger.PersistedPerDisk(replicas.Items)
 	out := make([]DiskUsage, 0, len(ledgers.Items))
 	for _, ds := range ledgers.Items {
 		out = append(out, DiskUsage{Node: ds.Spec.NodeID, Disk: ds.Spec.Name, Persisted: persisted[ds.Name], Limit: ds.Status.StorageLimit})

@@ -19,6 +19,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/longhorn/diskschedule/internal/ledger"
 	"github.com/longhorn/diskschedule/internal/simlonghorn"
 	"github.com/longhorn/diskschedule/internal/testenv"
 )
@@ -444,10 +445,7 @@ func diskUsage(t *testing.T, ns string, nodes ...string) map[string]int64 {
 	if err := env.Client.List(ctx, list, client.InNamespace(ns)); err != nil {
 		t.Fatal(err)
 	}
-	byUUID := map[string]int64{}
-	for _, r := range list.Items {
-		byUUID[r.Spec.DiskID] += r.Spec.VolumeSize
-	}
+	byUUID := ledger.PersistedPerDisk(list.Items)
 	out := map[string]int64{}
 	for _, name := range nodes {
 		n, err := getNode(ctx, ns, name)

@@ -19,28 +19,16 @@ import (
 	"github.com/longhorn/diskschedule/internal/ledger"
 )
 
-// PersistedPerDisk sums, per disk UUID, the spec.volumeSize of the
-// replicas Longhorn persisted with that spec.diskID.
-func PersistedPerDisk(replicas []lhv1.Replica) map[string]int64 {
-	out := map[string]int64{}
-	for _, r := range replicas {
-		if r.Spec.DiskID != "" {
-			out[r.Spec.DiskID] += r.Spec.VolumeSize
-		}
-	}
-	return out
-}
-
 // Unsettled describes, sorted, the DiskSchedules of namespace whose
 // storageScheduled differs from what Longhorn persisted on their disk
-// (PersistedPerDisk) or that have pending requests; "" when every ledger
+// (ledger.PersistedPerDisk) or that have pending requests; "" when every ledger
 // has settled on what is persisted: nothing leaked, every request decided.
 func Unsettled(ctx context.Context, c client.Reader, namespace string) (string, error) {
 	replicas := &lhv1.ReplicaList{}
 	if err := c.List(ctx, replicas, client.InNamespace(namespace)); err != nil {
 		return "", fmt.Errorf("listing replicas: %w", err)
 	}
-	persisted := PersistedPerDisk(replicas.Items)
+	persisted := ledger.PersistedPerDisk(replicas.Items)
 	list := &dsv1.DiskScheduleList{}
 	if err := c.List(ctx, list, client.InNamespace(namespace)); err != nil {
 		return "", fmt.Errorf("listing DiskSchedules: %w", err)

@@ -201,7 +201,7 @@ func watchReplicas(ctx context.Context, t *testing.T, c client.WithWatch, r *run
 			for _, x := range on {
 				now = append(now, x)
 			}
-			for disk, sum := range testenv.PersistedPerDisk(now) {
+			for disk, sum := range ledger.PersistedPerDisk(now) {
 				r.peak[disk] = max(r.peak[disk], sum)
 			}
 		}
@@ -312,7 +312,7 @@ func waitQuiet(ctx context.Context, t *testing.T, c client.Client, r *run) {
 	if err := c.List(ctx, list, client.InNamespace(sandbox.Namespace)); err != nil {
 		t.Fatal(err)
 	}
-	for disk, sum := range testenv.PersistedPerDisk(list.Items) {
+	for disk, sum := range ledger.PersistedPerDisk(list.Items) {
 		r.peak[disk] = max(r.peak[disk], sum)
 	}
 }

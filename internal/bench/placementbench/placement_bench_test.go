@@ -31,6 +31,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/longhorn/diskschedule/internal/ledger"
 	"github.com/longhorn/diskschedule/internal/simlonghorn"
 	"github.com/longhorn/diskschedule/internal/testenv"
 )
@@ -158,13 +159,7 @@ func runWorkload(b *testing.B, ns string) outcome {
 	if err := env.Client.List(ctx, list, client.InNamespace(ns)); err != nil {
 		b.Fatal(err)
 	}
-	used := map[string]int64{}
-	for _, r := range list.Items {
-		if r.Spec.DiskID != "" {
-			used[r.Spec.DiskID] += r.Spec.VolumeSize
-		}
-	}
-	return outcomeOf(used, elapsed)
+	return outcomeOf(ledger.PersistedPerDisk(list.Items), elapsed)
 }
 
 // startSim runs the simulated Longhorn for namespace ns in its own manager
