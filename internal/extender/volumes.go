@@ -36,11 +36,18 @@ type podVolume struct {
 	Replicas []placement.Replica
 	// kind says how Longhorn places its replicas (needsLocalSpace).
 	kind
+	// spec is placementVolume's answer, made once when the volume is
+	// resolved (nil: made on each call), so a filter over many nodes reads
+	// one copy for every disk.
+	spec *lhv1.Volume
 }
 
 // placementVolume returns the volume as placement's disk eligibility reads
 // it: its size, data engine and disk selector.
 func (v *podVolume) placementVolume() *lhv1.Volume {
+	if v.spec != nil {
+		return v.spec
+	}
 	return &lhv1.Volume{Spec: lhv1.VolumeSpec{Size: v.Size, DataEngine: v.DataEngine, DiskSelector: v.DiskSelector}}
 }
 
@@ -67,6 +74,7 @@ func (r *resolver) localVolumes(ctx context.Context, pod *corev1.Pod) ([]podVolu
 			return nil, err
 		}
 		if ok && needsLocalSpace(pv) {
+			pv.spec = pv.placementVolume()
 			out = append(out, pv)
 		}
 	}
