@@ -132,9 +132,14 @@ func (d *diskView) usable() bool {
 // nodeDisks returns the disks of the node read as r, sorted by name, each
 // with its ledger's free space for pod and the eligibility of each of vols.
 func nodeDisks(r *nodeReading, claimed func(uuid string) int64, vols []podVolume, sched settings.Scheduling, pod string) []*diskView {
+	// One allocation each for the views and their failures: a filter
+	// evaluates every disk of every candidate node.
+	views := make([]diskView, len(r.disks))
+	failures := make([][]string, len(r.disks)*len(vols))
 	out := make([]*diskView, 0, len(r.disks))
-	for _, d := range r.disks {
-		dv := &diskView{diskReading: d, failures: make([][]string, len(vols))}
+	for j, d := range r.disks {
+		dv := &views[j]
+		*dv = diskView{diskReading: d, failures: failures[j*len(vols) : (j+1)*len(vols) : (j+1)*len(vols)]}
 		if d.ledger != nil {
 			dv.free = d.room.For(pod)
 			if claimed != nil {

@@ -227,10 +227,26 @@ func roomElsewhere(vols []podVolume, node string, nodes []placement.Node, sched 
 }
 
 // placements are the placements roomElsewhere found in one filter, by
-// volume, with the zones of the cluster's nodes.
+// placementKey, with the zones of the cluster's nodes.
 type placements struct {
 	byVolume map[string]found
 	zones    map[string]string
+}
+
+// placementKey is what a placement of v's other replicas depends on besides
+// the cluster: a volume with replicas placed is its own, and new volumes of
+// one shape (size, replicas, data locality, selectors, anti-affinity and
+// data engine: a StatefulSet's claims of one class and size) share one, as
+// placement.Place reads nothing else of a volume.
+func placementKey(v podVolume) string {
+	switch {
+	case v.placeKey != "":
+		return v.placeKey
+	case len(v.Replicas) > 0:
+		return "volume " + v.Name
+	}
+	return fmt.Sprintf("new %d %d %s %q %q %s %s %s %s", v.Size, v.NumberOfReplicas, v.DataLocality, v.NodeSelector, v.DiskSelector,
+		v.ReplicaSoftAntiAffinity, v.ReplicaZoneSoftAntiAffinity, v.ReplicaDiskSoftAntiAffinity, v.DataEngine)
 }
 
 // found is one placement of a volume's replicas off a candidate node: how
@@ -258,7 +274,7 @@ func newPlacements(nodes []placement.Node) placements {
 // anti-affinity uses each zone once, so dropping node's replicas drops its
 // zone).
 func (p placements) holds(v podVolume, node string, count int) bool {
-	f, ok := p.byVolume[v.Name]
+	f, ok := p.byVolume[placementKey(v)]
 	if !ok {
 		return false
 	}
@@ -273,7 +289,8 @@ func (p placements) keep(v podVolume, choices []placement.Choice, zoneSoft bool)
 	if p.byVolume == nil {
 		return
 	}
-	if _, ok := p.byVolume[v.Name]; ok {
+	key := placementKey(v)
+	if _, ok := p.byVolume[key]; ok {
 		return
 	}
 	f := found{count: len(choices), nodes: map[string]int{}, zones: map[string]bool{}, zoneSoft: zoneSoft}
@@ -281,5 +298,5 @@ func (p placements) keep(v podVolume, choices []placement.Choice, zoneSoft bool)
 		f.nodes[c.NodeID]++
 		f.zones[p.zones[c.NodeID]] = true
 	}
-	p.byVolume[v.Name] = f
+	p.byVolume[key] = f
 }

@@ -272,3 +272,78 @@ func TestRoomElsewhereReusesPlacementsExactly(t *testing.T) {
 	}
 	t.Logf("%d verdicts from earlier placements", reused)
 }
+
+// TestPlacementKey: new volumes of one shape share a placement whatever
+// their names; any field placement.Place reads sets them apart, and a
+// volume with replicas placed has one of its own.
+func TestPlacementKey(t *testing.T) {
+	base := podVolume{Name: "pvc-1", Size: 30 * gi, NodeSelector: []string{"ssd"}, ReplicaNodes: map[string]bool{},
+		kind: kind{DataLocality: lhv1.DataLocalityBestEffort, NumberOfReplicas: 3}}
+	renamed := base
+	renamed.Name = "pvc-2"
+	if placementKey(base) != placementKey(renamed) {
+		t.Errorf("two new volumes of one shape have keys %q and %q", placementKey(base), placementKey(renamed))
+	}
+	variants := map[string]func(*podVolume){
+		"size":             func(v *podVolume) { v.Size++ },
+		"replicas":         func(v *podVolume) { v.NumberOfReplicas++ },
+		"data locality":    func(v *podVolume) { v.DataLocality = lhv1.DataLocalityStrictLocal },
+		"node selector":    func(v *podVolume) { v.NodeSelector = []string{"ssd", "fast"} },
+		"disk selector":    func(v *podVolume) { v.DiskSelector = []string{"ssd"} },
+		"node soft":        func(v *podVolume) { v.ReplicaSoftAntiAffinity = string(lhv1.ReplicaSoftAntiAffinityEnabled) },
+		"zone soft":        func(v *podVolume) { v.ReplicaZoneSoftAntiAffinity = string(lhv1.ReplicaZoneSoftAntiAffinityDisabled) },
+		"disk soft":        func(v *podVolume) { v.ReplicaDiskSoftAntiAffinity = string(lhv1.ReplicaDiskSoftAntiAffinityEnabled) },
+		"data engine":      func(v *podVolume) { v.DataEngine = lhv1.DataEngineTypeV2 },
+		"replicas placed":  func(v *podVolume) { v.Replicas = []placement.Replica{{NodeID: "a", Healthy: true}} },
+		"selector grouped": func(v *podVolume) { v.NodeSelector = []string{"s", "sd"} },
+	}
+	keys := map[string]string{placementKey(base): "base"}
+	for name, change := range variants {
+		v := base
+		change(&v)
+		if other, ok := keys[placementKey(v)]; ok {
+			t.Errorf("%s: key %q is also %s's", name, placementKey(v), other)
+		}
+		keys[placementKey(v)] = name
+	}
+	placed := base
+	placed.Replicas = []placement.Replica{{NodeID: "a", Healthy: true}}
+	placedToo := placed
+	placedToo.Name = "pvc-2"
+	if placementKey(placed) == placementKey(placedToo) {
+		t.Errorf("two volumes with replicas placed share key %q", placementKey(placed))
+	}
+}
+
+// TestRoomElsewhereSharesAShape: a pod's new volumes of one shape get, on
+// every candidate node, the verdict each gets when placed alone.
+func TestRoomElsewhereSharesAShape(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 13))
+	for trial := range 200 {
+		var nodes []placement.Node
+		for _, name := range []string{"a", "b", "c", "d", "e"} {
+			free := int64(rng.IntN(4)) * 30 * gi
+			n, ledgers := testNode(name, []int64{120 * gi}, []int64{120*gi - free})
+			nodes = append(nodes, readNode(n, ledgers).placement)
+		}
+		k := kind{DataLocality: lhv1.DataLocalityBestEffort, NumberOfReplicas: 1 + rng.IntN(4)}
+		vols := []podVolume{
+			{Name: "pvc-1", Size: 30 * gi, ReplicaNodes: map[string]bool{}, kind: k},
+			{Name: "pvc-2", Size: 30 * gi, ReplicaNodes: map[string]bool{}, kind: k},
+		}
+		sched := settings.Default()
+		seen := newPlacements(nodes)
+		for _, n := range nodes {
+			want := ""
+			for _, v := range vols {
+				if why := roomElsewhere([]podVolume{v}, n.Name, nodes, sched, placements{}); why != "" {
+					want = why
+					break
+				}
+			}
+			if got := roomElsewhere(vols, n.Name, nodes, sched, seen); got != want {
+				t.Fatalf("trial %d, node %s: %q, each volume alone %q", trial, n.Name, got, want)
+			}
+		}
+	}
+}

@@ -40,6 +40,9 @@ type podVolume struct {
 	// resolved (nil: made on each call), so a filter over many nodes reads
 	// one copy for every disk.
 	spec *lhv1.Volume
+	// placeKey is placementKey's answer, made once when the volume is
+	// resolved ("": made on each call).
+	placeKey string
 }
 
 // placementVolume returns the volume as placement's disk eligibility reads
@@ -74,7 +77,7 @@ func (r *resolver) localVolumes(ctx context.Context, pod *corev1.Pod) ([]podVolu
 			return nil, err
 		}
 		if ok && needsLocalSpace(pv) {
-			pv.spec = pv.placementVolume()
+			pv.spec, pv.placeKey = pv.placementVolume(), placementKey(pv)
 			out = append(out, pv)
 		}
 	}

@@ -152,15 +152,17 @@ type view struct {
 }
 
 // nodeState is a candidate node and what fails it regardless of placements.
+// It points at the request's node, which Place never modifies.
 type nodeState struct {
-	Node
+	*Node
 	disks  []*diskState
 	static []string
 }
 
 // diskState is a candidate disk with the space and replicas counted so far.
+// It points at the request's disk, which Place never modifies.
 type diskState struct {
-	Disk
+	*Disk
 	node      *nodeState
 	scheduled int64
 	available int64
@@ -191,9 +193,22 @@ func newView(req Request) *view {
 	case lhv1.DataLocalityBestEffort:
 		v.local = spec.NodeID
 	}
-	for _, n := range req.Nodes {
-		if v.pinned == "" || n.Name == v.pinned {
-			v.nodes = append(v.nodes, v.newNodeState(n))
+	// The states of every node and disk, allocated at once: a placement
+	// over a large cluster builds one per node and disk.
+	nodes := make([]nodeState, 0, len(req.Nodes))
+	var disks []diskState
+	if v.pinned == "" {
+		count := 0
+		for i := range req.Nodes {
+			count += len(req.Nodes[i].Disks)
+		}
+		disks = make([]diskState, 0, count)
+	}
+	for i := range req.Nodes {
+		if n := &req.Nodes[i]; v.pinned == "" || n.Name == v.pinned {
+			nodes = append(nodes, nodeState{})
+			disks = v.initNodeState(&nodes[len(nodes)-1], n, disks)
+			v.nodes = append(v.nodes, &nodes[len(nodes)-1])
 		}
 	}
 	slices.SortFunc(v.nodes, func(a, b *nodeState) int { return cmp.Compare(a.Name, b.Name) })
@@ -216,7 +231,7 @@ func newView(req Request) *view {
 func (v *view) countReplicas() map[string]int {
 	zones := make(map[string]string, len(v.nodes))
 	for _, n := range v.nodes {
-		if nodeTakesReplicas(n.Node) {
+		if nodeTakesReplicas(*n.Node) {
 			zones[n.Name] = n.Zone
 		}
 	}
@@ -253,23 +268,27 @@ func nodeTakesReplicas(n Node) bool {
 	return n.Ready && n.Schedulable && n.AllowScheduling
 }
 
-// newNodeState returns the state of node n with its disks sorted by name;
-// countReplicas fills in the disks' replica counts.
-func (v *view) newNodeState(n Node) *nodeState {
-	ns := &nodeState{Node: n, static: v.nodeFailures(n)}
-	for _, d := range n.Disks {
-		ns.disks = append(ns.disks, &diskState{
+// initNodeState sets ns to the state of node n with its disks sorted by
+// name, their states appended to disks (whose capacity must hold them, so
+// the pointers stay valid), and returns disks; countReplicas fills in the
+// disks' replica counts.
+func (v *view) initNodeState(ns *nodeState, n *Node, disks []diskState) []diskState {
+	*ns = nodeState{Node: n, static: v.nodeFailures(*n), disks: make([]*diskState, 0, len(n.Disks))}
+	for i := range n.Disks {
+		d := &n.Disks[i]
+		disks = append(disks, diskState{
 			Disk:      d,
 			node:      ns,
 			scheduled: d.StorageScheduled,
 			available: d.StorageAvailable,
-			static:    v.diskStaticFailures(d),
+			static:    v.diskStaticFailures(*d),
 		})
+		ns.disks = append(ns.disks, &disks[len(disks)-1])
 	}
 	slices.SortFunc(ns.disks, func(a, b *diskState) int {
 		return cmp.Or(cmp.Compare(a.Name, b.Name), cmp.Compare(a.UUID, b.UUID))
 	})
-	return ns
+	return disks
 }
 
 // nodeFailures returns why node n can never take a replica of the volume.
@@ -431,9 +450,7 @@ func (v *view) evaluate() evaluation {
 	var ev evaluation
 	var stages [stageCount][]*diskState
 	for _, n := range v.nodes {
-		st, disks, fs := v.nodeCandidates(n)
-		ev.failures = append(ev.failures, fs...)
-		stages[st] = append(stages[st], disks...)
+		stages, ev.failures = v.nodeCandidates(n, stages, ev.failures)
 	}
 	won := stageCount
 	for st, cands := range stages {
@@ -458,29 +475,29 @@ func (v *view) evaluate() evaluation {
 	return ev
 }
 
-// nodeCandidates returns the stage of node n and its disks that may take
-// the next replica, and the failures of the node or of its other disks.
-func (v *view) nodeCandidates(n *nodeState) (stage, []*diskState, []Failure) {
+// nodeCandidates appends the disks of node n that may take the next
+// replica to the candidates of its stage, and the failures of the node or
+// of its other disks to failures, without allocating per node: a
+// placement over a large cluster evaluates every node for every replica.
+func (v *view) nodeCandidates(n *nodeState, stages [stageCount][]*diskState, failures []Failure) ([stageCount][]*diskState, []Failure) {
 	if len(n.static) > 0 {
-		return 0, nil, []Failure{{Node: n.Name, Reasons: n.static}}
+		return stages, append(failures, Failure{Node: n.Name, Reasons: n.static})
 	}
 	st, why := v.stageOf(n)
 	if why != "" {
-		return 0, nil, []Failure{{Node: n.Name, Reasons: []string{why}}}
+		return stages, append(failures, Failure{Node: n.Name, Reasons: []string{why}})
 	}
 	if len(n.disks) == 0 {
-		return 0, nil, []Failure{{Node: n.Name, Reasons: []string{"node has no disks"}}}
+		return stages, append(failures, Failure{Node: n.Name, Reasons: []string{"node has no disks"}})
 	}
-	var disks []*diskState
-	var failures []Failure
 	for _, d := range n.disks {
 		if reasons := v.diskFailures(d); len(reasons) > 0 {
 			failures = append(failures, Failure{Node: n.Name, Disk: d.Name, Reasons: reasons})
 			continue
 		}
-		disks = append(disks, d)
+		stages[st] = append(stages[st], d)
 	}
-	return st, disks, failures
+	return stages, failures
 }
 
 // diskAntiAffinity keeps the disks without a replica of the volume when
@@ -519,20 +536,27 @@ func (v *view) choose(cands []*diskState) *diskState {
 			cands = local
 		}
 	}
-	usable := map[*nodeState]int64{}
-	for _, d := range cands {
-		usable[d.node] += d.usable()
+	// The candidates of one node are next to each other: sum each node's
+	// usable space over its run, then pick within the best node's run.
+	var best []*diskState
+	var bestUsable int64
+	for start := 0; start < len(cands); {
+		end, usable := start, int64(0)
+		for ; end < len(cands) && cands[end].node == cands[start].node; end++ {
+			usable += cands[end].usable()
+		}
+		if best == nil || usable > bestUsable {
+			best, bestUsable = cands[start:end], usable
+		}
+		start = end
 	}
-	var best *diskState
-	for _, d := range cands {
-		switch {
-		case best == nil, usable[d.node] > usable[best.node]:
-			best = d
-		case d.node == best.node && d.usable() > best.usable():
-			best = d
+	var chosen *diskState
+	for _, d := range best {
+		if chosen == nil || d.usable() > chosen.usable() {
+			chosen = d
 		}
 	}
-	return best
+	return chosen
 }
 
 // commit records a replica placed on d.
