@@ -72,9 +72,10 @@ func evaluateReading(vols []podVolume, r *nodeReading, claimed func(uuid string)
 	}
 	sizes := map[string]int64{}
 	items := make([]packing.Item, 0, len(need))
-	for _, i := range need {
+	names := make([]string, len(need)*len(disks)) // the items' disks, in one allocation
+	for k, i := range need {
 		v := vols[i]
-		item := packing.Item{Name: v.Name, Size: v.Size, Selector: v.DiskSelector, Disks: make([]string, 0, len(disks))}
+		item := packing.Item{Name: v.Name, Size: v.Size, Selector: v.DiskSelector, Disks: names[k*len(disks) : k*len(disks) : (k+1)*len(disks)]}
 		for _, d := range disks {
 			if d.ledgerFailure == "" && len(d.failures[i]) == 0 {
 				item.Disks = append(item.Disks, d.Name)
@@ -107,7 +108,7 @@ func evaluateReading(vols []podVolume, r *nodeReading, claimed func(uuid string)
 
 // diskView is one disk of a node as one pod sees it.
 type diskView struct {
-	diskReading
+	*diskReading
 	// failures are placement.DiskFailuresForVolume for each of the pod's volumes, in
 	// the order of the volumes.
 	failures [][]string
@@ -137,8 +138,8 @@ func nodeDisks(r *nodeReading, claimed func(uuid string) int64, vols []podVolume
 	views := make([]diskView, len(r.disks))
 	failures := make([][]string, len(r.disks)*len(vols))
 	out := make([]*diskView, 0, len(r.disks))
-	for j, d := range r.disks {
-		dv := &views[j]
+	for j := range r.disks {
+		d, dv := &r.disks[j], &views[j]
 		*dv = diskView{diskReading: d, failures: failures[j*len(vols) : (j+1)*len(vols) : (j+1)*len(vols)]}
 		if d.ledger != nil {
 			dv.free = d.room.For(pod)
