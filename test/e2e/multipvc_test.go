@@ -73,11 +73,8 @@ const multiPVCRaceRepetitions = 3
 // on nodes with 1, 2, 3 and 4 disks of 100Gi: only the 3-disk and the
 // 4-disk node can hold a pod's claims, one pod each. Through the extender
 // exactly one pod lands on each of them, the third stays Pending with the
-// numbers, and no ledger goes over its limit. Most of its time is the
-// bounded wait for the third pod, so it runs beside TestRace, in a sandbox
-// of its own.
+// numbers, and no ledger goes over its limit.
 func TestMultiPVCRace(t *testing.T) {
-	t.Parallel()
 	cl := startSandbox(t, "multi-disk.yaml")
 	ctx := context.Background()
 	for i := range multiPVCRaceRepetitions {

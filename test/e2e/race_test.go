@@ -32,10 +32,8 @@ const raceCapacityPoll = 10 * time.Second
 // stays on its node, and no ledger is ever over its limit. Without the
 // extender kube-scheduler places them by its scores and the stale storage
 // capacity, and the distribution is recorded: more than four pods on the
-// emptier nodes, in most runs (BenchmarkRace counts them). It runs beside
-// TestMultiPVCRace, each in a sandbox of its own.
+// emptier nodes, in most runs (BenchmarkRace counts them).
 func TestRace(t *testing.T) {
-	t.Parallel()
 	cl := startSandbox(t, "topology.yaml", func(o *sandbox.Options) { o.CapacityPollInterval = raceCapacityPoll })
 	ctx := context.Background()
 	for i := range raceRepetitions {
