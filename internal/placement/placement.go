@@ -195,17 +195,17 @@ func newView(req Request) *view {
 	}
 	// The states of every node and disk, allocated at once: a placement
 	// over a large cluster builds one per node and disk.
-	nodes := make([]nodeState, 0, len(req.Nodes))
-	var disks []diskState
-	if v.pinned == "" {
-		count := 0
-		for i := range req.Nodes {
+	considered := func(n *Node) bool { return v.pinned == "" || n.Name == v.pinned }
+	count := 0
+	for i := range req.Nodes {
+		if considered(&req.Nodes[i]) {
 			count += len(req.Nodes[i].Disks)
 		}
-		disks = make([]diskState, 0, count)
 	}
+	nodes := make([]nodeState, 0, len(req.Nodes))
+	disks := make([]diskState, 0, count)
 	for i := range req.Nodes {
-		if n := &req.Nodes[i]; v.pinned == "" || n.Name == v.pinned {
+		if n := &req.Nodes[i]; considered(n) {
 			nodes = append(nodes, nodeState{})
 			disks = v.initNodeState(&nodes[len(nodes)-1], n, disks)
 			v.nodes = append(v.nodes, &nodes[len(nodes)-1])
