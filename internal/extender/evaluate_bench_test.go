@@ -37,7 +37,7 @@ func BenchmarkEvaluateAll(b *testing.B) {
 			for i := range vols {
 				vols[i] = podVolume{Name: fmt.Sprintf("pvc-%d", i), Size: 100 * gi, ReplicaNodes: map[string]bool{},
 					kind: kind{DataLocality: lhv1.DataLocalityBestEffort, NumberOfReplicas: 3}}
-				vols[i].spec, vols[i].placeKey = vols[i].placementVolume(), placementKey(vols[i])
+				vols[i].memoize()
 			}
 			pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "p", UID: "uid-p"}}
 			sched := settings.Default()

@@ -45,6 +45,12 @@ type podVolume struct {
 	placeKey string
 }
 
+// memoize makes placementVolume's and placementKey's answers once, for a
+// volume resolved for a filter that reads them for every node.
+func (v *podVolume) memoize() {
+	v.spec, v.placeKey = v.placementVolume(), placementKey(*v)
+}
+
 // placementVolume returns the volume as placement's disk eligibility reads
 // it: its size, data engine and disk selector.
 func (v *podVolume) placementVolume() *lhv1.Volume {
@@ -77,7 +83,7 @@ func (r *resolver) localVolumes(ctx context.Context, pod *corev1.Pod) ([]podVolu
 			return nil, err
 		}
 		if ok && needsLocalSpace(pv) {
-			pv.spec, pv.placeKey = pv.placementVolume(), placementKey(pv)
+			pv.memoize()
 			out = append(out, pv)
 		}
 	}
