@@ -1,0 +1,3 @@
+module github.com/longhorn/backing-image-manager
+
+go 1.26.0

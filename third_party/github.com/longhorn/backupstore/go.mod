@@ -1,0 +1,3 @@
+module github.com/longhorn/backupstore
+
+go 1.26.0

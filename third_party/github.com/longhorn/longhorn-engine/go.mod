@@ -1,0 +1,3 @@
+module github.com/longhorn/longhorn-engine
+
+go 1.26.0

@@ -1,0 +1,3 @@
+module github.com/longhorn/types
+
+go 1.26.0

@@ -1,0 +1,3 @@
+module github.com/rancher/dynamiclistener
+
+go 1.26.0
