@@ -9,6 +9,7 @@ require (
 	github.com/google/go-cmp v0.7.0
 	github.com/kubernetes-csi/external-provisioner/v6 v6.3.0
 	github.com/longhorn/go-common-libs v0.0.0-20260512083219-bb6c10ce1050
+	github.com/longhorn/longhorn-engine v1.12.0-rc3
 	github.com/longhorn/longhorn-manager v1.12.0
 	github.com/open-policy-agent/cert-controller v0.16.0
 	github.com/prometheus/client_golang v1.23.2
@@ -141,7 +142,6 @@ require (
 	github.com/longhorn/backupstore v0.0.0-20260512085050-2a21a780e44c // indirect
 	github.com/longhorn/go-iscsi-helper v0.0.0-20260331100542-4c4c6f91525b // indirect
 	github.com/longhorn/go-spdk-helper v0.6.2 // indirect
-	github.com/longhorn/longhorn-engine v1.12.0-rc3 // indirect
 	github.com/longhorn/longhorn-instance-manager v1.13.0-dev-20260503.0.20260525050219-fb0cdba4a1f0 // indirect
 	github.com/longhorn/longhorn-share-manager v1.12.0-rc3 // indirect
 	github.com/longhorn/longhorn-spdk-engine v1.13.0-dev-20260503.0.20260525042301-0b3274770e7d // indirect
@@ -283,10 +283,10 @@ replace (
 	k8s.io/sample-controller => k8s.io/sample-controller v0.36.3
 )
 
-// Longhorn modules that longhorn-manager v1.12.0's controllers import at
+// Modules that longhorn-manager v1.12.0's controllers and webhooks import at
 // versions the Go module proxy does not serve: longhorn-manager's own vendored
-// copies, unmodified (third_party/github.com/longhorn/README.md). Only the
-// sandbox and its tests import them.
+// copies, unmodified (third_party/README.md). Only the sandbox and its tests
+// import them; the manager binary does not.
 replace (
 	github.com/longhorn/backing-image-manager => ./third_party/github.com/longhorn/backing-image-manager
 	github.com/longhorn/backupstore => ./third_party/github.com/longhorn/backupstore

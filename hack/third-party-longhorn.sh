@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
-# Re-creates third_party/github.com/longhorn/: the Longhorn modules that
-# longhorn-manager v1.12.0's controller, webhook and manager packages import
-# at versions the Go module proxy does not serve. Each is taken unmodified
-# from longhorn-manager's own git tree at its v1.12.0 tag
-# (vendor/github.com/longhorn/<module>, exactly what longhorn-manager itself
-# builds with, LICENSE included), and given a go.mod naming its module path so
-# that go.mod's replace directives can point at it. Only the sandbox and its
-# tests import these packages; the manager binary does not.
+# Re-creates third_party/: the modules that longhorn-manager v1.12.0's
+# controller and webhook packages import at versions the Go module proxy does
+# not serve (Longhorn's engine, instance-manager, share-manager,
+# backing-image-manager, SPDK engine, backupstore and types modules, and
+# rancher/dynamiclistener). Each is taken unmodified from longhorn-manager's
+# own git tree at its v1.12.0 tag (vendor/<module>, exactly what
+# longhorn-manager itself builds with, LICENSE included), and given a go.mod
+# naming its module path so that go.mod's replace directives can point at it.
+# Only the sandbox and its tests import these packages; the manager binary
+# does not.
 #
 # Usage: hack/third-party-longhorn.sh [LONGHORN_MANAGER_GIT_DIR]
 # Without an argument the tree is cloned from
@@ -47,17 +49,19 @@ for m in "${modules[@]}"; do
 done | sort >"$out/VERSIONS"
 commit=$(git --git-dir="$src" rev-parse "$tag^{commit}")
 cat >"$out/README.md" <<EOF
-# Longhorn modules carried for the sandbox
+# Modules carried for the sandbox's longhorn-manager
 
-longhorn-manager $tag's packages \`controller\`, \`webhook\` and \`manager\`
-import these Longhorn modules at versions the Go module proxy does not serve.
-Each directory is longhorn-manager's own \`vendor/github.com/longhorn/<module>\`
+longhorn-manager $tag's packages \`controller\` and \`webhook\` import these
+modules at versions the Go module proxy does not serve. Each directory is
+longhorn-manager's own \`vendor/<module>\`
 at tag $tag (commit $commit), unmodified, with its LICENSE; the only file
 added is a \`go.mod\` naming the module path, so that the project's \`go.mod\`
 can \`replace\` the module with it. \`VERSIONS\` lists the version of each that
 longhorn-manager $tag requires.
 
-Only the sandbox and its tests import them. Re-create this tree with
+Only the sandbox and its tests import them (\`cmd/sandbox-longhorn\`, the
+sandbox's longhorn-manager, above all); the manager binary does not.
+Re-create this tree with
 \`hack/third-party-longhorn.sh [path to a longhorn-manager git directory]\`.
 EOF
 echo "third-party-longhorn: ${#modules[@]} modules from longhorn-manager $tag ($commit) in $out"

@@ -38,6 +38,7 @@ func run() error {
 	extenderBind := fs.Bool("extender-bind", false, "With --extender, kube-scheduler binds the pods the extender manages through its /bind (bindVerb), so their reservations are written before the binding.")
 	gate := fs.Bool("gate", true, "Register the admission gate, so Longhorn's space-taking writes ask the ledger; false runs Longhorn as it is today.")
 	simulated := fs.Bool("simulated-longhorn", true, "Run the simulated Longhorn's volume, replica and CSI controllers; false: the topology's Longhorn Nodes and disks exist and report their space, but nothing creates or places replicas.")
+	longhornControllers := fs.Bool("longhorn-controllers", false, "Run longhorn-manager v1.12.0's own volume, replica and engine controllers (one longhorn-manager per node) and Longhorn's own admission webhooks instead of the simulated volume controller: volumes are placed by Longhorn's code and stay detached, as nothing runs their instances yet.")
 	logDir := fs.String("log-dir", "", "Where to write the etcd, kube-apiserver, kube-controller-manager and kube-scheduler logs; default: the kubeconfig's directory.")
 	configDir := fs.String("config-dir", "config", "The repository's config directory (CRDs and the deployment's RBAC).")
 	zapOpts := zap.Options{}
@@ -57,7 +58,7 @@ func run() error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	sb, err := sandbox.Start(ctx, sandbox.Options{
-		Topology: t, Extender: *extender, ExtenderBind: *extenderBind, NoGate: !*gate, LonghornNodesOnly: !*simulated, KubeconfigPath: *kubeconfig,
+		Topology: t, Extender: *extender, ExtenderBind: *extenderBind, NoGate: !*gate, LonghornNodesOnly: !*simulated, LonghornControllers: *longhornControllers, KubeconfigPath: *kubeconfig,
 		ConfigDir: *configDir, LogDir: *logDir, Out: os.Stdout,
 	})
 	if err != nil {

@@ -47,6 +47,18 @@ type Options struct {
 	// topology's Longhorn Nodes and disks exist and report their space, but
 	// nothing creates or places replicas.
 	LonghornNodesOnly bool
+	// LonghornControllers runs longhorn-manager v1.12.0's own volume,
+	// replica and engine controllers, one longhorn-manager per node, and
+	// Longhorn's own admission webhooks (internal/longhornmanager) instead
+	// of the simulated volume controller: volumes are created, given
+	// engines and replicas, and placed by Longhorn's own code, and stay
+	// detached (nothing runs Longhorn's instances yet).
+	LonghornControllers bool
+	// LonghornBinary is the sandbox-longhorn command that runs Longhorn's
+	// own controllers; "" builds it into the repository's bin directory
+	// (the parent of ConfigDir), which go build leaves alone when it is up
+	// to date.
+	LonghornBinary string
 	// NoGate is the sandbox's --gate=false: the admission gate is not
 	// registered, so Longhorn's writes do not ask the ledger, as with
 	// Longhorn today (the mirror adopts them, rule 7).
@@ -120,6 +132,7 @@ type Sandbox struct {
 	admin  client.Client
 
 	adminConfig, managerConfig *rest.Config
+	adminKubeconfig            []byte
 	managerUser                string
 
 	workDir string
@@ -134,6 +147,8 @@ type Sandbox struct {
 	ports             []int
 	extenderURL       string
 	gateFront         *gateFront
+	// longhorn runs longhorn-manager's own controllers and webhooks.
+	longhorn *controlplane.Process
 
 	runners []*runner
 	// managers are the runners of the managers, in Options.Managers order;
@@ -337,11 +352,11 @@ func (s *Sandbox) startControlPlane(context.Context) error {
 	if s.admin, err = client.New(s.adminConfig, client.Options{Scheme: s.scheme}); err != nil {
 		return fmt.Errorf("creating the administrator's client: %w", err)
 	}
+	if s.adminKubeconfig, err = admin.KubeConfig(); err != nil {
+		return fmt.Errorf("writing the administrator's kubeconfig: %w", err)
+	}
 	if s.opts.KubeconfigPath != "" {
-		data, err := admin.KubeConfig()
-		if err != nil {
-			return fmt.Errorf("writing the administrator's kubeconfig: %w", err)
-		}
+		data := s.adminKubeconfig
 		if err := os.MkdirAll(filepath.Dir(s.opts.KubeconfigPath), 0o755); err != nil {
 			return fmt.Errorf("writing the administrator's kubeconfig: %w", err)
 		}
@@ -486,16 +501,25 @@ func (s *Sandbox) fail(err error) {
 // startLonghorn runs the simulated Longhorn (longhorn-manager v1.12, its
 // CSI driver and the nodes' kubelets) in its own manager with the
 // administrator's credentials, like the components it stands in for.
-func (s *Sandbox) startLonghorn(context.Context) error {
+func (s *Sandbox) startLonghorn(ctx context.Context) error {
 	longhornLog, err := s.logFile("longhorn-manager.log")
 	if err != nil {
 		return err
 	}
 	simlonghorn.LogLonghornTo(longhornLog)
+	own := s.opts.LonghornControllers && !s.opts.LonghornNodesOnly
+	if own {
+		// Longhorn's webhooks first, so that the simulation's start-up
+		// objects pass Longhorn's mutators and validators as in a cluster.
+		if err := s.startLonghornControllers(ctx); err != nil {
+			return err
+		}
+	}
 	mgr, err := simlonghorn.NewManager(s.adminConfig, s.scheme, simlonghorn.Options{
 		Namespace:            Namespace,
 		Nodes:                s.opts.Topology.Longhorn(),
 		PlaceReplicas:        !s.opts.LonghornNodesOnly,
+		LonghornControllers:  own,
 		NodeLeaseDuration:    nodeLeaseDuration(s.opts.NodeMonitorGracePeriod),
 		CapacityPollInterval: s.opts.CapacityPollInterval,
 		OnRefusedWrite:       s.opts.OnRefusedWrite,
@@ -504,6 +528,10 @@ func (s *Sandbox) startLonghorn(context.Context) error {
 		return err
 	}
 	s.run("the simulated Longhorn", mgr)
+	if own {
+		s.progress("started the simulated Longhorn: %d nodes with %d disks, CSI, kubelets", len(s.opts.Topology.Nodes), s.opts.Topology.DiskCount())
+		return nil
+	}
 	if s.opts.LonghornNodesOnly {
 		s.progress("started the simulated Longhorn: %d nodes with %d disks, no replica placement", len(s.opts.Topology.Nodes), s.opts.Topology.DiskCount())
 	} else {
@@ -742,6 +770,9 @@ func (s *Sandbox) Stop() error {
 		// Stop in reverse order of start: the manager before the simulated Longhorn.
 		for i := len(s.runners) - 1; i >= 0; i-- {
 			errs = append(errs, s.runners[i].stop())
+		}
+		if s.longhorn != nil {
+			errs = append(errs, s.longhorn.Stop(10*time.Second))
 		}
 		if s.gateFront != nil {
 			errs = append(errs, s.gateFront.close())

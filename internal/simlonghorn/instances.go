@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	enginemeta "github.com/longhorn/longhorn-engine/pkg/meta"
 	lhv1 "github.com/longhorn/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
 	lhtypes "github.com/longhorn/longhorn-manager/types"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -59,6 +60,19 @@ func EngineImageObject(namespace string, nodes []string) *lhv1.EngineImage {
 		Spec:       lhv1.EngineImageSpec{Image: EngineImage},
 		Status: lhv1.EngineImageStatus{
 			State: lhv1.EngineImageStateDeployed, NodeDeploymentMap: deployed,
+			// What the engine image's "longhorn version" reports, which
+			// Longhorn's engine image controller copies here and its
+			// volume validator checks: longhorn-engine v1.12.0's own API
+			// and data format versions.
+			EngineVersionDetails: lhv1.EngineVersionDetails{
+				Version:                 "v1.12.0",
+				CLIAPIVersion:           enginemeta.CLIAPIVersion,
+				CLIAPIMinVersion:        enginemeta.CLIAPIMinVersion,
+				ControllerAPIVersion:    enginemeta.ControllerAPIVersion,
+				ControllerAPIMinVersion: enginemeta.ControllerAPIMinVersion,
+				DataFormatVersion:       enginemeta.DataFormatVersion,
+				DataFormatMinVersion:    enginemeta.DataFormatMinVersion,
+			},
 			Conditions: []lhv1.Condition{{Type: lhv1.EngineImageConditionTypeReady, Status: lhv1.ConditionStatusTrue}},
 		},
 	}
@@ -85,7 +99,8 @@ func createWithStatus(ctx context.Context, c client.Client, obj client.Object, c
 }
 
 // createInstances creates every node's running instance manager, the
-// deployed engine image and the default-instance-manager-image Setting.
+// deployed engine image and the default-instance-manager-image and
+// default-engine-image Settings.
 func createInstances(ctx context.Context, s *sim) error {
 	setting := &lhv1.Setting{
 		ObjectMeta: metav1.ObjectMeta{Name: string(lhtypes.SettingNameDefaultInstanceManagerImage), Namespace: s.namespace},
@@ -93,6 +108,15 @@ func createInstances(ctx context.Context, s *sim) error {
 	}
 	if err := createIfMissing(ctx, s, setting); err != nil {
 		return fmt.Errorf("creating setting %s: %w", setting.Name, err)
+	}
+	// longhorn-manager sets its default engine image at start; its volume
+	// controller gives new volumes that image.
+	engineImage := &lhv1.Setting{
+		ObjectMeta: metav1.ObjectMeta{Name: string(lhtypes.SettingNameDefaultEngineImage), Namespace: s.namespace},
+		Value:      EngineImage,
+	}
+	if err := createIfMissing(ctx, s, engineImage); err != nil {
+		return fmt.Errorf("creating setting %s: %w", engineImage.Name, err)
 	}
 	names := make([]string, 0, len(s.nodes))
 	for _, n := range s.nodes {

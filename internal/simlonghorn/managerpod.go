@@ -3,44 +3,28 @@ package simlonghorn
 import (
 	"context"
 	"errors"
-	"fmt"
 	"hash/fnv"
 	"io"
 	"slices"
-	"time"
 
-	"github.com/longhorn/longhorn-manager/datastore"
 	lhv1 "github.com/longhorn/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
-	lhclientset "github.com/longhorn/longhorn-manager/k8s/pkg/client/clientset/versioned"
 	"github.com/longhorn/longhorn-manager/scheduler"
-	lhutil "github.com/longhorn/longhorn-manager/util"
 	"github.com/sirupsen/logrus"
-	apiextensionsclientset "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+
+	"github.com/longhorn/diskschedule/internal/longhornpod"
 )
 
-// informerResync is the resync period of a simulated longhorn-manager
-// pod's informers: longhorn-manager's own (30 s), which is also when its
-// volume controller looks again at a volume it dropped from its queue.
-const informerResync = 30 * time.Second
-
 // LonghornManager is one simulated longhorn-manager pod: Longhorn v1.12.0's
-// own datastore, with informers of its own on the API server (so its view is
-// as stale as a real pod's), and Longhorn's own replica scheduler over it.
-// The volume controller runs several; tests and benchmarks that play
-// Longhorn's volume controllers themselves start their own with
-// StartLonghornManager.
+// own datastore (a longhornpod.Pod, with informers of its own on the API
+// server, so its view is as stale as a real pod's), and Longhorn's own
+// replica scheduler over it. The volume controller runs several; tests and
+// benchmarks that play Longhorn's volume controllers themselves start their
+// own with StartLonghornManager.
 type LonghornManager struct {
-	// Node is the node the pod runs on, its controller ID (the value of
-	// a volume's status.ownerID it is responsible for).
-	Node string
-	// DataStore is Longhorn's datastore of the pod.
-	DataStore *datastore.DataStore
+	*longhornpod.Pod
 	// Scheduler is Longhorn's replica scheduler over DataStore.
 	Scheduler *scheduler.ReplicaScheduler
-	// Informers are the informers DataStore reads.
-	Informers *lhutil.InformerFactories
 }
 
 // StartLonghornManager builds a longhorn-manager pod on cfg and runs its
@@ -50,48 +34,22 @@ func StartLonghornManager(ctx context.Context, cfg *rest.Config, namespace, node
 	if err != nil {
 		return nil, err
 	}
-	if err := p.start(ctx); err != nil {
+	if err := p.Start(ctx); err != nil {
 		return nil, err
 	}
 	return p, nil
 }
 
 // newManagerPod builds the pod's clients, informers, datastore and
-// scheduler; start runs the informers.
+// scheduler; Start runs the informers. The simulated pods' client rates
+// are far above longhorn-manager's own, so that the simulation, which
+// stands for several pods in one, is never throttled.
 func newManagerPod(cfg *rest.Config, namespace, node string) (*LonghornManager, error) {
-	cfg = rest.CopyConfig(cfg)
-	cfg.UserAgent = "longhorn-manager/" + node
-	// longhorn-manager's own client rates are far above client-go's
-	// defaults; the simulated pods must not be throttled by the defaults.
-	cfg.QPS, cfg.Burst = 1000, 2000
-	kube, err := kubernetes.NewForConfig(cfg)
+	pod, err := longhornpod.New(cfg, namespace, node, 1000, 2000)
 	if err != nil {
-		return nil, fmt.Errorf("longhorn-manager on %s: Kubernetes client: %w", node, err)
+		return nil, err
 	}
-	lh, err := lhclientset.NewForConfig(cfg)
-	if err != nil {
-		return nil, fmt.Errorf("longhorn-manager on %s: Longhorn client: %w", node, err)
-	}
-	ext, err := apiextensionsclientset.NewForConfig(cfg)
-	if err != nil {
-		return nil, fmt.Errorf("longhorn-manager on %s: apiextensions client: %w", node, err)
-	}
-	factories := lhutil.NewInformerFactories(namespace, kube, lh, informerResync)
-	ds := datastore.NewDataStore(namespace, lh, kube, ext, factories)
-	return &LonghornManager{Node: node, DataStore: ds, Scheduler: scheduler.NewReplicaScheduler(ds), Informers: factories}, nil
-}
-
-// start runs the pod's informers until ctx ends and waits for their first
-// lists, as longhorn-manager does before its controllers start.
-func (p *LonghornManager) start(ctx context.Context) error {
-	p.Informers.Start(ctx.Done())
-	if !p.DataStore.Sync(ctx.Done()) {
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		return errors.New("longhorn-manager on " + p.Node + ": the datastore's caches did not sync")
-	}
-	return nil
+	return &LonghornManager{Pod: pod, Scheduler: scheduler.NewReplicaScheduler(pod.DataStore)}, nil
 }
 
 // DefaultManagerPods is how many longhorn-manager pods the simulation runs
@@ -131,7 +89,7 @@ func newManagerPods(cfg *rest.Config, namespace string, nodes []string, n int) (
 // Start runs every pod's informers until ctx ends (a manager.Runnable).
 func (g *managerPods) Start(ctx context.Context) error {
 	for _, p := range g.pods {
-		if err := p.start(ctx); err != nil {
+		if err := p.Start(ctx); err != nil {
 			return err
 		}
 	}

@@ -94,6 +94,12 @@ type Options struct {
 	// --simulated-longhorn=false) runs only the nodes: they exist and report
 	// their disks' space, but nothing creates or places replicas.
 	PlaceReplicas bool
+	// LonghornControllers, with PlaceReplicas, leaves volumes and replicas
+	// to longhorn-manager's own controllers, which the sandbox runs beside
+	// the simulation (internal/longhornmanager): the simulated CSI driver,
+	// nodes and kubelets run, the simulated volume, replica, attacher,
+	// resizer and backing-image controllers do not.
+	LonghornControllers bool
 	// OnRefusedWrite, when set, is called for every replica write the API
 	// server refused (the admission gate's denials among them): Longhorn
 	// only logs them, so tests and benchmarks measure stalls through it.
@@ -194,12 +200,16 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 			&csiNodeRegistrar{sim: s},
 			capacity,
 			&csiProvisioner{sim: s, capacity: capacity},
-			&resizer{sim: s},
-			&attacher{sim: s},
-			newVolumeController(s),
-			&replicaController{sim: s},
-			newBackingImageController(s),
 		)
+		if !opts.LonghornControllers {
+			controllers = append(controllers,
+				&resizer{sim: s},
+				&attacher{sim: s},
+				newVolumeController(s),
+				&replicaController{sim: s},
+				newBackingImageController(s),
+			)
+		}
 	}
 	for _, c := range controllers {
 		if err := c.setup(mgr); err != nil {

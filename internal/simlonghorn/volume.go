@@ -23,6 +23,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/longhorn/diskschedule/internal/longhornpod"
 )
 
 const (
@@ -42,7 +44,7 @@ const (
 	refusedRetryFirst, refusedRetryMax = 5 * time.Millisecond, 1000 * time.Second
 	// refusedRetries is longhorn-manager's maxRetries: after this many quick
 	// retries a failing volume is dropped from the queue until the informer
-	// resync (informerResync) or a node change brings it back.
+	// resync (longhornpod.Resync) or a node change brings it back.
 	refusedRetries = 3
 	// cacheWait bounds how long a created replica is waited for in the
 	// cache, as Longhorn's datastore verifies a creation.
@@ -193,7 +195,7 @@ func (c *volumeController) reconcile(ctx context.Context, req reconcile.Request)
 			return reconcile.Result{RequeueAfter: c.backoff.When(req.NamespacedName)}, nil
 		}
 		c.backoff.Forget(req.NamespacedName)
-		return reconcile.Result{RequeueAfter: informerResync}, nil
+		return reconcile.Result{RequeueAfter: longhornpod.Resync}, nil
 	case out.conflict:
 		return reconcile.Result{RequeueAfter: conflictRetry}, nil
 	case plan.failure != nil:

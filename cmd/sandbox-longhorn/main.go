@@ -1,0 +1,107 @@
+// Command sandbox-longhorn runs longhorn-manager v1.12.0's own control plane
+// for the sandbox (internal/longhornmanager): Longhorn's admission webhooks,
+// registered with the API server, and one longhorn-manager per node, each
+// with its own datastore and controller ID, running Longhorn's volume,
+// replica and engine controllers, until it is signalled. The sandbox starts
+// it as a process of its own: Longhorn's controller package and the CSI
+// external-provisioner the sandbox's simulated driver is built on register
+// the same Kubernetes feature gates differently, so they cannot share one
+// process (as in a cluster, where they never do).
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	lhtypes "github.com/longhorn/longhorn-manager/types"
+	"github.com/sirupsen/logrus"
+	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/longhorn/diskschedule/internal/longhornmanager"
+	"github.com/longhorn/diskschedule/internal/longhornpod"
+)
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "sandbox-longhorn:", err)
+		os.Exit(1)
+	}
+}
+
+func run() error {
+	kubeconfig := flag.String("kubeconfig", "", "An administrator's kubeconfig of the sandbox's API server.")
+	namespace := flag.String("namespace", "longhorn-system", "Longhorn's namespace.")
+	nodes := flag.String("nodes", "", "The nodes, comma-separated: one longhorn-manager runs for each.")
+	managerImage := flag.String("manager-image", "longhornio/longhorn-manager:v1.12.0", "longhorn-manager's own image.")
+	engineImage := flag.String("engine-image", "longhornio/longhorn-engine:v1.12.0", "The default engine image.")
+	imImage := flag.String("instance-manager-image", "longhornio/longhorn-instance-manager:v1.12.0", "The default instance manager image.")
+	bimImage := flag.String("backing-image-manager-image", "longhornio/backing-image-manager:v1.12.0", "The default backing-image manager image.")
+	supportBundleImage := flag.String("support-bundle-manager-image", "longhornio/support-bundle-kit:v0.0.79", "The support bundle manager image.")
+	readyFile := flag.String("ready-file", "", "Written, with the controllers' names, once the webhooks are registered and every controller started.")
+	flag.Parse()
+	if *kubeconfig == "" || *nodes == "" {
+		return errors.New("--kubeconfig and --nodes are required")
+	}
+	cfg, err := clientcmd.BuildConfigFromFlags("", *kubeconfig)
+	if err != nil {
+		return fmt.Errorf("loading %s: %w", *kubeconfig, err)
+	}
+	c, err := client.New(cfg, client.Options{})
+	if err != nil {
+		return fmt.Errorf("creating a client: %w", err)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	log := logrus.StandardLogger()
+	names := strings.Split(*nodes, ",")
+	// longhorn-manager's pod spec gives it its node and namespace in its
+	// environment; its validating webhook reads them.
+	for k, v := range map[string]string{lhtypes.EnvNodeName: names[0], lhtypes.EnvPodNamespace: *namespace} {
+		if err := os.Setenv(k, v); err != nil {
+			return fmt.Errorf("setting %s: %w", k, err)
+		}
+	}
+	// The first node's longhorn-manager serves the webhooks and does the
+	// daemon's start-up writes.
+	pod, err := longhornpod.New(cfg, *namespace, names[0], lhtypes.KubeAPIQPS, lhtypes.KubeAPIBurst)
+	if err != nil {
+		return err
+	}
+	if err := pod.Start(ctx); err != nil {
+		return err
+	}
+	webhooks, err := longhornmanager.StartWebhooks(ctx, pod)
+	if err != nil {
+		return err
+	}
+	if err := webhooks.Register(ctx, c); err != nil {
+		return err
+	}
+	log.Infof("Serving Longhorn's admission webhooks at %s", webhooks.URL())
+	if err := longhornmanager.Initialize(ctx, pod, *namespace, *kubeconfig, longhornmanager.Images{
+		Manager: *managerImage, Engine: *engineImage, InstanceManager: *imImage, BackingImageManager: *bimImage, SupportBundleManager: *supportBundleImage,
+	}); err != nil {
+		return err
+	}
+	for _, n := range names {
+		if _, err := longhornmanager.Start(ctx, cfg, *namespace, n, log); err != nil {
+			return err
+		}
+		log.Infof("Started longhorn-manager of node %s: %s", n, strings.Join(longhornmanager.Controllers, ", "))
+	}
+	if *readyFile != "" {
+		line := fmt.Sprintf("Longhorn's admission webhooks, and on each of %d nodes a longhorn-manager running %s\n", len(names), strings.Join(longhornmanager.Controllers, ", "))
+		if err := os.WriteFile(*readyFile, []byte(line), 0o644); err != nil {
+			return fmt.Errorf("writing %s: %w", *readyFile, err)
+		}
+	}
+	<-ctx.Done()
+	return nil
+}

@@ -1,0 +1,130 @@
+package sandbox
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"k8s.io/apimachinery/pkg/util/wait"
+
+	"github.com/longhorn/diskschedule/internal/controlplane"
+	"github.com/longhorn/diskschedule/internal/simlonghorn"
+)
+
+// longhornCommand is the package of the command that runs longhorn-manager's
+// own control plane (cmd/sandbox-longhorn); it runs as a process of its own.
+const longhornCommand = "github.com/longhorn/diskschedule/cmd/sandbox-longhorn"
+
+// startLonghornControllers builds and starts sandbox-longhorn: Longhorn's
+// own admission webhooks and one longhorn-manager per node running
+// Longhorn's volume, replica and engine controllers. It returns once the
+// webhooks are registered and the controllers started.
+func (s *Sandbox) startLonghornControllers(ctx context.Context) error {
+	bin := s.opts.LonghornBinary
+	if bin == "" {
+		root := filepath.Dir(s.opts.ConfigDir)
+		bin = filepath.Join(root, "bin", "sandbox-longhorn")
+		s.progress("building %s (longhorn-manager v1.12.0's controllers; the first build takes minutes)", bin)
+		start := time.Now()
+		if err := buildLocked(ctx, root, bin, longhornCommand); err != nil {
+			return err
+		}
+		s.progress("built %s in %s", bin, time.Since(start).Round(100*time.Millisecond))
+	}
+	kubeconfig := filepath.Join(s.workDir, "longhorn-manager.kubeconfig")
+	if err := os.WriteFile(kubeconfig, s.adminKubeconfig, 0o600); err != nil {
+		return fmt.Errorf("writing longhorn-manager's kubeconfig: %w", err)
+	}
+	ready := filepath.Join(s.workDir, "longhorn-manager.ready")
+	out, err := s.logFile("longhorn-controllers.log")
+	if err != nil {
+		return err
+	}
+	nodes := make([]string, 0, len(s.opts.Topology.Nodes))
+	for _, n := range s.opts.Topology.Nodes {
+		nodes = append(nodes, n.Name)
+	}
+	args := []string{"--kubeconfig", kubeconfig, "--namespace", Namespace, "--nodes", strings.Join(nodes, ","), "--ready-file", ready,
+		"--engine-image", simlonghorn.EngineImage, "--instance-manager-image", simlonghorn.InstanceManagerImage}
+	last := &tail{max: 4096}
+	if s.longhorn, err = controlplane.StartProcess("sandbox-longhorn", bin, args, io.MultiWriter(out, last)); err != nil {
+		return err
+	}
+	if err := s.track(Process{Name: "sandbox-longhorn", PID: s.longhorn.PID()}); err != nil {
+		return err
+	}
+	var started []byte
+	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, s.opts.ReadyTimeout, true, func(context.Context) (bool, error) {
+		select {
+		case <-s.longhorn.Done():
+			return false, fmt.Errorf("sandbox-longhorn exited: %v; its last output:\n%s", s.longhorn.Err(), last)
+		default:
+		}
+		var err error
+		started, err = os.ReadFile(ready)
+		return err == nil, nil
+	})
+	if err != nil {
+		return fmt.Errorf("waiting for longhorn-manager's controllers to start: %w", err)
+	}
+	go func() {
+		<-s.longhorn.Done()
+		s.fail(fmt.Errorf("sandbox-longhorn exited: %v", s.longhorn.Err()))
+	}()
+	s.progress("started longhorn-manager v1.12.0's own control plane (pid %d): %s", s.longhorn.PID(), strings.TrimSpace(string(started)))
+	return nil
+}
+
+// buildLocked builds pkg into bin from the module at root, one build at a
+// time across processes (test packages run side by side): go build leaves
+// an up-to-date binary as it is, so only the first start pays.
+func buildLocked(ctx context.Context, root, bin, pkg string) error {
+	if err := os.MkdirAll(filepath.Dir(bin), 0o755); err != nil {
+		return fmt.Errorf("building %s: %w", pkg, err)
+	}
+	lock, err := os.OpenFile(bin+".lock", os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		return fmt.Errorf("building %s: %w", pkg, err)
+	}
+	defer lock.Close()
+	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX); err != nil {
+		return fmt.Errorf("building %s: locking %s: %w", pkg, lock.Name(), err)
+	}
+	defer syscall.Flock(int(lock.Fd()), syscall.LOCK_UN) //nolint:errcheck // closing the file unlocks it too
+	cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, pkg)
+	cmd.Dir = root
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("building %s: %w\n%s", pkg, err, out)
+	}
+	return nil
+}
+
+// tail keeps the last max bytes written to it.
+type tail struct {
+	mu  sync.Mutex
+	max int
+	buf []byte
+}
+
+func (t *tail) Write(p []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.buf = append(t.buf, p...)
+	if len(t.buf) > t.max {
+		t.buf = t.buf[len(t.buf)-t.max:]
+	}
+	return len(p), nil
+}
+
+func (t *tail) String() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return string(t.buf)
+}
