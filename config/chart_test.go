@@ -206,6 +206,7 @@ func TestChartFilesMatchConfig(t *testing.T) {
 		"files/longhorn.io_diskschedules.yaml": "crd/bases/longhorn.io_diskschedules.yaml",
 		"files/role.yaml":                      "rbac/role.yaml",
 		"files/gate.yaml":                      "webhook/manifests.yaml",
+		"files/pods.yaml":                      "webhook/pods.yaml",
 		"files/diskschedule.rules.yaml":        "prometheus/diskschedule.rules.yaml",
 		"files/diskschedule-dashboard.json":    "grafana/diskschedule-dashboard.json",
 	} {
