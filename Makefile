@@ -33,10 +33,12 @@ manifests: controller-gen ## Generate CRDs and RBAC from the API types and marke
 CHART ?= dist/chart
 
 .PHONY: chart
-chart: ## Copy into the Helm chart (dist/chart/files) what its templates read from config/: the CRD, the manager's RBAC rules, the gate's webhook configuration, the alert rules and the Grafana dashboard.
+chart: ## Copy into the Helm chart (dist/chart/files) what its templates read from config/: the CRD, the manager's RBAC rules, the gate's and the pod webhook's configurations, the second scheduler's configuration, the alert rules and the Grafana dashboard.
 	cp config/crd/bases/longhorn.io_diskschedules.yaml $(CHART)/files/longhorn.io_diskschedules.yaml
 	cp config/rbac/role.yaml $(CHART)/files/role.yaml
 	cp config/webhook/manifests.yaml $(CHART)/files/gate.yaml
+	cp config/webhook/pods.yaml $(CHART)/files/pods.yaml
+	cp config/scheduler/secondary/kube-scheduler-config.yaml $(CHART)/files/secondary-scheduler.yaml
 	cp config/prometheus/diskschedule.rules.yaml $(CHART)/files/diskschedule.rules.yaml
 	cp config/grafana/diskschedule-dashboard.json $(CHART)/files/diskschedule-dashboard.json
 

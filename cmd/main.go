@@ -77,6 +77,8 @@ func run() error {
 		"The name kube-apiserver calls the gate by (default longhorn-diskschedule-webhook-service.<namespace>.svc).")
 	flag.DurationVar(&gateOpts.DecisionTimeout, "gate-timeout", gate.DefaultDecisionTimeout,
 		"How long the gate waits for the ledger's decision; keep it under the webhook configuration's timeoutSeconds.")
+	flag.BoolVar(&opts.SecondaryScheduler, "secondary-scheduler", false,
+		"The second scheduler (diskschedule-scheduler, the chart's scheduler.enabled) is deployed: the pod opt-in webhook (diskschedule-pods) sets schedulerName on the pods it opts in that asked for the default scheduler.")
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(flag.CommandLine)
 	flag.Parse()
@@ -136,7 +138,8 @@ func run() error {
 		return err
 	}
 	log.Info("Starting", "namespace", opts.Namespace, "leaderElection", opts.LeaderElection,
-		"metrics", opts.MetricsBindAddress, "metricsSecure", opts.MetricsSecure, "gateGrace", opts.GateGrace.String(), "gate", serveGate)
+		"metrics", opts.MetricsBindAddress, "metricsSecure", opts.MetricsSecure, "gateGrace", opts.GateGrace.String(), "gate", serveGate,
+		"secondaryScheduler", opts.SecondaryScheduler)
 	if err := mgr.Start(ctrl.SetupSignalHandler()); err != nil {
 		return fmt.Errorf("running the manager: %w", err)
 	}

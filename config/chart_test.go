@@ -20,10 +20,12 @@ import (
 	"helm.sh/helm/v3/pkg/chartutil"
 	"helm.sh/helm/v3/pkg/lint/support"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	"sigs.k8s.io/kustomize/api/krusty"
@@ -31,6 +33,8 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/longhorn/diskschedule/internal/longhorncrds"
+	"github.com/longhorn/diskschedule/internal/podmutator"
+	"github.com/longhorn/diskschedule/internal/schedulerconfig"
 	"github.com/longhorn/diskschedule/internal/testenv"
 )
 
@@ -190,13 +194,17 @@ func sameObjects(t *testing.T, chart, kustomized []*unstructured.Unstructured, c
 }
 
 // TestChartMatchesConfig renders the chart (dist/chart) with its default
-// values and with gate.failurePolicy=Ignore and checks that it holds the
-// very objects of config/default and of config/default with the component
-// webhook/ignore: names, kinds and every field, the Helm labels aside.
+// values, with gate.failurePolicy=Ignore and with scheduler.enabled=true,
+// and checks that it holds the very objects of config/default, of
+// config/default with the component webhook/ignore and of config/default
+// with the component scheduler/secondary: names, kinds and every field, the
+// Helm labels aside.
 func TestChartMatchesConfig(t *testing.T) {
 	sameObjects(t, mustRenderChart(t, nil), renderKustomization(t, "default"), "default values")
 	sameObjects(t, mustRenderChart(t, map[string]any{"gate": map[string]any{"failurePolicy": "Ignore"}}),
 		renderKustomization(t, "testdata/gate-ignore"), "gate.failurePolicy=Ignore")
+	sameObjects(t, mustRenderChart(t, map[string]any{"scheduler": map[string]any{"enabled": true}}),
+		renderKustomization(t, "testdata/secondary-scheduler"), "scheduler.enabled=true")
 }
 
 // TestChartFilesMatchConfig checks that the files the chart's templates read
@@ -206,6 +214,8 @@ func TestChartFilesMatchConfig(t *testing.T) {
 		"files/longhorn.io_diskschedules.yaml": "crd/bases/longhorn.io_diskschedules.yaml",
 		"files/role.yaml":                      "rbac/role.yaml",
 		"files/gate.yaml":                      "webhook/manifests.yaml",
+		"files/pods.yaml":                      "webhook/pods.yaml",
+		"files/secondary-scheduler.yaml":       "scheduler/secondary/kube-scheduler-config.yaml",
 		"files/diskschedule.rules.yaml":        "prometheus/diskschedule.rules.yaml",
 		"files/diskschedule-dashboard.json":    "grafana/diskschedule-dashboard.json",
 	} {
@@ -343,6 +353,46 @@ func TestChartValues(t *testing.T) {
 	}
 }
 
+// TestChartSchedulerImage checks the second scheduler's image: the
+// cluster's own kube-scheduler, without a provider's version suffix, or the
+// tag set in the values.
+func TestChartSchedulerImage(t *testing.T) {
+	for _, c := range []struct {
+		kube, tag, want string
+	}{
+		{"v1.36.3", "", "registry.k8s.io/kube-scheduler:v1.36.3"},
+		{"v1.30.5-gke.1014001", "", "registry.k8s.io/kube-scheduler:v1.30.5"},
+		{"v1.31.2+k3s1", "", "registry.k8s.io/kube-scheduler:v1.31.2"},
+		{"v1.36.3", "v1.35.0", "registry.k8s.io/kube-scheduler:v1.35.0"},
+	} {
+		chrt, err := loader.Load(chartDir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		install := action.NewInstall(&action.Configuration{})
+		install.ClientOnly, install.DryRun = true, true
+		install.ReleaseName, install.Namespace, install.KubeVersion = "diskschedule", namespace, mustKubeVersion(c.kube)
+		rel, err := install.Run(chrt, map[string]any{"scheduler": map[string]any{"enabled": true, "image": map[string]any{"tag": c.tag}}})
+		if err != nil {
+			t.Fatalf("rendering for Kubernetes %s: %v", c.kube, err)
+		}
+		objs, err := decodeManifests([]byte(rel.Manifest))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var image string
+		for _, u := range objs {
+			if u.GetKind() == "Deployment" && u.GetName() == "longhorn-diskschedule-scheduler" {
+				containers, _, _ := unstructured.NestedSlice(u.Object, "spec", "template", "spec", "containers")
+				image, _ = containers[0].(map[string]any)["image"].(string)
+			}
+		}
+		if image != c.want {
+			t.Errorf("Kubernetes %s, tag %q: image %q, want %s", c.kube, c.tag, image, c.want)
+		}
+	}
+}
+
 // TestChartRefuses checks that the chart fails to render, saying why, when
 // told to install Longhorn's CRDs or to install outside Longhorn's namespace.
 func TestChartRefuses(t *testing.T) {
@@ -393,7 +443,7 @@ func TestChartRefuses(t *testing.T) {
 func TestChartLint(t *testing.T) {
 	lint := action.NewLint()
 	lint.Strict, lint.Namespace, lint.KubeVersion = true, namespace, kubeVersion
-	for _, vals := range []map[string]any{nil, {"gate": map[string]any{"failurePolicy": "Ignore"}}} {
+	for _, vals := range []map[string]any{nil, {"gate": map[string]any{"failurePolicy": "Ignore"}}, {"scheduler": map[string]any{"enabled": true}}} {
 		result := lint.Run([]string{chartDir}, vals)
 		for _, err := range result.Errors {
 			t.Errorf("helm lint with %v: %v", vals, err)
@@ -408,10 +458,12 @@ func TestChartLint(t *testing.T) {
 
 // TestChartInstalls applies the chart server-side, as helm install does,
 // into an API server that serves Longhorn v1.12.0's own CRDs and nothing of
-// the add-on, then upgrades it to gate.failurePolicy=Ignore, and checks
-// each time that the API server holds config's objects: every name and
-// kind, the RBAC rules, the gate's webhooks with their rules and
-// matchConditions.
+// the add-on, then upgrades it to gate.failurePolicy=Ignore and to
+// scheduler.enabled=true, and checks each time that the API server holds
+// config's objects: every name and kind, the RBAC rules, the gate's webhooks
+// with their rules and matchConditions. With the second scheduler, the
+// configuration it runs, as the API server holds it, is the one the sandbox
+// runs (checkSecondaryScheduler).
 func TestChartInstalls(t *testing.T) {
 	longhorn, err := longhorncrds.Load()
 	if err != nil {
@@ -442,6 +494,7 @@ func TestChartInstalls(t *testing.T) {
 	}{
 		{"install", "default", nil},
 		{"upgrade to failurePolicy=Ignore", "testdata/gate-ignore", map[string]any{"gate": map[string]any{"failurePolicy": "Ignore"}}},
+		{"upgrade to scheduler.enabled=true", "testdata/secondary-scheduler", map[string]any{"scheduler": map[string]any{"enabled": true}}},
 	} {
 		for _, u := range mustRenderChart(t, step.vals) {
 			if err := c.Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner("helm"), client.ForceOwnership); err != nil {
@@ -468,7 +521,81 @@ func TestChartInstalls(t *testing.T) {
 			case "ValidatingWebhookConfiguration":
 				sameWebhooks(t, step.name, decodeAs[admissionregistrationv1.ValidatingWebhookConfiguration](t, got),
 					decodeAs[admissionregistrationv1.ValidatingWebhookConfiguration](t, want))
+			case "MutatingWebhookConfiguration":
+				g, w := decodeAs[admissionregistrationv1.MutatingWebhookConfiguration](t, got), decodeAs[admissionregistrationv1.MutatingWebhookConfiguration](t, want)
+				if len(g.Webhooks) != 1 || len(w.Webhooks) != 1 || !cmp.Equal(g.Webhooks[0].NamespaceSelector, w.Webhooks[0].NamespaceSelector) ||
+					!cmp.Equal(g.Webhooks[0].ObjectSelector, w.Webhooks[0].ObjectSelector) || !cmp.Equal(g.Webhooks[0].MatchConditions, w.Webhooks[0].MatchConditions) ||
+					!cmp.Equal(g.Webhooks[0].FailurePolicy, w.Webhooks[0].FailurePolicy) || !cmp.Equal(g.Webhooks[0].ClientConfig.Service, w.Webhooks[0].ClientConfig.Service) {
+					t.Errorf("%s: %s differs (-config +installed):\n%s", step.name, key(want), cmp.Diff(w.Webhooks, g.Webhooks))
+				}
 			}
+		}
+	}
+	checkSecondaryScheduler(ctx, t, c)
+}
+
+// checkSecondaryScheduler reads the second scheduler's configuration from
+// the ConfigMap the chart installed and checks it against what the sandbox
+// runs (schedulerconfig.Local, the sandbox's --secondary-scheduler): the
+// same profile, diskschedule-scheduler, the pod webhook's scheduler name;
+// the same extender, whose URL is the chart's extender Service through the
+// cluster DNS where the sandbox has its local address, and whose managed
+// resource is the one the pod webhook adds; the same leader election, on a
+// lease the chart's Role lets it renew. The ClusterRoles it is bound to are
+// the API server's own.
+func checkSecondaryScheduler(ctx context.Context, t *testing.T, c client.Client) {
+	t.Helper()
+	cm := &corev1.ConfigMap{}
+	if err := c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: "longhorn-diskschedule-scheduler-config"}, cm); err != nil {
+		t.Fatalf("the second scheduler's ConfigMap: %v", err)
+	}
+	installed, err := schedulerconfig.Parse([]byte(cm.Data["config.yaml"]))
+	if err != nil {
+		t.Fatalf("the installed configuration: %v", err)
+	}
+	const localURL = "http://127.0.0.1:9504"
+	sandbox, err := schedulerconfig.Local("/sandbox/kube-scheduler.kubeconfig", localURL, 1, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := ptr.Deref(installed.Profiles[0].SchedulerName, ""); got != podmutator.SchedulerName || got != ptr.Deref(sandbox.Profiles[0].SchedulerName, "") {
+		t.Errorf("the installed profile is %q, the sandbox's %q; want %s", got, ptr.Deref(sandbox.Profiles[0].SchedulerName, ""), podmutator.SchedulerName)
+	}
+	svc := &corev1.Service{}
+	if err := c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: "longhorn-scheduler-extender"}, svc); err != nil {
+		t.Fatalf("the extender's Service: %v", err)
+	}
+	wantURL := fmt.Sprintf("http://%s.%s.svc:%d", svc.Name, svc.Namespace, svc.Spec.Ports[0].Port)
+	ext, local := installed.Extenders[0], sandbox.Extenders[0]
+	if ext.URLPrefix != wantURL {
+		t.Errorf("the installed extender URL is %s, want the extender Service's %s", ext.URLPrefix, wantURL)
+	}
+	if local.URLPrefix != localURL {
+		t.Errorf("the sandbox's extender URL is %s, want its local %s", local.URLPrefix, localURL)
+	}
+	if len(ext.ManagedResources) != 1 || ext.ManagedResources[0].Name != string(podmutator.ExtendedResource) || !ext.ManagedResources[0].IgnoredByScheduler {
+		t.Errorf("the installed extender manages %+v, want %s, ignored by the scheduler", ext.ManagedResources, podmutator.ExtendedResource)
+	}
+	ext.URLPrefix, local.URLPrefix = "", ""
+	if diff := cmp.Diff(local, ext); diff != "" {
+		t.Errorf("the installed extender differs from the sandbox's (-sandbox +installed):\n%s", diff)
+	}
+	if diff := cmp.Diff(sandbox.Profiles, installed.Profiles); diff != "" {
+		t.Errorf("the installed profiles differ from the sandbox's (-sandbox +installed):\n%s", diff)
+	}
+	if diff := cmp.Diff(sandbox.LeaderElection, installed.LeaderElection); diff != "" {
+		t.Errorf("the installed leader election differs from the sandbox's (-sandbox +installed):\n%s", diff)
+	}
+	role := &rbacv1.Role{}
+	if err := c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: "longhorn-diskschedule-scheduler-lease"}, role); err != nil {
+		t.Fatalf("the second scheduler's lease Role: %v", err)
+	}
+	if le := installed.LeaderElection; le.ResourceNamespace != namespace || len(role.Rules) != 1 || !slices.Equal(role.Rules[0].ResourceNames, []string{le.ResourceName}) {
+		t.Errorf("the scheduler elects its leader on lease %s/%s; the Role grants %v in %s", le.ResourceNamespace, le.ResourceName, role.Rules, namespace)
+	}
+	for _, name := range []string{"system:kube-scheduler", "system:volume-scheduler"} {
+		if err := c.Get(ctx, client.ObjectKey{Name: name}, &rbacv1.ClusterRole{}); err != nil {
+			t.Errorf("the ClusterRole %s the second scheduler is bound to: %v", name, err)
 		}
 	}
 }

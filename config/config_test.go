@@ -14,6 +14,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	schedulerconfigv1 "k8s.io/kube-scheduler/config/v1"
 	"sigs.k8s.io/kustomize/api/krusty"
 	"sigs.k8s.io/kustomize/kyaml/filesys"
@@ -37,6 +38,7 @@ type rendered struct {
 	configMaps          []corev1.ConfigMap
 	secrets             []corev1.Secret
 	webhooks            []admissionregistrationv1.ValidatingWebhookConfiguration
+	podWebhooks         []admissionregistrationv1.MutatingWebhookConfiguration
 }
 
 func render(t *testing.T) *rendered {
@@ -97,6 +99,9 @@ func renderDir(t *testing.T, dir string) *rendered {
 		case "ValidatingWebhookConfiguration":
 			out.webhooks = append(out.webhooks, admissionregistrationv1.ValidatingWebhookConfiguration{})
 			into = &out.webhooks[len(out.webhooks)-1]
+		case "MutatingWebhookConfiguration":
+			out.podWebhooks = append(out.podWebhooks, admissionregistrationv1.MutatingWebhookConfiguration{})
+			into = &out.podWebhooks[len(out.podWebhooks)-1]
 		default:
 			t.Errorf("config/default renders an unexpected %s %s", r.GetKind(), r.GetName())
 			continue
@@ -104,7 +109,7 @@ func renderDir(t *testing.T, dir string) *rendered {
 		if err := yaml.UnmarshalStrict(data, into); err != nil {
 			t.Fatalf("decoding %s %s: %v", r.GetKind(), r.GetName(), err)
 		}
-		if ns := r.GetNamespace(); r.GetKind() != "ClusterRole" && r.GetKind() != "ClusterRoleBinding" && r.GetKind() != "ValidatingWebhookConfiguration" && ns != namespace {
+		if ns := r.GetNamespace(); r.GetKind() != "ClusterRole" && r.GetKind() != "ClusterRoleBinding" && r.GetKind() != "ValidatingWebhookConfiguration" && r.GetKind() != "MutatingWebhookConfiguration" && ns != namespace {
 			t.Errorf("%s %s is in namespace %q, want %s", r.GetKind(), r.GetName(), ns, namespace)
 		}
 	}
@@ -399,5 +404,48 @@ func TestGateWebhook(t *testing.T) {
 		if wh.FailurePolicy == nil || *wh.FailurePolicy != admissionregistrationv1.Ignore {
 			t.Errorf("with the component webhook/ignore, webhook %s: failurePolicy %v, want Ignore", wh.Name, wh.FailurePolicy)
 		}
+	}
+}
+
+// TestPodWebhook checks the pod opt-in webhook as config/default installs
+// it: pod CREATEs only, in namespaces labelled
+// diskschedule.longhorn.io/extender=enabled, not of pods labelled disabled,
+// only pods with a claim, through the gate's Service and path, no side
+// effects, a short timeout, and failure policy Ignore (a pod is never held
+// up by the add-on).
+func TestPodWebhook(t *testing.T) {
+	r := render(t)
+	if len(r.podWebhooks) != 1 || r.podWebhooks[0].Name != "diskschedule-pods" || len(r.podWebhooks[0].Webhooks) != 1 {
+		t.Fatalf("mutating webhook configurations = %v, want diskschedule-pods with one webhook", r.podWebhooks)
+	}
+	wh := r.podWebhooks[0].Webhooks[0]
+	if wh.FailurePolicy == nil || *wh.FailurePolicy != admissionregistrationv1.Ignore {
+		t.Errorf("failurePolicy %v, want Ignore", wh.FailurePolicy)
+	}
+	if wh.SideEffects == nil || *wh.SideEffects != admissionregistrationv1.SideEffectClassNone {
+		t.Errorf("sideEffects %v, want None", wh.SideEffects)
+	}
+	if wh.TimeoutSeconds == nil || *wh.TimeoutSeconds > 5 {
+		t.Errorf("timeoutSeconds %v, want at most 5", wh.TimeoutSeconds)
+	}
+	if wh.NamespaceSelector == nil || !reflect.DeepEqual(wh.NamespaceSelector.MatchLabels, map[string]string{"diskschedule.longhorn.io/extender": "enabled"}) {
+		t.Errorf("namespaceSelector %v, want diskschedule.longhorn.io/extender=enabled", wh.NamespaceSelector)
+	}
+	if wh.ObjectSelector == nil || len(wh.ObjectSelector.MatchExpressions) != 1 ||
+		!reflect.DeepEqual(wh.ObjectSelector.MatchExpressions[0], metav1.LabelSelectorRequirement{
+			Key: "diskschedule.longhorn.io/extender", Operator: metav1.LabelSelectorOpNotIn, Values: []string{"disabled"}}) {
+		t.Errorf("objectSelector %v, want diskschedule.longhorn.io/extender not disabled", wh.ObjectSelector)
+	}
+	if len(wh.Rules) != 1 || !slices.Equal(wh.Rules[0].Resources, []string{"pods"}) ||
+		!slices.Equal(wh.Rules[0].Operations, []admissionregistrationv1.OperationType{admissionregistrationv1.Create}) {
+		t.Errorf("rules %v, want pod CREATEs", wh.Rules)
+	}
+	if len(wh.MatchConditions) != 1 {
+		t.Errorf("matchConditions %v, want the one that passes pods with a claim", wh.MatchConditions)
+	}
+	svc := wh.ClientConfig.Service
+	gateSvc := r.webhooks[0].Webhooks[0].ClientConfig.Service
+	if svc == nil || gateSvc == nil || svc.Name != gateSvc.Name || svc.Namespace != namespace || svc.Path == nil || *svc.Path != "/mutate-v1-pod" {
+		t.Errorf("clientConfig %+v, want the gate's Service in %s, path /mutate-v1-pod", wh.ClientConfig, namespace)
 	}
 }

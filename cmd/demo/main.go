@@ -1,7 +1,9 @@
 // Command demo runs the Longhorn scheduler extender's test plan in the
 // sandbox and prints what happened, with and without the extender, side by
 // side: the race of sixteen pods for four disks, a pod with four claims,
-// pods restarted and a node drained. It also creates more claims than the
+// pods restarted and a node drained, and the race once more with its pods
+// written without the extender's resource, opted in by their namespace and
+// placed by a second scheduler. It also creates more claims than the
 // disks hold at once, with the admission gate and without it (Longhorn as it
 // is today), and prints how full each disk got either way. It starts one
 // sandbox per topology of config/sandbox in turn, and one more without the
@@ -57,7 +59,9 @@ type options struct {
 }
 
 // scenarioNames returns the demo's scenarios, in the order they run.
-func scenarioNames() []string { return []string{"race", "restart", "claims", "multi-pvc", "drain"} }
+func scenarioNames() []string {
+	return []string{"race", "restart", "claims", "multi-pvc", "drain", "opt-in"}
+}
 
 // parseScenarios reads the -scenarios flag: "all", or scenario names
 // separated by commas.
@@ -116,7 +120,7 @@ func run() error {
 		if len(runs) == 0 {
 			continue
 		}
-		if err := d.withSandbox(ctx, s.topology, s.noGate, runs); err != nil {
+		if err := d.withSandbox(ctx, s, runs); err != nil {
 			d.broken = append(d.broken, err.Error())
 		}
 		if ctx.Err() != nil {
@@ -151,7 +155,10 @@ type step struct {
 	topology string
 	// noGate starts the sandbox without the admission gate.
 	noGate bool
-	runs   []namedRun
+	// secondary starts the sandbox with the second scheduler
+	// (--secondary-scheduler=true).
+	secondary bool
+	runs      []namedRun
 }
 
 // namedRun is a scenario run in a sandbox, by the scenario's name.
@@ -168,6 +175,7 @@ func (d *demo) plan() []step {
 		{topology: "topology.yaml", noGate: true, runs: []namedRun{{"claims", d.claimsUngated}}},
 		{topology: "multi-disk.yaml", runs: []namedRun{{"multi-pvc", d.multiPVC}}},
 		{topology: "drain.yaml", runs: []namedRun{{"drain", d.drain}}},
+		{topology: "topology.yaml", secondary: true, runs: []namedRun{{"opt-in", d.optIn}}},
 	}
 }
 
@@ -188,9 +196,11 @@ type cluster struct {
 	c  client.WithWatch
 }
 
-// withSandbox starts a sandbox with the topology file, with the admission
-// gate unless noGate, runs the runs against it in turn, and stops it again.
-func (d *demo) withSandbox(ctx context.Context, topologyFile string, noGate bool, runs []namedRun) (retErr error) {
+// withSandbox starts a sandbox with the step's topology file, with the
+// admission gate unless noGate and the second scheduler with secondary,
+// runs the runs against it in turn, and stops it again.
+func (d *demo) withSandbox(ctx context.Context, s step, runs []namedRun) (retErr error) {
+	topologyFile, noGate := s.topology, s.noGate
 	topo, err := sandbox.LoadTopology(filepath.Join(d.opts.configDir, "sandbox", topologyFile))
 	if err != nil {
 		return err
@@ -199,12 +209,16 @@ func (d *demo) withSandbox(ctx context.Context, topologyFile string, noGate bool
 	if noGate {
 		gate, logName = "without the admission gate (Longhorn as it is today)", logName+"-no-gate"
 	}
+	if s.secondary {
+		gate, logName = gate+" and the second scheduler", logName+"-secondary-scheduler"
+	}
 	d.progress("starting a sandbox with %s (%s), %s", topologyFile, describe(topo), gate)
 	d.ungated = d.ungated || noGate
 	started := time.Now()
 	logDir := filepath.Join(d.opts.logDir, logName)
 	sb, err := sandbox.Start(ctx, sandbox.Options{
 		Topology: topo, Extender: true, NoGate: noGate, ConfigDir: d.opts.configDir, LogDir: logDir,
+		SecondaryScheduler: s.secondary,
 	})
 	if err != nil {
 		return fmt.Errorf("starting the sandbox with %s (logs in %s): %w", topologyFile, logDir, err)

@@ -39,6 +39,7 @@ func run() error {
 	gate := fs.Bool("gate", true, "Register the admission gate, so Longhorn's space-taking writes ask the ledger; false runs Longhorn as it is today.")
 	simulated := fs.Bool("simulated-longhorn", true, "Run the simulated Longhorn's volume, replica and CSI controllers; false: the topology's Longhorn Nodes and disks exist and report their space, but nothing creates or places replicas.")
 	longhornControllers := fs.Bool("longhorn-controllers", false, "Run longhorn-manager v1.12.0's own volume, replica and engine controllers (one longhorn-manager per node) and Longhorn's own admission webhooks instead of the simulated volume controller: volumes are placed by Longhorn's code and stay detached, as nothing runs their instances yet.")
+	secondary := fs.Bool("secondary-scheduler", false, "Run a second kube-scheduler with the profile diskschedule-scheduler and the extender (the chart's scheduler.enabled), and tell the pod opt-in webhook it exists: pods with a Longhorn claim in namespaces labelled diskschedule.longhorn.io/extender=enabled are sent to it.")
 	logDir := fs.String("log-dir", "", "Where to write the etcd, kube-apiserver, kube-controller-manager and kube-scheduler logs; default: the kubeconfig's directory.")
 	configDir := fs.String("config-dir", "config", "The repository's config directory (CRDs and the deployment's RBAC).")
 	zapOpts := zap.Options{}
@@ -59,7 +60,7 @@ func run() error {
 	defer stop()
 	sb, err := sandbox.Start(ctx, sandbox.Options{
 		Topology: t, Extender: *extender, ExtenderBind: *extenderBind, NoGate: !*gate, LonghornNodesOnly: !*simulated, LonghornControllers: *longhornControllers, KubeconfigPath: *kubeconfig,
-		ConfigDir: *configDir, LogDir: *logDir, Out: os.Stdout,
+		ConfigDir: *configDir, LogDir: *logDir, Out: os.Stdout, SecondaryScheduler: *secondary,
 	})
 	if err != nil {
 		return err

@@ -14,6 +14,8 @@ import (
 	toolscache "k8s.io/client-go/tools/cache"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
+
+	"github.com/longhorn/diskschedule/internal/podmutator"
 )
 
 // DefaultSecretName is the Secret that holds the gate's CA and serving
@@ -35,6 +37,10 @@ type TLS struct {
 	// ConfigurationName is the ValidatingWebhookConfiguration whose
 	// caBundle is kept; ConfigurationName when empty.
 	ConfigurationName string
+	// PodsConfigurationName is the MutatingWebhookConfiguration of the pod
+	// opt-in webhook, served by the same server, whose caBundle is kept as
+	// well; podmutator.ConfigurationName when empty.
+	PodsConfigurationName string
 	// ControllerName names the rotator's controller; DefaultControllerName
 	// when empty. Several managers in one process need distinct names.
 	ControllerName string
@@ -67,6 +73,9 @@ func NewCertificate(namespace string, opts TLS) (*Certificate, error) {
 	if opts.ConfigurationName == "" {
 		opts.ConfigurationName = ConfigurationName
 	}
+	if opts.PodsConfigurationName == "" {
+		opts.PodsConfigurationName = podmutator.ConfigurationName
+	}
 	if opts.ControllerName == "" {
 		opts.ControllerName = DefaultControllerName
 	}
@@ -81,7 +90,8 @@ func NewCertificate(namespace string, opts TLS) (*Certificate, error) {
 func (c *Certificate) SecretName() string { return c.secret.Name }
 
 // SetupWithManager adds to mgr the rotator that keeps the certificate in
-// its Secret and the CA in the webhook configuration's caBundle, and the
+// its Secret and the CA in the caBundle of the gate's webhook configuration
+// and of the pod opt-in webhook's, and the
 // loader that serves each new version. Every manager replica runs both:
 // each serves the gate.
 func (c *Certificate) SetupWithManager(mgr ctrl.Manager) error {
@@ -96,7 +106,11 @@ func (c *Certificate) SetupWithManager(mgr ctrl.Manager) error {
 		CAOrganization: "diskschedule",
 		DNSName:        c.opts.DNSName,
 		IsReady:        make(chan struct{}),
-		Webhooks:       []rotator.WebhookInfo{{Name: c.opts.ConfigurationName, Type: rotator.Validating}},
+		// A configuration that is not installed is skipped (and logged).
+		Webhooks: []rotator.WebhookInfo{
+			{Name: c.opts.ConfigurationName, Type: rotator.Validating},
+			{Name: c.opts.PodsConfigurationName, Type: rotator.Mutating},
+		},
 		// Every replica serves the gate, so every replica keeps the
 		// certificate; the Secret's resourceVersion orders their writes.
 		RequireLeaderElection: false,

@@ -40,6 +40,7 @@ const (
 // +kubebuilder:rbac:groups=longhorn.io,resources=replicas,verbs=get;list;watch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 // +kubebuilder:rbac:groups=admissionregistration.k8s.io,resources=validatingwebhookconfigurations,verbs=get;list;watch;update
+// +kubebuilder:rbac:groups=admissionregistration.k8s.io,resources=mutatingwebhookconfigurations,verbs=get;list;watch;update
 // +kubebuilder:rbac:groups="",namespace=longhorn-system,resources=secrets,verbs=get;list;watch;update
 
 // Gate answers the admission requests of Longhorn's space-taking writes:

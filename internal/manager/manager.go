@@ -86,9 +86,14 @@ type Options struct {
 	// ExtenderCertDir, when set, holds the extender's tls.crt and tls.key:
 	// it then serves HTTPS.
 	ExtenderCertDir string
-	// Gate serves the admission gate on this replica when set; nil runs no
-	// gate (Longhorn's writes are then adopted by the mirror, rule 7).
+	// Gate serves the admission gate on this replica when set, and beside
+	// it the pod opt-in webhook (diskschedule-pods); nil runs neither
+	// (Longhorn's writes are then adopted by the mirror, rule 7).
 	Gate *GateOptions
+	// SecondaryScheduler says the second scheduler (diskschedule-scheduler)
+	// is deployed: the pod opt-in webhook then sets schedulerName on the
+	// pods it opts in that asked for the default scheduler.
+	SecondaryScheduler bool
 }
 
 // GateOptions configures the admission gate's webhook server.

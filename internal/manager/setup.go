@@ -10,6 +10,8 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+	"sigs.k8s.io/controller-runtime/pkg/webhook"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/longhorn/diskschedule/internal/controller/config"
 	"github.com/longhorn/diskschedule/internal/controller/diskschedule"
@@ -20,6 +22,7 @@ import (
 	"github.com/longhorn/diskschedule/internal/gate"
 	"github.com/longhorn/diskschedule/internal/index"
 	"github.com/longhorn/diskschedule/internal/metrics"
+	"github.com/longhorn/diskschedule/internal/podmutator"
 )
 
 // setup registers the indexes, the controllers, the extender and the health checks.
@@ -75,6 +78,11 @@ func setup(mgr ctrl.Manager, opts Options, cert *gate.Certificate) error {
 			return err
 		}
 		ready = append(ready, cert.Ready, g.Ready)
+		pods, err := setupPodWebhook(mgr, opts)
+		if err != nil {
+			return err
+		}
+		ready = append(ready, pods)
 	}
 
 	if opts.HealthProbeBindAddress != "" && opts.HealthProbeBindAddress != "0" {
@@ -94,4 +102,24 @@ func setup(mgr ctrl.Manager, opts Options, cert *gate.Certificate) error {
 		}
 	}
 	return nil
+}
+
+// setupPodWebhook registers the pod opt-in webhook (diskschedule-pods) on
+// the gate's webhook server, and the warm-up of the informers it reads;
+// it returns the webhook's ready check.
+func setupPodWebhook(mgr ctrl.Manager, opts Options) (func() error, error) {
+	h, err := podmutator.NewHandler(podmutator.Options{
+		Cache: mgr.GetClient(), API: mgr.GetAPIReader(), Decoder: admission.NewDecoder(mgr.GetScheme()),
+		SecondaryScheduler: opts.SecondaryScheduler, Metrics: metrics.NewPodWebhook(ctrlmetrics.Registry),
+		Log: mgr.GetLogger().WithName("pod-webhook"),
+	})
+	if err != nil {
+		return nil, err
+	}
+	warm := &podmutator.Warm{Cache: mgr.GetCache()}
+	if err := mgr.Add(warm); err != nil {
+		return nil, fmt.Errorf("adding the pod webhook's informers: %w", err)
+	}
+	mgr.GetWebhookServer().Register(podmutator.Path, &webhook.Admission{Handler: h})
+	return warm.Ready, nil
 }

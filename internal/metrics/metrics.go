@@ -261,3 +261,28 @@ func NewGate(reg prometheus.Registerer) *Gate {
 		})),
 	}
 }
+
+// PodWebhook holds the pod opt-in webhook's (diskschedule-pods) metrics.
+type PodWebhook struct {
+	// Decisions counts the webhook's answers by result (mutated,
+	// unchanged, not-longhorn, claim-missing, error).
+	Decisions *prometheus.CounterVec
+	// Latency is how long the webhook took to answer.
+	Latency prometheus.Histogram
+}
+
+// NewPodWebhook creates the pod webhook's metrics and registers them with
+// reg (shared when already registered).
+func NewPodWebhook(reg prometheus.Registerer) *PodWebhook {
+	return &PodWebhook{
+		Decisions: register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "longhorn_diskschedule_pod_webhook_decisions_total",
+			Help: "Answers of the pod opt-in webhook (diskschedule-pods) by result: mutated, unchanged, not-longhorn, claim-missing or error. Every pod is allowed.",
+		}, []string{"result"})),
+		Latency: register(reg, prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "longhorn_diskschedule_pod_webhook_duration_seconds",
+			Help:    "Time the pod opt-in webhook (diskschedule-pods) took to answer.",
+			Buckets: []float64{0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5},
+		})),
+	}
+}

@@ -111,6 +111,12 @@ type Options struct {
 	// replica write the API server refused (the gate's denials among them),
 	// with its time, so tests measure how long a denial stalls a volume.
 	OnRefusedWrite func(simlonghorn.RefusedWrite)
+	// SecondaryScheduler is the sandbox's --secondary-scheduler=true: a
+	// second kube-scheduler process with the profile diskschedule-scheduler
+	// (config/scheduler/secondary's configuration, run as its
+	// ServiceAccount under its RBAC), and the managers' pod opt-in webhook
+	// told it exists. It needs Extender and the gate.
+	SecondaryScheduler bool
 }
 
 // ManagerHook adjusts one manager's Options and rest.Config before it is
@@ -142,6 +148,7 @@ type Sandbox struct {
 	serviceAccountKey string
 	logs              []*os.File
 	scheduler         *controlplane.Process
+	secondary         *controlplane.Process
 	controllers       *controlplane.ControllerManager
 	processes         []Process
 	ports             []int
@@ -224,6 +231,9 @@ func Start(ctx context.Context, opts Options) (_ *Sandbox, retErr error) {
 	if opts.ReadyTimeout <= 0 {
 		opts.ReadyTimeout = 2 * time.Minute
 	}
+	if err := checkSecondary(opts); err != nil {
+		return nil, err
+	}
 	for _, bin := range []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler"} {
 		if _, err := os.Stat(filepath.Join(opts.AssetsDir, bin)); err != nil {
 			return nil, fmt.Errorf("finding %s in %s (run `make controlplane`): %w", bin, opts.AssetsDir, err)
@@ -250,7 +260,7 @@ func Start(ctx context.Context, opts Options) (_ *Sandbox, retErr error) {
 		return nil, fmt.Errorf("creating the sandbox's directory: %w", err)
 	}
 	for _, step := range []func(context.Context) error{
-		s.startControlPlane, s.install, s.startControllerManager, s.startLonghorn, s.startManager, s.startScheduler, s.waitReady,
+		s.startControlPlane, s.install, s.startControllerManager, s.startLonghorn, s.startManager, s.startScheduler, s.startSecondaryScheduler, s.waitReady,
 	} {
 		if err := step(ctx); err != nil {
 			return nil, err
@@ -411,6 +421,9 @@ func (s *Sandbox) install(ctx context.Context) error {
 	}
 	if !s.opts.NoGate {
 		if err := s.registerGate(ctx); err != nil {
+			return err
+		}
+		if err := s.registerPodWebhook(ctx); err != nil {
 			return err
 		}
 	}
@@ -588,7 +601,8 @@ func (s *Sandbox) startOneManager(name string, hook ManagerHook) error {
 		SkipControllerNameValidation: true,
 		// The manager runs on this machine, not on a simulated node; the
 		// extender's heartbeat is labelled with the machine's name.
-		NodeName: hostname(),
+		NodeName:           hostname(),
+		SecondaryScheduler: s.opts.SecondaryScheduler,
 	}
 	if s.opts.Extender {
 		port, err := controlplane.FreePort()
@@ -698,7 +712,10 @@ func (s *Sandbox) waitReady(ctx context.Context) error {
 		if err := s.waitGate(ctx); err != nil {
 			return err
 		}
-		s.progress("the admission gate serves")
+		if err := s.waitPodWebhook(ctx); err != nil {
+			return err
+		}
+		s.progress("the admission gate and the pod opt-in webhook serve")
 	}
 	s.progress("waiting for the %d disks' ledgers to be Ready", s.opts.Topology.DiskCount())
 	var notReady string
@@ -761,6 +778,9 @@ func (s *Sandbox) waitReady(ctx context.Context) error {
 func (s *Sandbox) Stop() error {
 	s.stopOnce.Do(func() {
 		var errs []error
+		if s.secondary != nil {
+			errs = append(errs, s.secondary.Stop(10*time.Second))
+		}
 		if s.scheduler != nil {
 			errs = append(errs, s.scheduler.Stop(10*time.Second))
 		}
