@@ -158,7 +158,10 @@ type step struct {
 	// secondary starts the sandbox with the second scheduler
 	// (--secondary-scheduler=true).
 	secondary bool
-	runs      []namedRun
+	// longhorn starts the sandbox with longhorn-manager's own controllers
+	// (--longhorn-controllers=true).
+	longhorn bool
+	runs     []namedRun
 }
 
 // namedRun is a scenario run in a sandbox, by the scenario's name.
@@ -168,11 +171,13 @@ type namedRun struct {
 }
 
 // plan is the demo's sandboxes, in order, with their scenarios. The claims
-// beyond capacity run twice, in a sandbox with the gate and in one without.
+// beyond capacity run twice, in a sandbox with the gate and in one without,
+// both placed by longhorn-manager's own controllers.
 func (d *demo) plan() []step {
 	return []step{
-		{topology: "topology.yaml", runs: []namedRun{{"race", d.race}, {"restart", d.restart}, {"claims", d.claimsGated}}},
-		{topology: "topology.yaml", noGate: true, runs: []namedRun{{"claims", d.claimsUngated}}},
+		{topology: "topology.yaml", runs: []namedRun{{"race", d.race}, {"restart", d.restart}}},
+		{topology: "topology.yaml", longhorn: true, runs: []namedRun{{"claims", d.claimsGated}}},
+		{topology: "topology.yaml", noGate: true, longhorn: true, runs: []namedRun{{"claims", d.claimsUngated}}},
 		{topology: "multi-disk.yaml", runs: []namedRun{{"multi-pvc", d.multiPVC}}},
 		{topology: "drain.yaml", runs: []namedRun{{"drain", d.drain}}},
 		{topology: "topology.yaml", secondary: true, runs: []namedRun{{"opt-in", d.optIn}}},
@@ -212,13 +217,16 @@ func (d *demo) withSandbox(ctx context.Context, s step, runs []namedRun) (retErr
 	if s.secondary {
 		gate, logName = gate+" and the second scheduler", logName+"-secondary-scheduler"
 	}
+	if s.longhorn {
+		gate, logName = gate+", longhorn-manager's own controllers placing", logName+"-longhorn"
+	}
 	d.progress("starting a sandbox with %s (%s), %s", topologyFile, describe(topo), gate)
 	d.ungated = d.ungated || noGate
 	started := time.Now()
 	logDir := filepath.Join(d.opts.logDir, logName)
 	sb, err := sandbox.Start(ctx, sandbox.Options{
 		Topology: topo, Extender: true, NoGate: noGate, ConfigDir: d.opts.configDir, LogDir: logDir,
-		SecondaryScheduler: s.secondary,
+		SecondaryScheduler: s.secondary, LonghornControllers: s.longhorn,
 	})
 	if err != nil {
 		return fmt.Errorf("starting the sandbox with %s (logs in %s): %w", topologyFile, logDir, err)

@@ -275,7 +275,8 @@ func (d *demo) reportClaims(with, without claimsRun) {
 		"every node is cordoned: Longhorn places nothing on a cordoned node. Then every node is",
 		"uncordoned at once, and Longhorn's volume controller places all the volumes at the same",
 		"moment, each worker from its own cache, with no lock, as when claims arrive faster than",
-		"it places them. No pod, so the extender plays no part. With the admission gate each",
+		"it places them. Here that controller is longhorn-manager v1.12.0's own, unmodified, one",
+		"per node, each with its own cache. No pod, so the extender plays no part. With the gate each",
 		"placement asks the disk's ledger first; without it (a second sandbox, Longhorn as it is",
 		"today) nothing stops two placements from taking the same bytes. What Longhorn persisted",
 		"on each disk (its replicas' volume sizes) against the disk's limit, once every volume",
@@ -286,10 +287,7 @@ func (d *demo) reportClaims(with, without claimsRun) {
 	fmt.Fprintln(d.out, `
 With the gate, a refused placement leaves the replica unscheduled, and Longhorn places it
 again after a backoff until its own view shows every disk full. Without it, the ledgers can
-only adopt what Longhorn persisted, and mark the disks over their limit Overcommitted. A
-write the gate admitted that then did not land (the replica changed meanwhile) keeps its
-grant until the mirror releases it, --gate-grace (30s) later: cleaning up after the run
-with the gate can take that long.`)
+only adopt what Longhorn persisted, and mark the disks over their limit Overcommitted.`)
 	if msg := with.res.UnschedulableMessage; msg != "" {
 		fmt.Fprintf(d.out, "\nWith the gate, a volume that did not fit says: %s\n", msg)
 	}

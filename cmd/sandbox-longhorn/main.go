@@ -44,6 +44,7 @@ func run() error {
 	imImage := flag.String("instance-manager-image", "longhornio/longhorn-instance-manager:v1.12.0", "The default instance manager image.")
 	bimImage := flag.String("backing-image-manager-image", "longhornio/backing-image-manager:v1.12.0", "The default backing-image manager image.")
 	supportBundleImage := flag.String("support-bundle-manager-image", "longhornio/support-bundle-kit:v0.0.79", "The support bundle manager image.")
+	usableFile := flag.String("usable-file", "", "Written once Longhorn's webhooks see the default engine image deployed, so that volumes can be created.")
 	readyFile := flag.String("ready-file", "", "Written, with the controllers' names, once the webhooks are registered and every controller started.")
 	flag.Parse()
 	if *kubeconfig == "" || *nodes == "" {
@@ -100,6 +101,14 @@ func run() error {
 		line := fmt.Sprintf("Longhorn's admission webhooks, and on each of %d nodes a longhorn-manager running %s\n", len(names), strings.Join(longhornmanager.Controllers, ", "))
 		if err := os.WriteFile(*readyFile, []byte(line), 0o644); err != nil {
 			return fmt.Errorf("writing %s: %w", *readyFile, err)
+		}
+	}
+	if *usableFile != "" {
+		if err := longhornmanager.WaitEngineImage(ctx, pod, *engineImage); err != nil {
+			return err
+		}
+		if err := os.WriteFile(*usableFile, []byte(*engineImage+" deployed\n"), 0o644); err != nil {
+			return fmt.Errorf("writing %s: %w", *usableFile, err)
 		}
 	}
 	<-ctx.Done()

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	lhv1 "github.com/longhorn/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
 	lhtypes "github.com/longhorn/longhorn-manager/types"
 	"github.com/longhorn/longhorn-manager/upgrade"
 	corev1 "k8s.io/api/core/v1"
@@ -83,4 +84,19 @@ func waitConfigMaps(ctx context.Context, pod *longhornpod.Pod, namespace string)
 		}
 		return true, nil
 	})
+}
+
+// WaitEngineImage waits until pod's datastore sees image's EngineImage
+// deployed, as Longhorn's volume validator requires of a new volume's
+// image, or ctx ends.
+func WaitEngineImage(ctx context.Context, pod *longhornpod.Pod, image string) error {
+	name := lhtypes.GetEngineImageChecksumName(image)
+	err := wait.PollUntilContextCancel(ctx, 100*time.Millisecond, true, func(context.Context) (bool, error) {
+		ei, err := pod.DataStore.GetEngineImageRO(name)
+		return err == nil && ei.Status.State == lhv1.EngineImageStateDeployed, nil
+	})
+	if err != nil {
+		return fmt.Errorf("waiting for engine image %s to be deployed: %w", image, err)
+	}
+	return nil
 }

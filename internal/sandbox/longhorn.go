@@ -43,6 +43,7 @@ func (s *Sandbox) startLonghornControllers(ctx context.Context) error {
 		return fmt.Errorf("writing longhorn-manager's kubeconfig: %w", err)
 	}
 	ready := filepath.Join(s.workDir, "longhorn-manager.ready")
+	s.longhornUsable = filepath.Join(s.workDir, "longhorn-manager.usable")
 	out, err := s.logFile("longhorn-controllers.log")
 	if err != nil {
 		return err
@@ -51,7 +52,7 @@ func (s *Sandbox) startLonghornControllers(ctx context.Context) error {
 	for _, n := range s.opts.Topology.Nodes {
 		nodes = append(nodes, n.Name)
 	}
-	args := []string{"--kubeconfig", kubeconfig, "--namespace", Namespace, "--nodes", strings.Join(nodes, ","), "--ready-file", ready,
+	args := []string{"--kubeconfig", kubeconfig, "--namespace", Namespace, "--nodes", strings.Join(nodes, ","), "--ready-file", ready, "--usable-file", s.longhornUsable,
 		"--engine-image", simlonghorn.EngineImage, "--instance-manager-image", simlonghorn.InstanceManagerImage}
 	last := &tail{max: 4096}
 	if s.longhorn, err = controlplane.StartProcess("sandbox-longhorn", bin, args, io.MultiWriter(out, last)); err != nil {
@@ -127,4 +128,21 @@ func (t *tail) String() string {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return string(t.buf)
+}
+
+// waitLonghornUsable waits until Longhorn's webhooks see the default engine
+// image deployed (the simulated Longhorn creates it), so that Longhorn
+// accepts new volumes.
+func (s *Sandbox) waitLonghornUsable(ctx context.Context) error {
+	if s.longhorn == nil {
+		return nil
+	}
+	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, s.opts.ReadyTimeout, true, func(context.Context) (bool, error) {
+		_, err := os.Stat(s.longhornUsable)
+		return err == nil, nil
+	})
+	if err != nil {
+		return fmt.Errorf("waiting for Longhorn to see its engine image deployed: %w", err)
+	}
+	return nil
 }

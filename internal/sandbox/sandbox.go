@@ -154,8 +154,10 @@ type Sandbox struct {
 	ports             []int
 	extenderURL       string
 	gateFront         *gateFront
-	// longhorn runs longhorn-manager's own controllers and webhooks.
-	longhorn *controlplane.Process
+	// longhorn runs longhorn-manager's own controllers and webhooks;
+	// longhornUsable is the file it writes once Longhorn accepts volumes.
+	longhorn       *controlplane.Process
+	longhornUsable string
 
 	runners []*runner
 	// managers are the runners of the managers, in Options.Managers order;
@@ -708,6 +710,9 @@ func (s *Sandbox) startScheduler(ctx context.Context) error {
 // waitReady waits until every disk's DiskSchedule is Ready and, with the
 // extender, the extender answers /healthz.
 func (s *Sandbox) waitReady(ctx context.Context) error {
+	if err := s.waitLonghornUsable(ctx); err != nil {
+		return err
+	}
 	if s.gateFront != nil {
 		if err := s.waitGate(ctx); err != nil {
 			return err
