@@ -60,19 +60,19 @@ vet: ## Run go vet against code.
 	go vet ./...
 
 .PHONY: test
-test: verify vet controlplane ## Check generated files, vet, and run every test against a real kube-apiserver and etcd.
+test: verify vet controlplane sandbox-longhorn ## Check generated files, vet, and run every test against a real kube-apiserver and etcd.
 	KUBEBUILDER_ASSETS="$(TEST_ASSETS)" go test ./... $(GO_TEST_FLAGS)
 
 SANDBOX_ARGS ?=
 
 .PHONY: sandbox
-sandbox: controlplane ## Run etcd, kube-apiserver, kube-controller-manager, kube-scheduler (with the extender), the manager and a simulated Longhorn locally until ^C; flags in SANDBOX_ARGS.
+sandbox: controlplane sandbox-longhorn ## Run etcd, kube-apiserver, kube-controller-manager, kube-scheduler (with the extender), the manager and a simulated Longhorn locally until ^C; flags in SANDBOX_ARGS.
 	KUBEBUILDER_ASSETS="$(TEST_ASSETS)" go run ./cmd/sandbox $(SANDBOX_ARGS)
 
 DEMO_ARGS ?=
 
 .PHONY: demo
-demo: controlplane ## Run the scheduler extender's test plan in sandboxes, with and without the extender, and claims beyond capacity with and without the admission gate, and print side-by-side reports; flags in DEMO_ARGS (-scenarios=claims runs one).
+demo: controlplane sandbox-longhorn ## Run the scheduler extender's test plan in sandboxes, with and without the extender, and claims beyond capacity with and without the admission gate, and print side-by-side reports; flags in DEMO_ARGS (-scenarios=claims runs one).
 	KUBEBUILDER_ASSETS="$(TEST_ASSETS)" go run ./cmd/demo $(DEMO_ARGS)
 
 ##@ Build
@@ -123,6 +123,11 @@ controlplane: ## Build kube-apiserver, kube-controller-manager, kube-scheduler a
 	else \
 		hack/build-controlplane.sh "$(K8S_BIN)"; \
 	fi
+
+.PHONY: sandbox-longhorn
+sandbox-longhorn: ## Build bin/sandbox-longhorn, longhorn-manager v1.12.0's own controllers and webhooks for the sandbox (the first build takes minutes; the sandbox also builds it when it is stale).
+	@echo "sandbox-longhorn: building $(LOCALBIN)/sandbox-longhorn"
+	go build -o $(LOCALBIN)/sandbox-longhorn ./cmd/sandbox-longhorn
 
 .PHONY: controller-gen
 controller-gen: $(CONTROLLER_GEN) ## Build controller-gen into bin/.
