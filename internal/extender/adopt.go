@@ -50,12 +50,12 @@ func (e *Extender) adoptLater(ctx context.Context, entry *inflight, node, how st
 // load returns the pod's volumes that need local space and the settings in
 // effect.
 func (e *Extender) load(ctx context.Context, pod *corev1.Pod) ([]podVolume, settings.Scheduling, error) {
-	vols, err := e.resolver.localVolumes(ctx, pod)
-	if err != nil || len(vols) == 0 {
-		return nil, settings.Scheduling{}, err
-	}
 	sched, err := e.settings.get(ctx)
 	if err != nil {
+		return nil, settings.Scheduling{}, err
+	}
+	vols, err := e.resolver.localVolumes(ctx, pod, sched)
+	if err != nil || len(vols) == 0 {
 		return nil, settings.Scheduling{}, err
 	}
 	return vols, sched, nil

@@ -94,7 +94,7 @@ func (e *Extender) Filter(ctx context.Context, pod *corev1.Pod, candidates []str
 	if err != nil {
 		return nil, nil, err
 	}
-	vols, err := e.resolver.localVolumes(ctx, pod)
+	vols, err := e.resolver.localVolumes(ctx, pod, sched)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -145,8 +145,11 @@ func (e *Extender) Prioritize(ctx context.Context, pod *corev1.Pod, candidates [
 	last := e.flight.lastFilter()
 	vols, fits := last.vols, last.fits
 	if last.uid != pod.UID || !covers(fits, candidates) {
-		var err error
-		if vols, err = e.resolver.localVolumes(ctx, pod); err != nil {
+		sched, err := e.settings.get(ctx)
+		if err != nil {
+			return nil, err
+		}
+		if vols, err = e.resolver.localVolumes(ctx, pod, sched); err != nil {
 			return nil, err
 		}
 		fits = nil

@@ -223,13 +223,29 @@ func (f *fixture) volume(name string, size int64, nodes ...string) string {
 // replicas (0: Longhorn's default).
 func (f *fixture) volumeOf(name string, size int64, locality lhv1.DataLocality, replicas int, nodes ...string) string {
 	f.t.Helper()
+	return f.volumeShaped(name, size, locality, replicas, nil, nodes...)
+}
+
+// volumeShaped is volumeOf with the Longhorn Volume changed by shape (nil:
+// as it is) before it is created; a ReadWriteMany volume gets a
+// ReadWriteMany PV and claim.
+func (f *fixture) volumeShaped(name string, size int64, locality lhv1.DataLocality, replicas int, shape func(*lhv1.Volume), nodes ...string) string {
+	f.t.Helper()
 	v := testenv.Volume(f.ns, name, testenv.VolumeFixture{Size: size, Replicas: replicas, DataLocality: locality})
+	if shape != nil {
+		shape(v)
+	}
+	mode := corev1.ReadWriteOnce
+	if v.Spec.AccessMode == lhv1.AccessModeReadWriteMany {
+		mode = corev1.ReadWriteMany
+	}
 	if err := testenv.CreateLonghorn(f.ctx, f.env.Client, v); err != nil {
 		f.t.Fatal(err)
 	}
 	for i, node := range nodes {
 		r := testenv.Replica(f.ns, fmt.Sprintf("%s-r-%d", name, i), testenv.ReplicaFixture{Volume: name, Size: size,
 			NodeID: node, DiskName: "disk-1", DiskID: node + "-uuid-1", State: lhv1.InstanceStateStopping})
+		r.Spec.HealthyAt, r.Spec.LastHealthyAt = "2026-01-01T00:00:00Z", "2026-01-01T00:00:00Z" // it served the pod before
 		if err := testenv.CreateLonghorn(f.ctx, f.env.Client, r); err != nil {
 			f.t.Fatal(err)
 		}
@@ -237,7 +253,7 @@ func (f *fixture) volumeOf(name string, size int64, locality lhv1.DataLocality, 
 	pv := &corev1.PersistentVolume{ObjectMeta: metav1.ObjectMeta{Name: name + "-" + f.ns},
 		Spec: corev1.PersistentVolumeSpec{
 			Capacity:    corev1.ResourceList{corev1.ResourceStorage: *resource.NewQuantity(size, resource.BinarySI)},
-			AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			AccessModes: []corev1.PersistentVolumeAccessMode{mode},
 			PersistentVolumeSource: corev1.PersistentVolumeSource{CSI: &corev1.CSIPersistentVolumeSource{
 				Driver: CSIDriver, VolumeHandle: name}},
 			StorageClassName: f.storageClass,
@@ -246,7 +262,7 @@ func (f *fixture) volumeOf(name string, size int64, locality lhv1.DataLocality, 
 	f.t.Cleanup(func() { _ = f.env.Client.Delete(context.Background(), pv) })
 	pvc := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: "claim-" + name, Namespace: f.ns},
 		Spec: corev1.PersistentVolumeClaimSpec{StorageClassName: &f.storageClass, VolumeName: pv.Name,
-			AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			AccessModes: []corev1.PersistentVolumeAccessMode{mode},
 			Resources:   corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: *resource.NewQuantity(size, resource.BinarySI)}}}}
 	f.create(pvc)
 	return pvc.Name

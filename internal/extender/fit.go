@@ -178,7 +178,7 @@ func restartNode(vols []podVolume, candidates []string) string {
 	for _, name := range sortedCopy(candidates) {
 		all := true
 		for _, v := range vols {
-			if !v.ReplicaNodes[name] {
+			if !v.HealthyNodes[name] {
 				all = false
 				break
 			}

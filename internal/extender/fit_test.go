@@ -279,13 +279,23 @@ func TestEvaluateDiskSelectorPerVolume(t *testing.T) {
 
 func TestRestartNode(t *testing.T) {
 	vols := volumes(2, gi)
-	vols[0].ReplicaNodes["b"], vols[1].ReplicaNodes["b"] = true, true
-	vols[0].ReplicaNodes["a"] = true
+	for i := range vols {
+		vols[i].HealthyNodes = map[string]bool{}
+	}
+	vols[0].HealthyNodes["b"], vols[1].HealthyNodes["b"] = true, true
+	vols[0].HealthyNodes["a"] = true
 	if got := restartNode(vols, []string{"c", "a", "b"}); got != "b" {
 		t.Errorf("restartNode = %q, want b (the only node with a replica of every volume)", got)
 	}
 	if got := restartNode(vols, []string{"a", "c"}); got != "" {
 		t.Errorf("restartNode = %q, want none", got)
+	}
+	// A replica that is failed or being evicted is not healthy: the node
+	// holding it keeps no pod (HealthyNodes leaves it out), whatever
+	// ReplicaNodes says.
+	vols[1].ReplicaNodes["a"] = true
+	if got := restartNode(vols, []string{"a", "c"}); got != "" {
+		t.Errorf("restartNode = %q, want none: node a's replica of volume 1 is not healthy", got)
 	}
 }
 

@@ -24,6 +24,7 @@ const (
 	paramNodeSelector                = "nodeSelector"
 	paramDiskSelector                = "diskSelector"
 	paramDataEngine                  = "dataEngine"
+	paramMigratable                  = "migratable"
 )
 
 // Longhorn v1.12's defaults for a volume whose StorageClass leaves the
@@ -105,11 +106,18 @@ func classKind(params map[string]string) (kind, error) {
 // only where its one replica is) and best-effort (Longhorn places a replica
 // on the attached node when a disk there can take it), false for disabled
 // (Longhorn places its replicas wherever its scheduler finds room, whatever
-// the pod's node). This is the one rule by which the extender tells the
-// kinds apart: a volume it rejects takes no space on the node, removes no
-// node for lack of local space, gets no reservation and keeps no pod on
-// the node that holds its replicas.
+// the pod's node), and false whatever its data locality for a
+// ReadWriteMany volume (Longhorn attaches it on its share manager's node,
+// not the pod's) and for a volume whose local replica Longhorn will not
+// create (v.NoLocalReplica): a reservation there would never be taken
+// over. This is the one rule by which the extender tells the kinds apart:
+// a volume it rejects takes no space on the node, removes no node for lack
+// of local space, gets no reservation and keeps no pod on the node that
+// holds its replicas.
 func needsLocalSpace(v podVolume) bool {
+	if v.Shared || v.NoLocalReplica != "" {
+		return false
+	}
 	switch v.DataLocality {
 	case lhv1.DataLocalityBestEffort, lhv1.DataLocalityStrictLocal:
 		return true

@@ -3,6 +3,7 @@ package extender
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
@@ -16,6 +17,7 @@ import (
 
 	"github.com/longhorn/diskschedule/internal/index"
 	"github.com/longhorn/diskschedule/internal/placement"
+	"github.com/longhorn/diskschedule/internal/settings"
 )
 
 // CSIDriver is the name of Longhorn's CSI driver and provisioner.
@@ -32,6 +34,23 @@ type podVolume struct {
 	NodeSelector, DiskSelector []string
 	// ReplicaNodes are the nodes that hold a replica of the volume.
 	ReplicaNodes map[string]bool
+	// HealthyNodes are the nodes that hold a healthy replica of the volume,
+	// as Longhorn's volume controller counts one (isHealthyAndActiveReplica:
+	// spec.healthyAt set, spec.failedAt not; a detached volume's stopped
+	// replicas stay healthy), not being evicted (Longhorn sets a replica's
+	// spec.evictionRequested when its node or disk is evicted). Only such a
+	// node keeps a restarting pod (restartNode).
+	HealthyNodes map[string]bool
+	// Shared is true for a ReadWriteMany volume that Longhorn attaches on
+	// its share manager's node, not the pod's (volume_attachment_controller.go):
+	// it needs no space on the pod's node whatever its data locality.
+	Shared bool
+	// NoLocalReplica, when set, says why Longhorn will not create the
+	// volume's local replica on the pod's node now (its replicas exist and
+	// Longhorn creates no new one: rebuilding disabled, the volume not
+	// healthy, or migrating; volume_controller.go): no local space is asked
+	// and no reservation written.
+	NoLocalReplica string
 	// Replicas are its replicas placed on a node, not failed.
 	Replicas []placement.Replica
 	// kind says how Longhorn places its replicas (needsLocalSpace).
@@ -68,11 +87,12 @@ type resolver struct {
 
 // localVolumes returns the pod's Longhorn volumes that need space on its
 // node (needsLocalSpace), skipping claims of other drivers. The pod's other
-// Longhorn volumes (data locality disabled) are resolved too, so a claim
-// that cannot be read fails the pod's filter whatever its kind, and then
-// left out: the extender neither packs nor reserves them, and they keep no
-// pod near their replicas.
-func (r *resolver) localVolumes(ctx context.Context, pod *corev1.Pod) ([]podVolume, error) {
+// Longhorn volumes (data locality disabled, ReadWriteMany, or whose local
+// replica Longhorn will not create) are resolved too, so a claim that
+// cannot be read fails the pod's filter whatever its kind, and then left
+// out: the extender neither packs nor reserves them, and they keep no pod
+// near their replicas. sched is the settings in effect.
+func (r *resolver) localVolumes(ctx context.Context, pod *corev1.Pod, sched settings.Scheduling) ([]podVolume, error) {
 	var out []podVolume
 	for _, v := range pod.Spec.Volumes {
 		if v.PersistentVolumeClaim == nil {
@@ -81,6 +101,9 @@ func (r *resolver) localVolumes(ctx context.Context, pod *corev1.Pod) ([]podVolu
 		pv, ok, err := r.claimVolume(ctx, pod.Namespace, v.PersistentVolumeClaim.ClaimName)
 		if err != nil {
 			return nil, err
+		}
+		if ok && pv.NoLocalReplica == "" {
+			pv.NoLocalReplica = noLocalReplica(pv, sched)
 		}
 		if ok && needsLocalSpace(pv) {
 			pv.memoize()
@@ -130,6 +153,7 @@ func (r *resolver) claimVolume(ctx context.Context, namespace, claimName string)
 	}
 	size := pvc.Spec.Resources.Requests[corev1.ResourceStorage]
 	return podVolume{
+		Shared:       slices.Contains(pvc.Spec.AccessModes, corev1.ReadWriteMany) && sc.Parameters[paramMigratable] != "true",
 		Name:         "pvc-" + string(pvc.UID),
 		Size:         size.Value(),
 		NodeSelector: splitTags(sc.Parameters[paramNodeSelector]),
@@ -149,7 +173,8 @@ func (r *resolver) longhornVolume(ctx context.Context, name string) (podVolume, 
 		return podVolume{}, false, fmt.Errorf("getting longhorn volume %s: %w", name, err)
 	}
 	out := podVolume{Name: name, Size: vol.Spec.Size, NodeSelector: vol.Spec.NodeSelector,
-		DiskSelector: vol.Spec.DiskSelector, ReplicaNodes: map[string]bool{}, kind: volumeKind(vol)}
+		DiskSelector: vol.Spec.DiskSelector, ReplicaNodes: map[string]bool{}, HealthyNodes: map[string]bool{}, kind: volumeKind(vol),
+		Shared: vol.Spec.AccessMode == lhv1.AccessModeReadWriteMany && !vol.Spec.Migratable}
 	replicas := &lhv1.ReplicaList{}
 	if err := r.client.List(ctx, replicas, client.InNamespace(r.namespace), client.MatchingFields{index.ReplicaByVolume: name}); err != nil {
 		return podVolume{}, false, fmt.Errorf("listing the replicas of volume %s: %w", name, err)
@@ -161,9 +186,34 @@ func (r *resolver) longhornVolume(ctx context.Context, name string) (podVolume, 
 			if rep.Spec.FailedAt == "" {
 				out.Replicas = append(out.Replicas, placement.Replica{NodeID: rep.Spec.NodeID, DiskUUID: rep.Spec.DiskID, Healthy: true})
 			}
+			if rep.Spec.FailedAt == "" && rep.Spec.HealthyAt != "" && !rep.Spec.EvictionRequested {
+				out.HealthyNodes[rep.Spec.NodeID] = true
+			}
+		}
+	}
+	if len(replicas.Items) > 0 {
+		switch {
+		case vol.Status.Robustness == lhv1.VolumeRobustnessDegraded || vol.Status.Robustness == lhv1.VolumeRobustnessFaulted:
+			// (A detached volume's robustness is unknown: attached on the
+			// pod's node, a healthy one gets its local replica.)
+			out.NoLocalReplica = fmt.Sprintf("volume %s is %s, not healthy: Longhorn creates no local replica for it now", name, vol.Status.Robustness)
+		case vol.Spec.MigrationNodeID != "" || vol.Status.CurrentMigrationNodeID != "":
+			out.NoLocalReplica = fmt.Sprintf("volume %s is migrating: Longhorn creates no local replica for it now", name)
 		}
 	}
 	return out, true, nil
+}
+
+// noLocalReplica says why Longhorn will not create a local replica of the
+// best-effort volume v on its pod's node under sched, or "": with
+// concurrent-replica-rebuild-per-node-limit 0, Longhorn creates no replica
+// of a volume once it has replicas, and places a new volume's replicas
+// before it is attached, wherever its scheduler finds room.
+func noLocalReplica(v podVolume, sched settings.Scheduling) string {
+	if v.DataLocality != lhv1.DataLocalityBestEffort || sched.ConcurrentReplicaRebuildPerNodeLimit != 0 {
+		return ""
+	}
+	return fmt.Sprintf("volume %s: %s is 0, so Longhorn creates no local replica for it", v.Name, settings.ConcurrentReplicaRebuildPerNodeLimit)
 }
 
 // splitTags parses a StorageClass tag list ("ssd,fast").

@@ -17,7 +17,8 @@
 //     at once.
 //   - internal/controller/volume: a volume whose spec.size grows asks the
 //     new size of every replica on a disk; a refusal reaches Longhorn's CSI
-//     driver as OutOfRange.
+//     driver as OutOfRange when the disk cannot hold the growth whatever
+//     else ends, and as a retriable error otherwise.
 //   - internal/controller/backingimage: a disk added to
 //     spec.diskFileSpecMap asks a copy at status.realSize.
 //   - internal/requirement: the one executor of those plans, the request →

@@ -114,8 +114,11 @@ func TestMatchConditionsAgreeWithTakesSpace(t *testing.T) {
 		{name: "a volume's other spec field written", resource: "volumes", old: vol(10 * gi), obj: moreReplicas},
 
 		{name: "a backing image created on a disk", resource: "backingimages", obj: image(0, "uuid-0")},
-		{name: "a backing image created without disks", resource: "backingimages", obj: image(0),
-			deliberate: "CEL sends every CREATE that carries a diskFileSpecMap, empty or not; the gate admits one that names no disk at once"},
+		// Longhorn's mutator sets diskFileSpecMap: {} on every create
+		// (webhook/resources/backingimage/mutator.go): such a CREATE is
+		// not sent.
+		{name: "a backing image created without disks", resource: "backingimages", obj: image(0)},
+		{name: "a backing image's first disk added", resource: "backingimages", old: image(0), obj: image(3*gi, "uuid-0")},
 		{name: "a backing image gains a disk", resource: "backingimages", old: image(3*gi, "uuid-0"), obj: image(3*gi, "uuid-0", "uuid-1")},
 		{name: "a backing image loses a disk", resource: "backingimages", old: image(3*gi, "uuid-0", "uuid-1"), obj: image(3*gi, "uuid-1")},
 		{name: "a backing image's disks unchanged", resource: "backingimages", old: image(3*gi, "uuid-0"), obj: image(3*gi, "uuid-0")},

@@ -37,3 +37,24 @@ func BeyondLonghorn(ds *dsv1.DiskSchedule, persisted Owners) Beyond {
 	}
 	return b
 }
+
+// CanEverHold reports whether ds's disk can hold size bytes for the entry
+// replica whatever else ends: its limit less what the ledger grants to the
+// other replicas and the backing-image copies Longhorn persisted on the disk
+// (persisted). Pending requests, grants Longhorn has not persisted and
+// reservations end by themselves; what Longhorn persisted does not. A
+// volume's growth refused while this holds is worth retrying (DESIGN §4).
+func CanEverHold(ds *dsv1.DiskSchedule, persisted Owners, replica string, size int64) bool {
+	var others int64
+	for name, st := range ds.Status.Replicas {
+		if name != replica && persisted.Replicas[name] {
+			others += st.ScheduledSize
+		}
+	}
+	for name, st := range ds.Status.BackingImages {
+		if persisted.BackingImages[name] {
+			others += st.ScheduledSize
+		}
+	}
+	return Fits(others, size, ds.Status.StorageLimit)
+}

@@ -62,8 +62,25 @@ type Input struct {
 	// persisted on this disk ends the reservation once granted here
 	// (PlacedVolumes).
 	NodeReplicas map[string]string
+	// ReplicaImages maps a replica Longhorn persisted on this disk to the
+	// backing image its volume starts from (the Replica's
+	// spec.backingImage); a replica without one is missing. A copy of that
+	// image on this disk is what the replica, once granted here, needs to
+	// start: it is growth of what is placed here (rule 8), never refused,
+	// and adopted when it does not fit (rule 7, DESIGN §4).
+	ReplicaImages map[string]string
+	// BestEffort names the volumes, by reservation, whose dataLocality is
+	// best-effort: their reservation yields at once to a Longhorn placement
+	// or growth that fits what Longhorn counts on the disk (rule 6). Any
+	// other reservation (strict-local, or a volume not known yet) yields
+	// only once its pod has been bound to this disk's node for
+	// ReservationTimeout (PodBinding.Since); before its pod is bound it
+	// expires at expiresAt.
+	BestEffort map[string]bool
 	// ReservationTimeout is how long a granted reservation whose pod is not
-	// bound yet lives unless a replica takes it over (rule 6).
+	// bound yet lives unless a replica takes it over (rule 6), and how long
+	// a reservation that is not best-effort may hold against Longhorn's
+	// placements once its pod is bound.
 	ReservationTimeout time.Duration
 	// Now is the decision's time.
 	Now time.Time
@@ -95,6 +112,9 @@ type PodBinding struct {
 	State PodState
 	// Node is the node the pod is bound to, for PodBoundElsewhere.
 	Node string
+	// Since is when the pod was bound (its PodScheduled condition's
+	// lastTransitionTime), for PodBoundHere; zero when not known.
+	Since time.Time
 }
 
 // Owners names replicas and backing images, by the ledger entries they own.
@@ -119,6 +139,20 @@ type Outcome struct {
 	// zero. A reservation held for a bound pod has no expiresAt, so it never
 	// sets it.
 	NextExpiry time.Time
+	// Yielded lists the reservations cut in this decision for a Longhorn
+	// placement or growth that fits what Longhorn counts (rule 6), for an
+	// Event on each one's pod.
+	Yielded []Yield
+}
+
+// Yield is a reservation cut for a Longhorn placement or growth (rule 6).
+type Yield struct {
+	// Volume is the reservation's volume.
+	Volume string
+	// Pod is its pod, "namespace/name".
+	Pod string
+	// Message says for what, in the ledger's numbers.
+	Message string
 }
 
 // Decide returns the ledger's next status for in: every request in the spec
@@ -513,15 +547,16 @@ func (d *decider) grow() {
 		}
 		// A new replica also needs Longhorn's actual space; a growth does
 		// not (Longhorn checks a volume's expansion itself).
+		placement := neverGranted(prev, hadPrev)
 		var msg string
-		if d.in.Disk.Schedulable && neverGranted(prev, hadPrev) {
+		if d.in.Disk.Schedulable && placement {
 			msg = d.noActualSpace(name)
 		}
 		var st dsv1.RequestStatus
 		if msg != "" {
 			st = d.reject(int64(d.in.Spec.Replicas[name]), held, msg)
 		} else {
-			st = d.growth(int64(d.in.Spec.Replicas[name]), prev, hadPrev)
+			st = d.growth(int64(d.in.Spec.Replicas[name]), prev, hadPrev, placement, "replica "+name)
 		}
 		d.release(held)
 		d.setReplica(name, st)
@@ -543,7 +578,26 @@ func (d *decider) grow() {
 			d.outcome.Adopted++
 			continue
 		}
-		st := d.growth(int64(d.in.Spec.BackingImages[name]), prev, hadPrev)
+		size := int64(d.in.Spec.BackingImages[name])
+		starts := d.startedBy(name)
+		if starts != "" && neverGranted(prev, hadPrev) {
+			// The copy a replica granted here needs to start: growth of what
+			// is placed here, never refused (DESIGN §4). Longhorn's scheduler
+			// counted the volume's size alone for the replica and counts
+			// the copy once it exists: what does not fit is adopted as
+			// Longhorn will count it (rule 7).
+			st := dsv1.RequestStatus{State: dsv1.RequestStateScheduled, RequestedSize: size, ScheduledSize: size}
+			if !d.room(size-held, "the backing image copy replica "+starts+" needs to start") {
+				st.Message = fmt.Sprintf("adopted over the limit: replica %s, granted on this disk, needs the copy to start, and Longhorn counts it at %s once it exists (%s free of limit %s)",
+					starts, Bytes(size), Bytes(max(d.limit-d.used, 0)), Bytes(d.limit))
+				d.outcome.Adopted++
+			}
+			d.outcome.Granted++
+			d.release(held)
+			d.setBackingImage(name, st)
+			continue
+		}
+		st := d.growth(size, prev, hadPrev, neverGranted(prev, hadPrev), "backing image copy "+name)
 		d.release(held)
 		d.setBackingImage(name, st)
 	}
@@ -579,7 +633,7 @@ func (d *decider) grow() {
 			})
 			continue
 		}
-		st := d.growth(res.Size, dsv1.RequestStatus{}, false)
+		st := d.growth(res.Size, dsv1.RequestStatus{}, false, true, "")
 		out := dsv1.ReservationStatus{RequestedSize: res.Size, Pod: res.Pod, ScheduledSize: st.ScheduledSize, Message: st.Message}
 		if st.State == dsv1.RequestStateScheduled {
 			out.State = dsv1.ReservationStateScheduled
@@ -603,29 +657,138 @@ func neverGranted(prev dsv1.RequestStatus, hadPrev bool) bool {
 }
 
 // growth decides one request that asks for more than it holds. The bytes
-// prev holds are already counted in d.used (holdUndecided).
-func (d *decider) growth(requested int64, prev dsv1.RequestStatus, hadPrev bool) dsv1.RequestStatus {
+// prev holds are already counted in d.used (holdUndecided). A new placement
+// (placement) is refused on a disk that is not schedulable; growth of what
+// is already placed here is judged on space alone, as Longhorn judges it
+// (rule 8). A Longhorn write, which taker names ("" for a reservation),
+// that fits what Longhorn counts on the disk takes the space of the
+// reservations that yield to it (rule 6, yieldTo).
+func (d *decider) growth(requested int64, prev dsv1.RequestStatus, hadPrev, placement bool, taker string) dsv1.RequestStatus {
 	held := int64(0)
 	if hadPrev {
 		held = prev.ScheduledSize
 	}
 	reject := func(msg string) dsv1.RequestStatus { return d.reject(requested, held, msg) }
-	if !d.in.Disk.Schedulable {
+	if placement && !d.in.Disk.Schedulable {
 		return reject(fmt.Sprintf("disk is not schedulable (%s): %s", d.in.Disk.Reason, d.in.Disk.Message))
 	}
-	if !Fits(d.used, requested-held, d.limit) {
-		free := d.limit - d.used
-		if free < 0 {
-			free = 0
-		}
+	if !d.room(requested-held, taker) {
+		free := max(d.limit-d.used, 0)
+		holding := d.reservationsHolding(requested - held)
 		if held > 0 {
-			return reject(fmt.Sprintf("expansion from %s to %s needs %s more, %s free of limit %s",
-				Bytes(held), Bytes(requested), Bytes(requested-held), Bytes(free), Bytes(d.limit)))
+			return reject(fmt.Sprintf("expansion from %s to %s needs %s more, %s free of limit %s%s",
+				Bytes(held), Bytes(requested), Bytes(requested-held), Bytes(free), Bytes(d.limit), holding))
 		}
-		return reject(fmt.Sprintf("requested %s, %s free of limit %s", Bytes(requested), Bytes(free), Bytes(d.limit)))
+		return reject(fmt.Sprintf("requested %s, %s free of limit %s%s", Bytes(requested), Bytes(free), Bytes(d.limit), holding))
 	}
 	d.outcome.Granted++
 	return dsv1.RequestStatus{State: dsv1.RequestStateScheduled, RequestedSize: requested, ScheduledSize: requested}
+}
+
+// room reports whether more bytes fit under the limit, once the
+// reservations that yield to the Longhorn write taker ("" for none) are cut.
+func (d *decider) room(more int64, taker string) bool {
+	return Fits(d.used, more, d.limit) || (taker != "" && d.yieldTo(taker, more))
+}
+
+// reserved returns the bytes the granted reservations hold now.
+func (d *decider) reserved() int64 {
+	var n int64
+	for _, st := range d.out.Reservations {
+		if st.State == dsv1.ReservationStateScheduled {
+			n += st.ScheduledSize
+		}
+	}
+	return n
+}
+
+// yieldTo cuts, in the status being written, the granted reservations that
+// yield (yields) so that a Longhorn write needing more bytes fits, and
+// reports whether it now fits. A reservation never makes the gate refuse a
+// Longhorn placement or growth that fits what Longhorn itself counts
+// (rule 6): Longhorn cannot see reservations and keeps choosing the disk
+// that looks emptiest to it. Nothing is cut when cutting every reservation
+// that yields would not make room.
+func (d *decider) yieldTo(taker string, more int64) bool {
+	if !Fits(d.used-d.reserved(), more, d.limit) {
+		return false // Longhorn's own count does not hold it either
+	}
+	var cut []string
+	var freed int64
+	for _, volume := range sortedKeys(d.out.Reservations) {
+		st := d.out.Reservations[volume]
+		if st.State != dsv1.ReservationStateScheduled || st.ScheduledSize <= 0 || !d.yields(volume) {
+			continue
+		}
+		cut = append(cut, volume)
+		freed += st.ScheduledSize
+		if Fits(d.used-freed, more, d.limit) {
+			break
+		}
+	}
+	if !Fits(d.used-freed, more, d.limit) {
+		return false
+	}
+	for _, volume := range cut {
+		st := d.out.Reservations[volume]
+		msg := fmt.Sprintf("yielded to %s, which fits what Longhorn counts on the disk: %s released; pod %s keeps its node, the volume's locality may be degraded",
+			taker, Bytes(st.ScheduledSize), st.Pod)
+		st.State, st.ScheduledSize, st.ExpiresAt, st.Message = dsv1.ReservationStateExpired, 0, nil, msg
+		d.setReservation(volume, st)
+		d.outcome.Released++
+		d.outcome.Yielded = append(d.outcome.Yielded, Yield{Volume: volume, Pod: st.Pod, Message: msg})
+	}
+	return true
+}
+
+// yields reports whether the granted reservation of volume yields to a
+// Longhorn write now (rule 6): a best-effort volume's at once; any other
+// once its pod has been bound to this disk's node for ReservationTimeout.
+// Before its pod is bound such a reservation is bounded by its expiresAt.
+func (d *decider) yields(volume string) bool {
+	if d.in.BestEffort[volume] {
+		return true
+	}
+	pod := d.in.Pods[volume]
+	if pod.State != PodBoundHere {
+		return false
+	}
+	return pod.Since.IsZero() || !d.in.Now.Before(pod.Since.Add(d.in.ReservationTimeout))
+}
+
+// reservationsHolding says, for the refusal of more bytes that would fit
+// what Longhorn counts, what the granted reservations that do not yield yet
+// hold; otherwise "".
+func (d *decider) reservationsHolding(more int64) string {
+	if !Fits(d.used-d.reserved(), more, d.limit) {
+		return ""
+	}
+	var n int64
+	for _, volume := range sortedKeys(d.out.Reservations) {
+		if st := d.out.Reservations[volume]; st.State == dsv1.ReservationStateScheduled && !d.yields(volume) {
+			n += st.ScheduledSize
+		}
+	}
+	if n == 0 {
+		return ""
+	}
+	return fmt.Sprintf("; reservations that do not yield yet hold %s, each for at most %s before and %s after its pod is bound",
+		Bytes(n), d.in.ReservationTimeout, d.in.ReservationTimeout)
+}
+
+// startedBy returns a replica granted on this disk whose volume starts from
+// the backing image image (Input.ReplicaImages), or "": a copy of image is
+// what that replica needs to start here.
+func (d *decider) startedBy(image string) string {
+	for _, replica := range sortedKeys(d.in.ReplicaImages) {
+		if d.in.ReplicaImages[replica] != image {
+			continue
+		}
+		if st, ok := d.out.Replicas[replica]; ok && st.State == dsv1.RequestStateScheduled && st.ScheduledSize > 0 {
+			return replica
+		}
+	}
+	return ""
 }
 
 // reject returns the rejection of a request of requested bytes that keeps

@@ -109,6 +109,12 @@ func wantRes(t *testing.T, got map[string]dsv1.ReservationStatus, name string, w
 	}
 }
 
+// holding is the note a refusal carries while reservations of volumes that
+// are not best-effort, bytes in all, hold space and do not yield yet.
+func holding(bytes int64) string {
+	return "; reservations that do not yield yet hold " + Bytes(bytes) + ", each for at most " + timeout.String() + " before and " + timeout.String() + " after its pod is bound"
+}
+
 func wantOutcome(t *testing.T, got Outcome, granted, rejected, released, adopted int) {
 	t.Helper()
 	if got.Granted != granted || got.Rejected != rejected || got.Released != released || got.Adopted != adopted {
@@ -412,10 +418,20 @@ func TestDecideGrowth(t *testing.T) {
 			scheduled: 81 * Gi, granted: 1, rejected: 1,
 		},
 		{
-			name:      "growth on a disk that is not schedulable rejected, keeping the old size",
+			// Rule 8: growth of what is placed is judged on space alone, as
+			// Longhorn judges a volume's expansion.
+			name:      "growth on a disk that is not schedulable granted when it fits",
 			replicas:  map[string]rb{"r-a": 31 * Gi, "r-b": 50 * Gi},
 			disk:      Disk{Limit: 100 * Gi, Reason: dsv1.DiskScheduleReasonNodeNotReady, Message: "node n1 is not Ready"},
-			wantA:     rejected(31*Gi, 30*Gi, "disk is not schedulable (NodeNotReady): node n1 is not Ready"),
+			wantA:     granted(31 * Gi),
+			wantB:     granted(50 * Gi),
+			scheduled: 81 * Gi, granted: 1,
+		},
+		{
+			name:      "growth on a cordoned node beyond the free space rejected for space",
+			replicas:  map[string]rb{"r-a": 51 * Gi, "r-b": 50 * Gi},
+			disk:      Disk{Limit: 100 * Gi, Reason: dsv1.DiskScheduleReasonNodeUnschedulable, Message: "node n1 is cordoned"},
+			wantA:     rejected(51*Gi, 30*Gi, "expansion from 30Gi to 51Gi needs 21Gi more, 20Gi free of limit 100Gi"),
 			wantB:     granted(50 * Gi),
 			scheduled: 80 * Gi, rejected: 1,
 		},
@@ -588,7 +604,7 @@ func TestDecideRemoval(t *testing.T) {
 		if _, ok := st.Replicas["r-big"]; ok {
 			t.Errorf("removed r-big still in status")
 		}
-		wantReq(t, "replica", st.Replicas, "r-new", rejected(1, 0, "requested 1, 0 free of limit 100Gi"))
+		wantReq(t, "replica", st.Replicas, "r-new", rejected(1, 0, "requested 1, 0 free of limit 100Gi"+holding(5*Gi)))
 		wantScheduled(t, st, 100*Gi)
 		wantOutcome(t, oc, 0, 1, 0, 0)
 	})
@@ -726,7 +742,7 @@ func TestDecideHandoff(t *testing.T) {
 			name:  "replica larger than the reservation, the extra does not fit",
 			limit: 100 * Gi, now: t0.Add(time.Minute), rv: 40*Gi + 1, rival: 1,
 			wantRV:    rejected(40*Gi+1, 0, "requested 42949672961, 0 free of limit 100Gi"),
-			wantRival: rejected(1, 0, "requested 1, 0 free of limit 100Gi"),
+			wantRival: rejected(1, 0, "requested 1, 0 free of limit 100Gi"+holding(40*Gi)),
 			wantV:     resScheduled(40*Gi, "ns/p", t0.Add(timeout)),
 			scheduled: 100 * Gi, rejected: 2,
 		},
@@ -816,7 +832,7 @@ func TestDecideNoHandoff(t *testing.T) {
 		s := spec()
 		s.Reservations["v"] = dsv1.DiskScheduleReservation{Size: 40 * Gi, Pod: "ns/p"}
 		st, _ := decide(t, Input{Spec: s, Generation: 2, Previous: handoffPrev(), Disk: okDisk(100 * Gi), ReservationTimeout: timeout, Now: now})
-		wantReq(t, "replica", st.Replicas, "r-v", rejected(40*Gi, 0, "requested 40Gi, 0 free of limit 100Gi"))
+		wantReq(t, "replica", st.Replicas, "r-v", rejected(40*Gi, 0, "requested 40Gi, 0 free of limit 100Gi"+holding(40*Gi)))
 		wantRes(t, st.Reservations, "v", resScheduled(40*Gi, "ns/p", t0.Add(timeout)))
 	})
 	t.Run("named replica released by the mirror", func(t *testing.T) {
@@ -880,7 +896,7 @@ func TestDecideExpiry(t *testing.T) {
 	in.Generation, in.Previous, in.Now = 3, st, t0.Add(timeout-1)
 	before, oc := decide(t, in)
 	wantRes(t, before.Reservations, "v-a", resScheduled(30*Gi, "ns/a", t0.Add(timeout)))
-	wantReq(t, "replica", before.Replicas, "r-x", rejected(30*Gi, 0, "requested 30Gi, 0 free of limit 100Gi"))
+	wantReq(t, "replica", before.Replicas, "r-x", rejected(30*Gi, 0, "requested 30Gi, 0 free of limit 100Gi"+holding(100*Gi)))
 	wantOutcome(t, oc, 0, 1, 0, 0)
 
 	// At expiresAt: v-a expires, frees 30Gi in this decision, and a new
@@ -1057,11 +1073,12 @@ func TestDecideUnschedulable(t *testing.T) {
 			wantReq(t, "replica", st.Replicas, "r-a", granted(30*Gi))
 			wantReq(t, "replica", st.Replicas, "r-b", granted(5*Gi))
 			wantReq(t, "replica", st.Replicas, "r-c", rejected(10*Gi, 0, msg))
-			wantReq(t, "replica", st.Replicas, "r-d", rejected(20*Gi, 10*Gi, msg))
+			// Growth of what is placed is judged on space alone (rule 8).
+			wantReq(t, "replica", st.Replicas, "r-d", granted(20*Gi))
 			wantReq(t, "backing image", st.BackingImages, "bi-x", rejected(1, 0, msg))
 			wantRes(t, st.Reservations, "v", dsv1.ReservationStatus{State: dsv1.ReservationStateRejected, RequestedSize: 1 * Gi, Pod: "ns/p", Message: msg})
-			wantScheduled(t, st, 45*Gi)
-			wantOutcome(t, oc, 1, 4, 0, 0)
+			wantScheduled(t, st, 55*Gi)
+			wantOutcome(t, oc, 2, 3, 0, 0)
 			wantCondition(t, st, dsv1.DiskScheduleConditionReady, metav1.ConditionFalse, tc.reason, tc.message)
 			if c := meta.FindStatusCondition(st.Conditions, dsv1.DiskScheduleConditionReady); c.Message != tc.message || !c.LastTransitionTime.Time.Equal(t0) {
 				t.Errorf("Ready condition %+v", c)
@@ -1521,9 +1538,14 @@ func (m *ledgerModel) decide() {
 			if had && int64(size) <= p.ScheduledSize && st.State != dsv1.RequestStateScheduled {
 				m.fail("%s %s: shrink not granted: %+v -> %+v", kind, name, p, st)
 			}
-			if !m.disk.Schedulable && st.State == dsv1.RequestStateScheduled && int64(size) > p.ScheduledSize &&
-				!(kind == "replica" && (in.Persisted.Replicas[name] && neverGranted(p, had) || m.handedOff(name, out))) {
-				m.fail("%s %s: granted new space on a disk that is not schedulable: %+v", kind, name, st)
+			// Rule 8: a disk that is not schedulable takes no new placement;
+			// growth of what is placed there is judged on space alone.
+			if !m.disk.Schedulable && st.State == dsv1.RequestStateScheduled && neverGranted(p, had) &&
+				!(kind == "replica" && (in.Persisted.Replicas[name] || m.handedOff(name, out))) {
+				m.fail("%s %s: granted a new placement on a disk that is not schedulable: %+v", kind, name, st)
+			}
+			if !m.disk.Schedulable && st.State == dsv1.RequestStateRejected && !neverGranted(p, had) && strings.Contains(st.Message, "not schedulable") {
+				m.fail("%s %s: growth of what is placed refused for the disk's schedulability: %+v", kind, name, st)
 			}
 			if kind == "replica" && neverGranted(p, had) && in.Persisted.Replicas[name] {
 				adopted++
@@ -1766,7 +1788,7 @@ func TestDecideReservationTakenOverByAPlacedReplica(t *testing.T) {
 // asked to come back for it; unbound again (the pod created anew) it gets
 // a full timeout (rule 6).
 func TestDecideBoundPodHeld(t *testing.T) {
-	bound := map[string]PodBinding{"v": {State: PodBoundHere}}
+	bound := map[string]PodBinding{"v": {State: PodBoundHere, Since: t0.Add(time.Second)}}
 	in := Input{
 		Spec: dsv1.DiskScheduleSpec{NodeID: "node-y", Reservations: map[string]dsv1.DiskScheduleReservation{
 			"v": {Size: 100 * Gi, Pod: "ns/p"},
@@ -1787,19 +1809,26 @@ func TestDecideBoundPodHeld(t *testing.T) {
 		t.Errorf("NextExpiry = %v, want zero for a held reservation", oc.NextExpiry)
 	}
 
-	// An hour later, with a request waiting for the space: still held.
+	// A minute later, with a request waiting for the space: still held, its
+	// volume not being best-effort, for the timeout after its pod was bound.
 	in.Spec.Replicas = map[string]rb{"r-other": 10 * Gi}
-	in.Generation, in.Previous, in.Now = 3, st, t0.Add(time.Hour)
+	in.Generation, in.Previous, in.Now = 3, st, t0.Add(time.Minute)
 	st, oc = decide(t, in)
 	wantRes(t, st.Reservations, "v", held)
-	wantReq(t, "replica", st.Replicas, "r-other", rejected(10*Gi, 0, "requested 10Gi, 0 free of limit 100Gi"))
+	wantReq(t, "replica", st.Replicas, "r-other", rejected(10*Gi, 0, "requested 10Gi, 0 free of limit 100Gi"+holding(100*Gi)))
 	wantScheduled(t, st, 100*Gi)
 	wantOutcome(t, oc, 0, 1, 0, 0)
 
-	// A pod of that name not bound (created again): a full timeout from now.
+	// Without a request waiting, an hour later: still held.
 	in.Spec.Replicas = nil
+	in.Generation, in.Previous, in.Now = 4, st, t0.Add(time.Hour)
+	st, oc = decide(t, in)
+	wantRes(t, st.Reservations, "v", held)
+	wantOutcome(t, oc, 0, 0, 0, 0)
+
+	// A pod of that name not bound (created again): a full timeout from now.
 	in.Pods = nil
-	in.Generation, in.Previous, in.Now = 4, st, t0.Add(2*time.Hour)
+	in.Generation, in.Previous, in.Now = 5, st, t0.Add(2*time.Hour)
 	st, oc = decide(t, in)
 	wantRes(t, st.Reservations, "v", resScheduled(100*Gi, "ns/p", t0.Add(2*time.Hour+timeout)))
 	if !oc.NextExpiry.Equal(t0.Add(2*time.Hour + timeout)) {
@@ -1848,14 +1877,14 @@ func TestDecideReservationReleasedByItsPod(t *testing.T) {
 			want: dsv1.ReservationStatus{State: dsv1.ReservationStateExpired, RequestedSize: 100 * Gi, Pod: "ns/p",
 				Message: "pod ns/p deleted: 100Gi released"}},
 		{name: "not held yet, pod not found", prev: unbound, pod: PodBinding{State: PodGone}, want: unbound},
-		{name: "held, replica persisted on another disk of the node", prev: held, pod: PodBinding{State: PodBoundHere},
+		{name: "held, replica persisted on another disk of the node", prev: held, pod: PodBinding{State: PodBoundHere, Since: t0},
 			onNode: map[string]string{"v": "r-v"}, wantFreed: true,
 			want: dsv1.ReservationStatus{State: dsv1.ReservationStateFulfilled, RequestedSize: 100 * Gi, Pod: "ns/p", Replica: "r-v",
 				Message: "replica r-v of the volume is persisted on node node-y: 100Gi released"}},
 		{name: "not held yet, replica persisted on the node", prev: unbound, onNode: map[string]string{"v": "r-v"}, wantFreed: true,
 			want: dsv1.ReservationStatus{State: dsv1.ReservationStateFulfilled, RequestedSize: 100 * Gi, Pod: "ns/p", Replica: "r-v",
 				Message: "replica r-v of the volume is persisted on node node-y: 100Gi released"}},
-		{name: "held, pod bound here", prev: held, pod: PodBinding{State: PodBoundHere}, want: held},
+		{name: "held, pod bound here", prev: held, pod: PodBinding{State: PodBoundHere, Since: t0}, want: held},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			in := Input{
@@ -1875,7 +1904,7 @@ func TestDecideReservationReleasedByItsPod(t *testing.T) {
 				wantScheduled(t, st, 10*Gi)
 				wantOutcome(t, oc, 1, 0, 1, 0)
 			} else {
-				wantReq(t, "replica", st.Replicas, "r-other", rejected(10*Gi, 0, "requested 10Gi, 0 free of limit 100Gi"))
+				wantReq(t, "replica", st.Replicas, "r-other", rejected(10*Gi, 0, "requested 10Gi, 0 free of limit 100Gi"+holding(100*Gi)))
 				wantScheduled(t, st, 100*Gi)
 				wantOutcome(t, oc, 0, 1, 0, 0)
 			}
@@ -1941,7 +1970,12 @@ func TestDecideHeldReservationsModel(t *testing.T) {
 						delete(onNode, v)
 					}
 				case 1: // the pod is bound, deleted, or created again
-					pods[v] = states[rng.IntN(len(states))]
+					if p := states[rng.IntN(len(states))]; p.State != pods[v].State {
+						if p.State == PodBoundHere {
+							p.Since = now
+						}
+						pods[v] = p
+					}
 				case 2: // a replica of the volume lands on another disk of the node
 					if rng.IntN(3) == 0 {
 						onNode[v] = v + "-r"
@@ -1994,7 +2028,11 @@ func TestDecideHeldReservationsModel(t *testing.T) {
 					if !had || prev.State != dsv1.ReservationStateScheduled || !reservationDecided(spec.Reservations[name], prev) {
 						continue // decided before, or newly refused
 					}
-					if pod.State == PodBoundHere && in.NodeReplicas[name] == "" {
+					yielded := strings.HasPrefix(st.Message, "yielded to ")
+					if yielded && (pod.State != PodBoundHere || now.Before(pod.Since.Add(timeout))) {
+						fail("reservation %s yielded before its bound: pod %+v: %s", name, pod, st.Message)
+					}
+					if pod.State == PodBoundHere && in.NodeReplicas[name] == "" && !yielded {
 						fail("reservation %s of a pod bound here ended: %+v", name, st)
 					}
 					if st.State == dsv1.ReservationStateFulfilled && in.NodeReplicas[name] != st.Replica {
@@ -2002,13 +2040,33 @@ func TestDecideHeldReservationsModel(t *testing.T) {
 					}
 					held := prev.ExpiresAt == nil
 					due := !held && !now.Before(prev.ExpiresAt.Time)
-					if st.State == dsv1.ReservationStateExpired && pod.State != PodBoundElsewhere && !(held && pod.State == PodGone) && !due {
+					if st.State == dsv1.ReservationStateExpired && pod.State != PodBoundElsewhere && !(held && pod.State == PodGone) && !due && !yielded {
 						fail("reservation %s expired early: was %+v, pod %+v: %s", name, prev, pod, st.Message)
 					}
 				}
 			}
 			if !oc.NextExpiry.Equal(next) {
 				fail("NextExpiry %v, want %v", oc.NextExpiry, next)
+			}
+			// Rule 6: a replica request refused while a reservation that
+			// yields holds space did not fit what Longhorn counts even
+			// without every such reservation.
+			var longhorn, yielding int64
+			for name, st := range out.Replicas {
+				longhorn += st.ScheduledSize
+				_ = name
+			}
+			for name, st := range out.Reservations {
+				if p := in.Pods[name]; st.State == dsv1.ReservationStateScheduled && p.State == PodBoundHere && !now.Before(p.Since.Add(timeout)) {
+					yielding += st.ScheduledSize
+				}
+			}
+			for name, st := range out.Replicas {
+				if p, had := status.Replicas[name]; st.State == dsv1.RequestStateRejected && yielding > 0 &&
+					!(had && p.RequestedSize == st.RequestedSize) && Fits(longhorn, st.RequestedSize-st.ScheduledSize, limit) {
+					fail("replica %s refused (%s) though it fits what Longhorn counts (%s of %s) and reservations that yield hold %s",
+						name, st.Message, Bytes(longhorn), Bytes(limit), Bytes(yielding))
+				}
 			}
 			status = out
 		}

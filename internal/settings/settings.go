@@ -20,6 +20,10 @@ const (
 	AllowEmptyNodeSelectorVolume      = "allow-empty-node-selector-volume"
 	AllowEmptyDiskSelectorVolume      = "allow-empty-disk-selector-volume"
 	DisableSchedulingOnCordonedNode   = "disable-scheduling-on-cordoned-node"
+	// ConcurrentReplicaRebuildPerNodeLimit at 0 keeps Longhorn from
+	// creating any replica of a volume that has replicas, so a best-effort
+	// volume's local replica too (volume_controller.go replenishReplicas).
+	ConcurrentReplicaRebuildPerNodeLimit = "concurrent-replica-rebuild-per-node-limit"
 )
 
 // The extender's settings: keys of the ConfigMap ConfigMapName in the
@@ -51,6 +55,10 @@ type Scheduling struct {
 	AllowEmptyDiskSelectorVolume bool
 	// DisableSchedulingOnCordonedNode makes cordoned nodes unschedulable for replicas.
 	DisableSchedulingOnCordonedNode bool
+	// ConcurrentReplicaRebuildPerNodeLimit is how many replicas a node
+	// rebuilds at once; 0 disables every replica Longhorn would create for
+	// a volume that has replicas, a best-effort volume's local one included.
+	ConcurrentReplicaRebuildPerNodeLimit int64
 	// SchedulerExtenderEnabled turns the kube-scheduler extender on.
 	SchedulerExtenderEnabled bool
 	// PodSchedulingTimeout is how long the extender holds later filters for a
@@ -86,7 +94,10 @@ func definitions() map[string]definition {
 		AllowEmptyNodeSelectorVolume:      {kindBool, "true", func(s *Scheduling, _ int64, b bool) { s.AllowEmptyNodeSelectorVolume = b }},
 		AllowEmptyDiskSelectorVolume:      {kindBool, "true", func(s *Scheduling, _ int64, b bool) { s.AllowEmptyDiskSelectorVolume = b }},
 		DisableSchedulingOnCordonedNode:   {kindBool, "true", func(s *Scheduling, _ int64, b bool) { s.DisableSchedulingOnCordonedNode = b }},
-		SchedulerExtenderEnabled:          {kindBool, "true", func(s *Scheduling, _ int64, b bool) { s.SchedulerExtenderEnabled = b }},
+		ConcurrentReplicaRebuildPerNodeLimit: {kindCount, "5", func(s *Scheduling, v int64, _ bool) {
+			s.ConcurrentReplicaRebuildPerNodeLimit = v
+		}},
+		SchedulerExtenderEnabled: {kindBool, "true", func(s *Scheduling, _ int64, b bool) { s.SchedulerExtenderEnabled = b }},
 		SchedulerExtenderPodSchedulingTimeout: {kindSeconds, "5", func(s *Scheduling, v int64, _ bool) {
 			s.PodSchedulingTimeout = time.Duration(v) * time.Second
 		}},

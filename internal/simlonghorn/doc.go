@@ -112,8 +112,9 @@
 //     answered as Longhorn v1.12.0's ControllerExpandVolume answers it
 //     (csi/controller_server.go): OutOfRange when the error's message
 //     matches Longhorn's own expression "failed to schedule .* more bytes
-//     to disk" (Longhorn's capacity refusal, and the gate's, which says it
-//     in those words), Internal otherwise (ControllerExpandError). Either
+//     to disk" (the gate's refusal of a growth the disk can never hold;
+//     Longhorn's own "cannot schedule … more bytes" does not match),
+//     Internal otherwise (ControllerExpandError). Either
 //     way the claim gets a Warning Event VolumeResizeFailed with the
 //     refusal's message, as the external resizer writes it ("resize volume
 //     … failed: rpc error: code = … desc = …"), and the

@@ -34,9 +34,10 @@ var longhornOutOfRange = regexp.MustCompile("failed to schedule .* more bytes to
 
 // ControllerExpandError is what Longhorn's ControllerExpandVolume answers
 // when its update of the volume's size failed with err: the gRPC status
-// OutOfRange when err's message matches Longhorn's expression (its own
-// capacity refusal, and the gate's, which says it in the same words),
-// Internal otherwise.
+// OutOfRange when err's message matches Longhorn's expression (the gate's
+// refusal of a growth the disk can never hold says it in those words;
+// Longhorn's own "cannot schedule … more bytes" does not match), Internal
+// otherwise.
 func ControllerExpandError(err error) error {
 	if longhornOutOfRange.MatchString(err.Error()) {
 		return status.Errorf(codes.OutOfRange, "%v", err)

@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	dsv1 "github.com/longhorn/diskschedule/api/v1beta2"
@@ -67,8 +68,8 @@ const (
 
 // topology: four nodes with a 400Gi disk each for the race and the full
 // cluster, a 200Gi disk on node-1 for the reservation, a 400Gi disk on
-// node-2 for the backing image and a 400Gi disk on node-3 for the pending
-// expansion.
+// node-2 and one on node-4 for the backing image and a 400Gi disk on
+// node-3 for the pending expansion.
 func topology() *sandbox.Topology {
 	t := &sandbox.Topology{}
 	for i := 1; i <= 4; i++ {
@@ -80,6 +81,8 @@ func topology() *sandbox.Topology {
 			n.Disks = append(n.Disks, sandbox.Disk{Name: "disk-2", Size: 400 * gib, Tags: []string{tagImage}})
 		case 3:
 			n.Disks = append(n.Disks, sandbox.Disk{Name: "disk-2", Size: 400 * gib, Tags: []string{tagExpand}})
+		case 4:
+			n.Disks = append(n.Disks, sandbox.Disk{Name: "disk-2", Size: 400 * gib, Tags: []string{tagImage}})
 		}
 		t.Nodes = append(t.Nodes, n)
 	}
@@ -559,12 +562,18 @@ func waitReservation(ctx context.Context, t *testing.T, c client.Client, uuid, n
 	}, testenv.Every(100*time.Millisecond))
 }
 
-// imageCase: a backing image of 200Gi whose file takes 20Gi (realSize)
-// has its copy on the 400Gi disk tagged image; Longhorn counts the copy at
-// 20Gi and places 3 × 120Gi volumes of the image there (380Gi). The ledger
-// counts the copy as Longhorn does, so the size difference denies nothing.
+// imageCase, in Longhorn's order: a backing image of 200Gi whose file
+// takes 20Gi (realSize) gets its first copy (minNumberOfCopies) on one of
+// the two 400Gi disks tagged image; a 390Gi volume of the image is placed on
+// the other, Longhorn's scheduler counting the volume's size alone, and its
+// replica, once granted and persisted, asks for the copy there as
+// Longhorn's replica controller does when it starts it. The copy does not
+// fit the limit (390Gi + 20Gi > 400Gi) and is adopted over it as Longhorn
+// counts it (Overcommitted=True), rather than refused, so the replica can
+// start, and nothing stalls. The test writes the copy's disk into the image
+// as Longhorn's replica controller does (the volume has no pod, so the
+// sandbox's Longhorn never attaches it).
 func imageCase(ctx context.Context, t *testing.T, e *env) {
-	uuid := sandbox.DiskUUID("node-2", "disk-2")
 	bi := &lhv1.BackingImage{
 		ObjectMeta: metav1.ObjectMeta{Name: "sparse", Namespace: sandbox.Namespace},
 		Spec: lhv1.BackingImageSpec{
@@ -578,31 +587,72 @@ func imageCase(ctx context.Context, t *testing.T, e *env) {
 	if err := e.c.Create(ctx, bi); err != nil {
 		t.Fatal(err)
 	}
-	// The copy on the disk, counted at its real size by Longhorn and by the ledger.
-	testenv.Eventually(t, ctx, time.Minute, fmt.Sprintf("the copy of sparse on %s is counted at its real size 20Gi", uuid), func(ctx context.Context) (bool, string, error) {
+	var first string
+	testenv.Eventually(t, ctx, time.Minute, "the image's first copy is counted at its real size 20Gi", func(ctx context.Context) (bool, string, error) {
+		if err := e.c.Get(ctx, client.ObjectKeyFromObject(bi), bi); err != nil {
+			return false, "", err
+		}
+		for uuid := range bi.Spec.DiskFileSpecMap {
+			first = uuid
+		}
+		if len(bi.Spec.DiskFileSpecMap) != 1 {
+			return false, fmt.Sprintf("copies %v", bi.Spec.DiskFileSpecMap), nil
+		}
 		ds := &dsv1.DiskSchedule{}
-		if err := e.c.Get(ctx, client.ObjectKey{Namespace: sandbox.Namespace, Name: uuid}, ds); err != nil {
+		if err := e.c.Get(ctx, client.ObjectKey{Namespace: sandbox.Namespace, Name: first}, ds); err != nil {
 			return false, "", err
 		}
-		n := &lhv1.Node{}
-		if err := e.c.Get(ctx, client.ObjectKey{Namespace: sandbox.Namespace, Name: "node-2"}, n); err != nil {
-			return false, "", err
-		}
-		var lh int64
-		if st := n.Status.DiskStatus["disk-2"]; st != nil {
-			lh = st.StorageScheduled
-		}
-		return lh == 20*gib && ds.Status.StorageScheduled == 20*gib,
-			fmt.Sprintf("Longhorn %s, ledger %s", ledger.Bytes(lh), ledger.Bytes(ds.Status.StorageScheduled)), nil
+		return ds.Status.StorageScheduled == 20*gib, "ledger " + ledger.Bytes(ds.Status.StorageScheduled), nil
 	}, testenv.Every(100*time.Millisecond))
-	vols := createVolumes(ctx, t, e.c, "image", 3, 120*gib, tagImage, "sparse")
+	vols := createVolumes(ctx, t, e.c, "image", 1, 390*gib, tagImage, "sparse")
 	placed := waitSettled(ctx, t, e.rec, vols, time.Minute)
 	ss := report(t, e.rec, vols, nextView)
-	if placed != 3 {
-		t.Errorf("%d of 3 volumes of the image placed: 20Gi + 3 × 120Gi fit in 400Gi", placed)
+	if placed != 1 {
+		t.Fatalf("the volume of the image was not placed: 390Gi fit in the empty 400Gi disk as Longhorn counts it")
 	}
 	if len(ss) != 0 {
-		t.Errorf("%d volumes stalled by denials next to a copy whose real size is below its size", len(ss))
+		t.Errorf("%d volumes stalled by denials of the copy their replica needs to start", len(ss))
+	}
+	// The replica, granted and persisted, asks for the copy as Longhorn's
+	// replica controller does when it starts it (controller/replica_controller.go:
+	// the disk added to spec.diskFileSpecMap with an Update), through the gate.
+	var rep lhv1.Replica
+	testenv.Eventually(t, ctx, time.Minute, "the volume's replica is persisted", func(ctx context.Context) (bool, string, error) {
+		reps := &lhv1.ReplicaList{}
+		if err := e.c.List(ctx, reps, client.InNamespace(sandbox.Namespace), client.MatchingLabels{simlonghorn.LabelVolume: vols[0]}); err != nil {
+			return false, "", err
+		}
+		if len(reps.Items) != 1 || reps.Items[0].Spec.DiskID == "" {
+			return false, fmt.Sprintf("%d replicas", len(reps.Items)), nil
+		}
+		rep = reps.Items[0]
+		return true, "", nil
+	}, testenv.Every(100*time.Millisecond), testenv.RetryErrors())
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if err := e.c.Get(ctx, client.ObjectKeyFromObject(bi), bi); err != nil {
+			return err
+		}
+		bi.Spec.DiskFileSpecMap[rep.Spec.DiskID] = &lhv1.BackingImageDiskFileSpec{DataEngine: lhv1.DataEngineTypeV1}
+		return e.c.Update(ctx, bi)
+	})
+	if err != nil {
+		t.Fatalf("the copy replica %s needs to start on disk %s was refused: %v", rep.Name, rep.Spec.DiskID, err)
+	}
+	if rep.Spec.DiskID == first {
+		t.Fatalf("the replica went to the disk of the image's first copy, %s: Longhorn counted 20Gi + 390Gi there", first)
+	}
+	// The replica asked for the copy after it was granted; the ledger
+	// adopted it over the limit rather than refuse it.
+	ds := testenv.WaitLedger(t, ctx, e.c, sandbox.Namespace, rep.Spec.DiskID, time.Minute, "the copy adopted over the limit", func(ds *dsv1.DiskSchedule) bool {
+		st := ds.Status.BackingImages["sparse"]
+		return st.State == dsv1.RequestStateScheduled && st.ScheduledSize == 20*gib
+	}, testenv.Every(100*time.Millisecond))
+	if ds.Status.StorageScheduled != 410*gib || !meta.IsStatusConditionTrue(ds.Status.Conditions, dsv1.DiskScheduleConditionOvercommitted) {
+		t.Errorf("ledger %s of limit %s, conditions %+v: want 410Gi, Overcommitted=True", ledger.Bytes(ds.Status.StorageScheduled),
+			ledger.Bytes(ds.Status.StorageLimit), ds.Status.Conditions)
+	}
+	if msg := ds.Status.BackingImages["sparse"].Message; !strings.Contains(msg, "adopted over the limit: replica "+rep.Name) {
+		t.Errorf("the copy's decision says %q, want it adopted for the starting replica %s", msg, rep.Name)
 	}
 }
 

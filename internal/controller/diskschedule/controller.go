@@ -3,8 +3,10 @@ package diskschedule
 import (
 	"context"
 	"fmt"
-	"k8s.io/apimachinery/pkg/api/equality"
+	"strings"
 	"time"
+
+	"k8s.io/apimachinery/pkg/api/equality"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -50,6 +52,12 @@ func NewReconciler(c client.Client, recorder events.EventRecorder, clk clock.Pas
 // ReasonAdoptedOverLimit is the Warning Event reason on a DiskSchedule whose
 // adopted allocations take it over its limit (rule 7).
 const ReasonAdoptedOverLimit = "AdoptedOverLimit"
+
+// ReasonReservationYielded is the Event reason on a pod whose volume's
+// reservation was cut for a Longhorn placement or growth that fits what
+// Longhorn counts on the disk (rule 6): the pod keeps its node, its
+// volume's locality may be degraded.
+const ReasonReservationYielded = "ReservationYielded"
 
 // +kubebuilder:rbac:groups=longhorn.io,resources=diskschedules,verbs=get;list;watch
 // +kubebuilder:rbac:groups=longhorn.io,resources=diskschedules/status,verbs=get;update;patch
@@ -104,12 +112,35 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 			"Adopted %d requests Longhorn already persisted on the disk: %d bytes scheduled, over the limit of %d; new growth is rejected until usage falls below it",
 			outcome.Adopted, status.StorageScheduled, status.StorageLimit)
 	}
+	r.announceYields(ctx, ds, outcome.Yielded)
 	if outcome.Granted+outcome.Rejected+outcome.Released > 0 {
 		log.V(1).Info("Decided ledger requests", "diskSchedule", klog.KObj(ds), "granted", outcome.Granted,
 			"rejected", outcome.Rejected, "released", outcome.Released, "adopted", outcome.Adopted,
 			"storageScheduled", status.StorageScheduled, "storageLimit", status.StorageLimit)
 	}
 	return result, nil
+}
+
+// announceYields records, on the pod of each reservation cut for a
+// Longhorn write (rule 6), an Event saying why.
+func (r *Reconciler) announceYields(ctx context.Context, ds *dsv1.DiskSchedule, yields []ledger.Yield) {
+	log := ctrl.LoggerFrom(ctx)
+	for _, y := range yields {
+		log.Info("Reservation yielded to a Longhorn write", "diskSchedule", klog.KObj(ds), "volume", y.Volume, "pod", y.Pod, "message", y.Message)
+		namespace, name, ok := strings.Cut(y.Pod, "/")
+		if !ok {
+			continue
+		}
+		pod := &corev1.Pod{}
+		if err := r.client.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, pod); err != nil {
+			if !apierrors.IsNotFound(err) {
+				log.Error(err, "Reading the pod of a reservation that yielded", "pod", y.Pod)
+			}
+			continue
+		}
+		r.recorder.Eventf(pod, ds, corev1.EventTypeNormal, ReasonReservationYielded, "Decide",
+			"Reservation of volume %s on disk %s of node %s: %s", y.Volume, ds.Spec.Name, ds.Spec.NodeID, y.Message)
+	}
 }
 
 // observeStorage exports the disk's scheduled bytes and limit as decided,

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"time"
 
 	lhv1 "github.com/longhorn/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
 	corev1 "k8s.io/api/core/v1"
@@ -35,7 +36,7 @@ func (r *Reconciler) input(ctx context.Context, ds *dsv1.DiskSchedule) (ledger.I
 		// The limit last known stays until the disk is back or its ledger goes.
 		disk.Limit = ds.Status.StorageLimit
 	}
-	persisted, placed, err := r.persisted(ctx, ds)
+	persisted, placed, images, err := r.persisted(ctx, ds)
 	if err != nil {
 		return ledger.Input{}, err
 	}
@@ -51,6 +52,10 @@ func (r *Reconciler) input(ctx context.Context, ds *dsv1.DiskSchedule) (ledger.I
 	if err != nil {
 		return ledger.Input{}, err
 	}
+	bestEffort, err := r.bestEffort(ctx, ds)
+	if err != nil {
+		return ledger.Input{}, err
+	}
 	return ledger.Input{
 		Spec:               ds.Spec,
 		Generation:         ds.Generation,
@@ -58,6 +63,8 @@ func (r *Reconciler) input(ctx context.Context, ds *dsv1.DiskSchedule) (ledger.I
 		Disk:               disk,
 		Persisted:          persisted,
 		PlacedVolumes:      placed,
+		ReplicaImages:      images,
+		BestEffort:         bestEffort,
 		ActualSizes:        actual,
 		Pods:               pods,
 		NodeReplicas:       onNode,
@@ -69,30 +76,67 @@ func (r *Reconciler) input(ctx context.Context, ds *dsv1.DiskSchedule) (ledger.I
 // persisted names what Longhorn has persisted on ds's disk: Replicas whose
 // spec.diskID is the disk and BackingImages whose spec.diskFileSpecMap
 // lists it. Their new requests are adopted (rule 7). It also maps each of
-// those replicas to its volume, for the reservations they take over.
-func (r *Reconciler) persisted(ctx context.Context, ds *dsv1.DiskSchedule) (ledger.Owners, map[string]string, error) {
+// those replicas to its volume, for the reservations they take over, and
+// to the backing image it starts from (spec.backingImage), whose copy on
+// the disk it needs to start.
+func (r *Reconciler) persisted(ctx context.Context, ds *dsv1.DiskSchedule) (ledger.Owners, map[string]string, map[string]string, error) {
 	replicas := &lhv1.ReplicaList{}
 	if err := r.client.List(ctx, replicas, client.InNamespace(ds.Namespace), client.MatchingFields{index.ReplicaByDisk: ds.Name},
 		client.UnsafeDisableDeepCopy); err != nil {
-		return ledger.Owners{}, nil, fmt.Errorf("listing the replicas on disk %s: %w", ds.Name, err)
+		return ledger.Owners{}, nil, nil, fmt.Errorf("listing the replicas on disk %s: %w", ds.Name, err)
 	}
 	images := &lhv1.BackingImageList{}
 	if err := r.client.List(ctx, images, client.InNamespace(ds.Namespace), client.MatchingFields{index.BackingImageByDisk: ds.Name},
 		client.UnsafeDisableDeepCopy); err != nil {
-		return ledger.Owners{}, nil, fmt.Errorf("listing the backing images on disk %s: %w", ds.Name, err)
+		return ledger.Owners{}, nil, nil, fmt.Errorf("listing the backing images on disk %s: %w", ds.Name, err)
 	}
 	out := ledger.Owners{Replicas: map[string]bool{}, BackingImages: map[string]bool{}}
 	placed := map[string]string{}
+	var startsFrom map[string]string
 	for i := range replicas.Items {
-		out.Replicas[replicas.Items[i].Name] = true
-		if v := replicas.Items[i].Spec.VolumeName; v != "" {
-			placed[replicas.Items[i].Name] = v
+		rep := &replicas.Items[i]
+		out.Replicas[rep.Name] = true
+		if v := rep.Spec.VolumeName; v != "" {
+			placed[rep.Name] = v
+		}
+		if bi := rep.Spec.BackingImage; bi != "" {
+			if startsFrom == nil {
+				startsFrom = map[string]string{}
+			}
+			startsFrom[rep.Name] = bi
 		}
 	}
 	for i := range images.Items {
 		out.BackingImages[images.Items[i].Name] = true
 	}
-	return out, placed, nil
+	return out, placed, startsFrom, nil
+}
+
+// bestEffort names the volumes of ds's live reservations whose
+// dataLocality is best-effort: their reservation yields at once to a
+// Longhorn placement that fits what Longhorn counts (rule 6). A volume not
+// in the cache is not named.
+func (r *Reconciler) bestEffort(ctx context.Context, ds *dsv1.DiskSchedule) (map[string]bool, error) {
+	var out map[string]bool
+	for volume := range ds.Spec.Reservations {
+		if !reservationLive(ds, volume) {
+			continue
+		}
+		v := &lhv1.Volume{}
+		if err := r.client.Get(ctx, client.ObjectKey{Namespace: ds.Namespace, Name: volume}, v); err != nil {
+			if apierrors.IsNotFound(err) {
+				continue
+			}
+			return nil, fmt.Errorf("reading volume %s of a reservation: %w", volume, err)
+		}
+		if v.Spec.DataLocality == lhv1.DataLocalityBestEffort {
+			if out == nil {
+				out = map[string]bool{}
+			}
+			out[volume] = true
+		}
+	}
+	return out, nil
 }
 
 // actualSizes returns, for each replica request of ds that Longhorn's disk
@@ -160,7 +204,7 @@ func (r *Reconciler) reservationPods(ctx context.Context, ds *dsv1.DiskSchedule)
 		case !pod.DeletionTimestamp.IsZero():
 			binding.State = ledger.PodGone
 		case pod.Spec.NodeName == ds.Spec.NodeID:
-			binding.State = ledger.PodBoundHere
+			binding = ledger.PodBinding{State: ledger.PodBoundHere, Since: boundAt(pod)}
 		case pod.Spec.NodeName != "":
 			binding = ledger.PodBinding{State: ledger.PodBoundElsewhere, Node: pod.Spec.NodeName}
 		default:
@@ -210,4 +254,16 @@ func (r *Reconciler) replicasOnNode(ctx context.Context, ds *dsv1.DiskSchedule) 
 func reservationLive(ds *dsv1.DiskSchedule, volume string) bool {
 	_, state, ok := ledger.ReservationOf(ds, volume)
 	return ok && (state == "" || state == dsv1.ReservationStateScheduled)
+}
+
+// boundAt returns when pod was bound to its node: its PodScheduled
+// condition's lastTransitionTime, or, for a pod created bound (without the
+// condition), its creation.
+func boundAt(pod *corev1.Pod) time.Time {
+	for _, c := range pod.Status.Conditions {
+		if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionTrue && !c.LastTransitionTime.IsZero() {
+			return c.LastTransitionTime.Time
+		}
+	}
+	return pod.CreationTimestamp.Time
 }

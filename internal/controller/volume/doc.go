@@ -4,9 +4,13 @@
 //   - Plan: a volume whose spec.size grows raises the request of every
 //     replica with a disk (one per data directory) to the new size; it is
 //     admitted only when all are granted, otherwise what was granted is put
-//     back and the write denied with the numbers, in the words Longhorn's
-//     CSI driver maps to OutOfRange (ExpansionRefusal). TakesSpace is the
-//     Go side of the webhook's matchCondition.
+//     back and the write denied with the numbers: in the words Longhorn's
+//     CSI driver maps to OutOfRange (ExpansionRefusal) only when the disk
+//     cannot hold the growth whatever else ends (its limit less what
+//     Longhorn persisted there, ledger.CanEverHold), otherwise in words CSI
+//     answers Internal and the external resizer retries
+//     (RetriableRefusal). TakesSpace is the Go side of the webhook's
+//     matchCondition.
 //   - Handler reads the volume's replicas and their ledgers from the
 //     cache; internal/requirement carries the plan out.
 //

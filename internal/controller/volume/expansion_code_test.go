@@ -19,7 +19,7 @@ import (
 // room is Internal (retried).
 func TestExpansionRefusalCode(t *testing.T) {
 	r, ds := refusedGrowth(2048*gi, "expansion from 10Gi to 2Ti needs 2038Gi more, 270Gi free of limit 280Gi")
-	refusal := requirement.Deny(words{growth: "volume pvc-a grows from 10Gi to 2Ti"}.Refused(r, 10*gi, ds)).Response()
+	refusal := requirement.Deny(words{growth: "volume pvc-a grows from 10Gi to 2Ti", persisted: longhornPersisted}.Refused(r, 10*gi, ds)).Response()
 	apiServer := func(msg string) error {
 		return fmt.Errorf("expanding volume pvc-a to %d bytes: admission webhook %q denied the request: %s",
 			2048*gi, "volumes.gate.diskschedule.longhorn.io", msg)
@@ -33,10 +33,17 @@ func TestExpansionRefusalCode(t *testing.T) {
 		t.Errorf("the answer's message %q is not the volume update's error", msg)
 	}
 
+	// A growth the disk can hold once a grant Longhorn has not persisted
+	// (a racing placement) is released.
+	retriable := func() string {
+		r, ds := refusedGrowth(20*gi, "expansion from 10Gi to 20Gi needs 10Gi more, 4Gi free of limit 100Gi")
+		return requirement.Deny(words{growth: "volume pvc-a grows from 10Gi to 20Gi"}.Refused(r, 10*gi, ds)).Response().Result.Message
+	}
 	for _, other := range []error{
 		apiServer(requirement.Deny(words{growth: "volume pvc-a grows from 10Gi to 2Ti"}.NoLedger(r, false)).Response().Result.Message),
 		apiServer(requirement.Undecided("volume pvc-a grows from 10Gi to 2Ti", requirement.ErrNoLedger).Message),
 		apiServer(requirement.Failed(errors.New("listing the replicas of volume pvc-a: timeout")).Message),
+		apiServer(retriable()),
 		errors.New("expanding volume pvc-a to 2199023255552 bytes: Operation cannot be fulfilled on volumes.longhorn.io \"pvc-a\": the object has been modified"),
 	} {
 		if got := simlonghorn.ControllerExpandError(other); status.Code(got) != codes.Internal {

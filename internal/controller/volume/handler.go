@@ -9,6 +9,7 @@ import (
 
 	dsv1 "github.com/longhorn/diskschedule/api/v1beta2"
 	"github.com/longhorn/diskschedule/internal/index"
+	"github.com/longhorn/diskschedule/internal/ledger"
 	"github.com/longhorn/diskschedule/internal/requirement"
 )
 
@@ -19,7 +20,7 @@ func NewHandler(exec *requirement.Executor) func(context.Context, requirement.Ad
 	return requirement.Handler(exec, func() *lhv1.Volume { return &lhv1.Volume{} },
 		func(ctx context.Context, old, vol *lhv1.Volume) (requirement.Plan, error) {
 			if !TakesSpace(old, vol) {
-				return Plan(old, vol, nil, nil), nil
+				return Plan(old, vol, nil, nil, nil), nil
 			}
 			replicas := &lhv1.ReplicaList{}
 			if err := exec.Reader().List(ctx, replicas, client.InNamespace(exec.Namespace()),
@@ -27,6 +28,7 @@ func NewHandler(exec *requirement.Executor) func(context.Context, requirement.Ad
 				return requirement.Plan{}, fmt.Errorf("listing the replicas of volume %s: %w", vol.Name, err)
 			}
 			ledgers := map[string]*dsv1.DiskSchedule{}
+			persisted := map[string]ledger.Owners{}
 			for i := range replicas.Items {
 				disk := replicas.Items[i].Spec.DiskID
 				if _, read := ledgers[disk]; disk == "" || read {
@@ -37,7 +39,34 @@ func NewHandler(exec *requirement.Executor) func(context.Context, requirement.Ad
 					return requirement.Plan{}, err
 				}
 				ledgers[disk] = ds
+				if persisted[disk], err = persistedOn(ctx, exec.Reader(), exec.Namespace(), disk); err != nil {
+					return requirement.Plan{}, err
+				}
 			}
-			return Plan(old, vol, replicas.Items, ledgers), nil
+			return Plan(old, vol, replicas.Items, ledgers, persisted), nil
 		})
+}
+
+// persistedOn names what Longhorn persisted on the disk with UUID disk, as
+// the cache holds it: Replicas whose spec.diskID is the disk, BackingImages
+// whose spec.diskFileSpecMap lists it.
+func persistedOn(ctx context.Context, c client.Reader, namespace, disk string) (ledger.Owners, error) {
+	replicas := &lhv1.ReplicaList{}
+	if err := c.List(ctx, replicas, client.InNamespace(namespace), client.MatchingFields{index.ReplicaByDisk: disk},
+		client.UnsafeDisableDeepCopy); err != nil {
+		return ledger.Owners{}, fmt.Errorf("listing the replicas on disk %s: %w", disk, err)
+	}
+	images := &lhv1.BackingImageList{}
+	if err := c.List(ctx, images, client.InNamespace(namespace), client.MatchingFields{index.BackingImageByDisk: disk},
+		client.UnsafeDisableDeepCopy); err != nil {
+		return ledger.Owners{}, fmt.Errorf("listing the backing images on disk %s: %w", disk, err)
+	}
+	out := ledger.Owners{Replicas: map[string]bool{}, BackingImages: map[string]bool{}}
+	for i := range replicas.Items {
+		out.Replicas[replicas.Items[i].Name] = true
+	}
+	for i := range images.Items {
+		out.BackingImages[images.Items[i].Name] = true
+	}
+	return out, nil
 }

@@ -58,7 +58,7 @@ func TestPlan(t *testing.T) {
 		{name: "a new volume asks nothing", vol: vol(10 * gi), reason: "a new volume has no replica on a disk yet"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			plan := Plan(tc.old, tc.vol, tc.replicas, ledgers)
+			plan := Plan(tc.old, tc.vol, tc.replicas, ledgers, nil)
 			if tc.reason != "" {
 				if plan.Answer == nil || !plan.Answer.Allowed || !strings.Contains(plan.Answer.Message, tc.reason) {
 					t.Errorf("answered %+v, want admitted: %q", plan.Answer, tc.reason)

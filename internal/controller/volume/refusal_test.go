@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	dsv1 "github.com/longhorn/diskschedule/api/v1beta2"
+	"github.com/longhorn/diskschedule/internal/ledger"
 	"github.com/longhorn/diskschedule/internal/requirement"
 )
 
@@ -16,20 +17,26 @@ import (
 var longhornOutOfRange = regexp.MustCompile("failed to schedule .* more bytes to disk")
 
 // refusedGrowth is the request of replica pvc-a-r-1, granted 10Gi on disk
-// uuid-1 (disk-1 of node-1), to grow to size, and its ledger's rejection
-// saying msg.
+// uuid-1 (disk-1 of node-1), whose limit is 100Gi and where replica
+// other-r-1 holds 86Gi, to grow to size, and its ledger's rejection saying
+// msg.
 func refusedGrowth(size int64, msg string) (requirement.Request, *dsv1.DiskSchedule) {
 	r := requirement.Request{Disk: "uuid-1", Kind: requirement.Replica, Name: "pvc-a-r-1", Size: size}
 	ds := &dsv1.DiskSchedule{Spec: dsv1.DiskScheduleSpec{Name: "disk-1", NodeID: "node-1",
-		Replicas: map[string]dsv1.RequestedBytes{r.Name: dsv1.RequestedBytes(size)}},
-		Status: dsv1.DiskScheduleStatus{Replicas: map[string]dsv1.RequestStatus{r.Name: {
-			State: dsv1.RequestStateRejected, RequestedSize: size, ScheduledSize: 10 * gi, Message: msg}}}}
+		Replicas: map[string]dsv1.RequestedBytes{r.Name: dsv1.RequestedBytes(size), "other-r-1": dsv1.RequestedBytes(86 * gi)}},
+		Status: dsv1.DiskScheduleStatus{StorageLimit: 100 * gi, StorageScheduled: 96 * gi, Replicas: map[string]dsv1.RequestStatus{
+			r.Name:      {State: dsv1.RequestStateRejected, RequestedSize: size, ScheduledSize: 10 * gi, Message: msg},
+			"other-r-1": {State: dsv1.RequestStateScheduled, RequestedSize: 86 * gi, ScheduledSize: 86 * gi},
+		}}}
 	return r, ds
 }
 
+// longhornPersisted says Longhorn persisted both replicas on uuid-1.
+var longhornPersisted = map[string]ledger.Owners{"uuid-1": {Replicas: map[string]bool{"pvc-a-r-1": true, "other-r-1": true}}}
+
 func TestExpansionRefusal(t *testing.T) {
 	r, ds := refusedGrowth(20*gi, "expansion from 10Gi to 20Gi needs 10Gi more, 4Gi free of limit 100Gi")
-	msg := words{growth: "volume pvc-a grows from 10Gi to 20Gi"}.Refused(r, 10*gi, ds)
+	msg := words{growth: "volume pvc-a grows from 10Gi to 20Gi", persisted: longhornPersisted}.Refused(r, 10*gi, ds)
 	// What Longhorn's API returns to its CSI driver: the API server's
 	// denial around the gate's answer, wrapped by Longhorn's manager.
 	resp := requirement.Deny(msg).Response()
@@ -53,5 +60,40 @@ func TestExpansionRefusal(t *testing.T) {
 	// Other refusals are not capacity refusals: they stay Internal, retried.
 	if other := requirement.Undecided("volume pvc-a grows from 10Gi to 20Gi", requirement.ErrNoLedger).Message; longhornOutOfRange.MatchString(other) {
 		t.Errorf("%q would be reported infeasible", other)
+	}
+}
+
+// TestExpansionRefusalRetriable: a growth the disk can hold once what the
+// ledger holds beyond Longhorn's persisted replicas ends (here a grant
+// Longhorn has not persisted: a racing placement) is refused in words
+// Longhorn's CSI driver answers Internal, which the external resizer
+// retries; the same refusal with that replica persisted is OutOfRange.
+func TestExpansionRefusalRetriable(t *testing.T) {
+	r, ds := refusedGrowth(20*gi, "expansion from 10Gi to 20Gi needs 10Gi more, 4Gi free of limit 100Gi")
+	w := words{growth: "volume pvc-a grows from 10Gi to 20Gi",
+		persisted: map[string]ledger.Owners{"uuid-1": {Replicas: map[string]bool{"pvc-a-r-1": true}}}}
+	msg := requirement.Deny(w.Refused(r, 10*gi, ds)).Response().Result.Message
+	longhornError := "unable to expand volume pvc-a: admission webhook \"volumes.gate.diskschedule.longhorn.io\" denied the request: " + msg
+	if longhornOutOfRange.MatchString(longhornError) {
+		t.Errorf("a refusal that ends by itself would be reported infeasible: %q", longhornError)
+	}
+	for _, part := range []string{"volume pvc-a grows from 10Gi to 20Gi", "10Gi more, 4Gi free of limit 100Gi", "retry"} {
+		if !strings.Contains(msg, part) {
+			t.Errorf("refusal %q does not say %q", msg, part)
+		}
+	}
+	// The boundary: the disk holds the growth exactly when the persisted
+	// others leave room for its new size.
+	for _, tc := range []struct {
+		other int64
+		want  bool
+	}{{80 * gi, true}, {80*gi + 1, false}} {
+		d := ds.DeepCopy()
+		st := d.Status.Replicas["other-r-1"]
+		st.ScheduledSize, st.RequestedSize = tc.other, tc.other
+		d.Status.Replicas["other-r-1"] = st
+		if got := ledger.CanEverHold(d, longhornPersisted["uuid-1"], r.Name, r.Size); got != tc.want {
+			t.Errorf("with %s persisted beside it, CanEverHold(20Gi of limit 100Gi) = %v, want %v", ledger.Bytes(tc.other), got, tc.want)
+		}
 	}
 }
