@@ -19,6 +19,7 @@ import (
 	"helm.sh/helm/v3/pkg/chart/loader"
 	"helm.sh/helm/v3/pkg/chartutil"
 	"helm.sh/helm/v3/pkg/lint/support"
+	"helm.sh/helm/v3/pkg/release"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -56,8 +57,35 @@ func mustKubeVersion(v string) *chartutil.KubeVersion {
 var helmLabels = []string{"helm.sh/chart", "app.kubernetes.io/managed-by", "app.kubernetes.io/instance", "app.kubernetes.io/version"}
 
 // renderChart renders the chart as `helm template --namespace ns` does,
-// with vals over values.yaml.
+// with vals over values.yaml, without its hooks.
 func renderChart(ns string, vals map[string]any) ([]*unstructured.Unstructured, error) {
+	rel, err := renderRelease(ns, vals)
+	if err != nil {
+		return nil, err
+	}
+	return decodeManifests([]byte(rel.Manifest))
+}
+
+// renderHooks renders the chart's hooks as `helm template --namespace ns`
+// does, with vals over values.yaml.
+func renderHooks(ns string, vals map[string]any) ([]*unstructured.Unstructured, error) {
+	rel, err := renderRelease(ns, vals)
+	if err != nil {
+		return nil, err
+	}
+	var out []*unstructured.Unstructured
+	for _, h := range rel.Hooks {
+		objs, err := decodeManifests([]byte(h.Manifest))
+		if err != nil {
+			return nil, fmt.Errorf("decoding hook %s: %w", h.Path, err)
+		}
+		out = append(out, objs...)
+	}
+	return out, nil
+}
+
+// renderRelease renders the chart into a release without installing it.
+func renderRelease(ns string, vals map[string]any) (*release.Release, error) {
 	chrt, err := loader.Load(chartDir)
 	if err != nil {
 		return nil, fmt.Errorf("loading the chart: %w", err)
@@ -65,11 +93,7 @@ func renderChart(ns string, vals map[string]any) ([]*unstructured.Unstructured, 
 	install := action.NewInstall(&action.Configuration{})
 	install.ClientOnly, install.DryRun = true, true
 	install.ReleaseName, install.Namespace, install.KubeVersion = "diskschedule", ns, kubeVersion
-	rel, err := install.Run(chrt, vals)
-	if err != nil {
-		return nil, err
-	}
-	return decodeManifests([]byte(rel.Manifest))
+	return install.Run(chrt, vals)
 }
 
 func mustRenderChart(t *testing.T, vals map[string]any) []*unstructured.Unstructured {

@@ -158,7 +158,11 @@ func TestDefaultDeployment(t *testing.T) {
 	}
 	// Nothing the add-on deploys may write a Longhorn kind: on longhorn.io it
 	// writes DiskSchedules only.
-	for _, cr := range r.clusterRoles {
+	roles := slices.Clone(r.clusterRoles)
+	for _, role := range r.roles {
+		roles = append(roles, rbacv1.ClusterRole{ObjectMeta: role.ObjectMeta, Rules: role.Rules})
+	}
+	for _, cr := range roles {
 		for _, rule := range cr.Rules {
 			if !slices.Contains(rule.APIGroups, "longhorn.io") {
 				continue
@@ -169,7 +173,7 @@ func TestDefaultDeployment(t *testing.T) {
 				}
 				for _, verb := range rule.Verbs {
 					if verb != "get" && verb != "list" && verb != "watch" {
-						t.Errorf("ClusterRole %s may %s longhorn.io %s: the add-on only reads Longhorn's kinds", cr.Name, verb, res)
+						t.Errorf("Role %s may %s longhorn.io %s: the add-on only reads Longhorn's kinds", cr.Name, verb, res)
 					}
 				}
 			}
@@ -258,11 +262,16 @@ func roleBound(r *rendered, sa, group, resource string) bool {
 				if role.Name != b.RoleRef.Name || b.RoleRef.Kind != "Role" {
 					continue
 				}
+				verbs := map[string]bool{}
 				for _, rule := range role.Rules {
-					if slices.Contains(rule.APIGroups, group) && slices.Contains(rule.Resources, resource) &&
-						slices.Contains(rule.Verbs, "get") && slices.Contains(rule.Verbs, "create") && slices.Contains(rule.Verbs, "update") {
-						return true
+					if slices.Contains(rule.APIGroups, group) && slices.Contains(rule.Resources, resource) {
+						for _, v := range rule.Verbs {
+							verbs[v] = true
+						}
 					}
+				}
+				if verbs["get"] && verbs["create"] && verbs["update"] {
+					return true
 				}
 			}
 		}

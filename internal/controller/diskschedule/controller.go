@@ -51,11 +51,12 @@ func NewReconciler(c client.Client, recorder events.EventRecorder, clk clock.Pas
 // adopted allocations take it over its limit (rule 7).
 const ReasonAdoptedOverLimit = "AdoptedOverLimit"
 
-// +kubebuilder:rbac:groups=longhorn.io,resources=diskschedules,verbs=get;list;watch
-// +kubebuilder:rbac:groups=longhorn.io,resources=diskschedules/status,verbs=get;update;patch
-// +kubebuilder:rbac:groups=longhorn.io,resources=nodes;replicas;volumes;backingimages;settings,verbs=get;list;watch
-// +kubebuilder:rbac:groups="",resources=configmaps;pods,verbs=get;list;watch
-// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+// +kubebuilder:rbac:groups=longhorn.io,namespace=longhorn-system,resources=diskschedules,verbs=get;list;watch
+// +kubebuilder:rbac:groups=longhorn.io,namespace=longhorn-system,resources=diskschedules/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=longhorn.io,namespace=longhorn-system,resources=nodes;replicas;volumes;backingimages;settings,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",namespace=longhorn-system,resources=configmaps,resourceNames=diskschedule-config,verbs=get;list;watch
+// +kubebuilder:rbac:groups=events.k8s.io,namespace=longhorn-system,resources=events,verbs=create;patch
 
 // Reconcile decides every undecided request of one DiskSchedule: get →
 // compute → one status write.
