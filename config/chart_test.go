@@ -362,6 +362,11 @@ func TestChartValues(t *testing.T) {
 	if _, keep := find("CustomResourceDefinition", "diskschedules.longhorn.io").GetAnnotations()["helm.sh/resource-policy"]; keep {
 		t.Errorf("crd.keep=false still keeps the CRD on uninstall")
 	}
+	for _, u := range mustRenderChart(t, map[string]any{"manager": map[string]any{"replicas": 1}}) {
+		if u.GetKind() == "PodDisruptionBudget" {
+			t.Errorf("manager.replicas=1 renders %s, which would block every drain", key(u))
+		}
+	}
 	if _, err := renderChart(namespace, map[string]any{"gate": map[string]any{"failurePolicy": "Never"}}); err == nil {
 		t.Errorf("gate.failurePolicy=Never rendered: values.schema.json lets it through")
 	}

@@ -13,7 +13,10 @@ import (
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	schedulerconfigv1 "k8s.io/kube-scheduler/config/v1"
 	"sigs.k8s.io/kustomize/api/krusty"
 	"sigs.k8s.io/kustomize/kyaml/filesys"
@@ -37,6 +40,7 @@ type rendered struct {
 	configMaps          []corev1.ConfigMap
 	secrets             []corev1.Secret
 	webhooks            []admissionregistrationv1.ValidatingWebhookConfiguration
+	disruptionBudgets   []policyv1.PodDisruptionBudget
 }
 
 func render(t *testing.T) *rendered {
@@ -97,6 +101,9 @@ func renderDir(t *testing.T, dir string) *rendered {
 		case "ValidatingWebhookConfiguration":
 			out.webhooks = append(out.webhooks, admissionregistrationv1.ValidatingWebhookConfiguration{})
 			into = &out.webhooks[len(out.webhooks)-1]
+		case "PodDisruptionBudget":
+			out.disruptionBudgets = append(out.disruptionBudgets, policyv1.PodDisruptionBudget{})
+			into = &out.disruptionBudgets[len(out.disruptionBudgets)-1]
 		default:
 			t.Errorf("config/default renders an unexpected %s %s", r.GetKind(), r.GetName())
 			continue
@@ -140,6 +147,7 @@ func TestDefaultDeployment(t *testing.T) {
 	if mgr.Image != "diskschedule:latest" {
 		t.Errorf("the manager's image is %q, want diskschedule:latest (images: in config/default)", mgr.Image)
 	}
+	checkDisruptions(t, r, d)
 	sa := d.Spec.Template.Spec.ServiceAccountName
 	generated := readClusterRole(t, "rbac/role.yaml")
 	managerRole := clusterRoleNamed(t, r, "longhorn-diskschedule-manager-role")
@@ -222,6 +230,44 @@ func TestDefaultDeployment(t *testing.T) {
 		if got := r.configMaps[0].Data[key]; got != want {
 			t.Errorf("diskschedule-config %s = %q, want %q", key, got, want)
 		}
+	}
+}
+
+// checkDisruptions checks what keeps one manager up through drains,
+// preemptions and a node's loss: a PodDisruptionBudget that keeps one of
+// the Deployment's pods available, pods spread over nodes where the cluster
+// allows it (preferred anti-affinity by hostname), and Longhorn's own
+// priority class.
+func checkDisruptions(t *testing.T, r *rendered, d appsv1.Deployment) {
+	t.Helper()
+	pods := labels.Set(d.Spec.Template.Labels)
+	if len(r.disruptionBudgets) != 1 {
+		t.Fatalf("%d PodDisruptionBudgets, want one for the manager", len(r.disruptionBudgets))
+	}
+	pdb := r.disruptionBudgets[0]
+	sel, err := metav1.LabelSelectorAsSelector(pdb.Spec.Selector)
+	if err != nil || !sel.Matches(pods) || pdb.Spec.MinAvailable == nil || pdb.Spec.MinAvailable.IntValue() != 1 || pdb.Spec.MaxUnavailable != nil {
+		t.Errorf("PodDisruptionBudget %s: selector %v (%v), minAvailable %v, maxUnavailable %v; want the manager's pods and minAvailable 1",
+			pdb.Name, pdb.Spec.Selector, err, pdb.Spec.MinAvailable, pdb.Spec.MaxUnavailable)
+	}
+	spec := d.Spec.Template.Spec
+	spread := false
+	if spec.Affinity != nil && spec.Affinity.PodAntiAffinity != nil {
+		for _, term := range spec.Affinity.PodAntiAffinity.PreferredDuringSchedulingIgnoredDuringExecution {
+			sel, err := metav1.LabelSelectorAsSelector(term.PodAffinityTerm.LabelSelector)
+			if err == nil && sel.Matches(pods) && term.PodAffinityTerm.TopologyKey == corev1.LabelHostname && term.Weight > 0 {
+				spread = true
+			}
+		}
+		if len(spec.Affinity.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution) > 0 {
+			t.Errorf("the manager's anti-affinity is required: on a one-node cluster the second replica would never run")
+		}
+	}
+	if !spread {
+		t.Errorf("the manager's pods have no preferred anti-affinity by %s among themselves: %+v", corev1.LabelHostname, spec.Affinity)
+	}
+	if spec.PriorityClassName != "longhorn-critical" {
+		t.Errorf("the manager's priority class is %q, want Longhorn's own longhorn-critical", spec.PriorityClassName)
 	}
 }
 
