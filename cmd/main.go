@@ -3,6 +3,10 @@
 // the kube-scheduler extender, as a leader-elected Deployment in Longhorn's
 // namespace. It exits with a message when Longhorn's CRDs are missing or
 // its namespace is not Longhorn's (manager.LonghornMissing).
+//
+// `manager uninstall` takes the add-on off the cluster in the order that
+// keeps Longhorn writing (internal/uninstall): its webhook configurations
+// first, and the DiskSchedule CRD only when it carries the add-on's label.
 package main
 
 import (
@@ -25,6 +29,13 @@ import (
 )
 
 func main() {
+	if len(os.Args) > 1 && os.Args[1] == "uninstall" {
+		if err := runUninstall(os.Args[2:]); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		return
+	}
 	if err := run(); err != nil {
 		if manager.IsMissingCRDs(err) {
 			fmt.Fprintf(os.Stderr, "diskschedule cannot start: %v\n", err)

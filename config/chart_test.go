@@ -26,13 +26,9 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	"sigs.k8s.io/kustomize/api/krusty"
 	"sigs.k8s.io/kustomize/kyaml/filesys"
 	"sigs.k8s.io/yaml"
-
-	"github.com/longhorn/diskschedule/internal/longhorncrds"
-	"github.com/longhorn/diskschedule/internal/testenv"
 )
 
 // chartDir is the Helm chart, relative to this package.
@@ -442,28 +438,12 @@ func TestChartLint(t *testing.T) {
 // kind, the RBAC rules, the gate's webhooks with their rules and
 // matchConditions.
 func TestChartInstalls(t *testing.T) {
-	longhorn, err := longhorncrds.Load()
-	if err != nil {
-		t.Fatal(err)
-	}
-	env := &envtest.Environment{CRDs: longhorn, BinaryAssetsDirectory: testenv.AssetsDir()}
-	cfg, err := env.Start()
-	if err != nil {
-		t.Fatalf("starting the test control plane: %v", err)
-	}
-	t.Cleanup(func() { _ = env.Stop() })
+	_, cfg := startLonghornAPIServer(t)
 	c, err := client.New(cfg, client.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	ns := &unstructured.Unstructured{}
-	ns.SetAPIVersion("v1")
-	ns.SetKind("Namespace")
-	ns.SetName(namespace) // Longhorn's: Longhorn creates it, the chart does not
-	if err := c.Create(ctx, ns); err != nil {
-		t.Fatal(err)
-	}
 
 	for _, step := range []struct {
 		name, config string

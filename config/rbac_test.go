@@ -75,6 +75,10 @@ func allowList() []grant {
 			why: "the metrics endpoint checks a scraper's token"},
 		{role: "metrics-auth-role", cluster: true, group: "authorization.k8s.io", resources: []string{"subjectaccessreviews"}, verbs: []string{"create"},
 			why: "the metrics endpoint checks that a scraper may get /metrics"},
+		// The chart's pre-delete hook.
+		{role: "uninstall", cluster: true, group: "admissionregistration.k8s.io", resources: []string{"validatingwebhookconfigurations"},
+			names: []string{"diskschedule-gate"}, verbs: []string{"get", "delete"},
+			why: "helm uninstall's pre-delete hook deletes the gate's webhook configuration, and waits until it is gone, before Helm deletes the managers"},
 		{role: "metrics-reader", cluster: true, urls: []string{"/metrics"}, verbs: []string{"get"},
 			why: "bound to the scrapers' service accounts (metrics.readers)"},
 	}
