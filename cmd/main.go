@@ -18,9 +18,13 @@ import (
 	"path/filepath"
 	"time"
 
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
+	"github.com/longhorn/diskschedule/internal/controller/longhornversion"
 	"github.com/longhorn/diskschedule/internal/controller/mirror"
 	"github.com/longhorn/diskschedule/internal/extender"
 	"github.com/longhorn/diskschedule/internal/gate"
@@ -142,16 +146,34 @@ func run() error {
 			serveGate = false
 		}
 	}
+	longhorn, err := readLonghornVersion(cfg, s, opts.Namespace)
+	if err != nil {
+		return err
+	}
 	mgr, err := manager.New(cfg, s, opts)
 	if err != nil {
 		return err
 	}
-	log.Info("Starting", "namespace", opts.Namespace, "leaderElection", opts.LeaderElection,
+	log.Info("Starting", "namespace", opts.Namespace, "longhornVersion", longhorn, "leaderElection", opts.LeaderElection,
 		"metrics", opts.MetricsBindAddress, "metricsSecure", opts.MetricsSecure, "gateGrace", opts.GateGrace.String(), "gate", serveGate)
+	if warning := longhornversion.Assessment(longhorn); warning != "" {
+		log.Info("Warning: "+warning, "longhornVersion", longhorn)
+	}
 	if err := mgr.Start(ctrl.SetupSignalHandler()); err != nil {
 		return fmt.Errorf("running the manager: %w", err)
 	}
 	return nil
+}
+
+// readLonghornVersion reads Longhorn's Setting current-longhorn-version.
+func readLonghornVersion(cfg *rest.Config, s *runtime.Scheme, namespace string) (string, error) {
+	c, err := client.New(cfg, client.Options{Scheme: s})
+	if err != nil {
+		return "", fmt.Errorf("creating a client to read Longhorn's version: %w", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	return longhornversion.Read(ctx, c, namespace)
 }
 
 func envOr(name, fallback string) string {
