@@ -5,8 +5,9 @@ ARG TARGETARCH
 WORKDIR /workspace
 COPY go.mod go.sum ./
 RUN go mod download
-COPY cmd/main.go cmd/main.go
+COPY cmd/*.go cmd/
 COPY api/ api/
+COPY config/ config/
 COPY internal/ internal/
 RUN CGO_ENABLED=0 GOOS=${TARGETOS:-linux} GOARCH=${TARGETARCH} go build -trimpath -o manager ./cmd
 

@@ -100,8 +100,8 @@ install: manifests kustomize ## Install the DiskSchedule CRD into the cluster in
 	$(KUSTOMIZE) build config/crd | $(KUBECTL) apply --server-side -f -
 
 .PHONY: uninstall
-uninstall: manifests kustomize ## Remove the DiskSchedule CRD from the cluster in ~/.kube/config.
-	$(KUSTOMIZE) build config/crd | $(KUBECTL) delete --ignore-not-found -f -
+uninstall: ## Remove the DiskSchedule CRD, and every DiskSchedule, from the cluster in ~/.kube/config, only when it carries the add-on's label app.kubernetes.io/name=diskschedule (refuses otherwise, saying why).
+	go run ./cmd uninstall --webhooks=false --crd
 
 .PHONY: deploy
 deploy: manifests kustomize ## Deploy the add-on next to Longhorn (longhorn-system) in the cluster in ~/.kube/config; applies no Longhorn CRD.
@@ -109,8 +109,10 @@ deploy: manifests kustomize ## Deploy the add-on next to Longhorn (longhorn-syst
 	$(KUSTOMIZE) build config/default | $(KUBECTL) apply --server-side -f -
 
 .PHONY: undeploy
-undeploy: kustomize ## Remove what deploy created.
-	$(KUSTOMIZE) build config/default | $(KUBECTL) delete --ignore-not-found -f -
+undeploy: kustomize ## Remove what deploy created, in the order that keeps Longhorn writing: the gate's webhook configuration while the managers still serve it, then the rest, then the CRD only when it carries the add-on's label.
+	go run ./cmd uninstall --webhooks --crd=false
+	$(KUSTOMIZE) build config/undeploy | $(KUBECTL) delete --ignore-not-found -f -
+	go run ./cmd uninstall --webhooks=false --crd
 
 ##@ Dependencies
 

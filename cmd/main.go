@@ -3,6 +3,10 @@
 // the kube-scheduler extender, as a leader-elected Deployment in Longhorn's
 // namespace. It exits with a message when Longhorn's CRDs are missing or
 // its namespace is not Longhorn's (manager.LonghornMissing).
+//
+// `manager uninstall` takes the add-on off the cluster in the order that
+// keeps Longhorn writing (internal/uninstall): its webhook configurations
+// first, and the DiskSchedule CRD only when it carries the add-on's label.
 package main
 
 import (
@@ -14,9 +18,13 @@ import (
 	"path/filepath"
 	"time"
 
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
+	"github.com/longhorn/diskschedule/internal/controller/longhornversion"
 	"github.com/longhorn/diskschedule/internal/controller/mirror"
 	"github.com/longhorn/diskschedule/internal/extender"
 	"github.com/longhorn/diskschedule/internal/gate"
@@ -25,6 +33,13 @@ import (
 )
 
 func main() {
+	if len(os.Args) > 1 && os.Args[1] == "uninstall" {
+		if err := runUninstall(os.Args[2:]); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		return
+	}
 	if err := run(); err != nil {
 		if manager.IsMissingCRDs(err) {
 			fmt.Fprintf(os.Stderr, "diskschedule cannot start: %v\n", err)
@@ -133,17 +148,35 @@ func run() error {
 			serveGate = false
 		}
 	}
+	longhorn, err := readLonghornVersion(cfg, s, opts.Namespace)
+	if err != nil {
+		return err
+	}
 	mgr, err := manager.New(cfg, s, opts)
 	if err != nil {
 		return err
 	}
-	log.Info("Starting", "namespace", opts.Namespace, "leaderElection", opts.LeaderElection,
+	log.Info("Starting", "namespace", opts.Namespace, "longhornVersion", longhorn, "leaderElection", opts.LeaderElection,
 		"metrics", opts.MetricsBindAddress, "metricsSecure", opts.MetricsSecure, "gateGrace", opts.GateGrace.String(), "gate", serveGate,
 		"secondaryScheduler", opts.SecondaryScheduler)
+	if warning := longhornversion.Assessment(longhorn); warning != "" {
+		log.Info("Warning: "+warning, "longhornVersion", longhorn)
+	}
 	if err := mgr.Start(ctrl.SetupSignalHandler()); err != nil {
 		return fmt.Errorf("running the manager: %w", err)
 	}
 	return nil
+}
+
+// readLonghornVersion reads Longhorn's Setting current-longhorn-version.
+func readLonghornVersion(cfg *rest.Config, s *runtime.Scheme, namespace string) (string, error) {
+	c, err := client.New(cfg, client.Options{Scheme: s})
+	if err != nil {
+		return "", fmt.Errorf("creating a client to read Longhorn's version: %w", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	return longhornversion.Read(ctx, c, namespace)
 }
 
 func envOr(name, fallback string) string {

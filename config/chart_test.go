@@ -19,6 +19,7 @@ import (
 	"helm.sh/helm/v3/pkg/chart/loader"
 	"helm.sh/helm/v3/pkg/chartutil"
 	"helm.sh/helm/v3/pkg/lint/support"
+	"helm.sh/helm/v3/pkg/release"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -27,15 +28,12 @@ import (
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	"sigs.k8s.io/kustomize/api/krusty"
 	"sigs.k8s.io/kustomize/kyaml/filesys"
 	"sigs.k8s.io/yaml"
 
-	"github.com/longhorn/diskschedule/internal/longhorncrds"
 	"github.com/longhorn/diskschedule/internal/podmutator"
 	"github.com/longhorn/diskschedule/internal/schedulerconfig"
-	"github.com/longhorn/diskschedule/internal/testenv"
 )
 
 // chartDir is the Helm chart, relative to this package.
@@ -60,8 +58,35 @@ func mustKubeVersion(v string) *chartutil.KubeVersion {
 var helmLabels = []string{"helm.sh/chart", "app.kubernetes.io/managed-by", "app.kubernetes.io/instance", "app.kubernetes.io/version"}
 
 // renderChart renders the chart as `helm template --namespace ns` does,
-// with vals over values.yaml.
+// with vals over values.yaml, without its hooks.
 func renderChart(ns string, vals map[string]any) ([]*unstructured.Unstructured, error) {
+	rel, err := renderRelease(ns, vals)
+	if err != nil {
+		return nil, err
+	}
+	return decodeManifests([]byte(rel.Manifest))
+}
+
+// renderHooks renders the chart's hooks as `helm template --namespace ns`
+// does, with vals over values.yaml.
+func renderHooks(ns string, vals map[string]any) ([]*unstructured.Unstructured, error) {
+	rel, err := renderRelease(ns, vals)
+	if err != nil {
+		return nil, err
+	}
+	var out []*unstructured.Unstructured
+	for _, h := range rel.Hooks {
+		objs, err := decodeManifests([]byte(h.Manifest))
+		if err != nil {
+			return nil, fmt.Errorf("decoding hook %s: %w", h.Path, err)
+		}
+		out = append(out, objs...)
+	}
+	return out, nil
+}
+
+// renderRelease renders the chart into a release without installing it.
+func renderRelease(ns string, vals map[string]any) (*release.Release, error) {
 	chrt, err := loader.Load(chartDir)
 	if err != nil {
 		return nil, fmt.Errorf("loading the chart: %w", err)
@@ -69,11 +94,7 @@ func renderChart(ns string, vals map[string]any) ([]*unstructured.Unstructured, 
 	install := action.NewInstall(&action.Configuration{})
 	install.ClientOnly, install.DryRun = true, true
 	install.ReleaseName, install.Namespace, install.KubeVersion = "diskschedule", ns, kubeVersion
-	rel, err := install.Run(chrt, vals)
-	if err != nil {
-		return nil, err
-	}
-	return decodeManifests([]byte(rel.Manifest))
+	return install.Run(chrt, vals)
 }
 
 func mustRenderChart(t *testing.T, vals map[string]any) []*unstructured.Unstructured {
@@ -348,6 +369,11 @@ func TestChartValues(t *testing.T) {
 	if _, keep := find("CustomResourceDefinition", "diskschedules.longhorn.io").GetAnnotations()["helm.sh/resource-policy"]; keep {
 		t.Errorf("crd.keep=false still keeps the CRD on uninstall")
 	}
+	for _, u := range mustRenderChart(t, map[string]any{"manager": map[string]any{"replicas": 1}}) {
+		if u.GetKind() == "PodDisruptionBudget" {
+			t.Errorf("manager.replicas=1 renders %s, which would block every drain", key(u))
+		}
+	}
 	if _, err := renderChart(namespace, map[string]any{"gate": map[string]any{"failurePolicy": "Never"}}); err == nil {
 		t.Errorf("gate.failurePolicy=Never rendered: values.schema.json lets it through")
 	}
@@ -465,28 +491,12 @@ func TestChartLint(t *testing.T) {
 // configuration it runs, as the API server holds it, is the one the sandbox
 // runs (checkSecondaryScheduler).
 func TestChartInstalls(t *testing.T) {
-	longhorn, err := longhorncrds.Load()
-	if err != nil {
-		t.Fatal(err)
-	}
-	env := &envtest.Environment{CRDs: longhorn, BinaryAssetsDirectory: testenv.AssetsDir()}
-	cfg, err := env.Start()
-	if err != nil {
-		t.Fatalf("starting the test control plane: %v", err)
-	}
-	t.Cleanup(func() { _ = env.Stop() })
+	_, cfg := startLonghornAPIServer(t)
 	c, err := client.New(cfg, client.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	ns := &unstructured.Unstructured{}
-	ns.SetAPIVersion("v1")
-	ns.SetKind("Namespace")
-	ns.SetName(namespace) // Longhorn's: Longhorn creates it, the chart does not
-	if err := c.Create(ctx, ns); err != nil {
-		t.Fatal(err)
-	}
 
 	for _, step := range []struct {
 		name, config string

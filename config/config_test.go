@@ -13,8 +13,10 @@ import (
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	schedulerconfigv1 "k8s.io/kube-scheduler/config/v1"
 	"sigs.k8s.io/kustomize/api/krusty"
 	"sigs.k8s.io/kustomize/kyaml/filesys"
@@ -39,6 +41,7 @@ type rendered struct {
 	secrets             []corev1.Secret
 	webhooks            []admissionregistrationv1.ValidatingWebhookConfiguration
 	podWebhooks         []admissionregistrationv1.MutatingWebhookConfiguration
+	disruptionBudgets   []policyv1.PodDisruptionBudget
 }
 
 func render(t *testing.T) *rendered {
@@ -102,6 +105,9 @@ func renderDir(t *testing.T, dir string) *rendered {
 		case "MutatingWebhookConfiguration":
 			out.podWebhooks = append(out.podWebhooks, admissionregistrationv1.MutatingWebhookConfiguration{})
 			into = &out.podWebhooks[len(out.podWebhooks)-1]
+		case "PodDisruptionBudget":
+			out.disruptionBudgets = append(out.disruptionBudgets, policyv1.PodDisruptionBudget{})
+			into = &out.disruptionBudgets[len(out.disruptionBudgets)-1]
 		default:
 			t.Errorf("config/default renders an unexpected %s %s", r.GetKind(), r.GetName())
 			continue
@@ -145,6 +151,7 @@ func TestDefaultDeployment(t *testing.T) {
 	if mgr.Image != "diskschedule:latest" {
 		t.Errorf("the manager's image is %q, want diskschedule:latest (images: in config/default)", mgr.Image)
 	}
+	checkDisruptions(t, r, d)
 	sa := d.Spec.Template.Spec.ServiceAccountName
 	generated := readClusterRole(t, "rbac/role.yaml")
 	managerRole := clusterRoleNamed(t, r, "longhorn-diskschedule-manager-role")
@@ -163,7 +170,11 @@ func TestDefaultDeployment(t *testing.T) {
 	}
 	// Nothing the add-on deploys may write a Longhorn kind: on longhorn.io it
 	// writes DiskSchedules only.
-	for _, cr := range r.clusterRoles {
+	roles := slices.Clone(r.clusterRoles)
+	for _, role := range r.roles {
+		roles = append(roles, rbacv1.ClusterRole{ObjectMeta: role.ObjectMeta, Rules: role.Rules})
+	}
+	for _, cr := range roles {
 		for _, rule := range cr.Rules {
 			if !slices.Contains(rule.APIGroups, "longhorn.io") {
 				continue
@@ -174,7 +185,7 @@ func TestDefaultDeployment(t *testing.T) {
 				}
 				for _, verb := range rule.Verbs {
 					if verb != "get" && verb != "list" && verb != "watch" {
-						t.Errorf("ClusterRole %s may %s longhorn.io %s: the add-on only reads Longhorn's kinds", cr.Name, verb, res)
+						t.Errorf("Role %s may %s longhorn.io %s: the add-on only reads Longhorn's kinds", cr.Name, verb, res)
 					}
 				}
 			}
@@ -226,6 +237,44 @@ func TestDefaultDeployment(t *testing.T) {
 	}
 }
 
+// checkDisruptions checks what keeps one manager up through drains,
+// preemptions and a node's loss: a PodDisruptionBudget that keeps one of
+// the Deployment's pods available, pods spread over nodes where the cluster
+// allows it (preferred anti-affinity by hostname), and Longhorn's own
+// priority class.
+func checkDisruptions(t *testing.T, r *rendered, d appsv1.Deployment) {
+	t.Helper()
+	pods := labels.Set(d.Spec.Template.Labels)
+	if len(r.disruptionBudgets) != 1 {
+		t.Fatalf("%d PodDisruptionBudgets, want one for the manager", len(r.disruptionBudgets))
+	}
+	pdb := r.disruptionBudgets[0]
+	sel, err := metav1.LabelSelectorAsSelector(pdb.Spec.Selector)
+	if err != nil || !sel.Matches(pods) || pdb.Spec.MinAvailable == nil || pdb.Spec.MinAvailable.IntValue() != 1 || pdb.Spec.MaxUnavailable != nil {
+		t.Errorf("PodDisruptionBudget %s: selector %v (%v), minAvailable %v, maxUnavailable %v; want the manager's pods and minAvailable 1",
+			pdb.Name, pdb.Spec.Selector, err, pdb.Spec.MinAvailable, pdb.Spec.MaxUnavailable)
+	}
+	spec := d.Spec.Template.Spec
+	spread := false
+	if spec.Affinity != nil && spec.Affinity.PodAntiAffinity != nil {
+		for _, term := range spec.Affinity.PodAntiAffinity.PreferredDuringSchedulingIgnoredDuringExecution {
+			sel, err := metav1.LabelSelectorAsSelector(term.PodAffinityTerm.LabelSelector)
+			if err == nil && sel.Matches(pods) && term.PodAffinityTerm.TopologyKey == corev1.LabelHostname && term.Weight > 0 {
+				spread = true
+			}
+		}
+		if len(spec.Affinity.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution) > 0 {
+			t.Errorf("the manager's anti-affinity is required: on a one-node cluster the second replica would never run")
+		}
+	}
+	if !spread {
+		t.Errorf("the manager's pods have no preferred anti-affinity by %s among themselves: %+v", corev1.LabelHostname, spec.Affinity)
+	}
+	if spec.PriorityClassName != "longhorn-critical" {
+		t.Errorf("the manager's priority class is %q, want Longhorn's own longhorn-critical", spec.PriorityClassName)
+	}
+}
+
 // clusterRoleNamed returns the deployed ClusterRole of that name.
 func clusterRoleNamed(t *testing.T, r *rendered, name string) rbacv1.ClusterRole {
 	t.Helper()
@@ -263,11 +312,16 @@ func roleBound(r *rendered, sa, group, resource string) bool {
 				if role.Name != b.RoleRef.Name || b.RoleRef.Kind != "Role" {
 					continue
 				}
+				verbs := map[string]bool{}
 				for _, rule := range role.Rules {
-					if slices.Contains(rule.APIGroups, group) && slices.Contains(rule.Resources, resource) &&
-						slices.Contains(rule.Verbs, "get") && slices.Contains(rule.Verbs, "create") && slices.Contains(rule.Verbs, "update") {
-						return true
+					if slices.Contains(rule.APIGroups, group) && slices.Contains(rule.Resources, resource) {
+						for _, v := range rule.Verbs {
+							verbs[v] = true
+						}
 					}
+				}
+				if verbs["get"] && verbs["create"] && verbs["update"] {
+					return true
 				}
 			}
 		}

@@ -266,6 +266,7 @@ type DiskScheduleStatus struct {
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:shortName=lhds
+// +kubebuilder:metadata:labels="app.kubernetes.io/name=diskschedule"
 // +kubebuilder:printcolumn:name="Node",type=string,JSONPath=`.spec.nodeID`,description="The node that holds the disk"
 // +kubebuilder:printcolumn:name="Disk",type=string,JSONPath=`.spec.name`,description="The disk's name on the node"
 // +kubebuilder:printcolumn:name="Scheduled",type=string,JSONPath=`.status.scheduled`,description="Granted, for people"

@@ -62,11 +62,15 @@ func NewServer(e *Extender, opts ServerOptions) *Server {
 		namespace: e.opts.Namespace, opts: opts, poll: time.Second}
 }
 
-// +kubebuilder:rbac:groups="",resources=pods;persistentvolumeclaims;persistentvolumes;configmaps,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=pods;persistentvolumeclaims;persistentvolumes,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",namespace=longhorn-system,resources=configmaps,resourceNames=diskschedule-config,verbs=get;list;watch
 // +kubebuilder:rbac:groups=storage.k8s.io,resources=storageclasses,verbs=get;list;watch
-// +kubebuilder:rbac:groups=discovery.k8s.io,resources=endpointslices,verbs=get;list;watch;create;update;patch
-// +kubebuilder:rbac:groups=longhorn.io,resources=diskschedules,verbs=get;list;watch;patch
-// +kubebuilder:rbac:groups=longhorn.io,resources=volumes;replicas;nodes;settings,verbs=get;list;watch
+// The leader creates its Service's EndpointSlice once, then reads and
+// updates it by name (create cannot be limited to a name).
+// +kubebuilder:rbac:groups=discovery.k8s.io,namespace=longhorn-system,resources=endpointslices,verbs=create
+// +kubebuilder:rbac:groups=discovery.k8s.io,namespace=longhorn-system,resources=endpointslices,resourceNames=longhorn-scheduler-extender,verbs=get;update
+// +kubebuilder:rbac:groups=longhorn.io,namespace=longhorn-system,resources=diskschedules,verbs=get;list;watch;patch
+// +kubebuilder:rbac:groups=longhorn.io,namespace=longhorn-system,resources=volumes;replicas;nodes;settings,verbs=get;list;watch
 
 // NeedLeaderElection makes only the leader serve.
 func (s *Server) NeedLeaderElection() bool { return true }

@@ -99,7 +99,15 @@ func (c *Certificate) SetupWithManager(mgr ctrl.Manager) error {
 	if err := mgr.Add(c); err != nil {
 		return fmt.Errorf("adding the gate's certificate loader: %w", err)
 	}
-	err := rotator.AddRotator(mgr, &rotator.CertRotator{
+	webhooks := c.webhooks()
+	// The rotator's own cache reads the Secret and the webhook
+	// configurations by name only, so the manager's RBAC can name them.
+	names := byName{secretsPath(c.secret.Namespace): c.secret.Name}
+	for _, wh := range webhooks {
+		names[configurationsPath(wh.Type)] = wh.Name
+	}
+	restricted := namedManager{Manager: mgr, cfg: names.config(mgr.GetConfig())}
+	err := rotator.AddRotator(restricted, &rotator.CertRotator{
 		SecretKey:      c.secret,
 		CertDir:        c.opts.CertDir,
 		CAName:         "diskschedule-gate-ca",
@@ -107,10 +115,7 @@ func (c *Certificate) SetupWithManager(mgr ctrl.Manager) error {
 		DNSName:        c.opts.DNSName,
 		IsReady:        make(chan struct{}),
 		// A configuration that is not installed is skipped (and logged).
-		Webhooks: []rotator.WebhookInfo{
-			{Name: c.opts.ConfigurationName, Type: rotator.Validating},
-			{Name: c.opts.PodsConfigurationName, Type: rotator.Mutating},
-		},
+		Webhooks: webhooks,
 		// Every replica serves the gate, so every replica keeps the
 		// certificate; the Secret's resourceVersion orders their writes.
 		RequireLeaderElection: false,
@@ -120,6 +125,24 @@ func (c *Certificate) SetupWithManager(mgr ctrl.Manager) error {
 		return fmt.Errorf("adding the gate's certificate rotator: %w", err)
 	}
 	return nil
+}
+
+// webhooks are the webhook configurations whose caBundle the rotator
+// keeps: the gate's and the pod opt-in webhook's.
+func (c *Certificate) webhooks() []rotator.WebhookInfo {
+	return []rotator.WebhookInfo{
+		{Name: c.opts.ConfigurationName, Type: rotator.Validating},
+		{Name: c.opts.PodsConfigurationName, Type: rotator.Mutating},
+	}
+}
+
+// configurationsPath is the collection path of a kind of webhook
+// configuration the rotator may keep.
+func configurationsPath(t rotator.WebhookType) string {
+	if t == rotator.Mutating {
+		return mutatingConfigurationsPath
+	}
+	return validatingConfigurationsPath
 }
 
 // NeedLeaderElection is false: every replica serves the gate.

@@ -36,12 +36,14 @@ const (
 	DefaultDecisionTimeout = 8 * time.Second
 )
 
-// +kubebuilder:rbac:groups=longhorn.io,resources=diskschedules,verbs=get;list;watch;patch
-// +kubebuilder:rbac:groups=longhorn.io,resources=replicas,verbs=get;list;watch
-// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
-// +kubebuilder:rbac:groups=admissionregistration.k8s.io,resources=validatingwebhookconfigurations,verbs=get;list;watch;update
-// +kubebuilder:rbac:groups=admissionregistration.k8s.io,resources=mutatingwebhookconfigurations,verbs=get;list;watch;update
-// +kubebuilder:rbac:groups="",namespace=longhorn-system,resources=secrets,verbs=get;list;watch;update
+// +kubebuilder:rbac:groups=longhorn.io,namespace=longhorn-system,resources=diskschedules,verbs=get;list;watch;patch
+// +kubebuilder:rbac:groups=longhorn.io,namespace=longhorn-system,resources=replicas,verbs=get;list;watch
+// +kubebuilder:rbac:groups=events.k8s.io,namespace=longhorn-system,resources=events,verbs=create;patch
+// The rotator keeps one Secret and two webhook configurations, read by
+// name only (byName), so the rules name them.
+// +kubebuilder:rbac:groups=admissionregistration.k8s.io,resources=validatingwebhookconfigurations,resourceNames=diskschedule-gate,verbs=get;list;watch;update
+// +kubebuilder:rbac:groups=admissionregistration.k8s.io,resources=mutatingwebhookconfigurations,resourceNames=diskschedule-pods,verbs=get;list;watch;update
+// +kubebuilder:rbac:groups="",namespace=longhorn-system,resources=secrets,resourceNames=longhorn-diskschedule-webhook-cert,verbs=get;list;watch;update
 
 // Gate answers the admission requests of Longhorn's space-taking writes:
 // each kind's package plans the answer, one executor carries the plans out.

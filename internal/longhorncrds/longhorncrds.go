@@ -1,6 +1,7 @@
 // Package longhorncrds loads Longhorn's own CustomResourceDefinitions, as
-// Longhorn v1.12.0 ships them in k8s/crds.yaml of the longhorn-manager Go
-// module, for tests and the sandbox to install. They are never copied into
+// Longhorn v1.12.0 (and each release in TestedVersions) ships them in
+// k8s/crds.yaml of the longhorn-manager Go module, for tests and the sandbox
+// to install. They are never copied into
 // this repository nor edited: the one line rewritten is the Helm template of
 // each CRD's labels, which is not YAML until Helm renders it.
 package longhorncrds
@@ -24,9 +25,14 @@ import (
 // Module is the Go module that ships Longhorn's types and CRDs.
 const Module = "github.com/longhorn/longhorn-manager"
 
-// Version is the Longhorn release whose CRDs are loaded; it must match the
-// version of Module in go.mod.
+// Version is the Longhorn release whose CRDs Load loads and whose Go types
+// the project imports; it must match the version of Module in go.mod.
 const Version = "v1.12.0"
+
+// TestedVersions are the Longhorn releases the project is tested against,
+// oldest first: the contract tests install each one's own CRDs
+// (LoadVersion). The last is Version.
+func TestedVersions() []string { return []string{"v1.10.0", "v1.11.1", Version} }
 
 // helmLabels matches the Helm template that stands for each CRD's labels in
 // crds.yaml, e.g. `labels: {{- include "longhorn.labels" . | nindent 4 }}`.
@@ -38,28 +44,35 @@ func ModuleDir() (string, error) {
 	if dir := os.Getenv("LONGHORN_MANAGER_DIR"); dir != "" {
 		return dir, nil
 	}
-	if dir, err := cachedDir(); err == nil {
+	return moduleDirOf(Version)
+}
+
+// moduleDirOf returns the directory of Module at version in the Go module
+// cache, downloading it through the module proxy when it is missing.
+func moduleDirOf(version string) (string, error) {
+	if dir, err := cachedDir(version); err == nil {
 		return dir, nil
 	}
-	cmd := exec.Command("go", "mod", "download", "-json", Module+"@"+Version)
+	cmd := exec.Command("go", "mod", "download", "-json", Module+"@"+version)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
 	if err != nil {
-		return "", fmt.Errorf("locating %s@%s with `go mod download`: %w: %s", Module, Version, err, stderr.String())
+		return "", fmt.Errorf("locating %s@%s with `go mod download`: %w: %s", Module, version, err, stderr.String())
 	}
 	var info struct{ Dir, Error string }
 	if err := json.Unmarshal(out, &info); err != nil {
 		return "", fmt.Errorf("reading `go mod download` output: %w", err)
 	}
 	if info.Error != "" || info.Dir == "" {
-		return "", fmt.Errorf("downloading %s@%s: %s", Module, Version, info.Error)
+		return "", fmt.Errorf("downloading %s@%s: %s", Module, version, info.Error)
 	}
 	return info.Dir, nil
 }
 
-// cachedDir finds the module in GOMODCACHE without running the go command.
-func cachedDir() (string, error) {
+// cachedDir finds the module at version in GOMODCACHE without running the
+// go command.
+func cachedDir(version string) (string, error) {
 	cache := os.Getenv("GOMODCACHE")
 	if cache == "" {
 		gopath := os.Getenv("GOPATH")
@@ -72,7 +85,7 @@ func cachedDir() (string, error) {
 		}
 		cache = filepath.Join(filepath.SplitList(gopath)[0], "pkg", "mod")
 	}
-	dir := filepath.Join(cache, "github.com", "longhorn", "longhorn-manager@"+Version)
+	dir := filepath.Join(cache, "github.com", "longhorn", "longhorn-manager@"+version)
 	if _, err := os.Stat(filepath.Join(dir, "k8s", "crds.yaml")); err != nil {
 		return "", err
 	}
@@ -94,12 +107,32 @@ func CheckBuildVersion() error {
 	return nil
 }
 
-// Load returns Longhorn's CRDs from the module's k8s/crds.yaml.
+// Load returns Longhorn's CRDs from the module's k8s/crds.yaml at Version.
 func Load() ([]*apiextensionsv1.CustomResourceDefinition, error) {
 	dir, err := ModuleDir()
 	if err != nil {
 		return nil, err
 	}
+	return loadDir(dir)
+}
+
+// LoadVersion returns the CRDs of another Longhorn release, from k8s/crds.yaml
+// of Module at version in the Go module cache (fetched through the module
+// proxy when missing): tests install them to hold the project against the
+// releases it names (TestedVersions). Never copied into the repository.
+func LoadVersion(version string) ([]*apiextensionsv1.CustomResourceDefinition, error) {
+	if version == Version {
+		return Load()
+	}
+	dir, err := moduleDirOf(version)
+	if err != nil {
+		return nil, err
+	}
+	return loadDir(dir)
+}
+
+// loadDir reads k8s/crds.yaml of the module in dir.
+func loadDir(dir string) ([]*apiextensionsv1.CustomResourceDefinition, error) {
 	path := filepath.Join(dir, "k8s", "crds.yaml")
 	data, err := os.ReadFile(path)
 	if err != nil {

@@ -2,16 +2,28 @@ package longhorncrds
 
 import (
 	"testing"
+
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 )
 
-// TestLoad reads Longhorn v1.12.0's own crds.yaml from the module cache and
-// finds the kinds diskschedule reads, serving v1beta2, with the Helm labels
+// TestLoad reads the own crds.yaml of Longhorn v1.12.0, and of each other
+// release the project is tested against, from the module cache and finds
+// the kinds diskschedule reads, serving v1beta2, with the Helm labels
 // template rendered.
 func TestLoad(t *testing.T) {
-	crds, err := Load()
-	if err != nil {
-		t.Fatal(err)
+	for _, version := range TestedVersions() {
+		t.Run(version, func(t *testing.T) {
+			crds, err := LoadVersion(version)
+			if err != nil {
+				t.Fatal(err)
+			}
+			checkCRDs(t, crds)
+		})
 	}
+}
+
+func checkCRDs(t *testing.T, crds []*apiextensionsv1.CustomResourceDefinition) {
+	t.Helper()
 	byName := map[string]bool{}
 	for _, crd := range crds {
 		if _, ok := crd.Labels["longhorn-manager"]; !ok || crd.Labels["app.kubernetes.io/name"] != "longhorn" {

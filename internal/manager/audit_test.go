@@ -93,3 +93,10 @@ func (a *audit) written() []string {
 	sort.Strings(out)
 	return out
 }
+
+// refusals returns the requests refused so far.
+func (a *audit) refusals() []string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return append([]string(nil), a.refused...)
+}

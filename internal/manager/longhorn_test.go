@@ -277,46 +277,85 @@ var longhornResources = map[string]bool{"nodes": true, "volumes": true, "replica
 	"backuptargets": true, "backupbackingimages": true, "recurringjobs": true, "supportbundles": true, "systembackups": true,
 	"systemrestores": true}
 
-// grantRole binds the manager's generated ClusterRole (config/rbac/role.yaml)
-// to user, after checking it lets the manager only read Longhorn's kinds.
+// grantRole binds the manager's generated ClusterRole and Role
+// (config/rbac/role.yaml, the Role in ns instead of Longhorn's namespace) to
+// user, after checking they let the manager only read Longhorn's kinds.
 func grantRole(t *testing.T, ctx context.Context, ns, user string) {
 	t.Helper()
-	data, err := os.ReadFile(filepath.Join(env.RepoRoot, "config", "rbac", "role.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	role := &rbacv1.ClusterRole{}
-	if err := yaml.Unmarshal(data, role); err != nil {
-		t.Fatalf("reading config/rbac/role.yaml: %v", err)
-	}
-	for _, rule := range role.Rules {
-		if !slices.Contains(rule.APIGroups, "longhorn.io") && !slices.Contains(rule.APIGroups, "*") {
-			continue
-		}
-		for _, res := range rule.Resources {
-			base := strings.SplitN(res, "/", 2)[0]
-			if !longhornResources[base] && res != "*" {
+	clusterRole, role := generatedRoles(t)
+	for _, rules := range [][]rbacv1.PolicyRule{clusterRole.Rules, role.Rules} {
+		for _, rule := range rules {
+			if !slices.Contains(rule.APIGroups, "longhorn.io") && !slices.Contains(rule.APIGroups, "*") {
 				continue
 			}
-			for _, verb := range rule.Verbs {
-				if verb != "get" && verb != "list" && verb != "watch" {
-					t.Errorf("config/rbac/role.yaml lets the manager %s %s.longhorn.io", verb, res)
+			for _, res := range rule.Resources {
+				base := strings.SplitN(res, "/", 2)[0]
+				if !longhornResources[base] && res != "*" {
+					continue
+				}
+				for _, verb := range rule.Verbs {
+					if verb != "get" && verb != "list" && verb != "watch" {
+						t.Errorf("config/rbac/role.yaml lets the manager %s %s.longhorn.io", verb, res)
+					}
 				}
 			}
 		}
 	}
-	role.ObjectMeta = metav1.ObjectMeta{Name: ns + "-manager"}
-	binding := &rbacv1.ClusterRoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: ns + "-manager"},
-		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role.Name},
-		Subjects:   []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: user}},
-	}
-	for _, obj := range []client.Object{role, binding} {
+	clusterRole.ObjectMeta = metav1.ObjectMeta{Name: ns + "-manager"}
+	role.ObjectMeta = metav1.ObjectMeta{Namespace: ns, Name: "manager"}
+	subjects := []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: user}}
+	for _, obj := range []client.Object{
+		clusterRole,
+		&rbacv1.ClusterRoleBinding{
+			ObjectMeta: metav1.ObjectMeta{Name: ns + "-manager"},
+			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: clusterRole.Name},
+			Subjects:   subjects,
+		},
+		role,
+		&rbacv1.RoleBinding{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "manager"},
+			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: role.Name},
+			Subjects:   subjects,
+		},
+	} {
 		if err := env.Client.Create(ctx, obj); err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { _ = env.Client.Delete(context.Background(), obj) })
 	}
+}
+
+// generatedRoles reads the ClusterRole and the Role controller-gen
+// generates into config/rbac/role.yaml.
+func generatedRoles(t *testing.T) (*rbacv1.ClusterRole, *rbacv1.Role) {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(env.RepoRoot, "config", "rbac", "role.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var clusterRole *rbacv1.ClusterRole
+	var role *rbacv1.Role
+	for _, doc := range strings.Split(string(data), "\n---\n") {
+		var meta metav1.TypeMeta
+		if err := yaml.Unmarshal([]byte(doc), &meta); err != nil {
+			t.Fatalf("reading config/rbac/role.yaml: %v", err)
+		}
+		switch meta.Kind {
+		case "ClusterRole":
+			clusterRole = &rbacv1.ClusterRole{}
+			err = yaml.UnmarshalStrict([]byte(doc), clusterRole)
+		case "Role":
+			role = &rbacv1.Role{}
+			err = yaml.UnmarshalStrict([]byte(doc), role)
+		}
+		if err != nil {
+			t.Fatalf("reading the %s of config/rbac/role.yaml: %v", meta.Kind, err)
+		}
+	}
+	if clusterRole == nil || role == nil {
+		t.Fatalf("config/rbac/role.yaml holds no ClusterRole or no Role")
+	}
+	return clusterRole, role
 }
 
 // equalRequests reports whether spec holds exactly want and status granted

@@ -15,6 +15,7 @@ import (
 
 	"github.com/longhorn/diskschedule/internal/controller/config"
 	"github.com/longhorn/diskschedule/internal/controller/diskschedule"
+	"github.com/longhorn/diskschedule/internal/controller/longhornversion"
 	"github.com/longhorn/diskschedule/internal/controller/mirror"
 	"github.com/longhorn/diskschedule/internal/controller/node"
 	"github.com/longhorn/diskschedule/internal/extender"
@@ -39,6 +40,8 @@ func setup(mgr ctrl.Manager, opts Options, cert *gate.Certificate) error {
 		node.NewReconciler(mgr.GetClient(), mgr.GetEventRecorder("diskschedule-node")),
 		mirror.NewReconciler(mgr.GetClient(), mgr.GetEventRecorder("diskschedule-mirror"), opts.Clock, opts.GateGrace,
 			metrics.NewMirror(ctrlmetrics.Registry)),
+		longhornversion.NewReconciler(mgr.GetClient(), mgr.GetEventRecorder("diskschedule-longhorn-version"), opts.Namespace,
+			metrics.NewLonghorn(ctrlmetrics.Registry)),
 	}
 	for _, r := range reconcilers {
 		if err := r.SetupWithManager(mgr); err != nil {

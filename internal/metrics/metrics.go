@@ -193,6 +193,25 @@ func NewExtender(reg prometheus.Registerer) *Extender {
 	}
 }
 
+// Longhorn holds the metrics of the Longhorn release the add-on runs next to.
+type Longhorn struct {
+	// Version is 1 for the release Longhorn's Setting
+	// current-longhorn-version holds (label version, "" when unknown), with
+	// tested "true" when it is a release the project is tested against;
+	// exported by the leader.
+	Version *prometheus.GaugeVec
+}
+
+// NewLonghorn registers the Longhorn release's metrics with reg.
+func NewLonghorn(reg prometheus.Registerer) *Longhorn {
+	return &Longhorn{
+		Version: register(reg, prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "longhorn_diskschedule_longhorn_version_info",
+			Help: "1 for the Longhorn release of the Setting current-longhorn-version (version), tested \"true\" when the project is tested against it (v1.10.x, v1.11.x, v1.12.x); exported by the leader.",
+		}, []string{"version", "tested"})),
+	}
+}
+
 // Config holds the metrics of the extender's settings, the ConfigMap
 // diskschedule-config.
 type Config struct {

@@ -650,14 +650,20 @@ func testManagerRBAC(t *testing.T, sb *sandbox.Sandbox) {
 		{authorizationv1.ResourceAttributes{Namespace: sandbox.Namespace, Verb: "patch", Group: "longhorn.io", Resource: "volumes"}, false},
 		{authorizationv1.ResourceAttributes{Namespace: sandbox.Namespace, Verb: "update", Group: "longhorn.io", Resource: "nodes", Subresource: "status"}, false},
 		{authorizationv1.ResourceAttributes{Namespace: sandbox.Namespace, Verb: "create", Group: "longhorn.io", Resource: "settings"}, false},
-		{authorizationv1.ResourceAttributes{Namespace: sandbox.Namespace, Verb: "update", Group: "coordination.k8s.io", Resource: "leases"}, true},
+		{authorizationv1.ResourceAttributes{Namespace: sandbox.Namespace, Verb: "update", Group: "coordination.k8s.io", Resource: "leases", Name: manager.DefaultLeaderElectionID}, true},
+		{authorizationv1.ResourceAttributes{Namespace: sandbox.Namespace, Verb: "update", Group: "coordination.k8s.io", Resource: "leases", Name: "longhorn-manager-upgrade-lock"}, false},
 		{authorizationv1.ResourceAttributes{Verb: "delete", Resource: "namespaces"}, false},
 		{authorizationv1.ResourceAttributes{Namespace: "default", Verb: "create", Resource: "pods"}, false},
-		// The gate's certificate Secret is kept in Longhorn's namespace
-		// only; Secrets elsewhere stay out of reach.
+		// The gate's certificate Secret is the one Secret it may read and
+		// write; every other, in Longhorn's namespace (its backup-target
+		// credentials) or elsewhere, stays out of reach, and it lists none.
 		{authorizationv1.ResourceAttributes{Namespace: sandbox.Namespace, Verb: "update", Resource: "secrets", Name: gate.DefaultSecretName}, true},
+		{authorizationv1.ResourceAttributes{Namespace: sandbox.Namespace, Verb: "get", Resource: "secrets", Name: "longhorn-backup-target-credentials"}, false},
+		{authorizationv1.ResourceAttributes{Namespace: sandbox.Namespace, Verb: "list", Resource: "secrets"}, false},
 		{authorizationv1.ResourceAttributes{Namespace: "default", Verb: "get", Resource: "secrets"}, false},
 		{authorizationv1.ResourceAttributes{Verb: "update", Group: "admissionregistration.k8s.io", Resource: "validatingwebhookconfigurations", Name: gate.ConfigurationName}, true},
+		{authorizationv1.ResourceAttributes{Verb: "update", Group: "admissionregistration.k8s.io", Resource: "validatingwebhookconfigurations", Name: "longhorn-webhook-validator"}, false},
+		{authorizationv1.ResourceAttributes{Namespace: "default", Verb: "create", Group: "discovery.k8s.io", Resource: "endpointslices"}, false},
 		{authorizationv1.ResourceAttributes{Verb: "delete", Group: "admissionregistration.k8s.io", Resource: "validatingwebhookconfigurations"}, false},
 		// The pod opt-in webhook's caBundle, kept by the same rotator.
 		{authorizationv1.ResourceAttributes{Verb: "update", Group: "admissionregistration.k8s.io", Resource: "mutatingwebhookconfigurations", Name: "diskschedule-pods"}, true},

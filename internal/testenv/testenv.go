@@ -75,6 +75,13 @@ func AssetsDir() string {
 // CRDs (from the longhorn-manager module) and the DiskSchedule CRD from
 // config/crd/bases. Callers must call Stop.
 func Start() (*Env, error) {
+	return StartLonghorn(longhorncrds.Version)
+}
+
+// StartLonghorn is Start with the CRDs of another Longhorn release (one of
+// longhorncrds.TestedVersions), from k8s/crds.yaml of the longhorn-manager
+// module at that version.
+func StartLonghorn(version string) (*Env, error) {
 	root := RepoRoot()
 	assets := AssetsDir()
 	if _, err := os.Stat(filepath.Join(assets, "kube-apiserver")); err != nil {
@@ -84,9 +91,9 @@ func Start() (*Env, error) {
 	if err != nil {
 		return nil, err
 	}
-	longhorn, err := longhorncrds.Load()
+	longhorn, err := longhorncrds.LoadVersion(version)
 	if err != nil {
-		return nil, fmt.Errorf("loading Longhorn's CRDs: %w", err)
+		return nil, fmt.Errorf("loading Longhorn %s's CRDs: %w", version, err)
 	}
 	env := &envtest.Environment{
 		CRDs:                  longhorn,
@@ -169,7 +176,7 @@ func (e *Env) CreateNamespace(ctx context.Context, name string) error {
 // so the one before still holds the earlier run's objects.
 func (e *Env) NewNamespace(t testing.TB) string {
 	t.Helper()
-	name := strings.ToLower(strings.NewReplacer("/", "-", "_", "-").Replace(t.Name()))
+	name := strings.ToLower(strings.NewReplacer("/", "-", "_", "-", ".", "-").Replace(t.Name()))
 	if len(name) > 50 {
 		name = name[:50]
 	}

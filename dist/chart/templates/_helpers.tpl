@@ -47,3 +47,11 @@ when it starts: without Longhorn's CRDs it exits, naming what is missing.
 {{- fail (printf "diskschedule installs into Longhorn's namespace %q, not %q: run helm install with --namespace %s (when Longhorn runs in another namespace, set longhorn.namespace to it and install there)." .Values.longhorn.namespace .Release.Namespace .Values.longhorn.namespace) -}}
 {{- end -}}
 {{- end }}
+
+{{/*
+The annotations of the pre-delete hook's objects (uninstall/hook.yaml).
+*/}}
+{{- define "diskschedule.hookAnnotations" -}}
+helm.sh/hook: pre-delete
+helm.sh/hook-delete-policy: before-hook-creation,hook-succeeded
+{{- end }}

@@ -43,8 +43,8 @@ func NewReconciler(c client.Reader, recorder events.EventRecorder, store *Store,
 	return &Reconciler{client: c, recorder: recorder, store: store, namespace: namespace, metrics: m}
 }
 
-// +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;list;watch
-// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+// +kubebuilder:rbac:groups="",namespace=longhorn-system,resources=configmaps,resourceNames=diskschedule-config,verbs=get;list;watch
+// +kubebuilder:rbac:groups=events.k8s.io,namespace=longhorn-system,resources=events,verbs=create;patch
 
 // Reconcile reads the ConfigMap and applies its valid values.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {

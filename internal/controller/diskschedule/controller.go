@@ -59,10 +59,12 @@ const ReasonAdoptedOverLimit = "AdoptedOverLimit"
 // volume's locality may be degraded.
 const ReasonReservationYielded = "ReservationYielded"
 
-// +kubebuilder:rbac:groups=longhorn.io,resources=diskschedules,verbs=get;list;watch
-// +kubebuilder:rbac:groups=longhorn.io,resources=diskschedules/status,verbs=get;update;patch
-// +kubebuilder:rbac:groups=longhorn.io,resources=nodes;replicas;volumes;backingimages;settings,verbs=get;list;watch
-// +kubebuilder:rbac:groups="",resources=configmaps;pods,verbs=get;list;watch
+// +kubebuilder:rbac:groups=longhorn.io,namespace=longhorn-system,resources=diskschedules,verbs=get;list;watch
+// +kubebuilder:rbac:groups=longhorn.io,namespace=longhorn-system,resources=diskschedules/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=longhorn.io,namespace=longhorn-system,resources=nodes;replicas;volumes;backingimages;settings,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",namespace=longhorn-system,resources=configmaps,resourceNames=diskschedule-config,verbs=get;list;watch
+// +kubebuilder:rbac:groups=events.k8s.io,namespace=longhorn-system,resources=events,verbs=create;patch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
 // Reconcile decides every undecided request of one DiskSchedule: get →

@@ -55,9 +55,9 @@ func NewReconciler(c client.Client, recorder events.EventRecorder, clk clock.Pas
 		memory: map[types.NamespacedName]*Memory{}}
 }
 
-// +kubebuilder:rbac:groups=longhorn.io,resources=diskschedules,verbs=get;list;watch;patch
-// +kubebuilder:rbac:groups=longhorn.io,resources=replicas;backingimages,verbs=get;list;watch
-// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+// +kubebuilder:rbac:groups=longhorn.io,namespace=longhorn-system,resources=diskschedules,verbs=get;list;watch;patch
+// +kubebuilder:rbac:groups=longhorn.io,namespace=longhorn-system,resources=replicas;backingimages,verbs=get;list;watch
+// +kubebuilder:rbac:groups=events.k8s.io,namespace=longhorn-system,resources=events,verbs=create;patch
 
 // Reconcile brings one DiskSchedule's spec in line with what Longhorn
 // persisted on its disk: get → plan → one merge patch.

@@ -49,9 +49,9 @@ func NewReconciler(c client.Client, recorder events.EventRecorder) *Reconciler {
 	return &Reconciler{client: c, recorder: recorder}
 }
 
-// +kubebuilder:rbac:groups=longhorn.io,resources=nodes,verbs=get;list;watch
-// +kubebuilder:rbac:groups=longhorn.io,resources=diskschedules,verbs=get;list;watch;create;delete
-// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+// +kubebuilder:rbac:groups=longhorn.io,namespace=longhorn-system,resources=nodes,verbs=get;list;watch
+// +kubebuilder:rbac:groups=longhorn.io,namespace=longhorn-system,resources=diskschedules,verbs=get;list;watch;create;delete
+// +kubebuilder:rbac:groups=events.k8s.io,namespace=longhorn-system,resources=events,verbs=create;patch
 
 // Reconcile creates the ledgers of a Node's new disks and deletes those of
 // disks that are gone and grant nothing.
