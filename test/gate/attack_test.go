@@ -130,8 +130,9 @@ func startSandbox(t *testing.T, topo *sandbox.Topology, managers int, withGate b
 // released within the test.
 func withGrace(opts *manager.Options, _ *rest.Config) { opts.GateGrace = grace }
 
-// disks reads every disk's ledger: UUID → limit, and UUID → node/disk.
-func disks(ctx context.Context, t *testing.T, c client.Client) (map[string]int64, map[string]string) {
+// disks reads every disk's ledger, of which there must be n: UUID → limit,
+// and UUID → node/disk.
+func disks(ctx context.Context, t *testing.T, c client.Client, n int) (map[string]int64, map[string]string) {
 	t.Helper()
 	list := &dsv1.DiskScheduleList{}
 	if err := c.List(ctx, list, client.InNamespace(sandbox.Namespace)); err != nil {
@@ -142,8 +143,8 @@ func disks(ctx context.Context, t *testing.T, c client.Client) (map[string]int64
 		limits[ds.Name] = ds.Status.StorageLimit
 		names[ds.Name] = ds.Spec.NodeID + "/" + ds.Spec.Name
 	}
-	if len(limits) != 4 {
-		t.Fatalf("%d ledgers, want 4", len(limits))
+	if len(limits) != n {
+		t.Fatalf("%d ledgers, want %d", len(limits), n)
 	}
 	return limits, names
 }
@@ -224,7 +225,7 @@ func attack(t *testing.T, sb *sandbox.Sandbox, seed int64, restart func()) *run 
 	if err != nil {
 		t.Fatal(err)
 	}
-	limits, names := disks(ctx, t, c)
+	limits, names := disks(ctx, t, c, len(topology().Nodes))
 	r := &run{limits: limits, peak: map[string]int64{}, names: names}
 	pods, err := replicawriter.StartPods(ctx, cfg, sandbox.Namespace, podNodes()...)
 	if err != nil {

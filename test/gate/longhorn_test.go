@@ -11,11 +11,15 @@ import (
 	"time"
 
 	lhv1 "github.com/longhorn/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
+	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	dsv1 "github.com/longhorn/diskschedule/api/v1beta2"
+	"github.com/longhorn/diskschedule/internal/controller/diskschedule"
 	"github.com/longhorn/diskschedule/internal/sandbox"
 	"github.com/longhorn/diskschedule/internal/testenv"
 	"github.com/longhorn/diskschedule/internal/testenv/sandboxtest"
@@ -92,7 +96,7 @@ func longhornRace(t *testing.T, withGate bool, i int) longhornResult {
 	if err != nil {
 		t.Fatal(err)
 	}
-	limits, names := disks(ctx, t, c)
+	limits, names := disks(ctx, t, c, len(topology().Nodes))
 	r := longhornResult{run: &run{limits: limits, peak: map[string]int64{}, names: names}}
 	stop, err := watchReplicas(ctx, t, c, r.run)
 	if err != nil {
@@ -119,40 +123,27 @@ func longhornRace(t *testing.T, withGate bool, i int) longhornResult {
 	resolved := map[string]time.Time{}
 	placed := 0
 	testenv.Eventually(t, ctx, 4*time.Minute, "every volume placed or Scheduled=False", func(ctx context.Context) (bool, string, error) {
-		vols := &lhv1.VolumeList{}
-		if err := c.List(ctx, vols, client.InNamespace(sandbox.Namespace)); err != nil {
+		states, err := volumeStates(ctx, c)
+		if err != nil {
 			return false, "", err
-		}
-		reps := &lhv1.ReplicaList{}
-		if err := c.List(ctx, reps, client.InNamespace(sandbox.Namespace)); err != nil {
-			return false, "", err
-		}
-		onDisk := map[string]bool{}
-		for _, rep := range reps.Items {
-			if rep.Spec.DiskID != "" {
-				onDisk[rep.Spec.VolumeName] = true
-			}
 		}
 		placed = 0
 		var open []string
-		for _, v := range vols.Items {
-			unschedulable := false
-			for _, cond := range v.Status.Conditions {
-				unschedulable = unschedulable || (cond.Type == lhv1.VolumeConditionTypeScheduled && cond.Status == lhv1.ConditionStatusFalse)
-			}
-			switch {
-			case onDisk[v.Name]:
+		for name, state := range states {
+			switch state {
+			case "placed":
 				placed++
-			case unschedulable:
+			case "unschedulable":
 			default:
-				open = append(open, v.Name)
+				open = append(open, name)
 				continue
 			}
-			if _, ok := resolved[v.Name]; !ok {
-				resolved[v.Name] = time.Now()
+			if _, ok := resolved[name]; !ok {
+				resolved[name] = time.Now()
 			}
 		}
-		return len(vols.Items) == volumes && len(open) == 0, fmt.Sprintf("%d volumes, %d placed, still open: %v", len(vols.Items), placed, open), nil
+		sort.Strings(open)
+		return len(states) == volumes && len(open) == 0, fmt.Sprintf("%d volumes, %d placed, still open: %v", len(states), placed, open), nil
 	}, testenv.Every(100*time.Millisecond))
 	stop()
 	first := stopRefusals()
@@ -243,4 +234,199 @@ func percentiles(ds []time.Duration) (p50, worst time.Duration) {
 	s := append([]time.Duration(nil), ds...)
 	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
 	return s[len(s)/2].Round(10 * time.Millisecond), s[len(s)-1].Round(10 * time.Millisecond)
+}
+
+// TestReservationYieldsToLonghornsControllers: a reservation held for a
+// bound pod never starves Longhorn. Longhorn's scheduler cannot see a
+// reservation and keeps choosing the disk that looks emptiest to it: here
+// node-1's, where the ledger holds 500Gi of its 600Gi for a pod bound there
+// whose best-effort volume Longhorn has not placed yet (it places a
+// best-effort volume's replica once it is attached). Then 16 volumes of
+// 100Gi are created at once, more than the other two disks hold (12), and
+// longhorn-manager v1.12.0's own controllers place them. The reservation
+// yields to the first Longhorn placement that fits what Longhorn itself
+// counts on the disk (cut in the same status write, with an Event on its
+// pod), so no volume is left more than 10 s neither placed nor told
+// Scheduled=False, all 16 are placed (they fit Longhorn's own count), and
+// no disk is ever over its limit.
+func TestReservationYieldsToLonghornsControllers(t *testing.T) {
+	const (
+		volumes  = 16
+		size     = 100 * gib
+		reserved = 500 * gib
+		bound    = 10 * time.Second
+	)
+	topo := &sandbox.Topology{}
+	for i := 1; i <= 3; i++ {
+		topo.Nodes = append(topo.Nodes, sandbox.Node{Name: fmt.Sprintf("node-%d", i), Disks: []sandbox.Disk{{Name: "disk-1", Size: 600 * gib}}})
+	}
+	sb := sandboxtest.Start(t, sandboxtest.Options{
+		Sandbox:  sandbox.Options{Topology: topo, LonghornControllers: true, Managers: []sandbox.ManagerHook{withGrace}},
+		KeepLogs: true,
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	cfg := sb.AdminConfig()
+	cfg.QPS, cfg.Burst = 500, 1000
+	c, err := client.NewWithWatch(cfg, client.Options{Scheme: sb.Scheme()})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// The pod's volume, best-effort, which Longhorn places only once it is
+	// attached; the pod, bound to node-1; and the reservation the extender
+	// wrote for it on node-1's disk, held by the ledger (rule 6).
+	held := testenv.Volume(sandbox.Namespace, "held", testenv.VolumeFixture{Size: reserved, Replicas: 1, DataLocality: lhv1.DataLocalityBestEffort})
+	if err := c.Create(ctx, held); err != nil {
+		t.Fatal(err)
+	}
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "held"},
+		Spec:       corev1.PodSpec{NodeName: "node-1", Containers: []corev1.Container{{Name: "app", Image: "registry.k8s.io/pause:3.10"}}},
+	}
+	if err := c.Create(ctx, pod); err != nil {
+		t.Fatal(err)
+	}
+	uuid := sandbox.DiskUUID("node-1", "disk-1")
+	ds := &dsv1.DiskSchedule{ObjectMeta: metav1.ObjectMeta{Namespace: sandbox.Namespace, Name: uuid}}
+	patch := []byte(fmt.Sprintf(`{"spec":{"reservations":{"held":{"size":%d,"pod":"default/held"}}}}`, reserved))
+	if err := c.Patch(ctx, ds, client.RawPatch(types.MergePatchType, patch)); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, ctx, time.Minute, "the bound pod's reservation held on node-1's disk", func(ctx context.Context) (bool, string, error) {
+		if err := c.Get(ctx, client.ObjectKeyFromObject(ds), ds); err != nil {
+			return false, "", err
+		}
+		st := ds.Status.Reservations["held"]
+		return st.State == dsv1.ReservationStateScheduled && st.ExpiresAt == nil, fmt.Sprintf("%+v", st), nil
+	})
+
+	limits, names := disks(ctx, t, c, len(topo.Nodes))
+	r := &run{limits: limits, peak: map[string]int64{}, names: names}
+	stop, err := watchReplicas(ctx, t, c, r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	created := map[string]time.Time{}
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for v := range volumes {
+		wg.Go(func() {
+			vol := testenv.Volume(sandbox.Namespace, fmt.Sprintf("more-%02d", v), testenv.VolumeFixture{Size: size, Replicas: 1})
+			if err := c.Create(ctx, vol); err != nil {
+				t.Errorf("creating volume %s: %v", vol.Name, err)
+				return
+			}
+			mu.Lock()
+			created[vol.Name] = time.Now()
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+
+	// Each volume's time neither placed nor told Scheduled=False.
+	open := map[string]time.Duration{}
+	placed := 0
+	testenv.Eventually(t, ctx, 3*time.Minute, "every volume placed or Scheduled=False", func(ctx context.Context) (bool, string, error) {
+		states, err := volumeStates(ctx, c)
+		if err != nil {
+			return false, "", err
+		}
+		placed = 0
+		var waiting []string
+		for name, at := range created {
+			switch states[name] {
+			case "placed":
+				placed++
+			case "unschedulable":
+			default:
+				waiting = append(waiting, name)
+				continue
+			}
+			if _, ok := open[name]; !ok {
+				open[name] = time.Since(at)
+			}
+		}
+		sort.Strings(waiting)
+		return len(waiting) == 0, fmt.Sprintf("%d placed, still open: %v", placed, waiting), nil
+	}, testenv.Every(100*time.Millisecond))
+	stop()
+	waitQuiet(ctx, t, c, r)
+
+	var worst time.Duration
+	var slowest string
+	for name, d := range open {
+		if d > worst {
+			worst, slowest = d, name
+		}
+	}
+	if err := c.Get(ctx, client.ObjectKeyFromObject(ds), ds); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%d of %d volumes placed; the longest a volume was neither placed nor told Scheduled=False: %s (%s); node-1's reservation: %+v; over: %v",
+		placed, volumes, worst.Round(10*time.Millisecond), slowest, ds.Status.Reservations["held"], r.over())
+	if worst > bound {
+		t.Errorf("volume %s was neither placed nor told Scheduled=False for %s, more than %s", slowest, worst.Round(10*time.Millisecond), bound)
+	}
+	if placed != volumes {
+		t.Errorf("%d volumes placed, want all %d: they fit what Longhorn counts on the three disks", placed, volumes)
+	}
+	if over := r.over(); len(over) > 0 {
+		t.Errorf("persisted bytes went over a disk's limit: %v", over)
+	}
+	events := &eventsv1.EventList{}
+	if err := c.List(ctx, events, client.InNamespace("default")); err != nil {
+		t.Fatal(err)
+	}
+	yielded := false
+	for _, e := range events.Items {
+		yielded = yielded || (e.Regarding.Name == "held" && e.Reason == diskschedule.ReasonReservationYielded)
+	}
+	if !yielded {
+		t.Errorf("no %s Event on pod default/held", diskschedule.ReasonReservationYielded)
+	}
+	settle(t, sb.Client())
+}
+
+// volumeStates says of every Volume whether its replicas are all placed
+// ("placed"), Longhorn's volume controller reports Scheduled=False
+// ("unschedulable"), or neither ("").
+func volumeStates(ctx context.Context, c client.Client) (map[string]string, error) {
+	vols := &lhv1.VolumeList{}
+	if err := c.List(ctx, vols, client.InNamespace(sandbox.Namespace)); err != nil {
+		return nil, err
+	}
+	reps := &lhv1.ReplicaList{}
+	if err := c.List(ctx, reps, client.InNamespace(sandbox.Namespace)); err != nil {
+		return nil, err
+	}
+	onDisk := map[string]int{}
+	for _, rep := range reps.Items {
+		if rep.Spec.DiskID != "" {
+			onDisk[rep.Spec.VolumeName]++
+		}
+	}
+	out := map[string]string{}
+	for _, v := range vols.Items {
+		switch {
+		case onDisk[v.Name] >= v.Spec.NumberOfReplicas:
+			out[v.Name] = "placed"
+		case unschedulable(&v):
+			out[v.Name] = "unschedulable"
+		default:
+			out[v.Name] = ""
+		}
+	}
+	return out, nil
+}
+
+// unschedulable reports whether Longhorn's volume controller wrote
+// Scheduled=False for v.
+func unschedulable(v *lhv1.Volume) bool {
+	for _, cond := range v.Status.Conditions {
+		if cond.Type == lhv1.VolumeConditionTypeScheduled && cond.Status == lhv1.ConditionStatusFalse {
+			return true
+		}
+	}
+	return false
 }
