@@ -71,8 +71,8 @@ func allowList() []grant {
 		// Leader election.
 		{role: "leader-election-role", group: "coordination.k8s.io", resources: []string{"leases"}, verbs: []string{"create"},
 			why: "the first manager creates the leader-election Lease (a create cannot name its object)"},
-		{role: "leader-election-role", group: "coordination.k8s.io", resources: []string{"leases"}, names: []string{"longhorn-diskschedule-manager"}, verbs: []string{"get", "update"},
-			why: "the managers read, renew and, on a clean stop, release their Lease; a new leader's extender reads it to fence"},
+		{role: "leader-election-role", group: "coordination.k8s.io", resources: []string{"leases"}, names: []string{"longhorn-diskschedule-manager"}, verbs: []string{"get", "list", "watch", "update"},
+			why: "the managers read, renew and, on a clean stop, release their Lease; a new leader's extender reads it to fence; every replica's gate lists and watches it (a field selector on its name) to answer at once, denied, while no leader decides"},
 		{role: "leader-election-role", resources: []string{"events"}, verbs: []string{"create", "patch"},
 			why: "leader election records who took the Lease"},
 		// Metrics behind authentication and authorization.

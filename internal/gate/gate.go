@@ -10,6 +10,7 @@ import (
 	lhv1 "github.com/longhorn/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/tools/events"
+	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -20,6 +21,7 @@ import (
 	"github.com/longhorn/diskschedule/internal/controller/backingimage"
 	"github.com/longhorn/diskschedule/internal/controller/replica"
 	"github.com/longhorn/diskschedule/internal/controller/volume"
+	"github.com/longhorn/diskschedule/internal/leader"
 	"github.com/longhorn/diskschedule/internal/metrics"
 	"github.com/longhorn/diskschedule/internal/requirement"
 )
@@ -53,6 +55,7 @@ type Gate struct {
 	metrics  *metrics.Gate
 	waiter   *requirement.Waiter
 	exec     *requirement.Executor
+	lease    *leader.Lease
 	log      logr.Logger
 	timeout  time.Duration
 	// watching is set once DiskSchedule updates wake waiting requests.
@@ -61,21 +64,31 @@ type Gate struct {
 
 // New returns the gate of mgr for Longhorn's namespace; timeout bounds
 // each admission's wait for the ledger (DefaultDecisionTimeout when not
-// positive).
-func New(mgr ctrl.Manager, m *metrics.Gate, namespace string, timeout time.Duration) *Gate {
+// positive). lease, when not nil, is the leader-election Lease the gate
+// follows so that a write is answered at once, denied, while no leader
+// decides (requirement.ErrNoLeader) rather than held for timeout; nil
+// counts a leader as always deciding (a manager without leader election).
+func New(mgr ctrl.Manager, m *metrics.Gate, namespace string, timeout time.Duration, lease *leader.Lease) *Gate {
 	if timeout <= 0 {
 		timeout = DefaultDecisionTimeout
 	}
 	waiter := requirement.NewWaiter()
 	log := mgr.GetLogger().WithName("gate")
+	var l requirement.Leader
+	if lease != nil {
+		l = lease
+	}
 	return &Gate{
 		decoder:  admission.NewDecoder(mgr.GetScheme()),
 		recorder: mgr.GetEventRecorder("diskschedule-gate"),
 		metrics:  m,
 		waiter:   waiter,
-		exec:     requirement.NewExecutor(mgr.GetClient(), mgr.GetAPIReader(), waiter, m, log, namespace),
-		log:      log,
-		timeout:  timeout,
+		// The gate's waits run on the real clock: a manager's Options.Clock
+		// is the ledger's and the mirror's.
+		exec:    requirement.NewExecutor(mgr.GetClient(), mgr.GetAPIReader(), waiter, l, clock.RealClock{}, m, log, namespace),
+		lease:   lease,
+		log:     log,
+		timeout: timeout,
 	}
 }
 
@@ -93,13 +106,22 @@ func (g *Gate) SetupWithManager(mgr ctrl.Manager) error {
 	if err := mgr.Add(watchLedgers{g: g, cache: mgr.GetCache()}); err != nil {
 		return fmt.Errorf("adding the gate's ledger watch: %w", err)
 	}
+	if g.lease != nil {
+		if err := mgr.Add(leader.Watch{Lease: g.lease, Cache: mgr.GetCache()}); err != nil {
+			return fmt.Errorf("adding the gate's leader-election Lease watch: %w", err)
+		}
+	}
 	return nil
 }
 
-// Ready reports an error until the gate is woken by ledger updates.
+// Ready reports an error until the gate is woken by ledger updates and,
+// with a Lease, knows whether a leader decides.
 func (g *Gate) Ready() error {
 	if !g.watching.Load() {
 		return fmt.Errorf("the gate does not watch the ledgers yet")
+	}
+	if g.lease != nil {
+		return g.lease.Ready()
 	}
 	return nil
 }

@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"time"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -216,6 +217,11 @@ func managerOptions(s *runtime.Scheme, opts Options, cert *gate.Certificate) ctr
 		})
 		// Of the Secrets in the namespace only the gate's is read.
 		mgrOpts.Cache.ByObject[&corev1.Secret{}] = cache.ByObject{Field: fields.OneTermEqualSelector("metadata.name", cert.SecretName())}
+		if opts.LeaderElection {
+			// The gate follows the leader-election Lease, by name, to
+			// answer at once while no leader decides (internal/leader).
+			mgrOpts.Cache.ByObject[&coordinationv1.Lease{}] = cache.ByObject{Field: fields.OneTermEqualSelector("metadata.name", opts.LeaderElectionID)}
+		}
 	}
 	if opts.LeaseDuration > 0 {
 		mgrOpts.LeaseDuration = ptr.To(opts.LeaseDuration)

@@ -22,6 +22,7 @@ import (
 	"github.com/longhorn/diskschedule/internal/extender/packing"
 	"github.com/longhorn/diskschedule/internal/gate"
 	"github.com/longhorn/diskschedule/internal/index"
+	"github.com/longhorn/diskschedule/internal/leader"
 	"github.com/longhorn/diskschedule/internal/metrics"
 	"github.com/longhorn/diskschedule/internal/podmutator"
 )
@@ -76,7 +77,11 @@ func setup(mgr ctrl.Manager, opts Options, cert *gate.Certificate) error {
 		if err := cert.SetupWithManager(mgr); err != nil {
 			return err
 		}
-		g := gate.New(mgr, metrics.NewGate(ctrlmetrics.Registry), opts.Namespace, opts.Gate.DecisionTimeout)
+		var lease *leader.Lease
+		if opts.LeaderElection {
+			lease = leader.NewLease(opts.LeaderElectionID, opts.RetryPeriod, clock.RealClock{}, mgr.GetLogger().WithName("leader"))
+		}
+		g := gate.New(mgr, metrics.NewGate(ctrlmetrics.Registry), opts.Namespace, opts.Gate.DecisionTimeout, lease)
 		if err := g.SetupWithManager(mgr); err != nil {
 			return err
 		}

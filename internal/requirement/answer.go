@@ -19,6 +19,9 @@ const (
 	ResultDenied = "denied"
 	// ResultUndecided: the ledger gave no decision in time.
 	ResultUndecided = "undecided"
+	// ResultNoLeader: no leader was deciding the ledgers; the write is
+	// denied at once so its writer retries.
+	ResultNoLeader = "noleader"
 	// ResultError: reading or writing a ledger failed.
 	ResultError = "error"
 	// ResultMalformed: the admission request could not be read.
@@ -35,8 +38,8 @@ type Answer struct {
 	Warning string
 	// Result labels the answer in metrics (ResultAdmitted, ...).
 	Result string
-	// Code is the HTTP status of a refusal (403 denied, 400 malformed, 500
-	// error, 504 undecided).
+	// Code is the HTTP status of a refusal (403 denied or no leader, 400
+	// malformed, 500 error, 504 undecided).
 	Code int32
 }
 
@@ -57,9 +60,14 @@ func Deny(msg string) Answer {
 
 // Undecided refuses a write whose decision did not come in time (err is
 // the wait's error); Longhorn retries it, and finds it granted at once if
-// the ledger granted it since. A ledger gone meanwhile is a denial, any
-// other error a failure.
+// the ledger granted it since. No leader deciding is a denial that says
+// so, given at once so Longhorn's worker is free to retry; a ledger gone
+// meanwhile is a denial; any other error a failure.
 func Undecided(what string, err error) Answer {
+	if errors.Is(err, ErrNoLeader) {
+		return Answer{Message: what + ": " + err.Error() + "; retry once a leader decides",
+			Result: ResultNoLeader, Code: http.StatusForbidden}
+	}
 	if errors.Is(err, context.DeadlineExceeded) {
 		return Answer{Message: what + ": the ledger gave no decision in time; retry", Result: ResultUndecided, Code: http.StatusGatewayTimeout}
 	}
@@ -88,7 +96,7 @@ func (a Answer) Response() admission.Response {
 		}
 		return resp
 	}
-	if a.Result == ResultDenied {
+	if a.Result == ResultDenied || a.Result == ResultNoLeader {
 		return admission.Denied("diskschedule-gate: " + a.Message)
 	}
 	return admission.Errored(a.Code, errors.New("diskschedule-gate: "+a.Message))

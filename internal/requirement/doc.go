@@ -26,6 +26,9 @@
 // (ledgerclient.PutBack retries every conflict, so a busy ledger does not
 // make a put-back fail) and the write is denied with the ledger's numbers.
 // Not decided in time: put back likewise, unless the plan keeps it so
-// Longhorn's retry finds it granted at once (a replica's). A dry run
-// writes nothing and gets the plan's DryRun answer.
+// Longhorn's retry finds it granted at once (a replica's). While no
+// leader decides (Leader, internal/leader), a request is answered within
+// NoLeaderWait, denied with ErrNoLeader's words, and put back or kept as
+// any undecided request. A dry run writes nothing and gets the plan's
+// DryRun answer.
 package requirement

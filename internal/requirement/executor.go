@@ -37,6 +37,24 @@ func full(ds *dsv1.DiskSchedule, r Request) error {
 		ErrLedgerFull, r.Name, ds.Spec.Name, ds.Spec.NodeID, len(ds.Spec.Replicas))
 }
 
+// ErrNoLeader says no leader is deciding the ledgers: the leader-election
+// Lease has no holder, or its holder stopped renewing it.
+var ErrNoLeader = errors.New("no leader is deciding the ledgers")
+
+// NoLeaderWait is how long a request waits for a leader to decide it when
+// none is deciding, before it is answered with ErrNoLeader: a leader that
+// takes over or renews late in that time decides it, and a write is never
+// held longer than this for a leader that is gone.
+const NoLeaderWait = 500 * time.Millisecond
+
+// Leader tells whether a leader is deciding the ledgers (leader.Lease).
+type Leader interface {
+	// Deciding reports whether a leader decides now, until when it counts
+	// as deciding should no news come, and a channel closed at the next
+	// news of the leader.
+	Deciding() (deciding bool, until time.Time, news <-chan struct{})
+}
+
 // cleanupTimeout bounds putting back what a refused write requested.
 const cleanupTimeout = 5 * time.Second
 
@@ -51,6 +69,8 @@ type Executor struct {
 	client    client.Client
 	apiReader client.Reader
 	waiter    *Waiter
+	leader    Leader
+	clock     clock.WithTicker
 	batcher   *Batcher
 	conflicts func()
 	log       logr.Logger
@@ -59,10 +79,16 @@ type Executor struct {
 
 // NewExecutor returns the executor of the ledgers in namespace: c reads
 // from the cache and writes, apiReader reads from the API server, waiter
-// wakes waits on DiskSchedule updates, m (when not nil) counts each ledger
-// write that lost a race and observes the batches of requests written.
-func NewExecutor(c client.Client, apiReader client.Reader, waiter *Waiter, m *metrics.Gate, log logr.Logger, namespace string) *Executor {
-	e := &Executor{client: c, apiReader: apiReader, waiter: waiter, log: log, namespace: namespace}
+// wakes waits on DiskSchedule updates, leader (when not nil) tells whether
+// a leader is deciding (nil: one always is), clk times the waits (nil: the
+// real clock), m (when not nil) counts each ledger write that lost a race
+// and observes the batches of requests written.
+func NewExecutor(c client.Client, apiReader client.Reader, waiter *Waiter, leader Leader, clk clock.WithTicker,
+	m *metrics.Gate, log logr.Logger, namespace string) *Executor {
+	if clk == nil {
+		clk = clock.RealClock{}
+	}
+	e := &Executor{client: c, apiReader: apiReader, waiter: waiter, leader: leader, clock: clk, log: log, namespace: namespace}
 	var observe func(int, time.Duration)
 	if m != nil {
 		e.conflicts = m.LedgerConflicts.Inc
@@ -71,7 +97,7 @@ func NewExecutor(c client.Client, apiReader client.Reader, waiter *Waiter, m *me
 			m.BatchWait.Observe(wait.Seconds())
 		}
 	}
-	e.batcher = NewBatcher(c, clock.RealClock{}, observe)
+	e.batcher = NewBatcher(c, clk, observe)
 	return e
 }
 
@@ -300,10 +326,13 @@ func (e *Executor) conflicted() {
 // await waits until the named DiskSchedule's controller has decided
 // generation gen and done says the answer is there, and returns the ledger
 // as the informer delivered it. It returns ctx's error when the decision
-// does not come in time.
+// does not come in time, and ErrNoLeader once no leader has been deciding
+// and the request has waited NoLeaderWait: nothing would decide it before
+// a new leader takes over, so the write is answered rather than held.
 func (e *Executor) await(ctx context.Context, disk string, gen int64, done func(*dsv1.DiskSchedule) bool) (*dsv1.DiskSchedule, error) {
 	changed, stop := e.waiter.subscribe(disk)
 	defer stop()
+	start := e.clock.Now()
 	for {
 		ds, err := e.read(ctx, disk)
 		if err != nil {
@@ -312,10 +341,46 @@ func (e *Executor) await(ctx context.Context, disk string, gen int64, done func(
 		if ds.Generation >= gen && ds.Status.ObservedGeneration >= gen && done(ds) {
 			return ds, nil
 		}
+		news, wake, err := e.leaderNews(start)
+		if err != nil {
+			return nil, fmt.Errorf("waiting for the decision on disk %s: %w", disk, err)
+		}
 		select {
 		case <-changed:
+		case <-news:
+		case <-wake.C():
 		case <-ctx.Done():
+			wake.Stop()
 			return nil, ctx.Err()
 		}
+		wake.Stop()
 	}
 }
+
+// leaderNews returns ErrNoLeader when no leader is deciding and a request
+// waiting since start has waited NoLeaderWait. Otherwise it returns the
+// channel of the leader's news and a timer that fires when the answer may
+// change without news: when a deciding leader would count as gone, or when
+// NoLeaderWait is up.
+func (e *Executor) leaderNews(start time.Time) (<-chan struct{}, clock.Timer, error) {
+	if e.leader == nil {
+		return nil, stopped{}, nil
+	}
+	deciding, until, news := e.leader.Deciding()
+	if deciding {
+		return news, e.clock.NewTimer(until.Sub(e.clock.Now())), nil
+	}
+	left := NoLeaderWait - e.clock.Since(start)
+	if left <= 0 {
+		return nil, nil, fmt.Errorf("%w after %s: the leader-election Lease has no holder, or its holder stopped renewing it",
+			ErrNoLeader, e.clock.Since(start).Round(time.Millisecond))
+	}
+	return news, e.clock.NewTimer(left), nil
+}
+
+// stopped is a timer that never fires.
+type stopped struct{}
+
+func (stopped) C() <-chan time.Time      { return nil }
+func (stopped) Stop() bool               { return false }
+func (stopped) Reset(time.Duration) bool { return false }

@@ -1,0 +1,24 @@
+// Package leader tells every manager replica whether a leader is deciding
+// the ledgers (DESIGN §7): only the leader's DiskSchedule controller
+// decides, while the gate is served by every replica, so a write the gate
+// holds while no leader decides would be held for nothing until
+// --gate-timeout. The gate asks Lease.Deciding instead, and answers at once.
+//
+// The source is the manager's leader-election Lease, read through the
+// manager's cache, which follows that one Lease by name (a field selector,
+// so RBAC can name it). The rule, in one place (deciding):
+//
+//   - a Lease with no holder (released by a leader that stopped, or never
+//     taken) or no Lease at all: no leader decides;
+//   - a holder counts as deciding while a renewal of the Lease (a new
+//     spec.renewTime or a new holder) was seen within the renewal window
+//     on this replica's own clock, never the holder's timestamps, so clock
+//     skew between nodes does not matter.
+//
+// The renewal window is one and a half renewal intervals (the leader
+// renews every RetryPeriod), and never more than the Lease's own
+// leaseDurationSeconds: a leader that stops renewing is taken for gone
+// long before its Lease expires, which is what a killed leader looks like.
+// A late renewal of a live leader makes its replicas' gates wait a little
+// (requirement.NoLeaderWait) for the renewal rather than deny.
+package leader
