@@ -446,6 +446,13 @@ func (d *demo) summary() {
 	for _, s := range d.summaries {
 		fmt.Fprintln(d.out, "- "+s)
 	}
+	if calls, err := gateCalls(); err != nil {
+		d.broken = append(d.broken, err.Error())
+	} else {
+		fmt.Fprintln(d.out, "\nLonghorn's writes the admission gate answered in all the sandboxes with the gate, by kind, and how many\n"+
+			"needed a ledger round trip (a request written into a DiskSchedule and the leader's decision awaited):")
+		writeGateCalls(d.out, calls)
+	}
 	switch {
 	case len(d.broken) > 0:
 	case d.ungated:

@@ -135,3 +135,21 @@ func TestRaceTextSaysHowTheNodesDiffer(t *testing.T) {
 		t.Errorf("the race's text on even nodes:\n%s", text)
 	}
 }
+
+// The gate's calls are listed for every kind the gate answers, with a
+// total, and what was answered at once is the rest of each kind's calls.
+func TestWriteGateCalls(t *testing.T) {
+	var b strings.Builder
+	writeGateCalls(&b, map[string]gateCall{"replica": {calls: 120, roundTrips: 90}, "volume": {calls: 3, roundTrips: 3}})
+	got := b.String()
+	for _, want := range []string{
+		"  replica            120                     90                 30\n",
+		"  volume               3                      3                  0\n",
+		"  backingimage         0                      0                  0\n",
+		"  all                123                     93                 30\n",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("the table\n%s\ndoes not hold the line %q", got, want)
+		}
+	}
+}

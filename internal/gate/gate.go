@@ -161,8 +161,11 @@ func (g *Gate) handler(kind string, newObject func() client.Object,
 		a := answer(ctx, requirement.Admission{Request: req, Decoder: g.decoder})
 		elapsed := time.Since(start)
 		g.metrics.Decisions.WithLabelValues(kind, a.Result).Inc()
+		if a.RoundTrip {
+			g.metrics.LedgerRoundTrips.WithLabelValues(kind).Inc()
+		}
 		g.metrics.Latency.WithLabelValues(kind).Observe(elapsed.Seconds())
-		log := g.log.WithValues("kind", kind, "name", req.Name, "operation", req.Operation, "result", a.Result, "duration", elapsed)
+		log := g.log.WithValues("kind", kind, "name", req.Name, "operation", req.Operation, "result", a.Result, "ledgerRoundTrip", a.RoundTrip, "duration", elapsed)
 		if a.Allowed {
 			log.V(1).Info("admitted", "reason", a.Message)
 			return a.Response()

@@ -238,6 +238,11 @@ type Gate struct {
 	// Decisions counts the gate's answers by kind (replica, volume,
 	// backingimage) and result (admitted, denied, undecided, error, malformed).
 	Decisions *prometheus.CounterVec
+	// LedgerRoundTrips counts the gate's answers, by kind, that took a
+	// ledger round trip (a request written, or found pending, and its
+	// decision awaited); Decisions less these were answered from what the
+	// gate read.
+	LedgerRoundTrips *prometheus.CounterVec
 	// Latency is how long the gate took to answer, by kind.
 	Latency *prometheus.HistogramVec
 	// LedgerConflicts counts the gate's ledger writes that lost the
@@ -259,6 +264,10 @@ func NewGate(reg prometheus.Registerer) *Gate {
 			Name: "longhorn_diskschedule_gate_decisions_total",
 			Help: "Admission gate answers by kind (replica, volume, backingimage) and result (admitted, denied, undecided, error, malformed).",
 		}, []string{"kind", "result"})),
+		LedgerRoundTrips: register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "longhorn_diskschedule_gate_ledger_round_trips_total",
+			Help: "Admission gate answers, by kind (replica, volume, backingimage), that took a ledger round trip: a request written into a DiskSchedule (or found there undecided) and the leader's decision awaited. The rest of longhorn_diskschedule_gate_decisions_total was answered from what the gate read.",
+		}, []string{"kind"})),
 		Latency: register(reg, prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "longhorn_diskschedule_gate_duration_seconds",
 			Help:    "Time the admission gate took to answer, by kind.",

@@ -41,6 +41,12 @@ type Answer struct {
 	// Code is the HTTP status of a refusal (403 denied or no leader, 400
 	// malformed, 500 error, 504 undecided).
 	Code int32
+	// RoundTrip says the answer took a ledger round trip: the gate wrote a
+	// request into a DiskSchedule's spec (or found one written and not
+	// decided yet) and waited for the leader's decision. An answer without
+	// one came from what the gate read: a grant already there, a write that
+	// takes no space, a dry run, a refusal before anything was asked.
+	RoundTrip bool
 }
 
 // Allow admits a write, saying why.

@@ -129,8 +129,9 @@ type asked struct {
 // the grant); otherwise it is written from the version read, and once
 // every request is written their decisions are awaited. A refusal puts
 // back every request written, as does a decision that does not come in
-// time unless p keeps it.
-func (e *Executor) Execute(ctx context.Context, p Plan, dryRun bool) Answer {
+// time unless p keeps it. The answer says whether it took a ledger round
+// trip (Answer.RoundTrip): whether any request was awaited.
+func (e *Executor) Execute(ctx context.Context, p Plan, dryRun bool) (ans Answer) {
 	if p.Answer != nil {
 		return *p.Answer
 	}
@@ -138,6 +139,7 @@ func (e *Executor) Execute(ctx context.Context, p Plan, dryRun bool) Answer {
 		return p.DryRun
 	}
 	var done []asked
+	defer func() { ans.RoundTrip = len(done) > 0 }()
 	var last *dsv1.DiskSchedule
 	for _, r := range p.Requests {
 		a, ds, err := e.ask(ctx, r)

@@ -71,14 +71,15 @@ func TestAlreadyGrantedIsCheckedAgainstTheAPIServer(t *testing.T) {
 	plan := Plan{Requests: []Request{{Disk: disk, Kind: Replica, Name: replica, Size: 10 * gi, Version: "7", Confirm: true}},
 		KeepUndecided: true, Words: words{}}
 	for _, tc := range []struct {
-		name string
-		api  *dsv1.DiskSchedule
-		want string
+		name      string
+		api       *dsv1.DiskSchedule
+		want      string
+		roundTrip bool
 	}{
-		{"still granted on the API server", granted, "admitted (asked false)"},
+		{"still granted on the API server", granted, "admitted (asked false)", false},
 		// Asked afresh from the API server's version, and, with no
 		// controller to decide here, left undecided.
-		{"released on the API server", released, "undecided: the ledger gave no decision in time; retry"},
+		{"released on the API server", released, "undecided: the ledger gave no decision in time; retry", true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cache := fake.NewClientBuilder().WithScheme(s).WithObjects(granted.DeepCopy()).Build()
@@ -86,8 +87,8 @@ func TestAlreadyGrantedIsCheckedAgainstTheAPIServer(t *testing.T) {
 			e := NewExecutor(staleCache{Client: api, cache: cache}, api, NewWaiter(), nil, nil, nil, logr.Discard(), ns)
 			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 			defer cancel()
-			if got := e.Execute(ctx, plan, false); got.Message != tc.want {
-				t.Errorf("Execute = %+v, want %q", got, tc.want)
+			if got := e.Execute(ctx, plan, false); got.Message != tc.want || got.RoundTrip != tc.roundTrip {
+				t.Errorf("Execute = %+v, want %q with a ledger round trip %v", got, tc.want, tc.roundTrip)
 			}
 			if tc.api == released {
 				stored := &dsv1.DiskSchedule{}
@@ -113,12 +114,12 @@ func TestExecuteWritesNothingForADryRun(t *testing.T) {
 	e := NewExecutor(c, c, NewWaiter(), nil, nil, nil, logr.Discard(), "ns")
 	plan := Plan{Requests: []Request{{Disk: "uuid-0", Kind: BackingImage, Name: "image", Size: gi}},
 		DryRun: AllowWithWarning("dry run", "not asked"), Words: words{}}
-	if got := e.Execute(context.Background(), plan, true); !got.Allowed || got.Warning != "not asked" {
+	if got := e.Execute(context.Background(), plan, true); !got.Allowed || got.Warning != "not asked" || got.RoundTrip {
 		t.Errorf("dry run answered %+v", got)
 	}
 	admit := Admit("takes no space")
 	admit.Requests = plan.Requests
-	if got := e.Execute(context.Background(), admit, false); !got.Allowed || got.Message != "takes no space" {
+	if got := e.Execute(context.Background(), admit, false); !got.Allowed || got.Message != "takes no space" || got.RoundTrip {
 		t.Errorf("a plan's own answer: %+v", got)
 	}
 	stored := &dsv1.DiskSchedule{}
@@ -204,8 +205,8 @@ func TestExecutePutsBackEveryRequestOnARefusal(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	got := e.Execute(ctx, plan, false)
-	if got.Allowed || got.Result != ResultDenied || got.Message != "refused (was 0)" {
-		t.Errorf("Execute = %+v, want denied: refused (was 0)", got)
+	if got.Allowed || got.Result != ResultDenied || got.Message != "refused (was 0)" || !got.RoundTrip {
+		t.Errorf("Execute = %+v, want denied: refused (was 0), after a ledger round trip", got)
 	}
 	for _, disk := range []string{"uuid-0", "uuid-1"} {
 		stored := &dsv1.DiskSchedule{}
@@ -240,7 +241,7 @@ func TestALedgerAtItsBoundDeniesNewReplicas(t *testing.T) {
 	plan := Plan{Requests: []Request{{Disk: "uuid-0", Kind: Replica, Name: "pvc-new-r-1", Size: gi}}, Words: words{}}
 	got := e.Execute(context.Background(), plan, false)
 	if got.Allowed || got.Result != ResultDenied || !strings.Contains(got.Message, fmt.Sprintf("already holds %d replica entries", dsv1.MaxReplicaEntries)) ||
-		!strings.Contains(got.Message, "maxProperties") {
+		!strings.Contains(got.Message, "maxProperties") || got.RoundTrip {
 		t.Errorf("a new replica on a full ledger: %+v, want a denial naming the bound", got)
 	}
 	stored := &dsv1.DiskSchedule{}
@@ -251,7 +252,7 @@ func TestALedgerAtItsBoundDeniesNewReplicas(t *testing.T) {
 		t.Error("the denied replica was written into the full ledger")
 	}
 	plan.Requests[0].Name = "pvc-7-r-1"
-	if got := e.Execute(context.Background(), plan, false); !got.Allowed {
-		t.Errorf("a replica already granted on the full ledger: %+v, want it admitted", got)
+	if got := e.Execute(context.Background(), plan, false); !got.Allowed || got.RoundTrip {
+		t.Errorf("a replica already granted on the full ledger: %+v, want it admitted without a ledger round trip", got)
 	}
 }

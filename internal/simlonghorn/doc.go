@@ -103,13 +103,17 @@
 //     ControllerExpandVolume and the kubelet's node expansion: a bound claim
 //     asking for more (which kube-controller-manager's expander leaves to an
 //     external resizer) grows its Volume's spec.size, then, once the
-//     replicas have the size, its PersistentVolume and the claim. The claim
+//     replicas have the size, its PersistentVolume and the claim. The
+//     Volume is grown as Longhorn's API grows it: Longhorn v1.12.0's own
+//     ReplicaScheduler.CheckReplicasSizeExpansion first, over the owning
+//     longhorn-manager pod's datastore, then the Update. The claim
 //     carries the external resizer's RecoverVolumeExpansionFailure status
 //     (GA since Kubernetes 1.34): the Resizing condition,
 //     status.allocatedResources and allocatedResourceStatuses[storage]
 //     ControllerResizeInProgress while it expands, all cleared but
-//     allocatedResources once it is expanded. A refused Volume update is
-//     answered as Longhorn v1.12.0's ControllerExpandVolume answers it
+//     allocatedResources once it is expanded. A refused check or Volume
+//     update is answered as Longhorn v1.12.0's
+//     ControllerExpandVolume answers it
 //     (csi/controller_server.go): OutOfRange when the error's message
 //     matches Longhorn's own expression "failed to schedule .* more bytes
 //     to disk" (the gate's refusal of a growth the disk can never hold;

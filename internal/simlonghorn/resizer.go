@@ -33,11 +33,13 @@ import (
 var longhornOutOfRange = regexp.MustCompile("failed to schedule .* more bytes to disk")
 
 // ControllerExpandError is what Longhorn's ControllerExpandVolume answers
-// when its update of the volume's size failed with err: the gRPC status
-// OutOfRange when err's message matches Longhorn's expression (the gate's
-// refusal of a growth the disk can never hold says it in those words;
-// Longhorn's own "cannot schedule … more bytes" does not match), Internal
-// otherwise.
+// when Longhorn's API refused to expand the volume with err: the gRPC
+// status OutOfRange when err's message matches Longhorn's expression (the
+// gate's refusal of a growth the disk can never hold says it in those
+// words), Internal otherwise — Longhorn's own expansion check among them:
+// its "cannot schedule … more bytes to disk" and "does not have sufficient
+// physical space" do not match, so Longhorn's CSI driver answers its own
+// capacity refusal Internal and the external resizer retries it.
 func ControllerExpandError(err error) error {
 	if longhornOutOfRange.MatchString(err.Error()) {
 		return status.Errorf(codes.OutOfRange, "%v", err)
@@ -70,8 +72,9 @@ const EventReasonVolumeResizeFailed = "VolumeResizeFailed"
 // ControllerExpandVolume and the kubelet's node expansion: once
 // kube-controller-manager's expander leaves a bound claim that asks for more
 // than its capacity to an external controller (driver.longhorn.io is no
-// in-tree plugin), it grows the Longhorn Volume's spec.size (as Longhorn's
-// API does, where the admission gate decides), then, once every replica has
+// in-tree plugin), it grows the Longhorn Volume's spec.size as Longhorn's
+// API does (Longhorn's own expansion check, then the Update, where the
+// admission gate decides; expandVolume), then, once every replica has
 // the new size, the PersistentVolume's capacity and the claim's. The claim's
 // status follows the external resizer's RecoverVolumeExpansionFailure flow
 // (GA since Kubernetes 1.34): ControllerResizeInProgress with the size in
@@ -256,9 +259,7 @@ func (r *resizer) expand(ctx context.Context, pvc *corev1.PersistentVolumeClaim,
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
 	if vol.Spec.Size < size {
-		vol.Spec.Size = size
-		if err := r.sim.client.Update(ctx, vol); err != nil {
-			err = fmt.Errorf("expanding volume %s to %d bytes: %w", name, size, err)
+		if err := r.expandVolume(ctx, vol, size); err != nil {
 			if apierrors.IsConflict(err) {
 				return reconcile.Result{}, err
 			}
@@ -324,6 +325,29 @@ func (r *resizer) failed(ctx context.Context, pvc *corev1.PersistentVolumeClaim,
 	}
 	ctrl.LoggerFrom(ctx).Info("Expansion infeasible", "claim", klog.KObj(pvc), "reason", err.Error())
 	return reconcile.Result{RequeueAfter: InfeasibleRetry}, nil
+}
+
+// expandVolume grows vol's spec.size to size as Longhorn v1.12.0's API
+// does (manager/volume.go, VolumeManager.Expand): Longhorn's own
+// ReplicaScheduler.CheckReplicasSizeExpansion first, over the datastore of
+// the longhorn-manager pod that owns the volume (its physical-space and
+// scheduling-space checks against the disk status Longhorn's node
+// controller wrote), then the Volume's Update, where the admission gate
+// decides. Either refusal is wrapped as Longhorn wraps it ("unable to
+// expand volume …"), which is what Longhorn's CSI driver matches.
+func (r *resizer) expandVolume(ctx context.Context, vol *lhv1.Volume, size int64) error {
+	pod, _, err := r.sim.pods.owner(ctx, vol)
+	if err != nil {
+		return fmt.Errorf("finding the longhorn-manager pod of volume %s: %w", vol.Name, err)
+	}
+	if _, err := pod.Scheduler.CheckReplicasSizeExpansion(vol, vol.Spec.Size, size); err != nil {
+		return fmt.Errorf("unable to expand volume %v: %w", vol.Name, err)
+	}
+	vol.Spec.Size = size
+	if err := r.sim.client.Update(ctx, vol); err != nil {
+		return fmt.Errorf("unable to expand volume %v: expanding it to %d bytes: %w", vol.Name, size, err)
+	}
+	return nil
 }
 
 // replicasExpanded reports whether every replica of vol has its size.

@@ -20,10 +20,13 @@ func TestControllerExpandError(t *testing.T) {
 		code       codes.Code
 		infeasible bool
 	}{
-		// Longhorn's own capacity refusal (its volume manager's words).
-		{"unable to expand volume v: failed to schedule 10737418240 more bytes to disk 3a2b: ...", codes.OutOfRange, true},
-		// The gate's, behind the API server's webhook denial.
-		{`admission webhook "volumes.gate.diskschedule.longhorn.io" denied the request: diskschedule-gate: failed to schedule 5 more bytes to disk d: volume v grows from 10Gi to 20Gi, but ...`, codes.OutOfRange, true},
+		// Longhorn's own capacity refusals (CheckReplicasSizeExpansion,
+		// wrapped by its volume manager): retried.
+		{"unable to expand volume v: error while CheckReplicasSizeExpansion for volume v: cannot schedule 10737418240 more bytes to disk 3a2b with &{...}; Scheduling space condition failed: ...", codes.Internal, false},
+		{"unable to expand volume v: error while CheckReplicasSizeExpansion for volume v: disk 3a2b does not have sufficient physical space for expansion: physical free space would drop below minimal: ...", codes.Internal, false},
+		// The gate's refusal of a growth the disk can never hold, behind the
+		// API server's webhook denial and Longhorn's volume manager.
+		{`unable to expand volume v: admission webhook "volumes.gate.diskschedule.longhorn.io" denied the request: diskschedule-gate: failed to schedule 5 more bytes to disk d: volume v grows from 10Gi to 20Gi, but ...`, codes.OutOfRange, true},
 		// Not about room: retried.
 		{"admission webhook denied the request: simulated gate: no room to expand", codes.Internal, false},
 		{"diskschedule-gate: volume v grows from 10Gi to 20Gi: the ledger gave no decision in time; retry", codes.Internal, false},

@@ -12,12 +12,10 @@ import (
 
 	lhv1 "github.com/longhorn/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
 	corev1 "k8s.io/api/core/v1"
-	eventsv1 "k8s.io/api/events/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -28,31 +26,35 @@ import (
 	"github.com/longhorn/diskschedule/internal/testenv"
 )
 
-// quietWindow is how long the refused expansion must stay untried once the
-// claim is marked infeasible. The simulated resizer used to retry a refused
-// expansion with controller-runtime's default per-item backoff, 5 ms
-// doubling with every failure: it was at its 9th retry 2.56 s after the
-// first refusal and at its 10th 5.12 s after it, its gap by then 2.56 s.
-// The claim is marked infeasible right at the first refusal, so two of
-// those periods at the 10th retry (2 × 5.12 s) cover, with room for a slow
-// machine, at least two more retries the former resizer would have made
-// (ten in all from the first refusal); the real external resizer, whose
-// backoff starts at 1 s and doubles, would have retried three times.
-const quietWindow = 2 * 5120 * time.Millisecond
+// expansionGrace is the manager's --gate-grace in TestExpansion: how long
+// the ledger holds a grant that no write of Longhorn's backs (rule 10)
+// before the mirror releases it. The racing placement the test writes is
+// such a grant, so it ends by itself this long after it was decided.
+const expansionGrace = 10 * time.Second
 
-// TestExpansion expands a claim beyond what its replica's disk can take,
-// through the PVC with the real gate: the gate refuses the volume's growth
-// in the words Longhorn's CSI driver maps to OutOfRange, so the claim
-// reports its resize infeasible (ControllerResizeInfeasible, the
-// ControllerResizeError condition and a Warning Event VolumeResizeFailed,
-// with the ledger's numbers), the resizer stops asking, and lowering the
-// request to a size that fits, as Kubernetes allows once an expansion
-// failed, expands the claim to it.
+// TestExpansion expands a claim through its PVC with the simulated CSI
+// external resizer, which runs Longhorn's own expansion check before it
+// grows the volume, as Longhorn's API does, and the real gate:
+//
+//   - A refusal that ends by itself: a racing placement holds a grant on
+//     the replica's disk that no Longhorn write backs yet (a request of
+//     another longhorn-manager, decided, its Replica not written). Longhorn's
+//     own check passes (its view of the disk does not count the grant), the
+//     gate refuses the growth in words CSI answers Internal, the claim is
+//     never marked infeasible, and once the mirror releases the grant the
+//     resizer's own retries expand the claim.
+//   - An expansion beyond the disk: Longhorn's own check refuses it before
+//     the gate is asked, in words ("disk … does not have sufficient
+//     physical space for expansion", "cannot schedule … more bytes to
+//     disk") that Longhorn's CSI driver answers Internal, with its numbers,
+//     so the claim is not marked infeasible either; the gate receives no
+//     call for it.
 func TestExpansion(t *testing.T) {
 	var metricsAddr string
 	cl := startSandbox(t, "topology.yaml", func(o *sandbox.Options) {
 		o.Managers = []sandbox.ManagerHook{func(opts *manager.Options, _ *rest.Config) {
 			metricsAddr = opts.MetricsBindAddress
+			opts.GateGrace = expansionGrace
 		}}
 	})
 	defer cl.dumpLedgers(t)
@@ -107,125 +109,143 @@ func TestExpansion(t *testing.T) {
 		return st.State == dsv1.RequestStateScheduled && st.ScheduledSize == 10<<30, fmt.Sprintf("ledger entry %+v", st), nil
 	}, testenv.Every(200*time.Millisecond), testenv.RetryErrors())
 	volKey := client.ObjectKey{Namespace: sandbox.Namespace, Name: pvc.Spec.VolumeName}
+	dsKey := client.ObjectKey{Namespace: sandbox.Namespace, Name: rep.Spec.DiskID}
 	t.Logf("replica %s on disk %s", rep.Name, rep.Spec.DiskID)
 
-	// Beyond capacity: 2Ti on a 400Gi disk.
-	huge := resource.MustParse("2Ti")
-	testenv.SetClaimRequest(t, c, pvc, huge)
-	var infeasibleAt time.Time
-	testenv.Eventually(t, ctx, time.Minute, "the claim reports its resize infeasible", func(ctx context.Context) (bool, string, error) {
-		if err := c.Get(ctx, client.ObjectKeyFromObject(pvc), pvc); err != nil {
-			return false, "", err
-		}
-		infeasibleAt = time.Now()
-		return pvc.Status.AllocatedResourceStatuses[corev1.ResourceStorage] == corev1.PersistentVolumeClaimControllerResizeInfeasible,
-			fmt.Sprintf("allocatedResourceStatuses %v, conditions %+v", pvc.Status.AllocatedResourceStatuses, pvc.Status.Conditions), nil
-	}, testenv.Every(200*time.Millisecond), testenv.RetryErrors())
+	// A racing placement: another longhorn-manager's request for a 385Gi
+	// replica on the same disk, granted (10Gi + 385Gi of the 400Gi limit, 5Gi left),
+	// its Replica not written. Longhorn's view of the disk does not count
+	// it; the ledger holds it until the mirror releases it, expansionGrace
+	// after its grant.
+	const racer = "pvc-racing-placement-r-0f1e2d3c"
 	ds := &dsv1.DiskSchedule{}
-	if err := c.Get(ctx, client.ObjectKey{Namespace: sandbox.Namespace, Name: rep.Spec.DiskID}, ds); err != nil {
+	if err := c.Get(ctx, dsKey, ds); err != nil {
 		t.Fatal(err)
 	}
-	// The ledger's numbers: the bytes short and the disk, as Longhorn says
-	// it, then the replica's ask and the disk's limit.
-	limit := ptr.Deref(ds.Status.Limit, resource.Quantity{})
-	numbers := []string{
-		fmt.Sprintf("failed to schedule %d more bytes to disk %s", huge.Value()-10<<30, rep.Spec.DiskID),
-		fmt.Sprintf("replica %s needs 2Ti on disk %s of node %s", rep.Name, ds.Spec.Name, ds.Spec.NodeID),
-		"free of limit " + limit.String(),
+	if err := c.Patch(ctx, ds, client.RawPatch(types.MergePatchType, []byte(fmt.Sprintf(`{"spec":{"replicas":{%q:%d}}}`, racer, int64(385)<<30)))); err != nil {
+		t.Fatal(err)
 	}
-	if allocated := pvc.Status.AllocatedResources[corev1.ResourceStorage]; allocated.Cmp(huge) != 0 {
-		t.Errorf("allocatedResources %s, want 2Ti", allocated.String())
-	}
-	cond := claimCondition(pvc, corev1.PersistentVolumeClaimControllerResizeError)
-	if cond == nil || cond.Status != corev1.ConditionTrue || !strings.Contains(cond.Message, "code = OutOfRange") {
-		t.Errorf("ControllerResizeError condition %+v, want True with OutOfRange", cond)
-	} else {
-		for _, n := range numbers {
-			if !strings.Contains(cond.Message, n) {
-				t.Errorf("the ControllerResizeError condition %q does not say %q", cond.Message, n)
-			}
-		}
-	}
-	var note string
-	testenv.Eventually(t, ctx, 30*time.Second, "a Warning Event VolumeResizeFailed on the claim", func(ctx context.Context) (bool, string, error) {
-		list := &eventsv1.EventList{}
-		if err := c.List(ctx, list, client.InNamespace(ns.Name)); err != nil {
+	var grantedAt time.Time
+	testenv.Eventually(t, ctx, 30*time.Second, "the racing placement is granted", func(ctx context.Context) (bool, string, error) {
+		if err := c.Get(ctx, dsKey, ds); err != nil {
 			return false, "", err
 		}
-		for _, e := range list.Items {
-			if e.Regarding.UID == pvc.UID && e.Reason == simlonghorn.EventReasonVolumeResizeFailed && e.Type == corev1.EventTypeWarning {
-				note = e.Note
-				return true, "", nil
-			}
+		grantedAt = time.Now()
+		st := ds.Status.Replicas[racer]
+		return st.State == dsv1.RequestStateScheduled, fmt.Sprintf("%+v", st), nil
+	}, testenv.Every(100*time.Millisecond), testenv.RetryErrors())
+
+	// The claim asks for 20Gi: Longhorn's own check passes, the gate
+	// refuses, and CSI answers Internal, which the resizer retries.
+	grown := resource.MustParse("20Gi")
+	testenv.SetClaimRequest(t, c, pvc, grown)
+	notInfeasible := func() error {
+		if pvc.Status.AllocatedResourceStatuses[corev1.ResourceStorage] == corev1.PersistentVolumeClaimControllerResizeInfeasible {
+			return fmt.Errorf("the claim was marked ControllerResizeInfeasible: %+v", pvc.Status.Conditions)
 		}
-		return false, fmt.Sprintf("%d events", len(list.Items)), nil
-	}, testenv.Every(200*time.Millisecond), testenv.RetryErrors())
-	t.Logf("the claim's Event: %s", note)
-	for _, n := range numbers {
-		if !strings.Contains(note, n) {
-			t.Errorf("the Event %q does not say %q", note, n)
+		return nil
+	}
+	var refusal string
+	testenv.Eventually(t, ctx, 30*time.Second, "the gate refuses the growth as one to retry", func(ctx context.Context) (bool, string, error) {
+		if err := c.Get(ctx, client.ObjectKeyFromObject(pvc), pvc); err != nil {
+			return false, "", err
 		}
+		if err := notInfeasible(); err != nil {
+			return false, "", err
+		}
+		cond := claimCondition(pvc, corev1.PersistentVolumeClaimControllerResizeError)
+		if cond == nil {
+			return false, fmt.Sprintf("conditions %+v", pvc.Status.Conditions), nil
+		}
+		refusal = cond.Message
+		return true, "", nil
+	}, testenv.Every(100*time.Millisecond), testenv.RetryErrors())
+	refusedAt := time.Now()
+	t.Logf("refused %s after the racing grant: %s", refusedAt.Sub(grantedAt).Round(time.Millisecond), refusal)
+	for _, want := range []string{
+		"code = Internal",
+		fmt.Sprintf("volume %s grows from 10Gi to 20Gi", pvc.Spec.VolumeName),
+		fmt.Sprintf("disk %s can hold it once space held beyond what Longhorn persisted there is released: retry", rep.Spec.DiskID),
+	} {
+		if !strings.Contains(refusal, want) {
+			t.Errorf("the ControllerResizeError condition %q does not say %q", refusal, want)
+		}
+	}
+	if strings.Contains(refusal, "failed to schedule") {
+		t.Errorf("a refusal that ends by itself is worded as one CSI answers OutOfRange: %q", refusal)
 	}
 
-	// The resizer stops: the gate refuses no further growth of the volume
-	// for two of the former resizer's backoff periods (quietWindow).
-	denied, err := gateDenials(ctx, metricsAddr, "volume")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if denied < 1 {
-		t.Errorf("the gate counts %v refused volume writes, want at least the one", denied)
-	}
-	// A bounded observation: nothing may happen until quietWindow after
-	// the claim was marked infeasible, so the test watches the count over
-	// that whole window and fails at the first refusal more.
-	testenv.Consistently(t, ctx, time.Until(infeasibleAt.Add(quietWindow)), "the resizer asks no more", func(ctx context.Context) (bool, string, error) {
-		after, err := gateDenials(ctx, metricsAddr, "volume")
-		if err != nil {
-			return false, "", err
-		}
-		return after == denied, fmt.Sprintf("%v refused volume writes, %v when the claim was marked infeasible", after, denied), nil
-	}, testenv.Every(500*time.Millisecond))
-	t.Logf("refused volume writes: %v when the claim was infeasible, and no more within %s", denied, quietWindow)
+	// The grant ends by itself (the mirror releases it), and the resizer's
+	// own retries expand the claim; it is never marked infeasible.
 	vol := &lhv1.Volume{}
-	if err := c.Get(ctx, volKey, vol); err != nil || vol.Spec.Size != 10<<30 {
-		t.Errorf("volume size %d (%v), want 10Gi", vol.Spec.Size, err)
-	}
-
-	// Recovery, as Kubernetes allows it: the request may go down again,
-	// but not to the capacity itself...
-	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+	testenv.Eventually(t, ctx, expansionGrace+time.Minute, "the claim is expanded to 20Gi once the racing grant ends", func(ctx context.Context) (bool, string, error) {
 		if err := c.Get(ctx, client.ObjectKeyFromObject(pvc), pvc); err != nil {
-			return err
+			return false, "", err
 		}
-		pvc.Spec.Resources.Requests[corev1.ResourceStorage] = resource.MustParse("10Gi")
-		return c.Update(ctx, pvc)
-	})
-	if !apierrors.IsInvalid(err) {
-		t.Errorf("lowering the request back to the capacity: %v, want Invalid (not less than status.capacity)", err)
-	}
-	// ...only above it: 20Gi fits, and the claim is expanded to it.
-	fits := resource.MustParse("20Gi")
-	testenv.SetClaimRequest(t, c, pvc, fits)
-	testenv.Eventually(t, ctx, time.Minute, "the claim is expanded to 20Gi", func(ctx context.Context) (bool, string, error) {
-		if err := c.Get(ctx, client.ObjectKeyFromObject(pvc), pvc); err != nil {
+		if err := notInfeasible(); err != nil {
 			return false, "", err
 		}
 		if err := c.Get(ctx, volKey, vol); err != nil {
 			return false, "", err
 		}
 		capacity := pvc.Status.Capacity[corev1.ResourceStorage]
-		return capacity.Cmp(fits) == 0 && vol.Spec.Size == fits.Value() && len(pvc.Status.AllocatedResourceStatuses) == 0,
+		return capacity.Cmp(grown) == 0 && vol.Spec.Size == grown.Value() && len(pvc.Status.AllocatedResourceStatuses) == 0,
 			fmt.Sprintf("claim capacity %s, volume %d, allocatedResourceStatuses %v", capacity.String(), vol.Spec.Size, pvc.Status.AllocatedResourceStatuses), nil
 	}, testenv.Every(200*time.Millisecond), testenv.RetryErrors())
+	t.Logf("expanded %s after the refusal, %s after the racing grant", time.Since(refusedAt).Round(time.Millisecond), time.Since(grantedAt).Round(time.Millisecond))
 	if c := claimCondition(pvc, corev1.PersistentVolumeClaimControllerResizeError); c != nil {
 		t.Errorf("the expanded claim keeps %+v", c)
 	}
-	if err := c.Get(ctx, client.ObjectKey{Namespace: sandbox.Namespace, Name: rep.Spec.DiskID}, ds); err != nil {
+	if err := c.Get(ctx, dsKey, ds); err != nil {
 		t.Fatal(err)
 	}
-	if st := ds.Status.Replicas[rep.Name]; st.State != dsv1.RequestStateScheduled || st.ScheduledSize != fits.Value() {
+	if _, held := ds.Spec.Replicas[racer]; held {
+		t.Errorf("the racing grant is still held: %+v", ds.Status.Replicas[racer])
+	}
+	if st := ds.Status.Replicas[rep.Name]; st.State != dsv1.RequestStateScheduled || st.ScheduledSize != grown.Value() {
 		t.Errorf("ledger entry of %s: %+v, want 20Gi scheduled", rep.Name, st)
+	}
+
+	// Beyond the disk: 2Ti on a 400Gi disk. Longhorn's own check refuses
+	// it before any write, with Longhorn's numbers; CSI answers Internal.
+	gateCalls, err := gateVolumeCalls(ctx, metricsAddr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	huge := resource.MustParse("2Ti")
+	testenv.SetClaimRequest(t, c, pvc, huge)
+	// Longhorn's check names the disk and its numbers: here its physical
+	// space check refuses first ("disk … does not have sufficient physical
+	// space for expansion: … left=… < minimal=…"), before its scheduling
+	// space check ("cannot schedule … more bytes to disk …").
+	longhornWords := fmt.Sprintf("error while CheckReplicasSizeExpansion for volume %s: disk %s does not have sufficient physical space for expansion: physical free space would drop below minimal",
+		pvc.Spec.VolumeName, rep.Spec.DiskID)
+	testenv.Eventually(t, ctx, 30*time.Second, "Longhorn's own check refuses the expansion beyond the disk", func(ctx context.Context) (bool, string, error) {
+		if err := c.Get(ctx, client.ObjectKeyFromObject(pvc), pvc); err != nil {
+			return false, "", err
+		}
+		if err := notInfeasible(); err != nil {
+			return false, "", err
+		}
+		cond := claimCondition(pvc, corev1.PersistentVolumeClaimControllerResizeError)
+		if cond == nil {
+			return false, fmt.Sprintf("conditions %+v", pvc.Status.Conditions), nil
+		}
+		refusal = cond.Message
+		return strings.Contains(refusal, longhornWords), refusal, nil
+	}, testenv.Every(100*time.Millisecond), testenv.RetryErrors())
+	t.Logf("Longhorn's refusal: %s", refusal)
+	if !strings.Contains(refusal, "code = Internal") || strings.Contains(refusal, "failed to schedule") {
+		t.Errorf("Longhorn's own refusal %q is not answered Internal", refusal)
+	}
+	if status := pvc.Status.AllocatedResourceStatuses[corev1.ResourceStorage]; status != corev1.PersistentVolumeClaimControllerResizeInProgress {
+		t.Errorf("allocatedResourceStatuses[storage] %q, want %q: retried", status, corev1.PersistentVolumeClaimControllerResizeInProgress)
+	}
+	if after, err := gateVolumeCalls(ctx, metricsAddr); err != nil || after != gateCalls {
+		t.Errorf("the gate answered %v volume writes, %v before the expansion beyond the disk (%v): Longhorn's check refuses first", after, gateCalls, err)
+	}
+	if err := c.Get(ctx, volKey, vol); err != nil || vol.Spec.Size != grown.Value() {
+		t.Errorf("volume size %d (%v), want 20Gi", vol.Spec.Size, err)
 	}
 }
 
@@ -239,9 +259,9 @@ func claimCondition(pvc *corev1.PersistentVolumeClaim, typ corev1.PersistentVolu
 	return nil
 }
 
-// gateDenials reads how many writes of kind the gate denied from the
-// manager's metrics at addr.
-func gateDenials(ctx context.Context, addr, kind string) (float64, error) {
+// gateVolumeCalls reads how many Volume writes the gate answered, whatever
+// the answer, from the manager's metrics at addr.
+func gateVolumeCalls(ctx context.Context, addr string) (float64, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/metrics", nil)
 	if err != nil {
 		return 0, err
@@ -251,12 +271,19 @@ func gateDenials(ctx context.Context, addr, kind string) (float64, error) {
 		return 0, fmt.Errorf("reading the metrics: %w", err)
 	}
 	defer resp.Body.Close()
-	sample := fmt.Sprintf(`longhorn_diskschedule_gate_decisions_total{kind=%q,result="denied"} `, kind)
+	var n float64
 	sc := bufio.NewScanner(resp.Body)
 	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), sample); ok {
-			return strconv.ParseFloat(v, 64)
+		name, rest, ok := strings.Cut(sc.Text(), "{")
+		if !ok || name != "longhorn_diskschedule_gate_decisions_total" || !strings.Contains(rest, `kind="volume"`) {
+			continue
 		}
+		_, v, _ := strings.Cut(rest, "} ")
+		f, err := strconv.ParseFloat(v, 64)
+		if err != nil {
+			return 0, fmt.Errorf("reading %q: %w", sc.Text(), err)
+		}
+		n += f
 	}
-	return 0, sc.Err()
+	return n, sc.Err()
 }
