@@ -1,0 +1,91 @@
+package placementbench
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	lhv1 "github.com/longhorn/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/longhorn/diskschedule/internal/ledger"
+	"github.com/longhorn/diskschedule/internal/sandbox"
+	"github.com/longhorn/diskschedule/internal/testenv"
+	"github.com/longhorn/diskschedule/internal/testenv/sandboxtest"
+)
+
+// BenchmarkLonghornControllers runs the workload with longhorn-manager
+// v1.12.0's own controllers placing (a sandbox with LonghornControllers: one
+// longhorn-manager per node, each with its own datastore, queues and
+// backoff), once without the admission gate (Longhorn as it is today) and
+// once with it, each iteration in a sandbox of its own. It reports what the
+// simulated Longhorn's benchmark reports; the disks over their limit are
+// what persisted at the end (test/gate's TestLonghornRace follows every
+// Replica event for the peaks).
+func BenchmarkLonghornControllers(b *testing.B) {
+	for _, withGate := range []bool{false, true} {
+		b.Run(map[bool]string{false: "gate=off", true: "gate=on"}[withGate], func(b *testing.B) {
+			var sum outcome
+			for range b.N {
+				o := runLonghornWorkload(b, withGate)
+				sum.overLimit += o.overLimit
+				sum.placed += o.placed
+				sum.fullest = max(sum.fullest, o.fullest)
+				sum.seconds += o.seconds
+			}
+			n := float64(b.N)
+			b.ReportMetric(float64(sum.overLimit)/n, "disks-over-limit")
+			b.ReportMetric(float64(sum.placed)/n, "volumes-placed")
+			b.ReportMetric(sum.fullest, "fullest-disk-%")
+			b.ReportMetric(sum.seconds/n, "s-to-decided")
+		})
+	}
+}
+
+// runLonghornWorkload creates every volume at once in a fresh sandbox whose
+// volumes Longhorn's own controllers place, waits until each is decided,
+// and returns what the replicas hold.
+func runLonghornWorkload(b *testing.B, withGate bool) outcome {
+	b.Helper()
+	b.StopTimer()
+	topo := &sandbox.Topology{}
+	for i := 1; i <= nodes; i++ {
+		topo.Nodes = append(topo.Nodes, sandbox.Node{Name: fmt.Sprintf("node-%d", i), Disks: []sandbox.Disk{{Name: "disk-1", Size: diskSize}}})
+	}
+	sb := sandboxtest.Start(b, sandboxtest.Options{
+		Sandbox:     sandbox.Options{Topology: topo, LonghornControllers: true, NoGate: !withGate},
+		DiscardLogs: true,
+	})
+	defer func() {
+		if err := sb.Stop(); err != nil {
+			b.Errorf("stopping the sandbox: %v", err)
+		}
+	}()
+	c := sb.Client()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	b.StartTimer()
+	start := time.Now()
+	var wg sync.WaitGroup
+	for v := range volumes {
+		wg.Go(func() {
+			vol := testenv.Volume(sandbox.Namespace, fmt.Sprintf("vol-%02d", v), testenv.VolumeFixture{Size: volumeSize, Replicas: 1})
+			if err := c.Create(ctx, vol); err != nil {
+				b.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+	if err := waitDecided(ctx, c, sandbox.Namespace); err != nil {
+		b.Fatal(err)
+	}
+	elapsed := time.Since(start).Seconds()
+	b.StopTimer()
+	list := &lhv1.ReplicaList{}
+	if err := c.List(ctx, list, client.InNamespace(sandbox.Namespace)); err != nil {
+		b.Fatal(err)
+	}
+	return outcomeOf(ledger.PersistedPerDisk(list.Items), elapsed)
+}
