@@ -12,7 +12,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	dsv1 "github.com/longhorn/diskschedule/api/v1beta2"
@@ -60,36 +59,7 @@ func TestExpansionOnADiskThatTakesNoNewReplicas(t *testing.T) {
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			pvc := &corev1.PersistentVolumeClaim{
-				ObjectMeta: metav1.ObjectMeta{Namespace: ns.Name, Name: tc.name},
-				Spec: corev1.PersistentVolumeClaimSpec{
-					AccessModes:      []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
-					StorageClassName: ptr.To(class.Name),
-					Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{
-						corev1.ResourceStorage: resource.MustParse("10Gi")}},
-				},
-			}
-			if err := c.Create(ctx, pvc); err != nil {
-				t.Fatal(err)
-			}
-			var rep lhv1.Replica
-			testenv.Eventually(t, ctx, time.Minute, "the claim is bound and its replica granted on a disk", func(ctx context.Context) (bool, string, error) {
-				if err := c.Get(ctx, client.ObjectKeyFromObject(pvc), pvc); err != nil {
-					return false, "", err
-				}
-				if pvc.Status.Phase != corev1.ClaimBound {
-					return false, "claim " + string(pvc.Status.Phase), nil
-				}
-				reps := &lhv1.ReplicaList{}
-				if err := c.List(ctx, reps, client.InNamespace(sandbox.Namespace), client.MatchingLabels{simlonghorn.LabelVolume: pvc.Spec.VolumeName}); err != nil {
-					return false, "", err
-				}
-				if len(reps.Items) != 1 || reps.Items[0].Spec.DiskID == "" {
-					return false, fmt.Sprintf("%d replicas", len(reps.Items)), nil
-				}
-				rep = reps.Items[0]
-				return true, "", nil
-			}, testenv.Every(200*time.Millisecond), testenv.RetryErrors())
+			pvc, rep := claimWithGrantedReplica(t, ctx, c, ns.Name, tc.name, class.Name)
 
 			if err := tc.close(rep.Spec.NodeID); err != nil {
 				t.Fatalf("closing node %s: %v", rep.Spec.NodeID, err)

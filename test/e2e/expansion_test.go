@@ -16,7 +16,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	dsv1 "github.com/longhorn/diskschedule/api/v1beta2"
@@ -73,41 +72,7 @@ func TestExpansion(t *testing.T) {
 	if err := c.Create(ctx, class); err != nil {
 		t.Fatal(err)
 	}
-	pvc := &corev1.PersistentVolumeClaim{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns.Name, Name: "data"},
-		Spec: corev1.PersistentVolumeClaimSpec{
-			AccessModes:      []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
-			StorageClassName: ptr.To(class.Name),
-			Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{
-				corev1.ResourceStorage: resource.MustParse("10Gi")}},
-		},
-	}
-	if err := c.Create(ctx, pvc); err != nil {
-		t.Fatal(err)
-	}
-	var rep lhv1.Replica
-	testenv.Eventually(t, ctx, time.Minute, "the claim is bound and its replica granted on a disk", func(ctx context.Context) (bool, string, error) {
-		if err := c.Get(ctx, client.ObjectKeyFromObject(pvc), pvc); err != nil {
-			return false, "", err
-		}
-		if pvc.Status.Phase != corev1.ClaimBound {
-			return false, "claim " + string(pvc.Status.Phase), nil
-		}
-		reps := &lhv1.ReplicaList{}
-		if err := c.List(ctx, reps, client.InNamespace(sandbox.Namespace), client.MatchingLabels{simlonghorn.LabelVolume: pvc.Spec.VolumeName}); err != nil {
-			return false, "", err
-		}
-		if len(reps.Items) != 1 || reps.Items[0].Spec.DiskID == "" {
-			return false, fmt.Sprintf("%d replicas", len(reps.Items)), nil
-		}
-		rep = reps.Items[0]
-		ds := &dsv1.DiskSchedule{}
-		if err := c.Get(ctx, client.ObjectKey{Namespace: sandbox.Namespace, Name: rep.Spec.DiskID}, ds); err != nil {
-			return false, "", err
-		}
-		st := ds.Status.Replicas[rep.Name]
-		return st.State == dsv1.RequestStateScheduled && st.ScheduledSize == 10<<30, fmt.Sprintf("ledger entry %+v", st), nil
-	}, testenv.Every(200*time.Millisecond), testenv.RetryErrors())
+	pvc, rep := claimWithGrantedReplica(t, ctx, c, ns.Name, "data", class.Name)
 	volKey := client.ObjectKey{Namespace: sandbox.Namespace, Name: pvc.Spec.VolumeName}
 	dsKey := client.ObjectKey{Namespace: sandbox.Namespace, Name: rep.Spec.DiskID}
 	t.Logf("replica %s on disk %s", rep.Name, rep.Spec.DiskID)

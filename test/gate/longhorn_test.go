@@ -90,12 +90,7 @@ func longhornRace(t *testing.T, withGate bool, i int) longhornResult {
 	}()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	cfg := sb.AdminConfig()
-	cfg.QPS, cfg.Burst = 500, 1000
-	c, err := client.NewWithWatch(cfg, client.Options{Scheme: sb.Scheme()})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := watchingClient(t, sb)
 	limits, names := disks(ctx, t, c, len(topology().Nodes))
 	r := longhornResult{run: &run{limits: limits, peak: map[string]int64{}, names: names}}
 	stop, err := watchReplicas(ctx, t, c, r.run)
@@ -107,44 +102,12 @@ func longhornRace(t *testing.T, withGate bool, i int) longhornResult {
 		t.Fatal(err)
 	}
 
-	var wg sync.WaitGroup
+	var vols []string
 	for v := range volumes {
-		wg.Go(func() {
-			vol := testenv.Volume(sandbox.Namespace, fmt.Sprintf("race-%d-%02d", i, v), testenv.VolumeFixture{Size: size, Replicas: 1})
-			if err := c.Create(ctx, vol); err != nil {
-				t.Errorf("creating volume %s: %v", vol.Name, err)
-			}
-		})
+		vols = append(vols, fmt.Sprintf("race-%d-%02d", i, v))
 	}
-	wg.Wait()
-
-	// Every volume ends placed, or told by Longhorn's volume controller that
-	// its replica cannot be scheduled.
-	resolved := map[string]time.Time{}
-	placed := 0
-	testenv.Eventually(t, ctx, 4*time.Minute, "every volume placed or Scheduled=False", func(ctx context.Context) (bool, string, error) {
-		states, err := volumeStates(ctx, c)
-		if err != nil {
-			return false, "", err
-		}
-		placed = 0
-		var open []string
-		for name, state := range states {
-			switch state {
-			case "placed":
-				placed++
-			case "unschedulable":
-			default:
-				open = append(open, name)
-				continue
-			}
-			if _, ok := resolved[name]; !ok {
-				resolved[name] = time.Now()
-			}
-		}
-		sort.Strings(open)
-		return len(states) == volumes && len(open) == 0, fmt.Sprintf("%d volumes, %d placed, still open: %v", len(states), placed, open), nil
-	}, testenv.Every(100*time.Millisecond))
+	created := createLonghornVolumes(ctx, t, c, vols, size)
+	resolved, placed := waitDecided(ctx, t, c, created)
 	stop()
 	first := stopRefusals()
 	waitQuiet(ctx, t, c, r.run)
@@ -266,12 +229,7 @@ func TestReservationYieldsToLonghornsControllers(t *testing.T) {
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	cfg := sb.AdminConfig()
-	cfg.QPS, cfg.Burst = 500, 1000
-	c, err := client.NewWithWatch(cfg, client.Options{Scheme: sb.Scheme()})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := watchingClient(t, sb)
 
 	// The pod's volume, best-effort, which Longhorn places only once it is
 	// attached; the pod, bound to node-1; and the reservation the extender
@@ -307,49 +265,16 @@ func TestReservationYieldsToLonghornsControllers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	created := map[string]time.Time{}
-	var mu sync.Mutex
-	var wg sync.WaitGroup
+	var vols []string
 	for v := range volumes {
-		wg.Go(func() {
-			vol := testenv.Volume(sandbox.Namespace, fmt.Sprintf("more-%02d", v), testenv.VolumeFixture{Size: size, Replicas: 1})
-			if err := c.Create(ctx, vol); err != nil {
-				t.Errorf("creating volume %s: %v", vol.Name, err)
-				return
-			}
-			mu.Lock()
-			created[vol.Name] = time.Now()
-			mu.Unlock()
-		})
+		vols = append(vols, fmt.Sprintf("more-%02d", v))
 	}
-	wg.Wait()
-
-	// Each volume's time neither placed nor told Scheduled=False.
+	created := createLonghornVolumes(ctx, t, c, vols, size)
+	resolved, placed := waitDecided(ctx, t, c, created)
 	open := map[string]time.Duration{}
-	placed := 0
-	testenv.Eventually(t, ctx, 3*time.Minute, "every volume placed or Scheduled=False", func(ctx context.Context) (bool, string, error) {
-		states, err := volumeStates(ctx, c)
-		if err != nil {
-			return false, "", err
-		}
-		placed = 0
-		var waiting []string
-		for name, at := range created {
-			switch states[name] {
-			case "placed":
-				placed++
-			case "unschedulable":
-			default:
-				waiting = append(waiting, name)
-				continue
-			}
-			if _, ok := open[name]; !ok {
-				open[name] = time.Since(at)
-			}
-		}
-		sort.Strings(waiting)
-		return len(waiting) == 0, fmt.Sprintf("%d placed, still open: %v", placed, waiting), nil
-	}, testenv.Every(100*time.Millisecond))
+	for name, at := range resolved {
+		open[name] = at.Sub(created[name])
+	}
 	stop()
 	waitQuiet(ctx, t, c, r)
 
@@ -386,6 +311,77 @@ func TestReservationYieldsToLonghornsControllers(t *testing.T) {
 		t.Errorf("no %s Event on pod default/held", diskschedule.ReasonReservationYielded)
 	}
 	settle(t, sb.Client())
+}
+
+// watchingClient is an administrator's client of sb that can watch, at
+// rates that keep the test's own reads from being throttled.
+func watchingClient(t *testing.T, sb *sandbox.Sandbox) client.WithWatch {
+	t.Helper()
+	cfg := sb.AdminConfig()
+	cfg.QPS, cfg.Burst = 500, 1000
+	c, err := client.NewWithWatch(cfg, client.Options{Scheme: sb.Scheme()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// createLonghornVolumes creates Volumes of the given names, one replica of size
+// each and data locality disabled, as Longhorn's API creates them, all at
+// once, and returns when each was created.
+func createLonghornVolumes(ctx context.Context, t *testing.T, c client.Client, names []string, size int64) map[string]time.Time {
+	t.Helper()
+	created := map[string]time.Time{}
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for _, name := range names {
+		wg.Go(func() {
+			vol := testenv.Volume(sandbox.Namespace, name, testenv.VolumeFixture{Size: size, Replicas: 1})
+			if err := c.Create(ctx, vol); err != nil {
+				t.Errorf("creating volume %s: %v", name, err)
+				return
+			}
+			mu.Lock()
+			created[name] = time.Now()
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	return created
+}
+
+// waitDecided waits until every volume of created is placed or told by
+// Longhorn's volume controller that it cannot be (Scheduled=False), and
+// returns when each was first seen so (polled every 100 ms) and how many
+// were placed.
+func waitDecided(ctx context.Context, t *testing.T, c client.Client, created map[string]time.Time) (map[string]time.Time, int) {
+	t.Helper()
+	resolved := map[string]time.Time{}
+	placed := 0
+	testenv.Eventually(t, ctx, 4*time.Minute, "every volume placed or Scheduled=False", func(ctx context.Context) (bool, string, error) {
+		states, err := volumeStates(ctx, c)
+		if err != nil {
+			return false, "", err
+		}
+		placed = 0
+		var open []string
+		for name := range created {
+			switch states[name] {
+			case "placed":
+				placed++
+			case "unschedulable":
+			default:
+				open = append(open, name)
+				continue
+			}
+			if _, ok := resolved[name]; !ok {
+				resolved[name] = time.Now()
+			}
+		}
+		sort.Strings(open)
+		return len(open) == 0, fmt.Sprintf("%d placed, still open: %v", placed, open), nil
+	}, testenv.Every(100*time.Millisecond))
+	return resolved, placed
 }
 
 // volumeStates says of every Volume whether its replicas are all placed

@@ -27,19 +27,7 @@ import (
 func BenchmarkLonghornControllers(b *testing.B) {
 	for _, withGate := range []bool{false, true} {
 		b.Run(map[bool]string{false: "gate=off", true: "gate=on"}[withGate], func(b *testing.B) {
-			var sum outcome
-			for range b.N {
-				o := runLonghornWorkload(b, withGate)
-				sum.overLimit += o.overLimit
-				sum.placed += o.placed
-				sum.fullest = max(sum.fullest, o.fullest)
-				sum.seconds += o.seconds
-			}
-			n := float64(b.N)
-			b.ReportMetric(float64(sum.overLimit)/n, "disks-over-limit")
-			b.ReportMetric(float64(sum.placed)/n, "volumes-placed")
-			b.ReportMetric(sum.fullest, "fullest-disk-%")
-			b.ReportMetric(sum.seconds/n, "s-to-decided")
+			measure(b, func() outcome { return runLonghornWorkload(b, withGate) })
 		})
 	}
 }

@@ -84,10 +84,19 @@ func outcomeOf(used map[string]int64, seconds float64) outcome {
 // volumes placed, the fullest disk and the seconds until every volume was
 // decided.
 func BenchmarkSimulatedLonghorn(b *testing.B) {
+	measure(b, func() outcome {
+		runs++
+		return runWorkload(b, fmt.Sprintf("placementbench-%d", runs))
+	})
+}
+
+// measure runs the workload b.N times with run and reports the disks over
+// their limit, the volumes placed and the seconds until every volume was
+// decided, per run, and the fullest disk of all runs.
+func measure(b *testing.B, run func() outcome) {
 	var sum outcome
 	for range b.N {
-		runs++
-		o := runWorkload(b, fmt.Sprintf("placementbench-%d", runs))
+		o := run()
 		sum.overLimit += o.overLimit
 		sum.placed += o.placed
 		sum.fullest = max(sum.fullest, o.fullest)
