@@ -8,9 +8,9 @@
 // is today), and prints how full each disk got either way. It starts one
 // sandbox per topology of config/sandbox in turn, and one more without the
 // gate (real etcd, kube-apiserver, kube-controller-manager and kube-scheduler
-// processes, the manager,
-// the disk monitors and the simulated data plane in-process), and stops
-// each before the next. Run it from the repository's root (make demo);
+// processes, the manager and the simulated Longhorn in-process, and for the
+// claims beyond capacity longhorn-manager's own controllers in a process of
+// their own), and stops each before the next. Run it from the repository's root (make demo);
 // -scenarios runs only some scenarios, and starts only their sandboxes.
 //
 // It exits 0 when every scenario ran, whatever the pods did without the

@@ -388,7 +388,7 @@ func tune(cfg *rest.Config) *rest.Config {
 }
 
 // install applies the deployment's namespace, RBAC and Service, creates
-// the manager's and the disk monitor's users, the StorageClasses, Longhorn's
+// the manager's user, the StorageClasses, Longhorn's
 // csi-storage-capacity-tracking setting (true), the topology's nodes and,
 // with the extender, its setting.
 func (s *Sandbox) install(ctx context.Context) error {

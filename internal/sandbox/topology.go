@@ -233,9 +233,6 @@ func (t *Topology) DiskCount() int {
 	return n
 }
 
-// DiskPath is the path of a simulated disk, as a Longhorn disk's spec.path.
-func DiskPath(disk string) string { return "/var/lib/longhorn/" + disk }
-
 // DiskUUID returns the stable UUID of a node's disk: a name-based (version
 // 5 style) UUID of node and disk name, so a restarted sandbox names every
 // DiskSchedule as before.

@@ -2,8 +2,9 @@
 // end: each test starts the sandbox (real etcd, kube-apiserver,
 // kube-controller-manager and kube-scheduler processes, kube-scheduler
 // configured with the extender, the manager under its generated RBAC, the
-// disk monitors and the simulated data plane) with the plan's topology, runs a scenario of internal/scenario several times,
-// and asserts on where the pods went and what the ledgers granted.
+// simulated Longhorn) with the plan's topology, runs a scenario of
+// internal/scenario several times, and asserts on where the pods went and
+// what the ledgers granted.
 //
 // It needs the control-plane binaries of `make controlplane` (bin/k8s, or
 // KUBEBUILDER_ASSETS).
@@ -23,7 +24,7 @@ import (
 
 var bindThroughExtender = flag.Bool("e2e.bind", false, "Benchmarks: kube-scheduler binds the extender's pods through its /bind.")
 
-var managerLog = flag.String("manager-log", "", "Write the in-process manager's, disk monitors' and data plane's logs to this file (default: discard them).")
+var managerLog = flag.String("manager-log", "", "Write the in-process manager's and the simulated Longhorn's logs to this file (default: discard them).")
 
 func TestMain(m *testing.M) { os.Exit(run(m)) }
 
