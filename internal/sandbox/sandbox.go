@@ -336,23 +336,11 @@ func (s *Sandbox) startControlPlane(context.Context) error {
 	apiPort, _ := strconv.Atoi(api.SecureServing.Port)
 	etcdPort, _ := strconv.Atoi(s.env.ControlPlane.Etcd.URL.Port())
 	s.ports = append(s.ports, apiPort, etcdPort)
-	for _, p := range []struct{ name, arg string }{
-		{"etcd", "--listen-client-urls=" + s.env.ControlPlane.Etcd.URL.String()},
-		{"kube-apiserver", "--secure-port=" + api.SecureServing.Port},
-	} {
-		pid, err := findChild(p.name, p.arg)
-		if err != nil {
-			return err
-		}
-		if err := s.track(Process{Name: p.name, PID: pid}); err != nil {
-			return err
-		}
+	pids, err := controlplane.ReapEnvtest(s.reaper, s.env)
+	if err != nil {
+		return err
 	}
-	for _, dir := range []string{s.env.ControlPlane.Etcd.DataDir, api.CertDir} {
-		if err := s.reaper.RemoveDir(dir); err != nil {
-			return err
-		}
-	}
+	s.processes = append(s.processes, Process{Name: "etcd", PID: pids.Etcd}, Process{Name: "kube-apiserver", PID: pids.APIServer})
 	s.progress("kube-apiserver at %s (pid %d), etcd at %s (pid %d)",
 		s.env.Config.Host, s.processes[1].PID, s.env.ControlPlane.Etcd.URL, s.processes[0].PID)
 

@@ -41,6 +41,9 @@ type Env struct {
 	RepoRoot string
 
 	env *envtest.Environment
+	// reaper kills etcd, kube-apiserver and kube-controller-manager and
+	// removes their directories if the test process ends without Stop.
+	reaper *controlplane.Reaper
 	// controllers is the kube-controller-manager StartControllerManager
 	// started, if any; controllersDir holds its files.
 	controllers    *controlplane.ControllerManager
@@ -102,16 +105,26 @@ func StartLonghorn(version string) (*Env, error) {
 		BinaryAssetsDirectory: assets,
 		Scheme:                s,
 	}
+	// Whatever ends the test process, the control plane goes with it.
+	reaper, err := controlplane.StartReaper()
+	if err != nil {
+		return nil, err
+	}
 	cfg, err := env.Start()
 	if err != nil {
-		return nil, fmt.Errorf("starting the test control plane: %w", err)
+		return nil, errors.Join(fmt.Errorf("starting the test control plane: %w", err), reaper.Stop())
+	}
+	e := &Env{Scheme: s, RepoRoot: root, env: env, reaper: reaper}
+	if _, err := controlplane.ReapEnvtest(reaper, env); err != nil {
+		return nil, errors.Join(err, e.Stop())
 	}
 	cfg.QPS, cfg.Burst = 500, 1000
 	c, err := client.New(cfg, client.Options{Scheme: s})
 	if err != nil {
-		return nil, errors.Join(fmt.Errorf("creating a client: %w", err), env.Stop())
+		return nil, errors.Join(fmt.Errorf("creating a client: %w", err), e.Stop())
 	}
-	return &Env{Config: cfg, Client: c, Scheme: s, RepoRoot: root, env: env}, nil
+	e.Config, e.Client = cfg, c
+	return e, nil
 }
 
 // Stop stops kube-controller-manager, if started, the API server and etcd.
@@ -126,7 +139,11 @@ func (e *Env) Stop() error {
 	if e.controllersDir != "" {
 		errs = append(errs, os.RemoveAll(e.controllersDir))
 	}
-	return errors.Join(append(errs, e.env.Stop())...)
+	errs = append(errs, e.env.Stop())
+	if e.reaper != nil {
+		errs = append(errs, e.reaper.Stop())
+	}
+	return errors.Join(errs...)
 }
 
 // StartControllerManager starts kube-controller-manager with the given
@@ -150,6 +167,9 @@ func (e *Env) StartControllerManager(ctx context.Context, controllers ...string)
 		return errors.Join(err, os.RemoveAll(dir))
 	}
 	e.controllers, e.controllersDir = cm, dir
+	if err := errors.Join(e.reaper.Watch(cm.PID()), e.reaper.RemoveDir(dir)); err != nil {
+		return fmt.Errorf("handing kube-controller-manager to the reaper: %w", err)
+	}
 	return nil
 }
 
