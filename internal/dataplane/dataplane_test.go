@@ -88,7 +88,7 @@ func TestLonghornsClientsRunAVolume(t *testing.T) {
 	addresses := map[string]string{}
 	for _, name := range []string{"vol-r-1", "vol-r-2", "vol-r-3"} {
 		r := &lhv1.Replica{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: lhv1.ReplicaSpec{
-			InstanceSpec: lhv1.InstanceSpec{VolumeName: "vol", VolumeSize: size, DataEngine: lhv1.DataEngineTypeV1, Image: "longhornio/longhorn-engine:v1.12.0"},
+			InstanceSpec:      lhv1.InstanceSpec{VolumeName: "vol", VolumeSize: size, DataEngine: lhv1.DataEngineTypeV1, Image: "longhornio/longhorn-engine:v1.12.0"},
 			DataDirectoryName: name,
 		}}
 		p, err := c.ReplicaInstanceCreate(&engineapi.ReplicaInstanceCreateRequest{Replica: r, DiskName: "disk-1", DataPath: "/data/replicas/" + name, EngineCLIAPIVersion: 11})
