@@ -158,7 +158,7 @@ func (s *instanceService) InstanceDelete(_ context.Context, req *imrpc.InstanceD
 	defer im.mu.Unlock()
 	in, ok := im.instances[req.GetName()]
 	if !ok {
-		return nil, status.Errorf(codes.NotFound, "instance %s not found", req.GetName())
+		return nil, status.Errorf(codes.NotFound, "cannot find instance %s", req.GetName())
 	}
 	delete(im.instances, req.GetName())
 	im.notifyLocked()
@@ -175,7 +175,7 @@ func (s *instanceService) InstanceGet(_ context.Context, req *imrpc.InstanceGetR
 	defer im.mu.Unlock()
 	in, ok := im.instances[req.GetName()]
 	if !ok {
-		return nil, status.Errorf(codes.NotFound, "instance %s not found", req.GetName())
+		return nil, status.Errorf(codes.NotFound, "cannot find instance %s", req.GetName())
 	}
 	return in.response(), nil
 }
@@ -200,7 +200,7 @@ func (s *instanceService) InstanceReplace(_ context.Context, req *imrpc.Instance
 	im.mu.Lock()
 	defer im.mu.Unlock()
 	if _, ok := im.instances[spec.GetName()]; !ok {
-		return nil, status.Errorf(codes.NotFound, "instance %s not found", spec.GetName())
+		return nil, status.Errorf(codes.NotFound, "cannot find instance %s", spec.GetName())
 	}
 	in, err := im.newInstance(spec)
 	if err != nil {
@@ -287,7 +287,7 @@ func (im *InstanceManager) engineOf(req *imrpc.ProxyEngineRequest) (*engine, err
 			return in.engine, nil
 		}
 	}
-	return nil, status.Errorf(codes.NotFound, "engine %s (%s) not found", req.GetEngineName(), req.GetAddress())
+	return nil, status.Errorf(codes.NotFound, "cannot find engine %s (%s)", req.GetEngineName(), req.GetAddress())
 }
 
 // addresses returns an engine's replica addresses, sorted.

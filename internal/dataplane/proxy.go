@@ -236,7 +236,7 @@ func (p *proxy) ReplicaRemove(_ context.Context, req *imrpc.EngineReplicaRemoveR
 func (p *proxy) ReplicaModeUpdate(_ context.Context, req *imrpc.EngineReplicaModeUpdateRequest) (*emptypb.Empty, error) {
 	err := p.withEngine(req.GetProxyEngineRequest(), true, func(e *engine) error {
 		if _, ok := e.replicas[req.GetReplicaAddress()]; !ok {
-			return status.Errorf(codes.NotFound, "replica %s not found", req.GetReplicaAddress())
+			return status.Errorf(codes.NotFound, "cannot find replica %s", req.GetReplicaAddress())
 		}
 		e.replicas[req.GetReplicaAddress()] = req.GetMode()
 		return nil
@@ -257,7 +257,7 @@ func (p *proxy) ReplicaRebuildingStatus(_ context.Context, req *imrpc.ProxyEngin
 func (p *proxy) ReplicaVerifyRebuild(_ context.Context, req *imrpc.EngineReplicaVerifyRebuildRequest) (*emptypb.Empty, error) {
 	err := p.withEngine(req.GetProxyEngineRequest(), false, func(e *engine) error {
 		if _, ok := e.replicas[req.GetReplicaAddress()]; !ok {
-			return status.Errorf(codes.NotFound, "replica %s not found", req.GetReplicaAddress())
+			return status.Errorf(codes.NotFound, "cannot find replica %s", req.GetReplicaAddress())
 		}
 		return nil
 	})
