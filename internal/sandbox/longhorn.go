@@ -176,3 +176,7 @@ func newDataPlane(topology *Topology) (*dataplane.Plan, error) {
 	}
 	return plan, nil
 }
+
+// DataPlane returns the simulated data plane Longhorn's controllers reach:
+// each node's address and disks; nil without Longhorn's controllers.
+func (s *Sandbox) DataPlane() *dataplane.Plan { return s.dataPlane }

@@ -1,0 +1,154 @@
+package longhorn_test
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"testing"
+	"time"
+
+	lhv1 "github.com/longhorn/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/longhorn/diskschedule/internal/sandbox"
+	"github.com/longhorn/diskschedule/internal/simlonghorn"
+	"github.com/longhorn/diskschedule/internal/testenv"
+	"github.com/longhorn/diskschedule/internal/testenv/sandboxtest"
+)
+
+// TestPodRunsOnLonghornsDataPlane: in a sandbox running longhorn-manager's
+// own controllers on the simulated data plane, Longhorn's node controller
+// creates one InstanceManager per node, which Longhorn's instance manager
+// controller finds running at its pod's IP (the node's address) and reads
+// the API version of through gRPC; each Longhorn Node carries the
+// conditions Longhorn's node controller writes (MountPropagation among
+// them, which nothing else writes) and its disk's space as statfs reads it
+// from the disk's filesystem, with the topology's UUID. A pod with a claim
+// of the default class runs once Longhorn attached its volume to the pod's
+// node (engine and replica running on that node's instance manager, the
+// volume attached and healthy as Longhorn's controllers set it), and its
+// volume is detached again when the pod goes.
+func TestPodRunsOnLonghornsDataPlane(t *testing.T) {
+	topo := &sandbox.Topology{}
+	for i := 1; i <= 3; i++ {
+		topo.Nodes = append(topo.Nodes, sandbox.Node{Name: fmt.Sprintf("node-%d", i), Disks: []sandbox.Disk{{Name: "disk-1", Size: 400 * gib}}})
+	}
+	logs := t.TempDir()
+	sb := sandboxtest.Start(t, sandboxtest.Options{Sandbox: sandbox.Options{Topology: topo, LonghornControllers: true, LogDir: logs}})
+	c := sb.Client()
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	t.Cleanup(func() {
+		if t.Failed() {
+			testenv.LogTail(t, filepath.Join(logs, "longhorn-controllers.log"))
+		}
+	})
+	ips := map[string]string{}
+	for _, n := range sb.DataPlane().Nodes {
+		ips[n.Name] = n.IP
+	}
+	if len(ips) != 3 {
+		t.Fatalf("the data plane has %d nodes, want 3", len(ips))
+	}
+
+	testenv.Eventually(t, ctx, 2*time.Minute, "one running InstanceManager per node, at the node's address", func(ctx context.Context) (bool, string, error) {
+		ims := &lhv1.InstanceManagerList{}
+		if err := c.List(ctx, ims, client.InNamespace(sandbox.Namespace)); err != nil {
+			return false, "", err
+		}
+		running := map[string]bool{}
+		for _, im := range ims.Items {
+			if im.Status.CurrentState == lhv1.InstanceManagerStateRunning && im.Status.IP == ips[im.Spec.NodeID] && im.Status.APIVersion == 7 {
+				running[im.Spec.NodeID] = true
+			}
+		}
+		return len(ims.Items) == 3 && len(running) == 3, fmt.Sprintf("%d InstanceManagers, running at the node's address with API version 7 on %d nodes", len(ims.Items), len(running)), nil
+	})
+	testenv.Eventually(t, ctx, time.Minute, "every Longhorn Node Ready, with Longhorn's node controller's conditions and its disk read by statfs", func(ctx context.Context) (bool, string, error) {
+		for name := range ips {
+			n := &lhv1.Node{}
+			if err := c.Get(ctx, client.ObjectKey{Namespace: sandbox.Namespace, Name: name}, n); err != nil {
+				return false, "", err
+			}
+			for _, typ := range []string{lhv1.NodeConditionTypeReady, lhv1.NodeConditionTypeSchedulable, lhv1.NodeConditionTypeMountPropagation} {
+				if !conditionTrue(n.Status.Conditions, typ) {
+					return false, fmt.Sprintf("node %s: %s not True: %+v", name, typ, n.Status.Conditions), nil
+				}
+			}
+			d := n.Status.DiskStatus["disk-1"]
+			if d == nil || d.DiskUUID != sandbox.DiskUUID(name, "disk-1") || d.StorageMaximum != 400*gib || d.FSType != "tmpfs" {
+				return false, fmt.Sprintf("node %s: disk-1 status %+v", name, d), nil
+			}
+		}
+		return true, "", nil
+	})
+
+	pvc := &corev1.PersistentVolumeClaim{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "data"},
+		Spec: corev1.PersistentVolumeClaimSpec{
+			AccessModes:      []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			StorageClassName: ptr.To(sandbox.StorageClassName),
+			Resources:        corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("10Gi")}},
+		},
+	}
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "app"},
+		Spec: corev1.PodSpec{
+			Containers: []corev1.Container{{Name: "app", Image: "busybox"}},
+			Volumes: []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{
+				PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: pvc.Name},
+			}}},
+		},
+	}
+	for _, o := range []client.Object{pvc, pod} {
+		if err := c.Create(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	name := simlonghorn.VolumeName(pvc)
+	testenv.Eventually(t, ctx, 2*time.Minute, "the pod running, its volume attached and healthy on the pod's node", func(ctx context.Context) (bool, string, error) {
+		if err := c.Get(ctx, client.ObjectKeyFromObject(pod), pod); err != nil {
+			return false, "", err
+		}
+		vol := &lhv1.Volume{}
+		if err := c.Get(ctx, client.ObjectKey{Namespace: sandbox.Namespace, Name: name}, vol); err != nil {
+			return false, err.Error(), nil
+		}
+		state := fmt.Sprintf("pod %s on %q (IP %q), volume %s %s on %q", pod.Status.Phase, pod.Spec.NodeName, pod.Status.PodIP, vol.Status.State, vol.Status.Robustness, vol.Status.CurrentNodeID)
+		return pod.Status.Phase == corev1.PodRunning && pod.Status.PodIP == ips[pod.Spec.NodeName] &&
+			vol.Status.State == lhv1.VolumeStateAttached && vol.Status.Robustness == lhv1.VolumeRobustnessHealthy &&
+			vol.Status.CurrentNodeID == pod.Spec.NodeName, state, nil
+	})
+	engines := &lhv1.EngineList{}
+	if err := c.List(ctx, engines, client.InNamespace(sandbox.Namespace), client.MatchingLabels{"longhornvolume": name}); err != nil {
+		t.Fatal(err)
+	}
+	if len(engines.Items) != 1 || engines.Items[0].Status.CurrentState != lhv1.InstanceStateRunning || engines.Items[0].Status.IP != ips[pod.Spec.NodeName] {
+		t.Errorf("want one running engine at %s for volume %s, got %+v", ips[pod.Spec.NodeName], name, engines.Items)
+	}
+
+	if err := c.Delete(ctx, pod); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, ctx, 2*time.Minute, "the volume detached once its pod is gone", func(ctx context.Context) (bool, string, error) {
+		vol := &lhv1.Volume{}
+		if err := c.Get(ctx, client.ObjectKey{Namespace: sandbox.Namespace, Name: name}, vol); err != nil {
+			return false, "", err
+		}
+		return vol.Status.State == lhv1.VolumeStateDetached, fmt.Sprintf("volume %s on %q", vol.Status.State, vol.Status.CurrentNodeID), nil
+	})
+}
+
+// conditionTrue reports whether conds has typ with status True.
+func conditionTrue(conds []lhv1.Condition, typ string) bool {
+	for _, c := range conds {
+		if c.Type == typ {
+			return c.Status == lhv1.ConditionStatusTrue
+		}
+	}
+	return false
+}
