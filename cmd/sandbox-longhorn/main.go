@@ -123,6 +123,13 @@ func run() error {
 		}
 		go attacher.Run(ctx)
 		controllers = append(controllers, "csi-attacher")
+		// The first node's longhorn-manager serves Longhorn's REST API
+		// (the longhorn-backend Service's endpoint), which Longhorn's CSI
+		// driver calls.
+		if err := longhornmanager.ServeAPI(ctx, pod, dp.Nodes[0].IP, log); err != nil {
+			return err
+		}
+		log.Infof("Serving Longhorn's API at %s", dp.APIURL())
 	}
 	if *readyFile != "" {
 		line := fmt.Sprintf("Longhorn's admission webhooks, and on each of %d nodes a longhorn-manager running %s\n", len(names), strings.Join(controllers, ", "))

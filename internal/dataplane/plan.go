@@ -3,6 +3,7 @@ package dataplane
 import (
 	"encoding/json"
 	"fmt"
+	"net"
 	"os"
 )
 
@@ -50,6 +51,16 @@ func (dp *Plan) Write(path string) error {
 		return fmt.Errorf("writing the data plane: %w", err)
 	}
 	return nil
+}
+
+// APIURL is where longhorn-manager's REST API serves: the first node's
+// longhorn-manager pod, at Longhorn's API port (9500), as Longhorn's CSI
+// driver reaches it through the longhorn-backend Service.
+func (dp *Plan) APIURL() string {
+	if len(dp.Nodes) == 0 {
+		return ""
+	}
+	return "http://" + net.JoinHostPort(dp.Nodes[0].IP, "9500") + "/v1"
 }
 
 // Disks are every node's disks.

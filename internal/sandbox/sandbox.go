@@ -516,6 +516,7 @@ func (s *Sandbox) startLonghorn(ctx context.Context) error {
 	simlonghorn.LogLonghornTo(longhornLog)
 	own := s.opts.LonghornControllers && !s.opts.LonghornNodesOnly
 	var nodeIPs map[string]string
+	longhornAPI := ""
 	if own {
 		if s.dataPlane, err = newDataPlane(s.opts.Topology); err != nil {
 			return err
@@ -524,6 +525,7 @@ func (s *Sandbox) startLonghorn(ctx context.Context) error {
 		for _, n := range s.dataPlane.Nodes {
 			nodeIPs[n.Name] = n.IP
 		}
+		longhornAPI = s.dataPlane.APIURL()
 		// Longhorn's webhooks first, so that the simulation's start-up
 		// objects pass Longhorn's mutators and validators as in a cluster.
 		if err := s.startLonghornControllers(ctx); err != nil {
@@ -536,6 +538,7 @@ func (s *Sandbox) startLonghorn(ctx context.Context) error {
 		PlaceReplicas:        !s.opts.LonghornNodesOnly,
 		LonghornControllers:  own,
 		NodeIPs:              nodeIPs,
+		LonghornAPI:          longhornAPI,
 		NodeLeaseDuration:    nodeLeaseDuration(s.opts.NodeMonitorGracePeriod),
 		CapacityPollInterval: s.opts.CapacityPollInterval,
 		OnRefusedWrite:       s.opts.OnRefusedWrite,

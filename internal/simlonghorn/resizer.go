@@ -4,8 +4,10 @@ import (
 	"context"
 	"fmt"
 	"regexp"
+	"strconv"
 	"time"
 
+	longhornclient "github.com/longhorn/longhorn-manager/client"
 	lhv1 "github.com/longhorn/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -336,6 +338,9 @@ func (r *resizer) failed(ctx context.Context, pvc *corev1.PersistentVolumeClaim,
 // decides. Either refusal is wrapped as Longhorn wraps it ("unable to
 // expand volume …"), which is what Longhorn's CSI driver matches.
 func (r *resizer) expandVolume(ctx context.Context, vol *lhv1.Volume, size int64) error {
+	if r.sim.longhornAPI != "" {
+		return expandThroughAPI(r.sim.longhornAPI, vol.Name, size)
+	}
 	pod, _, err := r.sim.pods.owner(ctx, vol)
 	if err != nil {
 		return fmt.Errorf("finding the longhorn-manager pod of volume %s: %w", vol.Name, err)
@@ -363,3 +368,29 @@ func (r *resizer) replicasExpanded(ctx context.Context, vol *lhv1.Volume) (bool,
 	}
 	return true, nil
 }
+
+// expandThroughAPI expands volume name to size as Longhorn v1.12.0's CSI
+// driver does in ControllerExpandVolume: its Longhorn API client's
+// Volume.ActionExpand, answered by longhorn-manager's API handler, which is
+// Longhorn's VolumeManager.Expand (its own expansion checks, then the
+// volume's update, where the admission gate decides).
+func expandThroughAPI(url, name string, size int64) error {
+	c, err := longhornclient.NewRancherClient(&longhornclient.ClientOpts{Url: url, Timeout: apiTimeout})
+	if err != nil {
+		return fmt.Errorf("reaching Longhorn's API at %s: %w", url, err)
+	}
+	vol, err := c.Volume.ById(name)
+	if err != nil {
+		return fmt.Errorf("getting volume %s from Longhorn's API: %w", name, err)
+	}
+	if vol == nil {
+		return fmt.Errorf("volume %s missing", name)
+	}
+	if _, err := c.Volume.ActionExpand(vol, &longhornclient.ExpandInput{Size: strconv.FormatInt(size, 10)}); err != nil {
+		return err
+	}
+	return nil
+}
+
+// apiTimeout bounds one call to Longhorn's API.
+const apiTimeout = 30 * time.Second

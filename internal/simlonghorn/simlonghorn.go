@@ -108,6 +108,12 @@ type Options struct {
 	// the InstanceManagers: the simulated node controller does not run and
 	// no InstanceManager is created here.
 	NodeIPs map[string]string
+	// LonghornAPI, when set, is the URL of longhorn-manager's REST API
+	// (http://…:9500/v1). The CSI resizer then expands volumes through it,
+	// as Longhorn's CSI driver's ControllerExpandVolume does, so that
+	// Longhorn's own VolumeManager.Expand runs its checks and writes the
+	// volume; it runs with LonghornControllers too.
+	LonghornAPI string
 	// OnRefusedWrite, when set, is called for every replica write the API
 	// server refused (the admission gate's denials among them): Longhorn
 	// only logs them, so tests and benchmarks measure stalls through it.
@@ -214,9 +220,11 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 			capacity,
 			&csiProvisioner{sim: s, capacity: capacity},
 		)
+		if !opts.LonghornControllers || opts.LonghornAPI != "" {
+			controllers = append(controllers, &resizer{sim: s})
+		}
 		if !opts.LonghornControllers {
 			controllers = append(controllers,
-				&resizer{sim: s},
 				&attacher{sim: s},
 				newVolumeController(s),
 				&replicaController{sim: s},
@@ -275,6 +283,8 @@ type sim struct {
 	onRefused func(RefusedWrite)
 	// nodeIPs is Options.NodeIPs.
 	nodeIPs map[string]string
+	// longhornAPI is Options.LonghornAPI.
+	longhornAPI string
 }
 
 // RefusedWrite is a replica write the API server refused.
@@ -296,7 +306,7 @@ func newSim(mgr ctrl.Manager, opts Options) (*sim, error) {
 	}
 	s := &sim{
 		client: mgr.GetClient(), namespace: opts.Namespace, allocatable: opts.Allocatable, onRefused: opts.OnRefusedWrite,
-		nodeIPs: opts.NodeIPs, nodeByName: map[string]*NodeSpec{}, diskNode: map[string]string{},
+		nodeIPs: opts.NodeIPs, longhornAPI: opts.LonghornAPI, nodeByName: map[string]*NodeSpec{}, diskNode: map[string]string{},
 	}
 	if s.allocatable == nil {
 		s.allocatable = DefaultAllocatable()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -14,6 +15,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	dsv1 "github.com/longhorn/diskschedule/api/v1beta2"
 	"github.com/longhorn/diskschedule/internal/sandbox"
 	"github.com/longhorn/diskschedule/internal/simlonghorn"
 	"github.com/longhorn/diskschedule/internal/testenv"
@@ -31,7 +33,10 @@ import (
 // of the default class runs once Longhorn attached its volume to the pod's
 // node (engine and replica running on that node's instance manager, the
 // volume attached and healthy as Longhorn's controllers set it), and its
-// volume is detached again when the pod goes.
+// volume is detached again when the pod goes. Expanding the claim grows
+// the volume through Longhorn's API and its engine through the instance
+// manager, with the ledger's grant following; an expansion no disk can hold
+// is refused by Longhorn's own claim validator.
 func TestPodRunsOnLonghornsDataPlane(t *testing.T) {
 	topo := &sandbox.Topology{}
 	for i := 1; i <= 3; i++ {
@@ -129,6 +134,47 @@ func TestPodRunsOnLonghornsDataPlane(t *testing.T) {
 	}
 	if len(engines.Items) != 1 || engines.Items[0].Status.CurrentState != lhv1.InstanceStateRunning || engines.Items[0].Status.IP != ips[pod.Spec.NodeName] {
 		t.Errorf("want one running engine at %s for volume %s, got %+v", ips[pod.Spec.NodeName], name, engines.Items)
+	}
+
+	// Expansion through the claim: Longhorn's API (VolumeManager.Expand)
+	// grows the volume, its engine expands through the instance manager's
+	// proxy, the ledger grants the replica the new size, and the claim
+	// gets its capacity.
+	setRequest := func(size string) error {
+		fresh := &corev1.PersistentVolumeClaim{}
+		if err := c.Get(ctx, client.ObjectKeyFromObject(pvc), fresh); err != nil {
+			return err
+		}
+		fresh.Spec.Resources.Requests[corev1.ResourceStorage] = resource.MustParse(size)
+		return c.Update(ctx, fresh)
+	}
+	if err := setRequest("20Gi"); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, ctx, 2*time.Minute, "the claim expanded to 20Gi, its replica granted 20Gi by the ledger", func(ctx context.Context) (bool, string, error) {
+		if err := c.Get(ctx, client.ObjectKeyFromObject(pvc), pvc); err != nil {
+			return false, "", err
+		}
+		replicas := &lhv1.ReplicaList{}
+		if err := c.List(ctx, replicas, client.InNamespace(sandbox.Namespace), client.MatchingLabels{"longhornvolume": name}); err != nil {
+			return false, "", err
+		}
+		granted := int64(0)
+		for _, r := range replicas.Items {
+			ds := &dsv1.DiskSchedule{}
+			if err := c.Get(ctx, client.ObjectKey{Namespace: sandbox.Namespace, Name: r.Spec.DiskID}, ds); err != nil {
+				return false, err.Error(), nil
+			}
+			granted = ds.Status.Replicas[r.Name].ScheduledSize
+		}
+		capacity := pvc.Status.Capacity[corev1.ResourceStorage]
+		return capacity.Value() == 20*gib && len(replicas.Items) == 1 && granted == 20*gib,
+			fmt.Sprintf("claim capacity %s, %d replicas, granted %d bytes", capacity.String(), len(replicas.Items), granted), nil
+	})
+	// An expansion no disk can hold is refused by Longhorn's own PVC
+	// validator, with its own words, before any Longhorn object changes.
+	if err := setRequest("500Gi"); err == nil || !strings.Contains(err.Error(), "does not have sufficient physical space") {
+		t.Errorf("expanding the claim to 500Gi on a 400Gi disk: got %v, want Longhorn's validator's refusal for physical space", err)
 	}
 
 	if err := c.Delete(ctx, pod); err != nil {
