@@ -301,3 +301,9 @@ func (p *proxy) MetricsGet(_ context.Context, req *imrpc.ProxyEngineRequest) (*i
 func (p *proxy) CleanupBackupMountPoints(context.Context, *emptypb.Empty) (*emptypb.Empty, error) {
 	return &emptypb.Empty{}, nil
 }
+
+// SnapshotPurge has no snapshot to purge: it finishes at once.
+func (p *proxy) SnapshotPurge(_ context.Context, req *imrpc.EngineSnapshotPurgeRequest) (*emptypb.Empty, error) {
+	err := p.withEngine(req.GetProxyEngineRequest(), false, func(*engine) error { return nil })
+	return &emptypb.Empty{}, err
+}

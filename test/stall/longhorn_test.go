@@ -1,0 +1,315 @@
+package stall_test
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	lhv1 "github.com/longhorn/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	dsv1 "github.com/longhorn/diskschedule/api/v1beta2"
+	"github.com/longhorn/diskschedule/internal/sandbox"
+	"github.com/longhorn/diskschedule/internal/scenario"
+	"github.com/longhorn/diskschedule/internal/simlonghorn"
+	"github.com/longhorn/diskschedule/internal/testenv"
+	"github.com/longhorn/diskschedule/internal/testenv/sandboxtest"
+)
+
+// The cases below run on longhorn-manager v1.12.0's own controllers and the
+// simulated data plane (the sandbox's --longhorn-controllers): every write
+// of a Longhorn object is Longhorn's, through the gate. A volume's stall
+// there runs from the request (the claim's update, the disk's eviction) to
+// what Longhorn reports done; the bounds are in
+// docs/accounting-differences.md, "Stalls on Longhorn's own controllers".
+
+// longhornStallBound bounds a stall that Longhorn's own watches end: each
+// step of Longhorn's (the Node or claim change seen, the replica created
+// and granted, started, rebuilt, the old one removed) is triggered by an
+// informer event, so none waits for the 30 s resync; the bound is that
+// resync, for a loaded machine.
+const longhornStallBound = 30 * time.Second
+
+// evictionBound bounds a disk eviction's stall by Longhorn's own periods:
+// its node controller acts on a changed disk spec once its disk monitor
+// collected the disk again (every 30 s: DiskMonitorSyncPeriod), its engine
+// controller waits one tick of its purge wait (2 × EnginePollInterval,
+// 10 s) before it rebuilds and sees the rebuilt replica in its next poll
+// (5 s); 15 s more for a loaded machine.
+const evictionBound = 60 * time.Second
+
+// longhornEnv is a sandbox running Longhorn's own controllers, with a watch
+// of every ledger's invariant.
+type longhornEnv struct {
+	c       client.WithWatch
+	ledgers *scenario.LedgerWatch
+}
+
+// startLonghorn starts a sandbox of three nodes with one 400Gi disk each
+// on Longhorn's own controllers, and the ledger watch; at the end of the
+// test no ledger broke its invariant and every ledger settled on what is
+// persisted.
+func startLonghorn(t *testing.T) *longhornEnv {
+	t.Helper()
+	topo := &sandbox.Topology{}
+	for i := 1; i <= 3; i++ {
+		topo.Nodes = append(topo.Nodes, sandbox.Node{Name: fmt.Sprintf("node-%d", i), Disks: []sandbox.Disk{{Name: "disk-1", Size: 400 * gib}}})
+	}
+	logs := t.TempDir()
+	sb := sandboxtest.Start(t, sandboxtest.Options{Sandbox: sandbox.Options{Topology: topo, LonghornControllers: true, LogDir: logs}})
+	cfg := sb.AdminConfig()
+	cfg.QPS, cfg.Burst = 500, 1000
+	c, err := client.NewWithWatch(cfg, client.Options{Scheme: sb.Scheme()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wctx, wcancel := context.WithCancel(context.Background())
+	lw, err := scenario.WatchLedgers(wctx, c, sandbox.Namespace)
+	if err != nil {
+		wcancel()
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		defer wcancel()
+		if t.Failed() {
+			testenv.LogTail(t, filepath.Join(logs, "longhorn-controllers.log"))
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		settle(ctx, t, c)
+		_, versions, violations, err := lw.Stop(ctx)
+		if err != nil {
+			t.Errorf("the ledger watch: %v", err)
+		}
+		for _, v := range violations {
+			t.Errorf("ledger invariant broken: %s", v)
+		}
+		t.Logf("%d ledger versions watched, %d broke the invariant", versions, len(violations))
+	})
+	return &longhornEnv{c: c, ledgers: lw}
+}
+
+// runPod creates a claim of size of the default class (one replica,
+// best-effort data locality) and a pod using it, and waits until the pod
+// runs on its attached, healthy volume; it returns the claim and the
+// volume's name.
+func (e *longhornEnv) runPod(ctx context.Context, t *testing.T, name, size string) (*corev1.PersistentVolumeClaim, string) {
+	t.Helper()
+	pvc := &corev1.PersistentVolumeClaim{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: name},
+		Spec: corev1.PersistentVolumeClaimSpec{
+			AccessModes:      []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			StorageClassName: ptr.To(sandbox.StorageClassName),
+			Resources:        corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse(size)}},
+		},
+	}
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: name},
+		Spec: corev1.PodSpec{
+			Containers: []corev1.Container{{Name: "app", Image: "busybox"}},
+			Volumes: []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{
+				PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: pvc.Name},
+			}}},
+		},
+	}
+	for _, o := range []client.Object{pvc, pod} {
+		if err := e.c.Create(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	vol := simlonghorn.VolumeName(pvc)
+	testenv.Eventually(t, ctx, 2*time.Minute, "pod "+name+" running on its healthy volume", func(ctx context.Context) (bool, string, error) {
+		if err := e.c.Get(ctx, client.ObjectKeyFromObject(pod), pod); err != nil {
+			return false, "", err
+		}
+		v := &lhv1.Volume{}
+		if err := e.c.Get(ctx, client.ObjectKey{Namespace: sandbox.Namespace, Name: vol}, v); err != nil {
+			return false, err.Error(), nil
+		}
+		return pod.Status.Phase == corev1.PodRunning && v.Status.Robustness == lhv1.VolumeRobustnessHealthy,
+			fmt.Sprintf("pod %s, volume %s %s", pod.Status.Phase, v.Status.State, v.Status.Robustness), nil
+	})
+	return pvc, vol
+}
+
+// replicas returns the volume's replicas.
+func (e *longhornEnv) replicas(ctx context.Context, t *testing.T, vol string) []lhv1.Replica {
+	t.Helper()
+	list := &lhv1.ReplicaList{}
+	if err := e.c.List(ctx, list, client.InNamespace(sandbox.Namespace), client.MatchingLabels{"longhornvolume": vol}); err != nil {
+		t.Fatal(err)
+	}
+	return list.Items
+}
+
+// granted returns what disk's ledger grants replica (zero when it holds
+// nothing for it).
+func (e *longhornEnv) granted(ctx context.Context, disk, replica string) (int64, error) {
+	if disk == "" {
+		return 0, nil // not placed
+	}
+	ds := &dsv1.DiskSchedule{}
+	if err := e.c.Get(ctx, client.ObjectKey{Namespace: sandbox.Namespace, Name: disk}, ds); err != nil {
+		return 0, err
+	}
+	st, ok := ds.Status.Replicas[replica]
+	if !ok || st.State != dsv1.RequestStateScheduled {
+		return 0, nil
+	}
+	return st.ScheduledSize, nil
+}
+
+// TestDiskEvictionStall: a disk's eviction requested on the Longhorn Node,
+// as an operator does, and Longhorn's own node, eviction and volume
+// controllers move the replica of a running volume to another disk: the
+// new replica is placed by Longhorn's scheduler and granted by its disk's
+// ledger, rebuilt through the instance manager's proxy, the evicted one
+// removed and its grant released; the volume is stalled (its replica not
+// yet moved) no longer than evictionBound. (Its best-effort data locality
+// then asks for a local replica, which Longhorn cannot place on the
+// evicted disk: that replica stays unplaced, as in a cluster.)
+func TestDiskEvictionStall(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a control plane")
+	}
+	t.Parallel()
+	e := startLonghorn(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	_, vol := e.runPod(ctx, t, "evicted", "100Gi")
+	before := e.replicas(ctx, t, vol)
+	if len(before) != 1 || before[0].Spec.DiskID == "" {
+		t.Fatalf("want one placed replica of %s, got %+v", vol, before)
+	}
+	old := before[0]
+
+	start := time.Now()
+	node := &lhv1.Node{}
+	if err := e.c.Get(ctx, client.ObjectKey{Namespace: sandbox.Namespace, Name: old.Spec.NodeID}, node); err != nil {
+		t.Fatal(err)
+	}
+	for name, d := range node.Spec.Disks {
+		if d.Path == old.Spec.DiskPath {
+			d.AllowScheduling, d.EvictionRequested = false, true
+			node.Spec.Disks[name] = d
+		}
+	}
+	if err := e.c.Update(ctx, node); err != nil {
+		t.Fatal(err)
+	}
+	var moved lhv1.Replica
+	testenv.Eventually(t, ctx, 2*evictionBound, "the replica moved off the evicted disk, granted there, the old one removed and released", func(ctx context.Context) (bool, string, error) {
+		var state []string
+		placed, oldGone := false, true
+		for _, r := range e.replicas(ctx, t, vol) {
+			g, err := e.granted(ctx, r.Spec.DiskID, r.Name)
+			if err != nil {
+				return false, "", err
+			}
+			state = append(state, fmt.Sprintf("%s on %s/%s %s, granted %d", r.Name, r.Spec.NodeID, r.Spec.DiskID, r.Status.CurrentState, g))
+			oldGone = oldGone && r.Name != old.Name
+			if r.Name != old.Name && r.Spec.DiskID != "" && r.Spec.DiskID != old.Spec.DiskID && r.Status.CurrentState == lhv1.InstanceStateRunning && g == 100*gib {
+				placed, moved = true, r
+			}
+		}
+		released, err := e.granted(ctx, old.Spec.DiskID, old.Name)
+		if err != nil {
+			return false, "", err
+		}
+		return placed && oldGone && released == 0, strings.Join(state, "; ") + fmt.Sprintf("; old grant %d", released), nil
+	})
+	stall := time.Since(start)
+	t.Logf("disk eviction: replica %s on %s moved to %s on %s in %s (bound %s)", old.Name, old.Spec.NodeID, moved.Name, moved.Spec.NodeID, stall.Round(10*time.Millisecond), evictionBound)
+	if stall > evictionBound {
+		t.Errorf("the evicted volume was stalled %s, over its bound %s", stall, evictionBound)
+	}
+	// The operator ends the disk's maintenance: its ledger is Ready again,
+	// and what Longhorn does next (the local replica its data locality
+	// asked for) settles like the rest.
+	if err := e.c.Get(ctx, client.ObjectKey{Namespace: sandbox.Namespace, Name: old.Spec.NodeID}, node); err != nil {
+		t.Fatal(err)
+	}
+	for name, d := range node.Spec.Disks {
+		if d.Path == old.Spec.DiskPath {
+			d.AllowScheduling, d.EvictionRequested = true, false
+			node.Spec.Disks[name] = d
+		}
+	}
+	if err := e.c.Update(ctx, node); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestExpansionStall: a running volume's claim expanded through Longhorn's
+// API (as Longhorn's CSI driver does: VolumeManager.Expand, the gate
+// deciding the volume's new size, the engine expanded through the instance
+// manager's proxy): the claim gets its capacity and the replica its grant
+// within longhornStallBound. An expansion no disk can hold is refused at
+// once by Longhorn's own claim validator (its physical-space check), before
+// any Longhorn object changes: the volume keeps its size and its grant.
+func TestExpansionStall(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a control plane")
+	}
+	t.Parallel()
+	e := startLonghorn(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	pvc, vol := e.runPod(ctx, t, "grown", "100Gi")
+	setRequest := func(size string) (time.Duration, error) {
+		fresh := &corev1.PersistentVolumeClaim{}
+		if err := e.c.Get(ctx, client.ObjectKeyFromObject(pvc), fresh); err != nil {
+			return 0, err
+		}
+		fresh.Spec.Resources.Requests[corev1.ResourceStorage] = resource.MustParse(size)
+		start := time.Now()
+		err := e.c.Update(ctx, fresh)
+		return time.Since(start), err
+	}
+
+	start := time.Now()
+	if _, err := setRequest("200Gi"); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, ctx, 2*longhornStallBound, "the claim at 200Gi and its replica granted 200Gi", func(ctx context.Context) (bool, string, error) {
+		if err := e.c.Get(ctx, client.ObjectKeyFromObject(pvc), pvc); err != nil {
+			return false, "", err
+		}
+		capacity := pvc.Status.Capacity[corev1.ResourceStorage]
+		rs := e.replicas(ctx, t, vol)
+		if len(rs) != 1 {
+			return false, fmt.Sprintf("%d replicas", len(rs)), nil
+		}
+		g, err := e.granted(ctx, rs[0].Spec.DiskID, rs[0].Name)
+		if err != nil {
+			return false, "", err
+		}
+		return capacity.Value() == 200*gib && g == 200*gib, fmt.Sprintf("claim %s, replica granted %d", capacity.String(), g), nil
+	})
+	stall := time.Since(start)
+	t.Logf("expansion that fits: 100Gi to 200Gi in %s (bound %s)", stall.Round(10*time.Millisecond), longhornStallBound)
+	if stall > longhornStallBound {
+		t.Errorf("the expanded volume was stalled %s, over its bound %s", stall, longhornStallBound)
+	}
+
+	took, err := setRequest("500Gi")
+	if err == nil || !strings.Contains(err.Error(), "does not have sufficient physical space") {
+		t.Fatalf("expanding the claim to 500Gi on a 400Gi disk: got %v, want Longhorn's validator's refusal for physical space", err)
+	}
+	t.Logf("expansion that does not fit: refused in %s by Longhorn's claim validator: %v", took.Round(time.Millisecond), err)
+	v := &lhv1.Volume{}
+	if err := e.c.Get(ctx, client.ObjectKey{Namespace: sandbox.Namespace, Name: vol}, v); err != nil {
+		t.Fatal(err)
+	}
+	if v.Spec.Size != 200*gib {
+		t.Errorf("volume %s size %d after the refused expansion, want 200Gi", vol, v.Spec.Size)
+	}
+}
