@@ -138,16 +138,19 @@ func (e *Executor) Execute(ctx context.Context, p Plan, dryRun bool) (ans Answer
 	if dryRun {
 		return p.DryRun
 	}
+	start := e.clock.Now()
 	var done []asked
 	defer func() { ans.RoundTrip = len(done) > 0 }()
 	var last *dsv1.DiskSchedule
 	for _, r := range p.Requests {
-		a, ds, err := e.ask(ctx, r)
+		a, ds, err := e.ask(ctx, r, start)
 		switch {
 		case errors.Is(err, ErrNoLedger):
 			return e.putBackAll(ctx, done, Deny(p.Words.NoLedger(r, a != nil)))
 		case errors.Is(err, ErrLedgerFull):
 			return e.putBackAll(ctx, done, Deny(err.Error()))
+		case errors.Is(err, ErrNoLeader):
+			return e.undecided(ctx, p, done, Undecided(p.Words.Undecided(r), err))
 		case err != nil:
 			return e.putBackAll(ctx, done, Failed(err))
 		case a.gen != 0 || ds == nil:
@@ -158,11 +161,7 @@ func (e *Executor) Execute(ctx context.Context, p Plan, dryRun bool) (ans Answer
 	for _, a := range done {
 		ds, err := e.await(ctx, a.Disk, a.gen, decided(a.Request))
 		if err != nil {
-			v := Undecided(p.Words.Undecided(a.Request), err)
-			if p.KeepUndecided {
-				return v
-			}
-			return e.putBackAll(ctx, done, v)
+			return e.undecided(ctx, p, done, Undecided(p.Words.Undecided(a.Request), err))
 		}
 		if !Granted(ds, a.Request) {
 			return e.putBackAll(ctx, done, Deny(p.Words.Refused(a.Request, a.prev, ds)))
@@ -172,11 +171,21 @@ func (e *Executor) Execute(ctx context.Context, p Plan, dryRun bool) (ans Answer
 	return Allow(p.Words.Admitted(len(done) > 0, last))
 }
 
-// ask admits r at once when its ledger grants it, or writes it. It returns
-// the request written (with gen 0 and a nil ledger when granted at once),
-// or, with ErrNoLedger, a non-nil ask when the ledger went away after it
-// was read.
-func (e *Executor) ask(ctx context.Context, r Request) (*asked, *dsv1.DiskSchedule, error) {
+// undecided answers v, a request's decision that did not come: what was
+// written stays when p keeps it, and is put back otherwise.
+func (e *Executor) undecided(ctx context.Context, p Plan, done []asked, v Answer) Answer {
+	if p.KeepUndecided {
+		return v
+	}
+	return e.putBackAll(ctx, done, v)
+}
+
+// ask admits r at once when its ledger grants it, or writes it once a
+// leader decides (awaitLeader, counting from start, when the admission
+// began). It returns the request written (with gen 0 and a nil ledger when
+// granted at once), or, with ErrNoLedger, a non-nil ask when the ledger
+// went away after it was read.
+func (e *Executor) ask(ctx context.Context, r Request, start time.Time) (*asked, *dsv1.DiskSchedule, error) {
 	ds, err := e.read(ctx, r.Disk)
 	if err != nil {
 		return nil, nil, err
@@ -207,6 +216,10 @@ func (e *Executor) ask(ctx context.Context, r Request) (*asked, *dsv1.DiskSchedu
 		}
 		// Released meanwhile: ask afresh, from the version that says so.
 		ds = latest
+	}
+	// What is written from here on waits for a leader to decide it.
+	if err := e.awaitLeader(ctx, r.Disk, start); err != nil {
+		return nil, nil, err
 	}
 	// A request the ledger rejected earlier at this very size stays
 	// rejected; withdraw it, and ask afresh from the version that says so.
@@ -359,6 +372,42 @@ func (e *Executor) await(ctx context.Context, disk string, gen int64, done func(
 	}
 }
 
+// awaitLeader returns once a leader decides, or ErrNoLeader once none has
+// for NoLeaderWait since start: a request written while no leader decides
+// would only wait for the next one, and the writer's retries, placed on
+// other disks from its view, would leave one such request on each, all
+// granted at once by the next leader for one replica that lands on one.
+func (e *Executor) awaitLeader(ctx context.Context, disk string, start time.Time) error {
+	if e.leader == nil {
+		return nil
+	}
+	for {
+		deciding, _, news := e.leader.Deciding()
+		if deciding {
+			return nil
+		}
+		left := NoLeaderWait - e.clock.Since(start)
+		if left <= 0 {
+			return fmt.Errorf("not asked of the ledger of disk %s: %w", disk, noLeader(e.clock.Since(start)))
+		}
+		wake := e.clock.NewTimer(left)
+		select {
+		case <-news:
+		case <-wake.C():
+		case <-ctx.Done():
+			wake.Stop()
+			return fmt.Errorf("waiting for a leader to decide the ledger of disk %s: %w", disk, ctx.Err())
+		}
+		wake.Stop()
+	}
+}
+
+// noLeader is ErrNoLeader after waiting waited.
+func noLeader(waited time.Duration) error {
+	return fmt.Errorf("%w after %s: the leader-election Lease has no holder, or its holder stopped renewing it",
+		ErrNoLeader, waited.Round(time.Millisecond))
+}
+
 // leaderNews returns ErrNoLeader when no leader is deciding and a request
 // waiting since start has waited NoLeaderWait. Otherwise it returns the
 // channel of the leader's news and a timer that fires when the answer may
@@ -374,8 +423,7 @@ func (e *Executor) leaderNews(start time.Time) (<-chan struct{}, clock.Timer, er
 	}
 	left := NoLeaderWait - e.clock.Since(start)
 	if left <= 0 {
-		return nil, nil, fmt.Errorf("%w after %s: the leader-election Lease has no holder, or its holder stopped renewing it",
-			ErrNoLeader, e.clock.Since(start).Round(time.Millisecond))
+		return nil, nil, noLeader(e.clock.Since(start))
 	}
 	return news, e.clock.NewTimer(left), nil
 }

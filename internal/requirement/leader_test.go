@@ -48,11 +48,11 @@ func (l *fakeLeader) set(deciding bool, until time.Time) {
 
 // TestNoLeaderIsAnsweredAtOnce: a request that no leader decides is
 // denied, saying so, once it has waited NoLeaderWait (on the executor's
-// clock), not held until the admission's deadline; a leader that stops
-// renewing counts as gone when its window ends; a leader that appears
-// within NoLeaderWait is waited for. What was written is put back as for
-// any refusal. No controller decides here: the fake API server keeps every
-// request pending.
+// clock), not held until the admission's deadline, and is not written
+// while no leader decides; a leader that stops renewing counts as gone when
+// its window ends; a leader that appears within NoLeaderWait is waited
+// for. What was written is put back as for any refusal. No controller
+// decides here: the fake API server keeps every request pending.
 func TestNoLeaderIsAnsweredAtOnce(t *testing.T) {
 	s, err := scheme.New()
 	if err != nil {
@@ -69,19 +69,21 @@ func TestNoLeaderIsAnsweredAtOnce(t *testing.T) {
 		// step is how far the clock is stepped once the request waits.
 		step time.Duration
 		want string
+		// written says whether the request reached the ledger.
+		written bool
 	}{
-		{name: "no leader: denied after NoLeaderWait",
+		{name: "no leader: denied after NoLeaderWait, nothing written",
 			leader: func() *fakeLeader { return newFakeLeader(false, time.Time{}) },
 			step:   NoLeaderWait, want: ResultNoLeader},
 		{name: "a leader that stops renewing: denied when its window ends",
 			leader: func() *fakeLeader { return newFakeLeader(true, start.Add(1500*time.Millisecond)) },
-			step:   1500 * time.Millisecond, want: ResultNoLeader},
+			step:   1500 * time.Millisecond, want: ResultNoLeader, written: true},
 		{name: "a leader appears within NoLeaderWait: waited for until the deadline",
 			leader: func() *fakeLeader { return newFakeLeader(false, time.Time{}) },
 			then: func(l *fakeLeader, clk *clocktesting.FakeClock) {
 				l.set(true, clk.Now().Add(time.Hour))
 			},
-			step: NoLeaderWait, want: ResultUndecided},
+			step: NoLeaderWait, want: ResultUndecided, written: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ds := &dsv1.DiskSchedule{ObjectMeta: metav1.ObjectMeta{Name: disk, Namespace: ns},
@@ -138,6 +140,10 @@ func TestNoLeaderIsAnsweredAtOnce(t *testing.T) {
 			}
 			if _, left := stored.Spec.BackingImages[image]; left {
 				t.Errorf("the request was not put back: %v", stored.Spec.BackingImages)
+			}
+			// The fake API server starts every object at resourceVersion 999.
+			if written := stored.ResourceVersion != "999"; written != tc.written {
+				t.Errorf("the request was written: %v, want %v (resourceVersion %s)", written, tc.written, stored.ResourceVersion)
 			}
 		})
 	}
