@@ -276,12 +276,16 @@ func (e *Executor) writeRequest(ctx context.Context, r Request) (*dsv1.DiskSched
 
 // putBackAll returns every request in done to what it was before, then
 // answers v. It outlives the admission's deadline by a bounded time, and
-// never fails on a busy ledger (ledgerclient.PutBack).
+// never fails on a busy ledger (ledgerclient.PutBack). A new request the
+// ledger rejected is left as decided (leftRejected): it holds nothing.
 func (e *Executor) putBackAll(ctx context.Context, done []asked, v Answer) Answer {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
 	defer cancel()
 	for _, a := range done {
 		ds, err := e.read(ctx, a.Disk)
+		if err == nil && leftRejected(ds, a) {
+			continue
+		}
 		if err == nil {
 			_, err = e.editOn(ctx, ds, PutBack(a.Request, a.prev), ledgerclient.PutBack)
 		}
@@ -290,6 +294,21 @@ func (e *Executor) putBackAll(ctx context.Context, done []asked, v Answer) Answe
 		}
 	}
 	return v
+}
+
+// leftRejected reports whether a, a request that was new on its ledger
+// (nothing to put back to), stands rejected there with nothing held. Such
+// an entry holds no bytes and counts as no pending request, so it is left
+// as the ledger decided it rather than written away while the refused
+// write waits for its answer: on a ledger busy with writers (a leader's
+// take-over, a burst of placements) that write alone, with the
+// optimistic lock, held the refusal for seconds. The next request of the
+// same entry withdraws it first (ask), and the mirror releases it (rule
+// 10) at once when the replica lands on another disk, or after the grace
+// period.
+func leftRejected(ds *dsv1.DiskSchedule, a asked) bool {
+	d, _ := Decision(ds, a.Request)
+	return a.prev == 0 && d == ledger.Rejected && scheduled(ds, a.Request) == 0
 }
 
 // read returns the named DiskSchedule from the cache, or ErrNoLedger.

@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	dsv1 "github.com/longhorn/diskschedule/api/v1beta2"
+	"github.com/longhorn/diskschedule/internal/ledger"
 	"github.com/longhorn/diskschedule/internal/scheme"
 )
 
@@ -180,10 +181,11 @@ func TestPutBackAndWithdraw(t *testing.T) {
 }
 
 // A write with requests on two disks, one granted and one refused, is
-// denied with the refusal's words, and what both requested is put back.
+// denied with the refusal's words; what was granted is put back, and the
+// new request the ledger rejected is left as decided, holding nothing.
 // The ledgers' statuses hold the decisions already (as the controller
 // would write them), so the fakes need no controller.
-func TestExecutePutsBackEveryRequestOnARefusal(t *testing.T) {
+func TestExecutePutsBackWhatARefusedWriteWasGranted(t *testing.T) {
 	s, err := scheme.New()
 	if err != nil {
 		t.Fatal(err)
@@ -208,14 +210,23 @@ func TestExecutePutsBackEveryRequestOnARefusal(t *testing.T) {
 	if got.Allowed || got.Result != ResultDenied || got.Message != "refused (was 0)" || !got.RoundTrip {
 		t.Errorf("Execute = %+v, want denied: refused (was 0), after a ledger round trip", got)
 	}
-	for _, disk := range []string{"uuid-0", "uuid-1"} {
-		stored := &dsv1.DiskSchedule{}
-		if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: disk}, stored); err != nil {
+	stored := func(disk string) *dsv1.DiskSchedule {
+		ds := &dsv1.DiskSchedule{}
+		if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: disk}, ds); err != nil {
 			t.Fatal(err)
 		}
-		if _, left := stored.Spec.BackingImages[image]; left {
-			t.Errorf("the request on %s was not put back: %v", disk, stored.Spec.BackingImages)
-		}
+		return ds
+	}
+	if granted := stored("uuid-0"); len(granted.Spec.BackingImages) != 0 {
+		t.Errorf("the granted request on uuid-0 was not put back: %v", granted.Spec.BackingImages)
+	}
+	rejected := stored("uuid-1")
+	if rejected.Spec.BackingImages[image] != dsv1.RequestedBytes(3*gi) {
+		t.Errorf("the rejected request on uuid-1 was written away: %v", rejected.Spec.BackingImages)
+	}
+	if d, _ := Decision(rejected, plan.Requests[1]); d != ledger.Rejected || rejected.Status.BackingImages[image].ScheduledSize != 0 {
+		t.Errorf("the request left on uuid-1 is %s, holding %d bytes; want rejected, holding nothing",
+			d, rejected.Status.BackingImages[image].ScheduledSize)
 	}
 }
 
