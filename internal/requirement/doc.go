@@ -32,6 +32,10 @@
 // leader decides (Leader, internal/leader), nothing is written: a request
 // waits NoLeaderWait for one, then is denied with ErrNoLeader's words; one
 // written before the leader went is answered likewise and put back or
-// kept as any undecided request. A dry run writes nothing and gets the
-// plan's DryRun answer.
+// kept as any undecided request. The Lease says a leader is gone only a
+// renewal window after its last renewal, so a holder also counts as not
+// deciding once a waiting request has seen no decision on any ledger
+// (Waiter.LastDecision) for NoLeaderWait: a live leader decides within
+// milliseconds, and on some ledger all the time while it has a backlog.
+// A dry run writes nothing and gets the plan's DryRun answer.
 package requirement

@@ -159,7 +159,7 @@ func (e *Executor) Execute(ctx context.Context, p Plan, dryRun bool) (ans Answer
 		last = ds
 	}
 	for _, a := range done {
-		ds, err := e.await(ctx, a.Disk, a.gen, decided(a.Request))
+		ds, err := e.await(ctx, a.Disk, a.gen, decided(a.Request), start)
 		if err != nil {
 			return e.undecided(ctx, p, done, Undecided(p.Words.Undecided(a.Request), err))
 		}
@@ -360,13 +360,13 @@ func (e *Executor) conflicted() {
 // await waits until the named DiskSchedule's controller has decided
 // generation gen and done says the answer is there, and returns the ledger
 // as the informer delivered it. It returns ctx's error when the decision
-// does not come in time, and ErrNoLeader once no leader has been deciding
-// and the request has waited NoLeaderWait: nothing would decide it before
-// a new leader takes over, so the write is answered rather than held.
-func (e *Executor) await(ctx context.Context, disk string, gen int64, done func(*dsv1.DiskSchedule) bool) (*dsv1.DiskSchedule, error) {
+// does not come in time, and ErrNoLeader once the admission (begun at
+// start) has waited NoLeaderWait and either no leader has been deciding
+// or none was seen deciding: nothing would decide the request before a
+// new leader takes over, so the write is answered rather than held.
+func (e *Executor) await(ctx context.Context, disk string, gen int64, done func(*dsv1.DiskSchedule) bool, start time.Time) (*dsv1.DiskSchedule, error) {
 	changed, stop := e.waiter.subscribe(disk)
 	defer stop()
-	start := e.clock.Now()
 	for {
 		ds, err := e.read(ctx, disk)
 		if err != nil {
@@ -427,24 +427,45 @@ func noLeader(waited time.Duration) error {
 		ErrNoLeader, waited.Round(time.Millisecond))
 }
 
-// leaderNews returns ErrNoLeader when no leader is deciding and a request
-// waiting since start has waited NoLeaderWait. Otherwise it returns the
-// channel of the leader's news and a timer that fires when the answer may
-// change without news: when a deciding leader would count as gone, or when
+// leaderNews returns ErrNoLeader once a request waiting since start has
+// waited NoLeaderWait while no leader is deciding, or without a decision
+// seen on any ledger for NoLeaderWait. Otherwise it returns the channel of
+// the leader's news and a timer that fires when the answer may change
+// without news: when a deciding leader would count as gone, or when
 // NoLeaderWait is up.
+//
+// The Lease alone cannot tell a leader that stopped just after its last
+// renewal for up to its renewal window (internal/leader): a leader that
+// holds it but has decided nothing for NoLeaderWait while a request waits
+// counts as not deciding. A live leader decides a request within
+// milliseconds, and while it works through a backlog it decides on some
+// ledger all the time; one that decides nothing for NoLeaderWait is gone,
+// not yet started (a take-over) or stalled, and the write is answered so
+// that its writer retries, and finds its request granted
+// (Plan.KeepUndecided) once a leader decides it.
 func (e *Executor) leaderNews(start time.Time) (<-chan struct{}, clock.Timer, error) {
 	if e.leader == nil {
 		return nil, stopped{}, nil
 	}
+	now := e.clock.Now()
 	deciding, until, news := e.leader.Deciding()
-	if deciding {
-		return news, e.clock.NewTimer(until.Sub(e.clock.Now())), nil
+	if !deciding {
+		left := NoLeaderWait - now.Sub(start)
+		if left <= 0 {
+			return nil, nil, noLeader(now.Sub(start))
+		}
+		return news, e.clock.NewTimer(left), nil
 	}
-	left := NoLeaderWait - e.clock.Since(start)
+	silent := start
+	if last := e.waiter.LastDecision(); last.After(silent) {
+		silent = last
+	}
+	left := NoLeaderWait - now.Sub(silent)
 	if left <= 0 {
-		return nil, nil, noLeader(e.clock.Since(start))
+		return nil, nil, fmt.Errorf("%w: no decision on any ledger for the last %s of the %s this write waited; the Lease's holder may be gone, still taking over, or stalled",
+			ErrNoLeader, now.Sub(silent).Round(time.Millisecond), now.Sub(start).Round(time.Millisecond))
 	}
-	return news, e.clock.NewTimer(left), nil
+	return news, e.clock.NewTimer(min(left, until.Sub(now))), nil
 }
 
 // stopped is a timer that never fires.

@@ -85,7 +85,7 @@ func TestAlreadyGrantedIsCheckedAgainstTheAPIServer(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			cache := fake.NewClientBuilder().WithScheme(s).WithObjects(granted.DeepCopy()).Build()
 			api := fake.NewClientBuilder().WithScheme(s).WithObjects(tc.api.DeepCopy()).Build()
-			e := NewExecutor(staleCache{Client: api, cache: cache}, api, NewWaiter(), nil, nil, nil, logr.Discard(), ns)
+			e := NewExecutor(staleCache{Client: api, cache: cache}, api, NewWaiter(nil), nil, nil, nil, logr.Discard(), ns)
 			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 			defer cancel()
 			if got := e.Execute(ctx, plan, false); got.Message != tc.want || got.RoundTrip != tc.roundTrip {
@@ -112,7 +112,7 @@ func TestExecuteWritesNothingForADryRun(t *testing.T) {
 	}
 	ds := &dsv1.DiskSchedule{ObjectMeta: metav1.ObjectMeta{Name: "uuid-0", Namespace: "ns"}}
 	c := fake.NewClientBuilder().WithScheme(s).WithObjects(ds).Build()
-	e := NewExecutor(c, c, NewWaiter(), nil, nil, nil, logr.Discard(), "ns")
+	e := NewExecutor(c, c, NewWaiter(nil), nil, nil, nil, logr.Discard(), "ns")
 	plan := Plan{Requests: []Request{{Disk: "uuid-0", Kind: BackingImage, Name: "image", Size: gi}},
 		DryRun: AllowWithWarning("dry run", "not asked"), Words: words{}}
 	if got := e.Execute(context.Background(), plan, true); !got.Allowed || got.Warning != "not asked" || got.RoundTrip {
@@ -199,7 +199,7 @@ func TestExecutePutsBackWhatARefusedWriteWasGranted(t *testing.T) {
 	}
 	c := fake.NewClientBuilder().WithScheme(s).WithObjects(
 		decided("uuid-0", dsv1.RequestStateScheduled, 3*gi), decided("uuid-1", dsv1.RequestStateRejected, 0)).Build()
-	e := NewExecutor(c, c, NewWaiter(), nil, nil, nil, logr.Discard(), ns)
+	e := NewExecutor(c, c, NewWaiter(nil), nil, nil, nil, logr.Discard(), ns)
 	plan := Plan{Words: words{}, Requests: []Request{
 		{Disk: "uuid-0", Kind: BackingImage, Name: image, Size: 3 * gi},
 		{Disk: "uuid-1", Kind: BackingImage, Name: image, Size: 3 * gi},
@@ -248,7 +248,7 @@ func TestALedgerAtItsBoundDeniesNewReplicas(t *testing.T) {
 		ds.Status.Replicas[name] = dsv1.RequestStatus{State: dsv1.RequestStateScheduled, RequestedSize: gi, ScheduledSize: gi}
 	}
 	c := fake.NewClientBuilder().WithScheme(s).WithObjects(ds).WithStatusSubresource(ds).Build()
-	e := NewExecutor(c, c, NewWaiter(), nil, nil, nil, logr.Discard(), "ns")
+	e := NewExecutor(c, c, NewWaiter(nil), nil, nil, nil, logr.Discard(), "ns")
 	plan := Plan{Requests: []Request{{Disk: "uuid-0", Kind: Replica, Name: "pvc-new-r-1", Size: gi}}, Words: words{}}
 	got := e.Execute(context.Background(), plan, false)
 	if got.Allowed || got.Result != ResultDenied || !strings.Contains(got.Message, fmt.Sprintf("already holds %d replica entries", dsv1.MaxReplicaEntries)) ||
