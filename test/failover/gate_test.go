@@ -39,8 +39,8 @@ const (
 	writerPods = 3
 	// heldBound bounds how long the gate may hold any write through a
 	// failover, a write answered because no leader decides included: well
-	// under the gate's timeout, whatever the load. (On an idle machine a
-	// killed leader holds none over 1 s: docs/benchmarks.md.)
+	// under the gate's timeout, whatever the load. (On a lightly loaded
+	// machine a killed leader holds none over 1 s: docs/benchmarks.md.)
 	heldBound = gate.DefaultDecisionTimeout / 4
 	// stallBound bounds how long a volume whose placement began during the
 	// failover waits for its replica: the lease, then Longhorn's next look
