@@ -24,11 +24,18 @@
 // DiskSchedule controller decided each written generation. All granted:
 // admitted. One refused: every request written is put back to what it was
 // (ledgerclient.PutBack retries every conflict, so a busy ledger does not
-// make a put-back fail) and the write is denied with the ledger's numbers.
-// Not decided in time: put back likewise, unless the plan keeps it so
+// make a put-back fail) and the write is denied with the ledger's numbers;
+// a new request the ledger rejected holds nothing and is left as decided,
+// for the next ask of it to withdraw and the mirror to release. Not
+// decided in time: put back likewise, unless the plan keeps it so
 // Longhorn's retry finds it granted at once (a replica's). While no
-// leader decides (Leader, internal/leader), a request is answered within
-// NoLeaderWait, denied with ErrNoLeader's words, and put back or kept as
-// any undecided request. A dry run writes nothing and gets the plan's
-// DryRun answer.
+// leader decides (Leader, internal/leader), nothing is written: a request
+// waits NoLeaderWait for one, then is denied with ErrNoLeader's words; one
+// written before the leader went is answered likewise and put back or
+// kept as any undecided request. The Lease says a leader is gone only a
+// renewal window after its last renewal, so a holder also counts as not
+// deciding once a waiting request has seen no decision on any ledger
+// (Waiter.LastDecision) for NoLeaderWait: a live leader decides within
+// milliseconds, and on some ledger all the time while it has a backlog.
+// A dry run writes nothing and gets the plan's DryRun answer.
 package requirement

@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	dsv1 "github.com/longhorn/diskschedule/api/v1beta2"
+	"github.com/longhorn/diskschedule/internal/ledger"
 	"github.com/longhorn/diskschedule/internal/scheme"
 )
 
@@ -84,7 +85,7 @@ func TestAlreadyGrantedIsCheckedAgainstTheAPIServer(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			cache := fake.NewClientBuilder().WithScheme(s).WithObjects(granted.DeepCopy()).Build()
 			api := fake.NewClientBuilder().WithScheme(s).WithObjects(tc.api.DeepCopy()).Build()
-			e := NewExecutor(staleCache{Client: api, cache: cache}, api, NewWaiter(), nil, nil, nil, logr.Discard(), ns)
+			e := NewExecutor(staleCache{Client: api, cache: cache}, api, NewWaiter(nil), nil, nil, nil, logr.Discard(), ns)
 			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 			defer cancel()
 			if got := e.Execute(ctx, plan, false); got.Message != tc.want || got.RoundTrip != tc.roundTrip {
@@ -111,7 +112,7 @@ func TestExecuteWritesNothingForADryRun(t *testing.T) {
 	}
 	ds := &dsv1.DiskSchedule{ObjectMeta: metav1.ObjectMeta{Name: "uuid-0", Namespace: "ns"}}
 	c := fake.NewClientBuilder().WithScheme(s).WithObjects(ds).Build()
-	e := NewExecutor(c, c, NewWaiter(), nil, nil, nil, logr.Discard(), "ns")
+	e := NewExecutor(c, c, NewWaiter(nil), nil, nil, nil, logr.Discard(), "ns")
 	plan := Plan{Requests: []Request{{Disk: "uuid-0", Kind: BackingImage, Name: "image", Size: gi}},
 		DryRun: AllowWithWarning("dry run", "not asked"), Words: words{}}
 	if got := e.Execute(context.Background(), plan, true); !got.Allowed || got.Warning != "not asked" || got.RoundTrip {
@@ -180,10 +181,11 @@ func TestPutBackAndWithdraw(t *testing.T) {
 }
 
 // A write with requests on two disks, one granted and one refused, is
-// denied with the refusal's words, and what both requested is put back.
+// denied with the refusal's words; what was granted is put back, and the
+// new request the ledger rejected is left as decided, holding nothing.
 // The ledgers' statuses hold the decisions already (as the controller
 // would write them), so the fakes need no controller.
-func TestExecutePutsBackEveryRequestOnARefusal(t *testing.T) {
+func TestExecutePutsBackWhatARefusedWriteWasGranted(t *testing.T) {
 	s, err := scheme.New()
 	if err != nil {
 		t.Fatal(err)
@@ -197,7 +199,7 @@ func TestExecutePutsBackEveryRequestOnARefusal(t *testing.T) {
 	}
 	c := fake.NewClientBuilder().WithScheme(s).WithObjects(
 		decided("uuid-0", dsv1.RequestStateScheduled, 3*gi), decided("uuid-1", dsv1.RequestStateRejected, 0)).Build()
-	e := NewExecutor(c, c, NewWaiter(), nil, nil, nil, logr.Discard(), ns)
+	e := NewExecutor(c, c, NewWaiter(nil), nil, nil, nil, logr.Discard(), ns)
 	plan := Plan{Words: words{}, Requests: []Request{
 		{Disk: "uuid-0", Kind: BackingImage, Name: image, Size: 3 * gi},
 		{Disk: "uuid-1", Kind: BackingImage, Name: image, Size: 3 * gi},
@@ -208,14 +210,23 @@ func TestExecutePutsBackEveryRequestOnARefusal(t *testing.T) {
 	if got.Allowed || got.Result != ResultDenied || got.Message != "refused (was 0)" || !got.RoundTrip {
 		t.Errorf("Execute = %+v, want denied: refused (was 0), after a ledger round trip", got)
 	}
-	for _, disk := range []string{"uuid-0", "uuid-1"} {
-		stored := &dsv1.DiskSchedule{}
-		if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: disk}, stored); err != nil {
+	stored := func(disk string) *dsv1.DiskSchedule {
+		ds := &dsv1.DiskSchedule{}
+		if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: disk}, ds); err != nil {
 			t.Fatal(err)
 		}
-		if _, left := stored.Spec.BackingImages[image]; left {
-			t.Errorf("the request on %s was not put back: %v", disk, stored.Spec.BackingImages)
-		}
+		return ds
+	}
+	if granted := stored("uuid-0"); len(granted.Spec.BackingImages) != 0 {
+		t.Errorf("the granted request on uuid-0 was not put back: %v", granted.Spec.BackingImages)
+	}
+	rejected := stored("uuid-1")
+	if rejected.Spec.BackingImages[image] != dsv1.RequestedBytes(3*gi) {
+		t.Errorf("the rejected request on uuid-1 was written away: %v", rejected.Spec.BackingImages)
+	}
+	if d, _ := Decision(rejected, plan.Requests[1]); d != ledger.Rejected || rejected.Status.BackingImages[image].ScheduledSize != 0 {
+		t.Errorf("the request left on uuid-1 is %s, holding %d bytes; want rejected, holding nothing",
+			d, rejected.Status.BackingImages[image].ScheduledSize)
 	}
 }
 
@@ -237,7 +248,7 @@ func TestALedgerAtItsBoundDeniesNewReplicas(t *testing.T) {
 		ds.Status.Replicas[name] = dsv1.RequestStatus{State: dsv1.RequestStateScheduled, RequestedSize: gi, ScheduledSize: gi}
 	}
 	c := fake.NewClientBuilder().WithScheme(s).WithObjects(ds).WithStatusSubresource(ds).Build()
-	e := NewExecutor(c, c, NewWaiter(), nil, nil, nil, logr.Discard(), "ns")
+	e := NewExecutor(c, c, NewWaiter(nil), nil, nil, nil, logr.Discard(), "ns")
 	plan := Plan{Requests: []Request{{Disk: "uuid-0", Kind: Replica, Name: "pvc-new-r-1", Size: gi}}, Words: words{}}
 	got := e.Execute(context.Background(), plan, false)
 	if got.Allowed || got.Result != ResultDenied || !strings.Contains(got.Message, fmt.Sprintf("already holds %d replica entries", dsv1.MaxReplicaEntries)) ||
