@@ -27,7 +27,7 @@ var ErrLedgerFull = errors.New("ledger full")
 // full returns ErrLedgerFull, with the numbers, when r would add a replica
 // entry to ds past its bound.
 func full(ds *dsv1.DiskSchedule, r Request) error {
-	if r.Kind != Replica || len(ds.Spec.Replicas) < dsv1.MaxReplicaEntries {
+	if r.Kind != ledger.Replica || len(ds.Spec.Replicas) < dsv1.MaxReplicaEntries {
 		return nil
 	}
 	if _, ok := ds.Spec.Replicas[r.Name]; ok {

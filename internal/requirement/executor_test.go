@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	dsv1 "github.com/longhorn/diskschedule/api/v1beta2"
+	"github.com/longhorn/diskschedule/internal/ledger"
 	"github.com/longhorn/diskschedule/internal/scheme"
 )
 
@@ -68,7 +69,7 @@ func TestAlreadyGrantedIsCheckedAgainstTheAPIServer(t *testing.T) {
 	released.Generation, released.Status.ObservedGeneration = 3, 3
 	released.Spec.Replicas, released.Spec.ReplicaVersions, released.Status.Replicas = nil, nil, nil
 
-	plan := Plan{Requests: []Request{{Disk: disk, Kind: Replica, Name: replica, Size: 10 * gi, Version: "7", Confirm: true}},
+	plan := Plan{Requests: []Request{{Disk: disk, Kind: ledger.Replica, Name: replica, Size: 10 * gi, Version: "7", Confirm: true}},
 		KeepUndecided: true, Words: words{}}
 	for _, tc := range []struct {
 		name      string
@@ -112,7 +113,7 @@ func TestExecuteWritesNothingForADryRun(t *testing.T) {
 	ds := &dsv1.DiskSchedule{ObjectMeta: metav1.ObjectMeta{Name: "uuid-0", Namespace: "ns"}}
 	c := fake.NewClientBuilder().WithScheme(s).WithObjects(ds).Build()
 	e := NewExecutor(c, c, NewWaiter(), nil, nil, nil, logr.Discard(), "ns")
-	plan := Plan{Requests: []Request{{Disk: "uuid-0", Kind: BackingImage, Name: "image", Size: gi}},
+	plan := Plan{Requests: []Request{{Disk: "uuid-0", Kind: ledger.BackingImage, Name: "image", Size: gi}},
 		DryRun: AllowWithWarning("dry run", "not asked"), Words: words{}}
 	if got := e.Execute(context.Background(), plan, true); !got.Allowed || got.Warning != "not asked" || got.RoundTrip {
 		t.Errorf("dry run answered %+v", got)
@@ -153,7 +154,7 @@ func TestPutBackAndWithdraw(t *testing.T) {
 		t.Errorf("setRequest on a nil map: %v", nilMap)
 	}
 
-	r := Request{Disk: "uuid-0", Kind: Replica, Name: "pvc-a-r-1", Size: 20 * gi, Version: "9"}
+	r := Request{Disk: "uuid-0", Kind: ledger.Replica, Name: "pvc-a-r-1", Size: 20 * gi, Version: "9"}
 	ledgerAt := func(state dsv1.RequestState) *dsv1.DiskSchedule {
 		return &dsv1.DiskSchedule{
 			Spec: dsv1.DiskScheduleSpec{Replicas: map[string]dsv1.RequestedBytes{r.Name: dsv1.RequestedBytes(20 * gi)},
@@ -199,8 +200,8 @@ func TestExecutePutsBackEveryRequestOnARefusal(t *testing.T) {
 		decided("uuid-0", dsv1.RequestStateScheduled, 3*gi), decided("uuid-1", dsv1.RequestStateRejected, 0)).Build()
 	e := NewExecutor(c, c, NewWaiter(), nil, nil, nil, logr.Discard(), ns)
 	plan := Plan{Words: words{}, Requests: []Request{
-		{Disk: "uuid-0", Kind: BackingImage, Name: image, Size: 3 * gi},
-		{Disk: "uuid-1", Kind: BackingImage, Name: image, Size: 3 * gi},
+		{Disk: "uuid-0", Kind: ledger.BackingImage, Name: image, Size: 3 * gi},
+		{Disk: "uuid-1", Kind: ledger.BackingImage, Name: image, Size: 3 * gi},
 	}}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
@@ -238,7 +239,7 @@ func TestALedgerAtItsBoundDeniesNewReplicas(t *testing.T) {
 	}
 	c := fake.NewClientBuilder().WithScheme(s).WithObjects(ds).WithStatusSubresource(ds).Build()
 	e := NewExecutor(c, c, NewWaiter(), nil, nil, nil, logr.Discard(), "ns")
-	plan := Plan{Requests: []Request{{Disk: "uuid-0", Kind: Replica, Name: "pvc-new-r-1", Size: gi}}, Words: words{}}
+	plan := Plan{Requests: []Request{{Disk: "uuid-0", Kind: ledger.Replica, Name: "pvc-new-r-1", Size: gi}}, Words: words{}}
 	got := e.Execute(context.Background(), plan, false)
 	if got.Allowed || got.Result != ResultDenied || !strings.Contains(got.Message, fmt.Sprintf("already holds %d replica entries", dsv1.MaxReplicaEntries)) ||
 		!strings.Contains(got.Message, "maxProperties") || got.RoundTrip {

@@ -8,23 +8,13 @@ import (
 	"github.com/longhorn/diskschedule/internal/ledger"
 )
 
-// Kind names the map of a ledger's spec a request is written to.
-type Kind string
-
-const (
-	// Replica requests live in spec.replicas.
-	Replica Kind = "replica"
-	// BackingImage requests live in spec.backingImages.
-	BackingImage Kind = "backingImage"
-)
-
 // Request is one ledger entry a write of Longhorn's needs granted: Size
 // bytes for the entry Name of the Kind map of the DiskSchedule Disk.
 type Request struct {
 	// Disk is the disk's UUID, the name of its DiskSchedule.
 	Disk string
 	// Kind is the map the entry lives in.
-	Kind Kind
+	Kind ledger.Kind
 	// Name is the entry's name: the Replica's or the BackingImage's.
 	Name string
 	// Size is the bytes requested.
@@ -87,10 +77,7 @@ func Admit(reason string) Plan {
 // Decision returns ds's decision on r, and the ledger's message when it
 // rejected it.
 func Decision(ds *dsv1.DiskSchedule, r Request) (ledger.Decision, string) {
-	if r.Kind == BackingImage {
-		return ledger.BackingImageDecision(ds, r.Name, r.Size)
-	}
-	return ledger.ReplicaDecision(ds, r.Name, r.Size)
+	return ledger.DecisionOf(ds, r.Kind, r.Name, r.Size)
 }
 
 // Granted reports whether ds grants r at its size.
@@ -107,17 +94,9 @@ func decided(r Request) func(*dsv1.DiskSchedule) bool {
 	}
 }
 
-// requests returns the spec map of ds that r lives in (nil when empty).
-func requests(ds *dsv1.DiskSchedule, k Kind) *map[string]dsv1.RequestedBytes {
-	if k == BackingImage {
-		return &ds.Spec.BackingImages
-	}
-	return &ds.Spec.Replicas
-}
-
 // requested returns the bytes ds's spec requests for r's entry now.
 func requested(ds *dsv1.DiskSchedule, r Request) int64 {
-	return int64((*requests(ds, r.Kind))[r.Name])
+	return int64((*ledger.Requests(&ds.Spec, r.Kind))[r.Name])
 }
 
 // before returns what r's entry is to be put back to when r is refused:
@@ -133,10 +112,7 @@ func before(ds *dsv1.DiskSchedule, r Request) int64 {
 
 // scheduled returns the bytes ds's status grants r's entry.
 func scheduled(ds *dsv1.DiskSchedule, r Request) int64 {
-	if r.Kind == BackingImage {
-		return ds.Status.BackingImages[r.Name].ScheduledSize
-	}
-	return ds.Status.Replicas[r.Name].ScheduledSize
+	return (*ledger.Decisions(&ds.Status, r.Kind))[r.Name].ScheduledSize
 }
 
 // Write is the edit that writes r into a ledger's spec: its size, the
@@ -144,7 +120,7 @@ func scheduled(ds *dsv1.DiskSchedule, r Request) int64 {
 // (rule 5). It reports a change.
 func Write(r Request) func(*dsv1.DiskSchedule) bool {
 	return func(ds *dsv1.DiskSchedule) bool {
-		changed := setRequest(requests(ds, r.Kind), r.Name, r.Size)
+		changed := setRequest(ledger.Requests(&ds.Spec, r.Kind), r.Name, r.Size)
 		changed = recordVersion(ds, r) || changed
 		if res, ok := ds.Spec.Reservations[r.Volume]; ok && res.Replica == "" && r.Volume != "" {
 			res.Replica = r.Name
@@ -160,11 +136,7 @@ func Write(r Request) func(*dsv1.DiskSchedule) bool {
 // version its write is admitted at. It names only r's keys, so it is
 // written without the lock and cannot undo another writer's keys.
 func requestPatch(r Request) ([]byte, error) {
-	field := "replicas"
-	if r.Kind == BackingImage {
-		field = "backingImages"
-	}
-	spec := map[string]any{field: map[string]int64{r.Name: r.Size}}
+	spec := map[string]any{r.Kind.Field(): map[string]int64{r.Name: r.Size}}
 	if r.Version != "" {
 		spec["replicaVersions"] = map[string]string{r.Name: r.Version}
 	}
@@ -177,7 +149,7 @@ func requestPatch(r Request) ([]byte, error) {
 
 // written reports whether ds's spec already holds r as Write writes it.
 func written(ds *dsv1.DiskSchedule, r Request) bool {
-	size, ok := (*requests(ds, r.Kind))[r.Name]
+	size, ok := (*ledger.Requests(&ds.Spec, r.Kind))[r.Name]
 	return ok && int64(size) == r.Size && (r.Version == "" || ds.Spec.ReplicaVersions[r.Name] == r.Version)
 }
 
@@ -206,10 +178,11 @@ func recordVersion(ds *dsv1.DiskSchedule, r Request) bool {
 // changed it from r's size since. It reports a change.
 func PutBack(r Request, prev int64) func(*dsv1.DiskSchedule) bool {
 	return func(ds *dsv1.DiskSchedule) bool {
-		if !restoreRequest(*requests(ds, r.Kind), r.Name, r.Size, prev) {
+		requests := *ledger.Requests(&ds.Spec, r.Kind)
+		if !restoreRequest(requests, r.Name, r.Size, prev) {
 			return false
 		}
-		if _, still := (*requests(ds, r.Kind))[r.Name]; !still && r.Kind == Replica {
+		if _, still := requests[r.Name]; !still && r.Kind == ledger.Replica {
 			delete(ds.Spec.ReplicaVersions, r.Name)
 		}
 		return true

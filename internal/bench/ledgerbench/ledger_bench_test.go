@@ -34,9 +34,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	longhornv1 "github.com/longhorn/diskschedule/api/v1beta2"
+	"github.com/longhorn/diskschedule/internal/ledger"
 	"github.com/longhorn/diskschedule/internal/ledgerclient"
 	"github.com/longhorn/diskschedule/internal/manager"
 	"github.com/longhorn/diskschedule/internal/manager/managertest"
+	"github.com/longhorn/diskschedule/internal/requirement"
 	"github.com/longhorn/diskschedule/internal/testenv"
 )
 
@@ -561,7 +563,7 @@ func (f *fixture) ledgerOp(ctx context.Context, w, k int) (time.Duration, int, e
 func (f *fixture) request(ctx context.Context, w int, key client.ObjectKey, name string, size int64) (int64, int, error) {
 	c := f.clients[w]
 	writer := &conflictCounter{Writer: c}
-	ds, err := ledgerclient.Mutate(ctx, c, writer, key, ledgerclient.SetReplica(name, size))
+	ds, err := ledgerclient.Mutate(ctx, c, writer, key, requirement.Write(requirement.Request{Kind: ledger.Replica, Name: name, Size: size}))
 	if err != nil {
 		return 0, writer.conflicts, err
 	}

@@ -12,9 +12,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	longhornv1 "github.com/longhorn/diskschedule/api/v1beta2"
+	"github.com/longhorn/diskschedule/internal/ledger"
 	"github.com/longhorn/diskschedule/internal/ledgerclient"
 	"github.com/longhorn/diskschedule/internal/manager"
 	"github.com/longhorn/diskschedule/internal/manager/managertest"
+	"github.com/longhorn/diskschedule/internal/requirement"
 	"github.com/longhorn/diskschedule/internal/testenv"
 )
 
@@ -76,7 +78,7 @@ func measureSize(b *testing.B, n int) {
 	b.ResetTimer()
 	for i := range n {
 		name := fmt.Sprintf("pvc-%08x-1111-2222-3333-%012x-r-%08x", i, i, i)
-		if _, err := ledgerclient.Mutate(ctx, env.Client, env.Client, key, ledgerclient.SetReplica(name, gi)); err != nil {
+		if _, err := ledgerclient.Mutate(ctx, env.Client, env.Client, key, requirement.Write(requirement.Request{Kind: ledger.Replica, Name: name, Size: gi})); err != nil {
 			b.Fatalf("requesting %s: %v", name, err)
 		}
 	}

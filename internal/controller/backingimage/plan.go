@@ -54,7 +54,7 @@ func Plan(old, bi *lhv1.BackingImage) requirement.Plan {
 	p := requirement.Plan{Words: words{image: bi.Name, size: bi.Status.RealSize, disks: len(added)},
 		DryRun: requirement.AllowWithWarning("dry run", fmt.Sprintf("dry run: copies of backing image %s were not requested from the ledgers", bi.Name))}
 	for _, disk := range added {
-		p.Requests = append(p.Requests, requirement.Request{Disk: disk, Kind: requirement.BackingImage, Name: bi.Name, Size: bi.Status.RealSize})
+		p.Requests = append(p.Requests, requirement.Request{Disk: disk, Kind: ledger.BackingImage, Name: bi.Name, Size: bi.Status.RealSize})
 	}
 	return p
 }

@@ -8,7 +8,7 @@ import (
 	lhv1 "github.com/longhorn/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
 
 	dsv1 "github.com/longhorn/diskschedule/api/v1beta2"
-	"github.com/longhorn/diskschedule/internal/requirement"
+	"github.com/longhorn/diskschedule/internal/ledger"
 	"github.com/longhorn/diskschedule/internal/testenv"
 )
 
@@ -53,7 +53,7 @@ func TestPlan(t *testing.T) {
 				reason = plan.Answer.Message
 			}
 			for _, r := range plan.Requests {
-				if r.Kind != requirement.BackingImage || r.Name != tc.bi.Name || (size != 0 && r.Size != size) {
+				if r.Kind != ledger.BackingImage || r.Name != tc.bi.Name || (size != 0 && r.Size != size) {
 					t.Errorf("request %+v is not a copy of %s of one size", r, tc.bi.Name)
 				}
 				disks, size = append(disks, r.Disk), r.Size

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	dsv1 "github.com/longhorn/diskschedule/api/v1beta2"
+	"github.com/longhorn/diskschedule/internal/ledger"
 )
 
 // Persisted is what Longhorn has persisted on one disk, by object name: the
@@ -24,6 +25,23 @@ type Persisted struct {
 	// entry of it on this disk: its entry, if any, is released at once
 	// instead of after the grace period (rule 10).
 	Lost map[string]string
+}
+
+// of returns the sizes of what is persisted of kind k.
+func (p Persisted) of(k ledger.Kind) map[string]int64 {
+	if k == ledger.BackingImage {
+		return p.BackingImages
+	}
+	return p.Replicas
+}
+
+// lost returns why entries of kind k will never be backed: only replicas'
+// are known to be lost.
+func (p Persisted) lost(k ledger.Kind) map[string]string {
+	if k == ledger.Replica {
+		return p.Lost
+	}
+	return nil
 }
 
 // Action is what the mirror does to one entry.
@@ -46,8 +64,8 @@ const (
 type Change struct {
 	// Action is what was done.
 	Action Action
-	// Kind is "replica" or "backingImage".
-	Kind string
+	// Kind is the entry's kind.
+	Kind ledger.Kind
 	// Name is the entry's name.
 	Name string
 	// From and To are the requested bytes before and after (0: no entry).
@@ -80,18 +98,14 @@ type Memory struct {
 }
 
 type entryKey struct {
-	kind, name string
+	kind ledger.Kind
+	name string
 }
 
 type since struct {
 	size int64
 	at   time.Time
 }
-
-const (
-	kindReplica      = "replica"
-	kindBackingImage = "backingImage"
-)
 
 // Plan returns the spec the mirror wants for ledger spec given what is
 // persisted, the changes from spec to it, and when to look again for an
@@ -106,8 +120,9 @@ func Plan(spec dsv1.DiskScheduleSpec, persisted Persisted, mem *Memory, now time
 	}
 	p := planner{mem: mem, now: now, grace: grace}
 	next = *spec.DeepCopy()
-	next.Replicas = p.entries(kindReplica, spec.Replicas, persisted.Replicas, persisted.Lost)
-	next.BackingImages = p.entries(kindBackingImage, spec.BackingImages, persisted.BackingImages, nil)
+	for _, k := range ledger.Kinds() {
+		*ledger.Requests(&next, k) = p.entries(k, *ledger.Requests(&spec, k), persisted.of(k), persisted.lost(k))
+	}
 	// A replica's admitted version goes with its request.
 	for name := range next.ReplicaVersions {
 		if _, ok := next.Replicas[name]; !ok {
@@ -130,7 +145,7 @@ type planner struct {
 
 // entries plans one map of the spec; lost says why entries nothing will
 // back are.
-func (p *planner) entries(kind string, spec map[string]dsv1.RequestedBytes, persisted map[string]int64, lost map[string]string) map[string]dsv1.RequestedBytes {
+func (p *planner) entries(kind ledger.Kind, spec map[string]dsv1.RequestedBytes, persisted map[string]int64, lost map[string]string) map[string]dsv1.RequestedBytes {
 	out := make(map[string]dsv1.RequestedBytes, len(spec)+len(persisted))
 	names := map[string]bool{}
 	for name := range spec {
@@ -226,7 +241,7 @@ func (p *planner) forget(key entryKey) {
 	delete(p.mem.waiting, key)
 }
 
-func (p *planner) change(a Action, kind, name string, from, to int64) {
+func (p *planner) change(a Action, kind ledger.Kind, name string, from, to int64) {
 	p.changes = append(p.changes, Change{Action: a, Kind: kind, Name: name, From: from, To: to})
 }
 

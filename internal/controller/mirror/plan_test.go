@@ -6,6 +6,7 @@ import (
 	"time"
 
 	dsv1 "github.com/longhorn/diskschedule/api/v1beta2"
+	"github.com/longhorn/diskschedule/internal/ledger"
 )
 
 const gi = int64(1) << 30
@@ -37,9 +38,9 @@ func TestPlanAdoptsAndRaises(t *testing.T) {
 		t.Errorf("next spec:\n got %+v\nwant %+v", next, want)
 	}
 	wantChanges := []Change{
-		{Action: Raised, Kind: kindReplica, Name: "r-low", From: 5 * gi, To: 8 * gi},
-		{Action: Adopted, Kind: kindReplica, Name: "r-new", To: 3 * gi},
-		{Action: Adopted, Kind: kindBackingImage, Name: "bi-new", To: 2 * gi},
+		{Action: Raised, Kind: ledger.Replica, Name: "r-low", From: 5 * gi, To: 8 * gi},
+		{Action: Adopted, Kind: ledger.Replica, Name: "r-new", To: 3 * gi},
+		{Action: Adopted, Kind: ledger.BackingImage, Name: "bi-new", To: 2 * gi},
 	}
 	if !reflect.DeepEqual(changes, wantChanges) {
 		t.Errorf("changes:\n got %+v\nwant %+v", changes, wantChanges)
@@ -138,7 +139,7 @@ func TestPlanReleasesLostAtOnce(t *testing.T) {
 		ReplicaVersions: map[string]string{"r-counted": "7", "r-lost": "9"}}
 	persisted := Persisted{Replicas: map[string]int64{"r-counted": gi}, Lost: map[string]string{"r-lost": "persisted on disk uuid-1"}}
 	next, changes, recheck := Plan(spec, persisted, mem, t0, grace)
-	want := []Change{{Action: Released, Kind: kindReplica, Name: "r-lost", From: gi, Why: "persisted on disk uuid-1"}}
+	want := []Change{{Action: Released, Kind: ledger.Replica, Name: "r-lost", From: gi, Why: "persisted on disk uuid-1"}}
 	if !reflect.DeepEqual(changes, want) || len(next.Replicas) != 1 || recheck != 0 {
 		t.Errorf("a lost entry: %+v, %+v, recheck %v; want released at once", next.Replicas, changes, recheck)
 	}

@@ -60,7 +60,7 @@ func Plan(old, rep *lhv1.Replica, siblings []lhv1.Replica, ds *dsv1.DiskSchedule
 		return requirement.Admit(fmt.Sprintf("replica %s shares disk %s and data directory %s with replica %s of volume %s: it takes no new space",
 			rep.Name, disk, rep.Spec.DataDirectoryName, counted, rep.Spec.VolumeName))
 	}
-	r := requirement.Request{Disk: disk, Kind: requirement.Replica, Name: rep.Name, Size: rep.Spec.VolumeSize,
+	r := requirement.Request{Disk: disk, Kind: ledger.Replica, Name: rep.Name, Size: rep.Spec.VolumeSize,
 		Volume: rep.Spec.VolumeName, Confirm: true}
 	if old != nil && old.Spec.DiskID != disk {
 		r.Version = old.ResourceVersion

@@ -8,6 +8,7 @@ import (
 	lhv1 "github.com/longhorn/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
 
 	dsv1 "github.com/longhorn/diskschedule/api/v1beta2"
+	"github.com/longhorn/diskschedule/internal/ledger"
 	"github.com/longhorn/diskschedule/internal/requirement"
 	"github.com/longhorn/diskschedule/internal/testenv"
 )
@@ -17,7 +18,7 @@ const gi = int64(1) << 30
 // ask is the request of a replica of volume for size bytes, admitted at
 // version, on the disk its spec.diskID names.
 func ask(replica, volume string, size int64, version string) *requirement.Request {
-	return &requirement.Request{Kind: requirement.Replica, Name: replica, Volume: volume, Size: size, Version: version, Confirm: true}
+	return &requirement.Request{Kind: ledger.Replica, Name: replica, Volume: volume, Size: size, Version: version, Confirm: true}
 }
 
 // What a Replica write of Longhorn's asks of its disk's ledger: the

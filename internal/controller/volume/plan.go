@@ -60,7 +60,7 @@ func Plan(old, vol *lhv1.Volume, replicas []lhv1.Replica, ledgers map[string]*ds
 		if rep.Spec.DiskID == "" || shared[rep.Name] != "" {
 			continue
 		}
-		p.Requests = append(p.Requests, requirement.Request{Disk: rep.Spec.DiskID, Kind: requirement.Replica, Name: rep.Name, Size: vol.Spec.Size})
+		p.Requests = append(p.Requests, requirement.Request{Disk: rep.Spec.DiskID, Kind: ledger.Replica, Name: rep.Name, Size: vol.Spec.Size})
 	}
 	return p
 }

@@ -8,6 +8,7 @@ import (
 	lhv1 "github.com/longhorn/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
 
 	dsv1 "github.com/longhorn/diskschedule/api/v1beta2"
+	"github.com/longhorn/diskschedule/internal/ledger"
 	"github.com/longhorn/diskschedule/internal/requirement"
 	"github.com/longhorn/diskschedule/internal/testenv"
 )
@@ -36,7 +37,7 @@ func TestPlan(t *testing.T) {
 		"uuid-1": {Spec: dsv1.DiskScheduleSpec{Replicas: map[string]dsv1.RequestedBytes{a.Name: dsv1.RequestedBytes(10 * gi)}}},
 	}
 	grow := func(name, disk string) requirement.Request {
-		return requirement.Request{Disk: disk, Kind: requirement.Replica, Name: name, Size: 20 * gi}
+		return requirement.Request{Disk: disk, Kind: ledger.Replica, Name: name, Size: 20 * gi}
 	}
 	for _, tc := range []struct {
 		name     string

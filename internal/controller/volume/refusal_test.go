@@ -21,7 +21,7 @@ var longhornOutOfRange = regexp.MustCompile("failed to schedule .* more bytes to
 // other-r-1 holds 86Gi, to grow to size, and its ledger's rejection saying
 // msg.
 func refusedGrowth(size int64, msg string) (requirement.Request, *dsv1.DiskSchedule) {
-	r := requirement.Request{Disk: "uuid-1", Kind: requirement.Replica, Name: "pvc-a-r-1", Size: size}
+	r := requirement.Request{Disk: "uuid-1", Kind: ledger.Replica, Name: "pvc-a-r-1", Size: size}
 	ds := &dsv1.DiskSchedule{Spec: dsv1.DiskScheduleSpec{Name: "disk-1", NodeID: "node-1",
 		Replicas: map[string]dsv1.RequestedBytes{r.Name: dsv1.RequestedBytes(size), "other-r-1": dsv1.RequestedBytes(86 * gi)}},
 		Status: dsv1.DiskScheduleStatus{StorageLimit: 100 * gi, StorageScheduled: 96 * gi, Replicas: map[string]dsv1.RequestStatus{
