@@ -65,12 +65,13 @@ type outcome struct {
 	seconds float64
 }
 
-// outcomeOf sums the bytes placed on each disk (by UUID) into an outcome;
+// outcomeOf sums what is persisted on each disk (by UUID) into an outcome;
 // every disk's limit is diskSize (over-provisioning 100%, nothing reserved).
-func outcomeOf(used map[string]int64, seconds float64) outcome {
+func outcomeOf(persisted map[string]ledger.Persisted, seconds float64) outcome {
 	o := outcome{seconds: seconds}
-	for _, bytes := range used {
-		o.placed += int(bytes / volumeSize)
+	for _, p := range persisted {
+		bytes := p.Total()
+		o.placed += len(p.Replicas)
 		if bytes > diskSize {
 			o.overLimit++
 		}
@@ -147,11 +148,11 @@ func runWorkload(b *testing.B, ns string) outcome {
 	}
 	elapsed := time.Since(start).Seconds()
 
-	list := &lhv1.ReplicaList{}
-	if err := env.Client.List(ctx, list, client.InNamespace(ns)); err != nil {
+	persisted, err := testenv.PersistedByDisk(ctx, env.Client, ns, nil)
+	if err != nil {
 		b.Fatal(err)
 	}
-	return outcomeOf(ledger.PersistedPerDisk(list.Items), elapsed)
+	return outcomeOf(persisted, elapsed)
 }
 
 // waitDecided waits until every volume in ns is Scheduled=True, or

@@ -12,27 +12,16 @@ import (
 )
 
 // Persisted is what Longhorn has persisted on one disk, by object name: the
-// bytes each replica and backing-image copy needs there. A size of 0 means
-// the object is on the disk but its size is not known yet (a backing image
-// still without status.realSize): its entry is kept as it is and none is
-// added.
+// bytes each replica and backing-image copy needs there
+// (ledger.PersistedByDisk). A size of 0 means the object is on the disk but
+// its size is not known yet (a backing image still without
+// status.realSize): its entry is kept as it is and none is added.
 type Persisted struct {
-	// Replicas maps a Replica name to its size.
-	Replicas map[string]int64
-	// BackingImages maps a BackingImage name to its size.
-	BackingImages map[string]int64
+	ledger.Persisted
 	// Lost maps a replica name to why no write of Longhorn's will back an
 	// entry of it on this disk: its entry, if any, is released at once
 	// instead of after the grace period (rule 10).
 	Lost map[string]string
-}
-
-// of returns the sizes of what is persisted of kind k.
-func (p Persisted) of(k ledger.Kind) map[string]int64 {
-	if k == ledger.BackingImage {
-		return p.BackingImages
-	}
-	return p.Replicas
 }
 
 // lost returns why entries of kind k will never be backed: only replicas'
@@ -121,7 +110,7 @@ func Plan(spec dsv1.DiskScheduleSpec, persisted Persisted, mem *Memory, now time
 	p := planner{mem: mem, now: now, grace: grace}
 	next = *spec.DeepCopy()
 	for _, k := range ledger.Kinds() {
-		*ledger.Requests(&next, k) = p.entries(k, *ledger.Requests(&spec, k), persisted.of(k), persisted.lost(k))
+		*ledger.Requests(&next, k) = p.entries(k, *ledger.Requests(&spec, k), persisted.Of(k), persisted.lost(k))
 	}
 	// A replica's admitted version goes with its request.
 	for name := range next.ReplicaVersions {

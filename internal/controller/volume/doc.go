@@ -16,5 +16,5 @@
 //
 // A volume has no part of the mirror of its own: a replica's volumeSize
 // growth the gate did not see is mirrored as the replica's
-// (replica.Persisted).
+// (ledger.PersistedByDisk).
 package volume
