@@ -58,18 +58,6 @@ func decisionOf(spec map[string]dsv1.RequestedBytes, status map[string]dsv1.Requ
 	return Rejected, st.Message
 }
 
-// HeldForPod returns the bytes ds's granted reservations hold for pod
-// (namespace/name).
-func HeldForPod(ds *dsv1.DiskSchedule, pod string) int64 {
-	var held int64
-	for volume, res := range ds.Spec.Reservations {
-		if res.Pod == pod {
-			held += heldBy(ds, volume, res)
-		}
-	}
-	return held
-}
-
 // heldBy returns the bytes the reservation of volume, res as written now,
 // holds: its scheduled size while granted.
 func heldBy(ds *dsv1.DiskSchedule, volume string, res dsv1.DiskScheduleReservation) int64 {

@@ -14,7 +14,7 @@ import (
 	lhtypes "github.com/longhorn/longhorn-manager/types"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/longhorn/diskschedule/internal/placement"
+	"github.com/longhorn/diskschedule/internal/ledger"
 )
 
 // Units of the generated sizes.
@@ -354,7 +354,7 @@ func (g *stateGenerator) diskStatuses(st *clusterState, n *lhv1.Node) {
 			ds.StorageAvailable = r.Int64N(ds.StorageMaximum + 1)
 		}
 		if r.IntN(5) == 0 { // at the actual-space boundary
-			ds.StorageAvailable = max(0, placement.MinimalAvailable(ds.StorageMaximum, minimal)+st.volume.Status.ActualSize+r.Int64N(3)-1)
+			ds.StorageAvailable = max(0, ledger.MinimalAvailable(ds.StorageMaximum, minimal)+st.volume.Status.ActualSize+r.Int64N(3)-1)
 		}
 		var own int64
 		for _, rep := range st.replicas {
@@ -363,7 +363,7 @@ func (g *stateGenerator) diskStatuses(st *clusterState, n *lhv1.Node) {
 				own += rep.Spec.VolumeSize
 			}
 		}
-		limit := placement.StorageLimit(ds.StorageMaximum, spec.StorageReserved, overProvisioning)
+		limit := ledger.Limit(ds.StorageMaximum, spec.StorageReserved, overProvisioning)
 		others := r.Int64N(limit/2 + 1)
 		if g.fails() {
 			others = r.Int64N(limit + limit/5 + 1)

@@ -6,6 +6,7 @@ import (
 
 	lhv1 "github.com/longhorn/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
 
+	"github.com/longhorn/diskschedule/internal/ledger"
 	"github.com/longhorn/diskschedule/internal/settings"
 )
 
@@ -31,7 +32,7 @@ func LonghornSpace(n *lhv1.Node, s settings.Scheduling) SpaceFunc {
 			}
 			spec := n.Spec.Disks[name]
 			return Space{
-				Limit:     StorageLimit(st.StorageMaximum, spec.StorageReserved, s.OverProvisioningPercentage),
+				Limit:     ledger.Limit(st.StorageMaximum, spec.StorageReserved, s.OverProvisioningPercentage),
 				Scheduled: st.StorageScheduled,
 			}, true
 		}
