@@ -30,6 +30,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/longhorn/diskschedule/internal/conditions"
 	"github.com/longhorn/diskschedule/internal/ledger"
 	"github.com/longhorn/diskschedule/internal/simlonghorn"
 	"github.com/longhorn/diskschedule/internal/testenv"
@@ -209,7 +210,7 @@ func waitNodes(ctx context.Context, b *testing.B, ns string, names []string) {
 				return false, client.IgnoreNotFound(err)
 			}
 			st := n.Status.DiskStatus["disk-1"]
-			if st == nil || st.StorageMaximum != diskSize || !schedulable(st.Conditions) {
+			if st == nil || st.StorageMaximum != diskSize || !conditions.LonghornTrue(st.Conditions, lhv1.DiskConditionTypeSchedulable) {
 				return false, nil
 			}
 		}
@@ -218,16 +219,6 @@ func waitNodes(ctx context.Context, b *testing.B, ns string, names []string) {
 	if err != nil {
 		b.Fatalf("waiting for the Longhorn nodes: %v", err)
 	}
-}
-
-// schedulable reports whether Longhorn's Schedulable condition is True.
-func schedulable(conds []lhv1.Condition) bool {
-	for _, c := range conds {
-		if c.Type == lhv1.DiskConditionTypeSchedulable {
-			return c.Status == lhv1.ConditionStatusTrue
-		}
-	}
-	return false
 }
 
 // volume returns a one-replica volume of volumeSize named pvc-<name>, as
