@@ -140,12 +140,13 @@ func (e *Executor) Execute(ctx context.Context, p Plan, dryRun bool) (ans Answer
 	}
 	var done []asked
 	defer func() { ans.RoundTrip = len(done) > 0 }()
-	var last *dsv1.DiskSchedule
 	for _, r := range p.Requests {
 		a, ds, err := e.ask(ctx, r)
 		switch {
+		case errors.Is(err, ErrNoLedger) && a != nil:
+			return e.putBackAll(ctx, done, Deny(r.Words.Gone))
 		case errors.Is(err, ErrNoLedger):
-			return e.putBackAll(ctx, done, Deny(p.Words.NoLedger(r, a != nil)))
+			return e.putBackAll(ctx, done, Deny(r.Words.NoLedger))
 		case errors.Is(err, ErrLedgerFull):
 			return e.putBackAll(ctx, done, Deny(err.Error()))
 		case err != nil:
@@ -153,23 +154,21 @@ func (e *Executor) Execute(ctx context.Context, p Plan, dryRun bool) (ans Answer
 		case a.gen != 0 || ds == nil:
 			done = append(done, *a)
 		}
-		last = ds
 	}
 	for _, a := range done {
 		ds, err := e.await(ctx, a.Disk, a.gen, decided(a.Request))
 		if err != nil {
-			v := Undecided(p.Words.Undecided(a.Request), err)
+			v := Undecided(a.Words.Undecided, err)
 			if p.KeepUndecided {
 				return v
 			}
 			return e.putBackAll(ctx, done, v)
 		}
 		if !Granted(ds, a.Request) {
-			return e.putBackAll(ctx, done, Deny(p.Words.Refused(a.Request, a.prev, ds)))
+			return e.putBackAll(ctx, done, Deny(Refusal(a.Request, a.prev, ds)))
 		}
-		last = ds
 	}
-	return Allow(p.Words.Admitted(len(done) > 0, last))
+	return Allow(p.admitted(len(done) > 0))
 }
 
 // ask admits r at once when its ledger grants it, or writes it. It returns

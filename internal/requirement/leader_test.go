@@ -92,7 +92,7 @@ func TestNoLeaderIsAnsweredAtOnce(t *testing.T) {
 			l := tc.leader()
 			l.clk = clk
 			e := NewExecutor(c, c, NewWaiter(), l, clk, nil, logr.Discard(), ns)
-			plan := Plan{Requests: []Request{{Disk: disk, Kind: ledger.BackingImage, Name: image, Size: gi}}, Words: words{}}
+			plan := Plan{Requests: []Request{{Disk: disk, Kind: ledger.BackingImage, Name: image, Size: gi, Words: said()}}, Admitted: "admitted"}
 			// The admission's deadline, on the wall clock, is far beyond
 			// the steps of the executor's clock.
 			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)

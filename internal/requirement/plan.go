@@ -30,6 +30,8 @@ type Request struct {
 	// Confirm admits a grant the cache shows only once the API server
 	// still holds it: the cache may lag behind a release of the mirror's.
 	Confirm bool
+	// Words say the request's outcomes.
+	Words Words
 }
 
 // Plan is what one write of Longhorn's asks of the ledgers: the pure
@@ -48,24 +50,21 @@ type Plan struct {
 	// ledger, so that Longhorn's retry finds it granted at once; otherwise
 	// every request written is put back, as for a refusal.
 	KeepUndecided bool
-	// Words says each outcome.
-	Words Words
+	// Admitted says why the write is admitted once every request is
+	// granted and some had to be asked.
+	Admitted string
+	// AlreadyGranted says why it is admitted when every request was
+	// granted already (or there is none); "" says Admitted.
+	AlreadyGranted string
 }
 
-// Words says the outcomes of a plan, in the ledger's numbers.
-type Words interface {
-	// Admitted says why the write is admitted: every request is granted
-	// on its ledger; asked says whether any had to be written, ds is the
-	// last ledger read (nil when the plan has no request).
-	Admitted(asked bool, ds *dsv1.DiskSchedule) string
-	// NoLedger says why r cannot be asked: its disk has no DiskSchedule
-	// (gone: any more, after the plan was made).
-	NoLedger(r Request, gone bool) string
-	// Undecided says what waited in vain for r's decision.
-	Undecided(r Request) string
-	// Refused says why the ledger ds did not grant r, which was prev bytes
-	// before the write asked for more.
-	Refused(r Request, prev int64, ds *dsv1.DiskSchedule) string
+// admitted says why the write is admitted: every request is granted, and
+// asked says whether any had to be asked.
+func (p Plan) admitted(asked bool) string {
+	if asked || p.AlreadyGranted == "" {
+		return p.Admitted
+	}
+	return p.AlreadyGranted
 }
 
 // Admit is a plan that admits the write at once, for reason.

@@ -122,6 +122,7 @@ func TestPlan(t *testing.T) {
 			if tc.want != nil {
 				want := *tc.want
 				want.Disk = tc.rep.Spec.DiskID
+				want.Words = Words(want.Name, want.Size, want.Disk)
 				tc.want = &want
 			}
 			plan := Plan(tc.old, tc.rep, siblings, tc.ds)
@@ -191,12 +192,13 @@ func TestPlanAnswers(t *testing.T) {
 	plan := Plan(old, rep, nil, ledgerWith(nil))
 	r := plan.Requests[0]
 	for got, want := range map[string]string{
-		plan.Words.Refused(r, 0, rejected): "replica pvc-c-r-1 needs 10Gi on disk disk-0 of node node-0: requested 10Gi, 4Gi free of limit 100Gi",
-		plan.Words.Refused(r, 0, ledgerWith(nil)): "replica pvc-c-r-1 needs 10Gi on disk disk-0 of node node-0: " +
+		requirement.Refusal(r, 0, rejected): "replica pvc-c-r-1 needs 10Gi on disk disk-0 of node node-0: requested 10Gi, 4Gi free of limit 100Gi",
+		requirement.Refusal(r, 0, ledgerWith(nil)): "replica pvc-c-r-1 needs 10Gi on disk disk-0 of node node-0: " +
 			"the request left the ledger before it was decided (withdrawn, or released because the replica moved on and no write can back it)",
-		plan.Words.NoLedger(r, true):       "replica pvc-c-r-1 needs 10Gi on disk uuid-0, which has no DiskSchedule any more",
-		plan.Words.Undecided(r):            "replica pvc-c-r-1 needs 10Gi on disk uuid-0",
-		plan.Words.Admitted(true, granted): "10Gi granted on disk disk-0 of node node-0",
+		r.Words.Gone:        "replica pvc-c-r-1 needs 10Gi on disk uuid-0, which has no DiskSchedule any more",
+		r.Words.Undecided:   "replica pvc-c-r-1 needs 10Gi on disk uuid-0",
+		plan.Admitted:       "10Gi granted on disk disk-0 of node node-0",
+		plan.AlreadyGranted: "10Gi already granted on disk disk-0 of node node-0",
 	} {
 		if got != want {
 			t.Errorf("said %q, want %q", got, want)
