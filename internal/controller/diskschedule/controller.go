@@ -100,8 +100,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	ds.Status = status
 	if err := r.client.Status().Update(ctx, ds); err != nil {
 		if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
+			// The version that won arrives through the watch and is decided
+			// then; the retry is for a watch that lags.
 			r.metrics.StatusWrites.WithLabelValues("conflict").Inc()
-			return ctrl.Result{Requeue: true}, nil
+			return ctrl.Result{RequeueAfter: conflictRetry}, nil
 		}
 		r.metrics.StatusWrites.WithLabelValues("error").Inc()
 		return ctrl.Result{}, fmt.Errorf("writing the decisions of DiskSchedule %s: %w", ds.Name, err)
