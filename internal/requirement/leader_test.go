@@ -9,7 +9,6 @@ import (
 
 	"github.com/go-logr/logr"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 	clocktesting "k8s.io/utils/clock/testing"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
@@ -17,6 +16,7 @@ import (
 	dsv1 "github.com/longhorn/diskschedule/api/v1beta2"
 	"github.com/longhorn/diskschedule/internal/ledger"
 	"github.com/longhorn/diskschedule/internal/scheme"
+	"github.com/longhorn/diskschedule/internal/testenv"
 )
 
 // fakeLeader is a Leader the test sets: deciding until until on clk.
@@ -101,11 +101,9 @@ func TestNoLeaderIsAnsweredAtOnce(t *testing.T) {
 			go func() { answered <- e.Execute(ctx, plan, false) }()
 			waiting := func() {
 				t.Helper()
-				if err := wait.PollUntilContextTimeout(ctx, time.Millisecond, time.Second, true, func(context.Context) (bool, error) {
-					return clk.HasWaiters(), nil
-				}); err != nil {
-					t.Fatalf("the request never waited on the executor's clock: %v", err)
-				}
+				testenv.Eventually(t, ctx, time.Second, "the request waits on the executor's clock", func(context.Context) (bool, string, error) {
+					return clk.HasWaiters(), "no waiter", nil
+				}, testenv.Every(time.Millisecond))
 			}
 			waiting()
 			if tc.then != nil {

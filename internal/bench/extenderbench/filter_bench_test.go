@@ -25,7 +25,6 @@ import (
 	storagev1 "k8s.io/api/storage/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/tools/events"
 	extenderv1 "k8s.io/kube-scheduler/extender/v1"
 	"k8s.io/utils/clock"
@@ -163,13 +162,11 @@ func newHandler(b *testing.B, ctx context.Context) http.Handler {
 		b.Fatal(err)
 	}
 	// Wait until the cache holds every ledger.
-	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+	testenv.Eventually(b, ctx, time.Minute, "the cache holds every DiskSchedule", func(ctx context.Context) (bool, string, error) {
 		list := &dsv1.DiskScheduleList{}
-		return cached.List(ctx, list) == nil && len(list.Items) == nodeCount*disksPerNode, nil
-	})
-	if err != nil {
-		b.Fatal("the cache never held every DiskSchedule")
-	}
+		err := cached.List(ctx, list)
+		return err == nil && len(list.Items) == nodeCount*disksPerNode, fmt.Sprintf("%d of %d (%v)", len(list.Items), nodeCount*disksPerNode, err), nil
+	}, testenv.Every(100*time.Millisecond))
 	// The extender's settings come from the ConfigMap populate wrote, read
 	// once by the config controller as the manager's does.
 	store := config.NewStore()

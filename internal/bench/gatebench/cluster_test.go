@@ -11,7 +11,6 @@ import (
 	"time"
 
 	lhv1 "github.com/longhorn/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/longhorn/diskschedule/internal/sandbox"
@@ -185,15 +184,13 @@ func (c *cluster) prepare(ctx context.Context, prefix string, n int, selector []
 // has nothing pending: the gate's grants and the mirror's adoptions of the
 // last phase have all landed, so the next phase starts quiet.
 func (c *cluster) settle(ctx context.Context) error {
-	var last string
-	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, *phaseTimeout, true, func(ctx context.Context) (bool, error) {
+	last, err := testenv.Poll(ctx, *phaseTimeout, func(ctx context.Context) (bool, string, error) {
 		if err := c.alive(); err != nil {
-			return false, err
+			return false, "", err
 		}
 		off, err := c.unsettled(ctx)
-		last = off
-		return off == "" && err == nil, err
-	})
+		return off == "" && err == nil, off, err
+	}, testenv.Every(100*time.Millisecond))
 	if err != nil {
 		return fmt.Errorf("%s: the ledgers did not settle on what is persisted (%s): %w", c.name, last, err)
 	}

@@ -372,20 +372,20 @@ func (f *fixture) startTracker(ctx context.Context) error {
 
 // waitReady waits until every ledger of the fixture is Ready with its limit.
 func (f *fixture) waitReady(ctx context.Context) error {
-	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+	last, err := testenv.Poll(ctx, 2*time.Minute, func(ctx context.Context) (bool, string, error) {
 		for _, name := range f.ledgerDisks {
 			ds := &longhornv1.DiskSchedule{}
 			if err := env.Client.Get(ctx, client.ObjectKey{Namespace: f.ledgerNS, Name: name}, ds); err != nil {
-				return false, client.IgnoreNotFound(err)
+				return false, name + " not found", client.IgnoreNotFound(err)
 			}
 			if !meta.IsStatusConditionTrue(ds.Status.Conditions, longhornv1.DiskScheduleConditionReady) || ds.Status.StorageLimit <= 0 {
-				return false, nil
+				return false, testenv.DescribeLedger(ds), nil
 			}
 		}
-		return true, nil
-	})
+		return true, "", nil
+	}, testenv.Every(100*time.Millisecond))
 	if err != nil {
-		return fmt.Errorf("waiting for %d Ready ledgers: %w", f.disks, err)
+		return fmt.Errorf("waiting for %d Ready ledgers (last seen: %s): %w", f.disks, last, err)
 	}
 	return nil
 }

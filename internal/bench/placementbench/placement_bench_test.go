@@ -27,7 +27,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/longhorn/diskschedule/internal/conditions"
@@ -159,22 +158,20 @@ func runWorkload(b *testing.B, ns string) outcome {
 // waitDecided waits until every volume in ns is Scheduled=True, or
 // Scheduled=False for lack of space.
 func waitDecided(ctx context.Context, c client.Client, ns string) error {
-	err := wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, 3*time.Minute, true, func(ctx context.Context) (bool, error) {
+	_, err := testenv.Poll(ctx, 3*time.Minute, func(ctx context.Context) (bool, string, error) {
 		list := &lhv1.VolumeList{}
 		if err := c.List(ctx, list, client.InNamespace(ns)); err != nil {
-			return false, err
+			return false, "", err
 		}
 		decided := 0
 		for _, v := range list.Items {
-			for _, c := range v.Status.Conditions {
-				if c.Type == lhv1.VolumeConditionTypeScheduled && (c.Status == lhv1.ConditionStatusTrue ||
-					c.Reason == lhv1.VolumeConditionReasonReplicaSchedulingFailure) {
-					decided++
-				}
+			c, _ := conditions.Longhorn(v.Status.Conditions, lhv1.VolumeConditionTypeScheduled)
+			if c.Status == lhv1.ConditionStatusTrue || c.Reason == lhv1.VolumeConditionReasonReplicaSchedulingFailure {
+				decided++
 			}
 		}
-		return decided == volumes, nil
-	})
+		return decided == volumes, fmt.Sprintf("%d of %d volumes decided", decided, volumes), nil
+	}, testenv.Every(20*time.Millisecond))
 	if err != nil {
 		return fmt.Errorf("waiting for every volume to be decided: %w", err)
 	}
@@ -203,22 +200,19 @@ func startSim(b *testing.B, ns string, specs []simlonghorn.NodeSpec) func() {
 // waitNodes waits until every Longhorn node reports its disk schedulable.
 func waitNodes(ctx context.Context, b *testing.B, ns string, names []string) {
 	b.Helper()
-	err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+	testenv.Eventually(b, ctx, time.Minute, "every Longhorn node reports its disk schedulable", func(ctx context.Context) (bool, string, error) {
 		for _, name := range names {
 			n := &lhv1.Node{}
 			if err := env.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, n); err != nil {
-				return false, client.IgnoreNotFound(err)
+				return false, name + " not found", client.IgnoreNotFound(err)
 			}
 			st := n.Status.DiskStatus["disk-1"]
 			if st == nil || st.StorageMaximum != diskSize || !conditions.LonghornTrue(st.Conditions, lhv1.DiskConditionTypeSchedulable) {
-				return false, nil
+				return false, name + "'s disk-1 is not schedulable yet", nil
 			}
 		}
-		return true, nil
+		return true, "", nil
 	})
-	if err != nil {
-		b.Fatalf("waiting for the Longhorn nodes: %v", err)
-	}
 }
 
 // volume returns a one-replica volume of volumeSize named pvc-<name>, as

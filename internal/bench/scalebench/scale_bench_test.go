@@ -315,12 +315,11 @@ func (s *bench) measureSettle(b *testing.B) error {
 	}
 	s.mgr, s.cache = rm, c
 	r.toCache = time.Since(start)
-	deadline := start.Add(*settleLimit)
 	lastLog := time.Now()
-	for {
+	state, err := testenv.Poll(ctx, max(*settleLimit-r.toCache, time.Millisecond), func(ctx context.Context) (bool, string, error) {
 		missing, unadopted, unsettled, err := s.ledgerState(ctx, c)
 		if err != nil {
-			return err
+			return false, "", err
 		}
 		now := time.Since(start)
 		if missing == 0 && r.toLedgers == 0 {
@@ -331,21 +330,21 @@ func (s *bench) measureSettle(b *testing.B) error {
 		}
 		if missing == 0 && unadopted == 0 && unsettled == 0 {
 			r.toSettled = now
-			break
+			return true, "", nil
 		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("the ledgers did not settle within %s: %d disks without a ledger, %d not adopted, %d not settled",
-				*settleLimit, missing, unadopted, unsettled)
-		}
+		counts := fmt.Sprintf("%d disks without a ledger, %d not adopted, %d not settled", missing, unadopted, unsettled)
 		if time.Since(lastLog) > 10*time.Second {
 			off := ""
 			if *verbose {
 				off, _ = testenv.Unsettled(ctx, c, ns)
 			}
-			progressf("%s: %d disks without a ledger, %d ledgers not adopted, %d not settled: %.300s", now.Round(time.Second), missing, unadopted, unsettled, off)
+			progressf("%s: %s: %.300s", now.Round(time.Second), counts, off)
 			lastLog = time.Now()
 		}
-		time.Sleep(100 * time.Millisecond)
+		return false, counts, nil
+	}, testenv.Every(100*time.Millisecond))
+	if err != nil {
+		return fmt.Errorf("the ledgers did not settle within %s: %s: %w", *settleLimit, state, err)
 	}
 	r.cpu = sampleCPU().since(cpu0)
 	pprof.StopCPUProfile()
@@ -431,20 +430,18 @@ func (s *bench) measureResync(b *testing.B) error {
 	}
 	s.mgr, s.cache = rm, c
 	r := resyncResult{toCache: time.Since(start)}
-	deadline := start.Add(*settleLimit)
-	for {
+	state, err := testenv.Poll(ctx, max(*settleLimit-r.toCache, time.Millisecond), func(context.Context) (bool, string, error) {
 		m := readController("mirror")
 		if m.reconciles-before.reconciles >= disks && m.depth == 0 && m.unfinished == 0 {
 			r.toPass = time.Since(start)
 			r.reconciles = m.reconciles - before.reconciles
 			r.reconcileSecs = m.reconcileSeconds - before.reconcileSeconds
-			break
+			return true, "", nil
 		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("the mirror did not finish its pass within %s: %.0f of %.0f reconciles, depth %.0f",
-				*settleLimit, m.reconciles-before.reconciles, disks, m.depth)
-		}
-		time.Sleep(20 * time.Millisecond)
+		return false, fmt.Sprintf("%.0f of %.0f reconciles, depth %.0f", m.reconciles-before.reconciles, disks, m.depth), nil
+	}, testenv.Every(20*time.Millisecond))
+	if err != nil {
+		return fmt.Errorf("the mirror did not finish its pass within %s: %s: %w", *settleLimit, state, err)
 	}
 	r.cpu = sampleCPU().since(cpu0)
 	r.mirrorWrites = readCounter("longhorn_diskschedule_mirror_writes_total", map[string]string{"result": "ok"}) - writes0
@@ -549,21 +546,20 @@ func (s *bench) measureFilter(_ *testing.B, claims int) error {
 	return nil
 }
 
+// waitHealthy waits until the extender at url answers its /healthz.
 func waitHealthy(ctx context.Context, url string) error {
-	deadline := time.Now().Add(2 * time.Minute)
-	for {
+	state, err := testenv.Poll(ctx, 2*time.Minute, func(context.Context) (bool, string, error) {
 		resp, err := http.Get(url + "/healthz")
-		if err == nil {
-			_ = resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return nil
-			}
+		if err != nil {
+			return false, err.Error(), nil
 		}
-		if time.Now().After(deadline) || ctx.Err() != nil {
-			return fmt.Errorf("the extender at %s never became healthy: %v", url, err)
-		}
-		time.Sleep(100 * time.Millisecond)
+		_ = resp.Body.Close()
+		return resp.StatusCode == http.StatusOK, resp.Status, nil
+	}, testenv.Every(100*time.Millisecond))
+	if err != nil {
+		return fmt.Errorf("the extender at %s never became healthy (%s): %w", url, state, err)
 	}
+	return nil
 }
 
 // callFilter posts body to url's /filter and returns the latency and the
@@ -690,28 +686,27 @@ func (s *bench) writeReplica(ctx context.Context, c client.Client, name, u strin
 // gate's webhook configuration and the gate answers TLS with a certificate
 // that CA signed for localhost, as kube-apiserver checks it.
 func waitGate(ctx context.Context, port int) error {
-	deadline := time.Now().Add(2 * time.Minute)
-	var last error
-	for time.Now().Before(deadline) {
+	state, err := testenv.Poll(ctx, 2*time.Minute, func(ctx context.Context) (bool, string, error) {
 		vwc := &admissionregistrationv1.ValidatingWebhookConfiguration{}
 		if err := env.Client.Get(ctx, client.ObjectKey{Name: gate.ConfigurationName}, vwc); err != nil {
-			return err
+			return false, "", err
 		}
-		if len(vwc.Webhooks) > 0 && len(vwc.Webhooks[0].ClientConfig.CABundle) > 0 {
-			pool := x509.NewCertPool()
-			pool.AppendCertsFromPEM(vwc.Webhooks[0].ClientConfig.CABundle)
-			conn, err := tls.DialWithDialer(&net.Dialer{Timeout: time.Second}, "tcp", "127.0.0.1:"+strconv.Itoa(port),
-				&tls.Config{RootCAs: pool, ServerName: "localhost"})
-			if err == nil {
-				return conn.Close()
-			}
-			last = err
-		} else {
-			last = errors.New("no caBundle injected yet")
+		if len(vwc.Webhooks) == 0 || len(vwc.Webhooks[0].ClientConfig.CABundle) == 0 {
+			return false, "no caBundle injected yet", nil
 		}
-		time.Sleep(100 * time.Millisecond)
+		pool := x509.NewCertPool()
+		pool.AppendCertsFromPEM(vwc.Webhooks[0].ClientConfig.CABundle)
+		conn, err := tls.DialWithDialer(&net.Dialer{Timeout: time.Second}, "tcp", "127.0.0.1:"+strconv.Itoa(port),
+			&tls.Config{RootCAs: pool, ServerName: "localhost"})
+		if err != nil {
+			return false, err.Error(), nil
+		}
+		return true, "", conn.Close()
+	}, testenv.Every(100*time.Millisecond))
+	if err != nil {
+		return fmt.Errorf("the gate never served (%s): %w", state, err)
 	}
-	return fmt.Errorf("the gate never served: %v", last)
+	return nil
 }
 
 func (s *bench) reportGate(b *testing.B) {
