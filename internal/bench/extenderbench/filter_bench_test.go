@@ -33,6 +33,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	dsv1 "github.com/longhorn/diskschedule/api/v1beta2"
+	"github.com/longhorn/diskschedule/internal/bench/benchutil"
 	"github.com/longhorn/diskschedule/internal/controller/config"
 	"github.com/longhorn/diskschedule/internal/extender"
 	"github.com/longhorn/diskschedule/internal/extender/packing"
@@ -99,12 +100,12 @@ func BenchmarkFilter(b *testing.B) {
 			b.ResetTimer()
 			got := measure(b, srv.URL, body, b.N)
 			b.StopTimer()
-			b.ReportMetric(ms(got[len(got)/2]), "p50-ms")
-			b.ReportMetric(ms(got[len(got)*99/100]), "p99-ms")
-			b.ReportMetric(ms(base[len(base)/2]), "baseline-p50-ms")
-			b.ReportMetric(ms(base[len(base)*99/100]), "baseline-p99-ms")
-			b.ReportMetric(ms(got[len(got)/2])/ms(base[len(base)/2]), "p50/baseline")
-			b.ReportMetric(ms(got[len(got)*99/100])/ms(base[len(base)*99/100]), "p99/baseline")
+			b.ReportMetric(benchutil.PercentileMillis(got, 0.50), "p50-ms")
+			b.ReportMetric(benchutil.PercentileMillis(got, 0.99), "p99-ms")
+			b.ReportMetric(benchutil.PercentileMillis(base, 0.50), "baseline-p50-ms")
+			b.ReportMetric(benchutil.PercentileMillis(base, 0.99), "baseline-p99-ms")
+			b.ReportMetric(benchutil.PercentileMillis(got, 0.50)/benchutil.PercentileMillis(base, 0.50), "p50/baseline")
+			b.ReportMetric(benchutil.PercentileMillis(got, 0.99)/benchutil.PercentileMillis(base, 0.99), "p99/baseline")
 			b.ReportMetric(float64(len(body))/1024, "request-KiB")
 		})
 	}
@@ -133,8 +134,6 @@ func measure(b *testing.B, url string, body []byte, n int) []time.Duration {
 	slices.Sort(latencies)
 	return latencies
 }
-
-func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 
 // newHandler builds the extender over a cache of the API server, with the
 // scheduling hold off (pod-scheduling-timeout 0), so each call is measured alone.

@@ -13,6 +13,7 @@ import (
 	lhv1 "github.com/longhorn/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/longhorn/diskschedule/internal/bench/benchutil"
 	"github.com/longhorn/diskschedule/internal/sandbox"
 	"github.com/longhorn/diskschedule/internal/testenv"
 	"github.com/longhorn/diskschedule/internal/testenv/replicawriter"
@@ -59,7 +60,7 @@ type cluster struct {
 	pods []*replicawriter.Pod
 	// firstDisk is the UUID of node-1's disk-1, the disk with oneDiskTag.
 	firstDisk   string
-	tracker     *tracker
+	tracker     *benchutil.Tracker
 	stopTracker context.CancelFunc
 	stopPods    context.CancelFunc
 }
@@ -115,7 +116,8 @@ func startCluster(ctx context.Context, name string, gate bool) (*cluster, error)
 	if c.pods, err = replicawriter.StartPods(podCtx, sb.AdminConfig(), sandbox.Namespace, nodes...); err != nil {
 		return nil, errors.Join(err, c.stop())
 	}
-	if err := c.startTracker(ctx); err != nil {
+	c.tracker = benchutil.NewTracker(true)
+	if c.stopTracker, err = c.tracker.Track(ctx, c.sb.AdminConfig(), c.sb.Scheme(), sandbox.Namespace, nil); err != nil {
 		return nil, errors.Join(err, c.stop())
 	}
 	return c, nil

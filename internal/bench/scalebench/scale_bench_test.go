@@ -31,6 +31,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	dsv1 "github.com/longhorn/diskschedule/api/v1beta2"
+	"github.com/longhorn/diskschedule/internal/bench/benchutil"
 	"github.com/longhorn/diskschedule/internal/controlplane"
 	"github.com/longhorn/diskschedule/internal/extender"
 	"github.com/longhorn/diskschedule/internal/gate"
@@ -587,26 +588,17 @@ func callFilter(url string, body []byte) (time.Duration, int, error) {
 	return d, passed, nil
 }
 
-func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
-
-func pct(sorted []time.Duration, p int) time.Duration {
-	if len(sorted) == 0 {
-		return 0
-	}
-	return sorted[min(len(sorted)-1, len(sorted)*p/100)]
-}
-
 func (s *bench) reportFilter(b *testing.B, claims int) {
 	r := s.filters[claims]
-	p50, p99 := ms(pct(r.latencies, 50)), ms(pct(r.latencies, 99))
-	b50, b99 := ms(pct(r.baseline, 50)), ms(pct(r.baseline, 99))
+	p50, p99 := benchutil.PercentileMillis(r.latencies, 0.50), benchutil.PercentileMillis(r.latencies, 0.99)
+	b50, b99 := benchutil.PercentileMillis(r.baseline, 0.50), benchutil.PercentileMillis(r.baseline, 0.99)
 	b.ReportMetric(p50, "p50-ms")
 	b.ReportMetric(p99, "p99-ms")
 	b.ReportMetric(b50, "baseline-p50-ms")
 	b.ReportMetric(b99, "baseline-p99-ms")
 	b.ReportMetric(p50/b50, "p50/baseline")
 	b.ReportMetric(p99/b99, "p99/baseline")
-	b.ReportMetric(ms(r.cpuPerCall), "cpu-ms/call")
+	b.ReportMetric(benchutil.Millis(r.cpuPerCall), "cpu-ms/call")
 	b.ReportMetric(float64(r.passed), "nodes-passed")
 	b.ReportMetric(float64(r.requestBytes)/1024, "request-KiB")
 }
@@ -711,13 +703,13 @@ func waitGate(ctx context.Context, port int) error {
 
 func (s *bench) reportGate(b *testing.B) {
 	for _, r := range s.gate {
-		b.ReportMetric(ms(pct(r.latencies, 50)), fmt.Sprintf("fill-%d-p50-ms", r.level))
-		b.ReportMetric(ms(pct(r.latencies, 99)), fmt.Sprintf("fill-%d-p99-ms", r.level))
+		b.ReportMetric(benchutil.PercentileMillis(r.latencies, 0.50), fmt.Sprintf("fill-%d-p50-ms", r.level))
+		b.ReportMetric(benchutil.PercentileMillis(r.latencies, 0.99), fmt.Sprintf("fill-%d-p99-ms", r.level))
 		b.ReportMetric(float64(r.refused), fmt.Sprintf("fill-%d-refused", r.level))
 	}
 	if len(s.gate) > 0 {
 		first, last := s.gate[0], s.gate[len(s.gate)-1]
-		b.ReportMetric(ms(pct(last.latencies, 50))/ms(pct(first.latencies, 50)), "p50-ratio-full/empty")
+		b.ReportMetric(benchutil.PercentileMillis(last.latencies, 0.50)/benchutil.PercentileMillis(first.latencies, 0.50), "p50-ratio-full/empty")
 	}
 }
 
@@ -745,21 +737,21 @@ func (s *bench) printSummary() {
 	for _, claims := range claimShapes {
 		f := s.filters[claims]
 		fmt.Printf("| filter, %d claim(s): p50 / p99 (baseline p50 / p99) | %.2f / %.2f ms (%.2f / %.2f ms), %.1f× / %.1f×, %.2f CPU-ms per call, %d of %d nodes passed, %d KiB |\n",
-			claims, ms(pct(f.latencies, 50)), ms(pct(f.latencies, 99)), ms(pct(f.baseline, 50)), ms(pct(f.baseline, 99)),
-			ms(pct(f.latencies, 50))/ms(pct(f.baseline, 50)), ms(pct(f.latencies, 99))/ms(pct(f.baseline, 99)),
-			ms(f.cpuPerCall), f.passed, len(l.nodes), f.requestBytes/1024)
+			claims, benchutil.PercentileMillis(f.latencies, 0.50), benchutil.PercentileMillis(f.latencies, 0.99), benchutil.PercentileMillis(f.baseline, 0.50), benchutil.PercentileMillis(f.baseline, 0.99),
+			benchutil.PercentileMillis(f.latencies, 0.50)/benchutil.PercentileMillis(f.baseline, 0.50), benchutil.PercentileMillis(f.latencies, 0.99)/benchutil.PercentileMillis(f.baseline, 0.99),
+			benchutil.Millis(f.cpuPerCall), f.passed, len(l.nodes), f.requestBytes/1024)
 	}
 	for _, g := range s.gate {
 		fmt.Printf("| gate, disk holding %d replicas: p50 / p99 (%d writes, %d refused) | %.1f / %.1f ms |\n",
-			g.level, len(g.latencies), g.refused, ms(pct(g.latencies, 50)), ms(pct(g.latencies, 99)))
+			g.level, len(g.latencies), g.refused, benchutil.PercentileMillis(g.latencies, 0.50), benchutil.PercentileMillis(g.latencies, 0.99))
 	}
 	if len(s.gate) > 0 {
 		fmt.Printf("| **gate p50, 1000 ÷ 0** | **%.2f** |\n",
-			ms(pct(s.gate[len(s.gate)-1].latencies, 50))/ms(pct(s.gate[0].latencies, 50)))
+			benchutil.PercentileMillis(s.gate[len(s.gate)-1].latencies, 0.50)/benchutil.PercentileMillis(s.gate[0].latencies, 0.50))
 	}
 	for _, r := range s.raw {
 		fmt.Printf("| API server alone, a copy of the ledger of %d entries (%d KiB as JSON): spec merge patch p50 / status update p50 | %.1f / %.1f ms |\n",
-			r.level+*gateWrites, r.bytes/1024, ms(pct(r.spec, 50)), ms(pct(r.status, 50)))
+			r.level+*gateWrites, r.bytes/1024, benchutil.PercentileMillis(r.spec, 0.50), benchutil.PercentileMillis(r.status, 0.50))
 	}
 }
 
@@ -853,8 +845,8 @@ func (s *bench) measureRaw(_ *testing.B) error {
 
 func (s *bench) reportRaw(b *testing.B) {
 	for _, r := range s.raw {
-		b.ReportMetric(ms(pct(r.spec, 50)), fmt.Sprintf("fill-%d-spec-patch-p50-ms", r.level))
-		b.ReportMetric(ms(pct(r.status, 50)), fmt.Sprintf("fill-%d-status-update-p50-ms", r.level))
+		b.ReportMetric(benchutil.PercentileMillis(r.spec, 0.50), fmt.Sprintf("fill-%d-spec-patch-p50-ms", r.level))
+		b.ReportMetric(benchutil.PercentileMillis(r.status, 0.50), fmt.Sprintf("fill-%d-status-update-p50-ms", r.level))
 		b.ReportMetric(float64(r.bytes)/1024, fmt.Sprintf("fill-%d-ledger-KiB", r.level))
 	}
 }
