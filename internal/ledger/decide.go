@@ -287,6 +287,18 @@ func (d *decider) decided(k Kind) map[string]dsv1.RequestStatus {
 	return *Decisions(&d.out, k)
 }
 
+// undecided returns, by name, the requests of kind k with no decision
+// written so far.
+func (d *decider) undecided(k Kind) []string {
+	var names []string
+	for _, name := range sortedKeys(d.requests(k)) {
+		if _, done := d.decided(k)[name]; !done {
+			names = append(names, name)
+		}
+	}
+	return names
+}
+
 // keepDecided carries over every decision whose request is unchanged.
 func (d *decider) keepDecided() {
 	for _, k := range Kinds() {
@@ -308,12 +320,8 @@ func (d *decider) keepDecided() {
 // needs space (rule 3).
 func (d *decider) shrink() {
 	for _, k := range Kinds() {
-		requests := d.requests(k)
-		for _, name := range sortedKeys(requests) {
-			if _, done := d.decided(k)[name]; done {
-				continue
-			}
-			requested := int64(requests[name])
+		for _, name := range d.undecided(k) {
+			requested := int64(d.requests(k)[name])
 			if prev, ok := d.previous(k)[name]; ok && requested <= prev.ScheduledSize {
 				d.outcome.Granted++
 				d.set(k, name, dsv1.RequestStatus{State: dsv1.RequestStateScheduled, RequestedSize: requested, ScheduledSize: requested})
@@ -531,14 +539,10 @@ func (d *decider) fulfillOnNode() {
 // each by name), each granted when it fits under the limit.
 func (d *decider) grow() {
 	for _, k := range Kinds() {
-		requests := d.requests(k)
-		for _, name := range sortedKeys(requests) {
-			if _, done := d.decided(k)[name]; done {
-				continue
-			}
+		for _, name := range d.undecided(k) {
 			prev, hadPrev := d.previous(k)[name]
 			held := d.heldBy(k, name)
-			size := int64(requests[name])
+			size := int64(d.requests(k)[name])
 			var st dsv1.RequestStatus
 			switch {
 			case d.in.Persisted.Has(k, name) && neverGranted(prev, hadPrev):
