@@ -66,7 +66,7 @@ func Plan(old, rep *lhv1.Replica, siblings []lhv1.Replica, ds *dsv1.DiskSchedule
 		r.Version = old.ResourceVersion
 	}
 	r.Words = Words(r.Name, r.Size, disk)
-	where := "disk " + disk
+	where := "disk " + disk // a ledger the cache does not hold yet
 	if ds != nil {
 		where = requirement.Where(ds)
 	}
