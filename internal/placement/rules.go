@@ -57,30 +57,6 @@ func TagsMatch(tags, selector []string, allowEmpty bool) bool {
 	return true
 }
 
-// StorageLimit returns the most bytes a disk's ledger may grant:
-// (maximum - reserved) × overProvisioningPercentage / 100, truncated, and
-// never below 0. The rule is the ledger's (ledger.Limit).
-func StorageLimit(maximum, reserved, overProvisioningPercentage int64) int64 {
-	return ledger.Limit(maximum, reserved, overProvisioningPercentage)
-}
-
-// MinimalAvailable returns the bytes that must stay actually free on a disk:
-// maximum × minimalAvailablePercentage / 100, truncated (the ledger's
-// ledger.MinimalAvailable).
-func MinimalAvailable(maximum, minimalAvailablePercentage int64) int64 {
-	return ledger.MinimalAvailable(maximum, minimalAvailablePercentage)
-}
-
-// HasActualSpace is Longhorn's actual-space condition: a disk may take a
-// replica holding actualSize bytes when
-// available - actualSize > maximum × minimalAvailablePercentage / 100
-// (strict). A disk of unknown size (maximum or available not positive)
-// never may. With actualSize 0 it is the disk's Schedulable condition. The
-// rule is the ledger's (ledger.HasActualSpace).
-func HasActualSpace(available, actualSize, maximum, minimalAvailablePercentage int64) bool {
-	return ledger.HasActualSpace(available, actualSize, maximum, minimalAvailablePercentage)
-}
-
 // dataEngine returns the volume's data engine, with empty meaning v1 as in
 // Longhorn, and the disk type its replicas need: filesystem for v1, block
 // for v2.
@@ -106,12 +82,6 @@ func fileSystemLimit(engine lhv1.DataEngineType, fsType string) (int64, bool) {
 	default:
 		return 0, false
 	}
-}
-
-// HasSchedulingSpace is the ledger's scheduling-space condition:
-// size + scheduled <= limit, computed without overflow (ledger.Fits).
-func HasSchedulingSpace(size, scheduled, limit int64) bool {
-	return ledger.Fits(scheduled, size, limit)
 }
 
 // bytesString formats a byte count exactly: with the largest binary suffix
@@ -150,4 +120,33 @@ func sorted(s []string) []string {
 		out = []string{}
 	}
 	return out
+}
+
+// StorageLimit is the ledger's rule 1, ledger.Limit.
+//
+// Deprecated: call ledger.Limit.
+func StorageLimit(maximum, reserved, overProvisioningPercentage int64) int64 {
+	return ledger.Limit(maximum, reserved, overProvisioningPercentage)
+}
+
+// MinimalAvailable is ledger.MinimalAvailable.
+//
+// Deprecated: call ledger.MinimalAvailable.
+func MinimalAvailable(maximum, minimalAvailablePercentage int64) int64 {
+	return ledger.MinimalAvailable(maximum, minimalAvailablePercentage)
+}
+
+// HasActualSpace is Longhorn's actual-space condition, ledger.HasActualSpace.
+//
+// Deprecated: call ledger.HasActualSpace.
+func HasActualSpace(available, actualSize, maximum, minimalAvailablePercentage int64) bool {
+	return ledger.HasActualSpace(available, actualSize, maximum, minimalAvailablePercentage)
+}
+
+// HasSchedulingSpace is the ledger's scheduling-space condition,
+// ledger.Fits(scheduled, size, limit).
+//
+// Deprecated: call ledger.Fits.
+func HasSchedulingSpace(size, scheduled, limit int64) bool {
+	return ledger.Fits(scheduled, size, limit)
 }

@@ -6,8 +6,10 @@
 // A Plan is pure: the kind's package computes it from the old and new
 // Longhorn object and the ledgers its cache holds. It answers at once (the
 // write takes no new space), or lists Requests, each an entry of a disk's
-// DiskSchedule spec at a size, with the words of every outcome. The
-// Executor then, for each request in order:
+// DiskSchedule spec at a size, and carries the words of every outcome as
+// data: the plan's admissions, and each request's Words, which the Executor
+// completes with what only the outcome knows, the refusing ledger's place
+// and numbers (Refusal). The Executor then, for each request in order:
 //
 //   - admits it at once when its ledger grants it at that size; with
 //     Confirm (replicas), only once the API server still holds the grant,

@@ -27,7 +27,7 @@ var ErrLedgerFull = errors.New("ledger full")
 // full returns ErrLedgerFull, with the numbers, when r would add a replica
 // entry to ds past its bound.
 func full(ds *dsv1.DiskSchedule, r Request) error {
-	if r.Kind != Replica || len(ds.Spec.Replicas) < dsv1.MaxReplicaEntries {
+	if r.Kind != ledger.Replica || len(ds.Spec.Replicas) < dsv1.MaxReplicaEntries {
 		return nil
 	}
 	if _, ok := ds.Spec.Replicas[r.Name]; ok {
@@ -141,34 +141,33 @@ func (e *Executor) Execute(ctx context.Context, p Plan, dryRun bool) (ans Answer
 	start := e.clock.Now()
 	var done []asked
 	defer func() { ans.RoundTrip = len(done) > 0 }()
-	var last *dsv1.DiskSchedule
 	for _, r := range p.Requests {
 		a, ds, err := e.ask(ctx, r, start)
 		switch {
+		case errors.Is(err, ErrNoLedger) && a != nil:
+			return e.putBackAll(ctx, done, Deny(r.Words.Gone))
 		case errors.Is(err, ErrNoLedger):
-			return e.putBackAll(ctx, done, Deny(p.Words.NoLedger(r, a != nil)))
+			return e.putBackAll(ctx, done, Deny(r.Words.NoLedger))
 		case errors.Is(err, ErrLedgerFull):
 			return e.putBackAll(ctx, done, Deny(err.Error()))
 		case errors.Is(err, ErrNoLeader):
-			return e.undecided(ctx, p, done, Undecided(p.Words.Undecided(r), err))
+			return e.undecided(ctx, p, done, Undecided(r.Words.Undecided, err))
 		case err != nil:
 			return e.putBackAll(ctx, done, Failed(err))
 		case a.gen != 0 || ds == nil:
 			done = append(done, *a)
 		}
-		last = ds
 	}
 	for _, a := range done {
 		ds, err := e.await(ctx, a.Disk, a.gen, decided(a.Request), start)
 		if err != nil {
-			return e.undecided(ctx, p, done, Undecided(p.Words.Undecided(a.Request), err))
+			return e.undecided(ctx, p, done, Undecided(a.Words.Undecided, err))
 		}
 		if !Granted(ds, a.Request) {
-			return e.putBackAll(ctx, done, Deny(p.Words.Refused(a.Request, a.prev, ds)))
+			return e.putBackAll(ctx, done, Deny(Refusal(a.Request, a.prev, ds)))
 		}
-		last = ds
 	}
-	return Allow(p.Words.Admitted(len(done) > 0, last))
+	return Allow(p.admitted(len(done) > 0))
 }
 
 // undecided answers v, a request's decision that did not come: what was

@@ -9,13 +9,14 @@ import (
 
 	"github.com/go-logr/logr"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 	clocktesting "k8s.io/utils/clock/testing"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	dsv1 "github.com/longhorn/diskschedule/api/v1beta2"
+	"github.com/longhorn/diskschedule/internal/ledger"
 	"github.com/longhorn/diskschedule/internal/scheme"
+	"github.com/longhorn/diskschedule/internal/testenv"
 )
 
 // fakeLeader is a Leader the test sets: deciding until until on clk.
@@ -121,7 +122,7 @@ func TestNoLeaderIsAnsweredAtOnce(t *testing.T) {
 			l.clk = clk
 			w := NewWaiter(clk)
 			e := NewExecutor(c, c, w, l, clk, nil, logr.Discard(), ns)
-			plan := Plan{Requests: []Request{{Disk: disk, Kind: BackingImage, Name: image, Size: gi}}, Words: words{}}
+			plan := Plan{Requests: []Request{{Disk: disk, Kind: ledger.BackingImage, Name: image, Size: gi, Words: said()}}, Admitted: "admitted"}
 			// The admission's deadline, on the wall clock, is far beyond
 			// the steps of the executor's clock.
 			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
@@ -130,11 +131,9 @@ func TestNoLeaderIsAnsweredAtOnce(t *testing.T) {
 			go func() { answered <- e.Execute(ctx, plan, false) }()
 			waiting := func() {
 				t.Helper()
-				if err := wait.PollUntilContextTimeout(ctx, time.Millisecond, time.Second, true, func(context.Context) (bool, error) {
-					return clk.HasWaiters(), nil
-				}); err != nil {
-					t.Fatalf("the request never waited on the executor's clock: %v", err)
-				}
+				testenv.Eventually(t, ctx, time.Second, "the request waits on the executor's clock", func(context.Context) (bool, string, error) {
+					return clk.HasWaiters(), "no waiter", nil
+				}, testenv.Every(time.Millisecond))
 			}
 			waiting()
 			if tc.then != nil {

@@ -433,8 +433,10 @@ func diskLimits(ctx context.Context, t *testing.T, c client.Client) map[string]i
 }
 
 // watchPersisted follows every Replica event and records, per disk UUID,
-// the largest Σ volumeSize persisted on it; stop ends the watch and adds
-// what is persisted then.
+// the largest number of bytes persisted on it (ledger.PersistedByDisk;
+// the run creates no backing image, whose copies are read when the watch
+// starts and when it stops); stop ends the watch and adds what is
+// persisted then.
 func watchPersisted(ctx context.Context, t *testing.T, c client.WithWatch) (peaks func() map[string]int64, stop func()) {
 	t.Helper()
 	list := &lhv1.ReplicaList{}
@@ -446,10 +448,14 @@ func watchPersisted(ctx context.Context, t *testing.T, c client.WithWatch) (peak
 	if err != nil {
 		t.Fatal(err)
 	}
+	images := &lhv1.BackingImageList{}
+	if err := c.List(ctx, images, client.InNamespace(sandbox.Namespace)); err != nil {
+		t.Fatal(err)
+	}
 	peak := map[string]int64{}
 	record := func(replicas []lhv1.Replica) {
-		for disk, sum := range ledger.PersistedPerDisk(replicas) {
-			peak[disk] = max(peak[disk], sum)
+		for disk, p := range ledger.PersistedByDisk(replicas, images.Items, nil) {
+			peak[disk] = max(peak[disk], p.Total())
 		}
 	}
 	record(list.Items)
@@ -482,6 +488,10 @@ func watchPersisted(ctx context.Context, t *testing.T, c client.WithWatch) (peak
 		<-done
 		final := &lhv1.ReplicaList{}
 		if err := c.List(ctx, final, client.InNamespace(sandbox.Namespace)); err != nil {
+			t.Error(err)
+			return
+		}
+		if err := c.List(ctx, images, client.InNamespace(sandbox.Namespace)); err != nil {
 			t.Error(err)
 			return
 		}

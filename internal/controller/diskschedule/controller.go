@@ -93,7 +93,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 			return result, err
 		}
 		if r.apiReader == nil || attempt == conflictRetries {
-			return ctrl.Result{Requeue: true}, nil
+			return ctrl.Result{RequeueAfter: conflictRetry}, nil
 		}
 		ds = &dsv1.DiskSchedule{}
 		if err := r.apiReader.Get(ctx, req.NamespacedName, ds); err != nil {
@@ -131,6 +131,8 @@ func (r *Reconciler) decide(ctx context.Context, ds *dsv1.DiskSchedule) (result 
 	ds.Status = status
 	if err := r.client.Status().Update(ctx, ds); err != nil {
 		if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
+			// The version that won arrives through the watch and is decided
+			// then; the retry is for a watch that lags.
 			r.metrics.StatusWrites.WithLabelValues("conflict").Inc()
 			return ctrl.Result{}, true, nil
 		}

@@ -23,10 +23,14 @@ import (
 	"github.com/longhorn/diskschedule/internal/settings"
 )
 
-// maxRetryDelay bounds how long a ledger whose decision failed (a status
-// write that lost a conflict, a read that failed) waits before it is
-// decided again.
+// maxRetryDelay bounds how long a ledger whose decision failed (a read or a
+// status write that failed) waits before it is decided again.
 const maxRetryDelay = 2 * time.Second
+
+// conflictRetry is how soon a ledger whose status write lost a conflict is
+// decided again, should the watch not have brought the version that won
+// by then.
+const conflictRetry = 50 * time.Millisecond
 
 // SetupWithManager registers the controller: it decides a ledger when it
 // changes, when its disk's Longhorn Node changes (limit, schedulability),
