@@ -95,17 +95,3 @@ func PersistedByDisk(replicas []lhv1.Replica, images []lhv1.BackingImage, hasEnt
 	}
 	return out
 }
-
-// PersistedPerDisk returns, by disk UUID, the bytes of the replicas Longhorn
-// has persisted on each disk: PersistedByDisk's Total without the backing
-// images' copies.
-//
-// Deprecated: it cannot see a backing image's copy; use PersistedByDisk
-// with the namespace's BackingImages.
-func PersistedPerDisk(replicas []lhv1.Replica) map[string]int64 {
-	out := map[string]int64{}
-	for disk, p := range PersistedByDisk(replicas, nil, nil) {
-		out[disk] = p.Total()
-	}
-	return out
-}

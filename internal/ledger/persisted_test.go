@@ -68,9 +68,4 @@ func TestPersistedByDisk(t *testing.T) {
 	if want := map[string]string{"pvc-a-r-0a1b2c3d": "pvc-a-r-5b6c7d8e"}; !reflect.DeepEqual(on.Shared, want) {
 		t.Errorf("with an entry for pvc-a-r-5b6c7d8e: shared %v, want %v", on.Shared, want)
 	}
-
-	// The replicas-only reading leaves the copies out.
-	if got, want := PersistedPerDisk(replicas), map[string]int64{"uuid-0": 15 * Gi, "uuid-1": 10 * Gi}; !reflect.DeepEqual(got, want) {
-		t.Errorf("PersistedPerDisk = %v, want %v", got, want)
-	}
 }

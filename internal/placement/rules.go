@@ -7,8 +7,6 @@ import (
 	"strings"
 
 	lhv1 "github.com/longhorn/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
-
-	"github.com/longhorn/diskschedule/internal/ledger"
 )
 
 // The largest volumes a data engine v1 replica may have on a file system,
@@ -120,33 +118,4 @@ func sorted(s []string) []string {
 		out = []string{}
 	}
 	return out
-}
-
-// StorageLimit is the ledger's rule 1, ledger.Limit.
-//
-// Deprecated: call ledger.Limit.
-func StorageLimit(maximum, reserved, overProvisioningPercentage int64) int64 {
-	return ledger.Limit(maximum, reserved, overProvisioningPercentage)
-}
-
-// MinimalAvailable is ledger.MinimalAvailable.
-//
-// Deprecated: call ledger.MinimalAvailable.
-func MinimalAvailable(maximum, minimalAvailablePercentage int64) int64 {
-	return ledger.MinimalAvailable(maximum, minimalAvailablePercentage)
-}
-
-// HasActualSpace is Longhorn's actual-space condition, ledger.HasActualSpace.
-//
-// Deprecated: call ledger.HasActualSpace.
-func HasActualSpace(available, actualSize, maximum, minimalAvailablePercentage int64) bool {
-	return ledger.HasActualSpace(available, actualSize, maximum, minimalAvailablePercentage)
-}
-
-// HasSchedulingSpace is the ledger's scheduling-space condition,
-// ledger.Fits(scheduled, size, limit).
-//
-// Deprecated: call ledger.Fits.
-func HasSchedulingSpace(size, scheduled, limit int64) bool {
-	return ledger.Fits(scheduled, size, limit)
 }

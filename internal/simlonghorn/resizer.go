@@ -25,6 +25,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/longhorn/diskschedule/internal/conditions"
 )
 
 // longhornOutOfRange is the expression Longhorn v1.12.0's CSI driver
@@ -178,20 +180,10 @@ func infeasibleWait(pvc *corev1.PersistentVolumeClaim, want resource.Quantity, n
 		return 0
 	}
 	since := now
-	if c := claimCondition(pvc, corev1.PersistentVolumeClaimControllerResizeError); c != nil {
+	if c := conditions.Claim(pvc, corev1.PersistentVolumeClaimControllerResizeError); c != nil {
 		since = c.LastTransitionTime.Time
 	}
 	return InfeasibleRetry - now.Sub(since)
-}
-
-// claimCondition returns the claim's condition typ, or nil.
-func claimCondition(pvc *corev1.PersistentVolumeClaim, typ corev1.PersistentVolumeClaimConditionType) *corev1.PersistentVolumeClaimCondition {
-	for i := range pvc.Status.Conditions {
-		if pvc.Status.Conditions[i].Type == typ {
-			return &pvc.Status.Conditions[i]
-		}
-	}
-	return nil
 }
 
 // resizeConditions are the claim conditions the external resizer owns.
@@ -229,7 +221,7 @@ func mergeResizeConditions(pvc *corev1.PersistentVolumeClaim, keepOld bool, add 
 func (r *resizer) markInProgress(ctx context.Context, pvc *corev1.PersistentVolumeClaim, want resource.Quantity) error {
 	allocated, ok := pvc.Status.AllocatedResources[corev1.ResourceStorage]
 	newSize := !ok || allocated.Cmp(want) != 0
-	if !newSize && claimCondition(pvc, corev1.PersistentVolumeClaimResizing) != nil {
+	if !newSize && conditions.Claim(pvc, corev1.PersistentVolumeClaimResizing) != nil {
 		return nil
 	}
 	base := pvc.DeepCopy()
