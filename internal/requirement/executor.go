@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -75,6 +76,7 @@ type Executor struct {
 	conflicts func()
 	log       logr.Logger
 	namespace string
+	pace      pace
 }
 
 // NewExecutor returns the executor of the ledgers in namespace: c reads
@@ -163,6 +165,7 @@ func (e *Executor) Execute(ctx context.Context, p Plan, dryRun bool) (ans Answer
 		if err != nil {
 			return e.undecided(ctx, p, done, Undecided(a.Words.Undecided, err))
 		}
+		e.pace.observe(e.clock.Now(), e.clock.Since(start))
 		if !Granted(ds, a.Request) {
 			return e.putBackAll(ctx, done, Deny(Refusal(a.Request, a.prev, ds)))
 		}
@@ -438,7 +441,8 @@ func noLeader(waited time.Duration) error {
 // holds it but has decided nothing for NoLeaderWait while a request waits
 // counts as not deciding. A live leader decides a request within
 // milliseconds, and while it works through a backlog it decides on some
-// ledger all the time; one that decides nothing for NoLeaderWait is gone,
+// ledger all the time; one that decides nothing for NoLeaderWait (longer
+// when the recent decisions took longer: pace) is gone,
 // not yet started (a take-over) or stalled, and the write is answered so
 // that its writer retries, and finds its request granted
 // (Plan.KeepUndecided) once a leader decides it.
@@ -459,7 +463,7 @@ func (e *Executor) leaderNews(start time.Time) (<-chan struct{}, clock.Timer, er
 	if last := e.waiter.LastDecision(); last.After(silent) {
 		silent = last
 	}
-	left := NoLeaderWait - now.Sub(silent)
+	left := e.pace.silence(now) - now.Sub(silent)
 	if left <= 0 {
 		return nil, nil, fmt.Errorf("%w: no decision on any ledger for the last %s of the %s this write waited; the Lease's holder may be gone, still taking over, or stalled",
 			ErrNoLeader, now.Sub(silent).Round(time.Millisecond), now.Sub(start).Round(time.Millisecond))
@@ -473,3 +477,45 @@ type stopped struct{}
 func (stopped) C() <-chan time.Time      { return nil }
 func (stopped) Stop() bool               { return false }
 func (stopped) Reset(time.Duration) bool { return false }
+
+// paceWindow is how long the slowest recent decision counts (pace).
+const paceWindow = 30 * time.Second
+
+// maxSilence bounds how long a leader may decide nothing while a request
+// waits before it counts as not deciding, however slow its recent
+// decisions: well within the gate's timeout, so the write is answered.
+const maxSilence = 4 * time.Second
+
+// pace keeps how long the requests' recent decisions took, from the
+// admission's start: a leader busy with large ledgers (a decision on a
+// ledger of thousands of entries rewrites its whole status) on a loaded
+// control plane decides a request in a second or more, and is not taken
+// for gone when it is silent for less than twice that.
+type pace struct {
+	mu      sync.Mutex
+	slowest time.Duration
+	at      time.Time
+}
+
+// observe notes that a request's decision took d, at now.
+func (p *pace) observe(now time.Time, d time.Duration) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if d > p.slowest || now.Sub(p.at) > paceWindow {
+		p.slowest, p.at = d, now
+	}
+}
+
+// silence is how long, at now, a leader may decide nothing while a request
+// waits before it counts as not deciding: NoLeaderWait, or twice the
+// slowest decision of the last paceWindow when that is longer, at most
+// maxSilence.
+func (p *pace) silence(now time.Time) time.Duration {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	s := NoLeaderWait
+	if now.Sub(p.at) <= paceWindow {
+		s = max(s, 2*p.slowest)
+	}
+	return min(s, maxSilence)
+}

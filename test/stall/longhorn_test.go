@@ -167,6 +167,25 @@ func (e *longhornEnv) granted(ctx context.Context, disk, replica string) (int64,
 	return st.ScheduledSize, nil
 }
 
+// evict requests the eviction of node's disk at path, and stops scheduling
+// to it, as an operator does on the Longhorn Node (evict false ends both).
+func (e *longhornEnv) evict(ctx context.Context, t *testing.T, node, path string, evict bool) {
+	t.Helper()
+	n := &lhv1.Node{}
+	if err := e.c.Get(ctx, client.ObjectKey{Namespace: sandbox.Namespace, Name: node}, n); err != nil {
+		t.Fatal(err)
+	}
+	for name, d := range n.Spec.Disks {
+		if d.Path == path {
+			d.AllowScheduling, d.EvictionRequested = !evict, evict
+			n.Spec.Disks[name] = d
+		}
+	}
+	if err := e.c.Update(ctx, n); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // TestDiskEvictionStall: a disk's eviction requested on the Longhorn Node,
 // as an operator does, and Longhorn's own node, eviction and volume
 // controllers move the replica of a running volume to another disk: the
@@ -192,19 +211,7 @@ func TestDiskEvictionStall(t *testing.T) {
 	old := before[0]
 
 	start := time.Now()
-	node := &lhv1.Node{}
-	if err := e.c.Get(ctx, client.ObjectKey{Namespace: sandbox.Namespace, Name: old.Spec.NodeID}, node); err != nil {
-		t.Fatal(err)
-	}
-	for name, d := range node.Spec.Disks {
-		if d.Path == old.Spec.DiskPath {
-			d.AllowScheduling, d.EvictionRequested = false, true
-			node.Spec.Disks[name] = d
-		}
-	}
-	if err := e.c.Update(ctx, node); err != nil {
-		t.Fatal(err)
-	}
+	e.evict(ctx, t, old.Spec.NodeID, old.Spec.DiskPath, true)
 	var moved lhv1.Replica
 	testenv.Eventually(t, ctx, 2*evictionBound, "the replica moved off the evicted disk, granted there, the old one removed and released", func(ctx context.Context) (bool, string, error) {
 		var state []string
@@ -234,18 +241,7 @@ func TestDiskEvictionStall(t *testing.T) {
 	// The operator ends the disk's maintenance: its ledger is Ready again,
 	// and what Longhorn does next (the local replica its data locality
 	// asked for) settles like the rest.
-	if err := e.c.Get(ctx, client.ObjectKey{Namespace: sandbox.Namespace, Name: old.Spec.NodeID}, node); err != nil {
-		t.Fatal(err)
-	}
-	for name, d := range node.Spec.Disks {
-		if d.Path == old.Spec.DiskPath {
-			d.AllowScheduling, d.EvictionRequested = true, false
-			node.Spec.Disks[name] = d
-		}
-	}
-	if err := e.c.Update(ctx, node); err != nil {
-		t.Fatal(err)
-	}
+	e.evict(ctx, t, old.Spec.NodeID, old.Spec.DiskPath, false)
 }
 
 // TestExpansionStall: a running volume's claim expanded through Longhorn's
