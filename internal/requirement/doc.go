@@ -37,7 +37,10 @@
 // kept as any undecided request. The Lease says a leader is gone only a
 // renewal window after its last renewal, so a holder also counts as not
 // deciding once a waiting request has seen no decision on any ledger
-// (Waiter.LastDecision) for NoLeaderWait: a live leader decides within
-// milliseconds, and on some ledger all the time while it has a backlog.
+// (Waiter.LastDecision) for NoLeaderWait, or for twice the slowest
+// decision of the last 30 s when that is longer (at most 4 s): a live
+// leader decides within milliseconds, and on some ledger all the time
+// while it has a backlog, but a decision on a ledger of thousands of
+// entries on a loaded control plane can take a second.
 // A dry run writes nothing and gets the plan's DryRun answer.
 package requirement
