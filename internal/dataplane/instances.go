@@ -151,33 +151,35 @@ func parseEngine(spec *imrpc.InstanceSpec) (*engine, error) {
 	return e, nil
 }
 
+// withInstance answers fn's response for the named instance, the instance
+// manager locked; a missing instance is NotFound in the words
+// longhorn-manager looks for ("cannot find").
+func (im *InstanceManager) withInstance(name string, fn func(*instance) *imrpc.InstanceResponse) (*imrpc.InstanceResponse, error) {
+	im.mu.Lock()
+	defer im.mu.Unlock()
+	in, ok := im.instances[name]
+	if !ok {
+		return nil, status.Errorf(codes.NotFound, "cannot find instance %s", name)
+	}
+	return fn(in), nil
+}
+
 // InstanceDelete stops and removes an instance.
 func (s *instanceService) InstanceDelete(_ context.Context, req *imrpc.InstanceDeleteRequest) (*imrpc.InstanceResponse, error) {
 	im := s.im
-	im.mu.Lock()
-	defer im.mu.Unlock()
-	in, ok := im.instances[req.GetName()]
-	if !ok {
-		return nil, status.Errorf(codes.NotFound, "cannot find instance %s", req.GetName())
-	}
-	delete(im.instances, req.GetName())
-	im.notifyLocked()
-	resp := in.response()
-	resp.Status.State = imtypes.ProcessStateStopped
-	resp.Deleted = true
-	return resp, nil
+	return im.withInstance(req.GetName(), func(in *instance) *imrpc.InstanceResponse {
+		delete(im.instances, req.GetName())
+		im.notifyLocked()
+		resp := in.response()
+		resp.Status.State = imtypes.ProcessStateStopped
+		resp.Deleted = true
+		return resp
+	})
 }
 
 // InstanceGet answers one instance.
 func (s *instanceService) InstanceGet(_ context.Context, req *imrpc.InstanceGetRequest) (*imrpc.InstanceResponse, error) {
-	im := s.im
-	im.mu.Lock()
-	defer im.mu.Unlock()
-	in, ok := im.instances[req.GetName()]
-	if !ok {
-		return nil, status.Errorf(codes.NotFound, "cannot find instance %s", req.GetName())
-	}
-	return in.response(), nil
+	return s.im.withInstance(req.GetName(), (*instance).response)
 }
 
 // InstanceList answers every instance.
