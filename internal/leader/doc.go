@@ -23,7 +23,7 @@
 // (requirement.NoLeaderWait) for the renewal rather than deny. A leader
 // killed just after a renewal still counts as deciding for the whole
 // window; the gate does not wait that long for it: a holder that decides
-// nothing on any ledger for requirement.NoLeaderWait (longer when its
+// nothing on any ledger for 2 s (longer when its
 // recent decisions were slow) while a request waits counts as not deciding
 // there too (internal/requirement).
 package leader

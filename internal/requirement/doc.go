@@ -37,8 +37,8 @@
 // kept as any undecided request. The Lease says a leader is gone only a
 // renewal window after its last renewal, so a holder also counts as not
 // deciding once a waiting request has seen no decision on any ledger
-// (Waiter.LastDecision) for NoLeaderWait, or for twice the slowest
-// decision of the last 30 s when that is longer (at most 4 s): a live
+// (Waiter.LastDecision) for 2 s (minSilence), or for three times the slowest
+// decision of the last 30 s when that is longer (at most 6 s): a live
 // leader decides within milliseconds, and on some ledger all the time
 // while it has a backlog, but a decision on a ledger of thousands of
 // entries on a loaded control plane can take a second.

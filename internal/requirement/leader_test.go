@@ -52,7 +52,7 @@ func (l *fakeLeader) set(deciding bool, until time.Time) {
 // clock), not held until the admission's deadline, and is not written
 // while no leader decides; a leader that stops renewing counts as gone when
 // its window ends; a leader that holds the Lease but has not been seen
-// deciding anything for NoLeaderWait counts as not deciding; a leader that
+// deciding anything for minSilence counts as not deciding; a leader that
 // appears within NoLeaderWait and decides is waited for. What was written is put back as
 // for any refusal. No controller decides here: the fake API server keeps
 // every request pending, and the decisions seen on other ledgers are fed
@@ -94,16 +94,16 @@ func TestNoLeaderIsAnsweredAtOnce(t *testing.T) {
 			leader: func() *fakeLeader { return newFakeLeader(true, start.Add(1500*time.Millisecond)) },
 			then:   func(_ *fakeLeader, _ *clocktesting.FakeClock, w *Waiter) { decideElsewhere(w) },
 			step:   1500 * time.Millisecond, want: ResultNoLeader, words: "its holder stopped renewing it", written: true},
-		{name: "a leader that decides nothing: denied after NoLeaderWait",
+		{name: "a leader that decides nothing: denied after minSilence",
 			leader: func() *fakeLeader { return newFakeLeader(true, start.Add(time.Hour)) },
-			step:   NoLeaderWait, want: ResultNoLeader, words: "no decision on any ledger for the last 500ms of the 500ms this write waited", written: true},
-		{name: "a leader that stops deciding: denied NoLeaderWait after its last decision",
+			step:   minSilence, want: ResultNoLeader, words: "no decision on any ledger for the last 2s of the 2s this write waited", written: true},
+		{name: "a leader that stops deciding: denied minSilence after its last decision",
 			leader: func() *fakeLeader { return newFakeLeader(true, start.Add(time.Hour)) },
 			then: func(_ *fakeLeader, clk *clocktesting.FakeClock, w *Waiter) {
 				clk.Step(300 * time.Millisecond)
 				decideElsewhere(w)
 			},
-			step: NoLeaderWait, want: ResultNoLeader, words: "no decision on any ledger for the last 500ms of the 800ms this write waited", written: true},
+			step: minSilence, want: ResultNoLeader, words: "no decision on any ledger for the last 2s of the 2.3s this write waited", written: true},
 		{name: "a leader appears within NoLeaderWait and decides: waited for until the deadline",
 			leader: func() *fakeLeader { return newFakeLeader(false, time.Time{}) },
 			then: func(l *fakeLeader, clk *clocktesting.FakeClock, w *Waiter) {
