@@ -10,14 +10,10 @@ import (
 
 	lhv1 "github.com/longhorn/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	dsv1 "github.com/longhorn/diskschedule/api/v1beta2"
 	"github.com/longhorn/diskschedule/internal/sandbox"
-	"github.com/longhorn/diskschedule/internal/simlonghorn"
 	"github.com/longhorn/diskschedule/internal/testenv"
 	"github.com/longhorn/diskschedule/internal/testenv/sandboxtest"
 )
@@ -92,42 +88,10 @@ func TestPodRunsOnLonghornsDataPlane(t *testing.T) {
 		return true, "", nil
 	})
 
-	pvc := &corev1.PersistentVolumeClaim{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "data"},
-		Spec: corev1.PersistentVolumeClaimSpec{
-			AccessModes:      []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
-			StorageClassName: ptr.To(sandbox.StorageClassName),
-			Resources:        corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("10Gi")}},
-		},
+	pvc, pod, name := sandboxtest.RunPod(ctx, t, c, "app", "10Gi")
+	if pod.Status.PodIP != ips[pod.Spec.NodeName] {
+		t.Errorf("pod %s runs with IP %q, want its node's address %s", pod.Name, pod.Status.PodIP, ips[pod.Spec.NodeName])
 	}
-	pod := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "app"},
-		Spec: corev1.PodSpec{
-			Containers: []corev1.Container{{Name: "app", Image: "busybox"}},
-			Volumes: []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{
-				PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: pvc.Name},
-			}}},
-		},
-	}
-	for _, o := range []client.Object{pvc, pod} {
-		if err := c.Create(ctx, o); err != nil {
-			t.Fatal(err)
-		}
-	}
-	name := simlonghorn.VolumeName(pvc)
-	testenv.Eventually(t, ctx, 2*time.Minute, "the pod running, its volume attached and healthy on the pod's node", func(ctx context.Context) (bool, string, error) {
-		if err := c.Get(ctx, client.ObjectKeyFromObject(pod), pod); err != nil {
-			return false, "", err
-		}
-		vol := &lhv1.Volume{}
-		if err := c.Get(ctx, client.ObjectKey{Namespace: sandbox.Namespace, Name: name}, vol); err != nil {
-			return false, err.Error(), nil
-		}
-		state := fmt.Sprintf("pod %s on %q (IP %q), volume %s %s on %q", pod.Status.Phase, pod.Spec.NodeName, pod.Status.PodIP, vol.Status.State, vol.Status.Robustness, vol.Status.CurrentNodeID)
-		return pod.Status.Phase == corev1.PodRunning && pod.Status.PodIP == ips[pod.Spec.NodeName] &&
-			vol.Status.State == lhv1.VolumeStateAttached && vol.Status.Robustness == lhv1.VolumeRobustnessHealthy &&
-			vol.Status.CurrentNodeID == pod.Spec.NodeName, state, nil
-	})
 	engines := &lhv1.EngineList{}
 	if err := c.List(ctx, engines, client.InNamespace(sandbox.Namespace), client.MatchingLabels{"longhornvolume": name}); err != nil {
 		t.Fatal(err)
@@ -140,15 +104,7 @@ func TestPodRunsOnLonghornsDataPlane(t *testing.T) {
 	// grows the volume, its engine expands through the instance manager's
 	// proxy, the ledger grants the replica the new size, and the claim
 	// gets its capacity.
-	setRequest := func(size string) error {
-		fresh := &corev1.PersistentVolumeClaim{}
-		if err := c.Get(ctx, client.ObjectKeyFromObject(pvc), fresh); err != nil {
-			return err
-		}
-		fresh.Spec.Resources.Requests[corev1.ResourceStorage] = resource.MustParse(size)
-		return c.Update(ctx, fresh)
-	}
-	if err := setRequest("20Gi"); err != nil {
+	if _, err := sandboxtest.SetClaimRequest(ctx, c, pvc, "20Gi"); err != nil {
 		t.Fatal(err)
 	}
 	testenv.Eventually(t, ctx, 2*time.Minute, "the claim expanded to 20Gi, its replica granted 20Gi by the ledger", func(ctx context.Context) (bool, string, error) {
@@ -173,7 +129,7 @@ func TestPodRunsOnLonghornsDataPlane(t *testing.T) {
 	})
 	// An expansion no disk can hold is refused by Longhorn's own PVC
 	// validator, with its own words, before any Longhorn object changes.
-	if err := setRequest("500Gi"); err == nil || !strings.Contains(err.Error(), "does not have sufficient physical space") {
+	if _, err := sandboxtest.SetClaimRequest(ctx, c, pvc, "500Gi"); err == nil || !strings.Contains(err.Error(), "does not have sufficient physical space") {
 		t.Errorf("expanding the claim to 500Gi on a 400Gi disk: got %v, want Longhorn's validator's refusal for physical space", err)
 	}
 

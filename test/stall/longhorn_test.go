@@ -10,15 +10,11 @@ import (
 
 	lhv1 "github.com/longhorn/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	dsv1 "github.com/longhorn/diskschedule/api/v1beta2"
 	"github.com/longhorn/diskschedule/internal/sandbox"
 	"github.com/longhorn/diskschedule/internal/scenario"
-	"github.com/longhorn/diskschedule/internal/simlonghorn"
 	"github.com/longhorn/diskschedule/internal/testenv"
 	"github.com/longhorn/diskschedule/internal/testenv/sandboxtest"
 )
@@ -97,46 +93,11 @@ func startLonghorn(t *testing.T) *longhornEnv {
 	return &longhornEnv{c: c, ledgers: lw}
 }
 
-// runPod creates a claim of size of the default class (one replica,
-// best-effort data locality) and a pod using it, and waits until the pod
-// runs on its attached, healthy volume; it returns the claim and the
-// volume's name.
+// runPod runs a pod on a claim of size of the default class (one replica,
+// best-effort data locality): sandboxtest.RunPod.
 func (e *longhornEnv) runPod(ctx context.Context, t *testing.T, name, size string) (*corev1.PersistentVolumeClaim, string) {
 	t.Helper()
-	pvc := &corev1.PersistentVolumeClaim{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: name},
-		Spec: corev1.PersistentVolumeClaimSpec{
-			AccessModes:      []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
-			StorageClassName: ptr.To(sandbox.StorageClassName),
-			Resources:        corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse(size)}},
-		},
-	}
-	pod := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: name},
-		Spec: corev1.PodSpec{
-			Containers: []corev1.Container{{Name: "app", Image: "busybox"}},
-			Volumes: []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{
-				PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: pvc.Name},
-			}}},
-		},
-	}
-	for _, o := range []client.Object{pvc, pod} {
-		if err := e.c.Create(ctx, o); err != nil {
-			t.Fatal(err)
-		}
-	}
-	vol := simlonghorn.VolumeName(pvc)
-	testenv.Eventually(t, ctx, 2*time.Minute, "pod "+name+" running on its healthy volume", func(ctx context.Context) (bool, string, error) {
-		if err := e.c.Get(ctx, client.ObjectKeyFromObject(pod), pod); err != nil {
-			return false, "", err
-		}
-		v := &lhv1.Volume{}
-		if err := e.c.Get(ctx, client.ObjectKey{Namespace: sandbox.Namespace, Name: vol}, v); err != nil {
-			return false, err.Error(), nil
-		}
-		return pod.Status.Phase == corev1.PodRunning && v.Status.Robustness == lhv1.VolumeRobustnessHealthy,
-			fmt.Sprintf("pod %s, volume %s %s", pod.Status.Phase, v.Status.State, v.Status.Robustness), nil
-	})
+	pvc, _, vol := sandboxtest.RunPod(ctx, t, e.c, name, size)
 	return pvc, vol
 }
 
@@ -260,19 +221,9 @@ func TestExpansionStall(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	pvc, vol := e.runPod(ctx, t, "grown", "100Gi")
-	setRequest := func(size string) (time.Duration, error) {
-		fresh := &corev1.PersistentVolumeClaim{}
-		if err := e.c.Get(ctx, client.ObjectKeyFromObject(pvc), fresh); err != nil {
-			return 0, err
-		}
-		fresh.Spec.Resources.Requests[corev1.ResourceStorage] = resource.MustParse(size)
-		start := time.Now()
-		err := e.c.Update(ctx, fresh)
-		return time.Since(start), err
-	}
 
 	start := time.Now()
-	if _, err := setRequest("200Gi"); err != nil {
+	if _, err := sandboxtest.SetClaimRequest(ctx, e.c, pvc, "200Gi"); err != nil {
 		t.Fatal(err)
 	}
 	testenv.Eventually(t, ctx, 2*longhornStallBound, "the claim at 200Gi and its replica granted 200Gi", func(ctx context.Context) (bool, string, error) {
@@ -296,7 +247,7 @@ func TestExpansionStall(t *testing.T) {
 		t.Errorf("the expanded volume was stalled %s, over its bound %s", stall, longhornStallBound)
 	}
 
-	took, err := setRequest("500Gi")
+	took, err := sandboxtest.SetClaimRequest(ctx, e.c, pvc, "500Gi")
 	if err == nil || !strings.Contains(err.Error(), "does not have sufficient physical space") {
 		t.Fatalf("expanding the claim to 500Gi on a 400Gi disk: got %v, want Longhorn's validator's refusal for physical space", err)
 	}
