@@ -58,11 +58,21 @@ func (b *bootstrap) createAll(ctx context.Context) error {
 		if err := createIfMissing(ctx, b.sim, KubernetesNode(*n)); err != nil {
 			return fmt.Errorf("registering Kubernetes node %s: %w", n.Name, err)
 		}
+	}
+	// The instance managers run before a Longhorn Node can turn Ready:
+	// Longhorn's replica scheduler skips a node whose instance manager is
+	// not running, and retries a volume it could not place only at its
+	// 30 s resync.
+	if err := createInstances(ctx, b.sim); err != nil {
+		return err
+	}
+	for i := range b.sim.nodes {
+		n := &b.sim.nodes[i]
 		if err := createIfMissing(ctx, b.sim, LonghornNode(*n, b.sim.namespace)); err != nil {
 			return fmt.Errorf("creating Longhorn node %s: %w", n.Name, err)
 		}
 	}
-	return createInstances(ctx, b.sim)
+	return nil
 }
 
 // createIfMissing creates obj unless an object of its name exists.
