@@ -6,7 +6,6 @@ import (
 
 	lhv1 "github.com/longhorn/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
 	"github.com/prometheus/client_golang/prometheus"
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	clocktesting "k8s.io/utils/clock/testing"
 
@@ -23,14 +22,14 @@ import (
 func BenchmarkEvaluateAll(b *testing.B) {
 	for _, claims := range []int{1, 4} {
 		b.Run(fmt.Sprintf("claims=%d", claims), func(b *testing.B) {
-			f := newFlight(clocktesting.NewFakeClock(metav1.Now().Time), metrics.NewExtender(prometheus.NewRegistry()), packing.DefaultBudget, flightHooks{})
+			f := newFlight(clocktesting.NewFakeClock(metav1.Now().Time), metrics.NewExtender(prometheus.NewRegistry()))
 			names := make([]string, 1000)
 			for i := range names {
 				names[i] = fmt.Sprintf("node-%04d", i)
 				n, ledgers := testNode(names[i], []int64{400 * gi, 400 * gi, 400 * gi, 400 * gi}, nil)
 				f.nodeEvent(n, false)
 				for _, ds := range ledgers {
-					f.ledgerEvent(ds, false)
+					f.ledgerEvent(ds, false, nil)
 				}
 			}
 			vols := make([]podVolume, claims)
@@ -39,12 +38,12 @@ func BenchmarkEvaluateAll(b *testing.B) {
 					kind: kind{DataLocality: lhv1.DataLocalityBestEffort, NumberOfReplicas: 3}}
 				vols[i].memoize()
 			}
-			pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "p", UID: "uid-p"}}
-			sched := settings.Default()
+			q := question{pod: "ns/p", vols: vols, candidates: names, sched: settings.Default(),
+				how: withOverlay | withRoomElsewhere, budget: packing.DefaultBudget}
 			b.ReportAllocs()
 			b.ResetTimer()
 			for b.Loop() {
-				fits := f.evaluateAll(pod, vols, names, sched, withOverlay|withRoomElsewhere)
+				fits := evaluate(f.snapshot(""), q)
 				if !fits[names[0]].OK {
 					b.Fatalf("node %s: %s", names[0], fits[names[0]].Reason)
 				}

@@ -75,7 +75,7 @@ func TestMultiVolumePodFitsOnlyOnTheFourDiskNode(t *testing.T) {
 			sizes[i] = 100 * gi
 		}
 		node, ledgers := testNode(fmt.Sprintf("node-%d", disks), sizes, nil)
-		f := evaluate(volumes(4, 100*gi), node, ledgers, nil, sched, "default/p", 0)
+		f := evaluateNode(volumes(4, 100*gi), node, ledgers, nil, sched, "default/p", 0)
 		if f.OK != (disks == 4) {
 			t.Errorf("node with %d disks: fits=%v (%s)", disks, f.OK, f.Reason)
 		}
@@ -97,24 +97,24 @@ func TestEvaluateCountsLedgerUsageAndOwnReservations(t *testing.T) {
 	sched := settings.Default()
 	node, ledgers := testNode("n", []int64{400 * gi}, []int64{350 * gi})
 	vols := volumes(1, 100*gi)
-	if f := evaluate(vols, node, ledgers, nil, sched, "default/p", 0); f.OK || !strings.Contains(f.Reason, "50Gi") {
+	if f := evaluateNode(vols, node, ledgers, nil, sched, "default/p", 0); f.OK || !strings.Contains(f.Reason, "50Gi") {
 		t.Errorf("350Gi of 400Gi scheduled: want no fit with 50Gi free in the reason, got %+v", f)
 	}
 	// The pod's own granted reservation (counted in storageScheduled) is its to use.
 	ds := ledgers["n-uuid-1"]
 	ds.Spec.Reservations = map[string]dsv1.DiskScheduleReservation{"pvc-0": {Size: 100 * gi, Pod: "default/p"}}
 	ds.Status.Reservations = map[string]dsv1.ReservationStatus{"pvc-0": {State: dsv1.ReservationStateScheduled, RequestedSize: 100 * gi, Pod: "default/p", ScheduledSize: 100 * gi}}
-	if f := evaluate(vols, node, ledgers, nil, sched, "default/p", 0); !f.OK {
+	if f := evaluateNode(vols, node, ledgers, nil, sched, "default/p", 0); !f.OK {
 		t.Errorf("the pod's own reservation should count as free for it: %+v", f)
 	}
-	if f := evaluate(vols, node, ledgers, nil, sched, "default/other", 0); f.OK {
+	if f := evaluateNode(vols, node, ledgers, nil, sched, "default/other", 0); f.OK {
 		t.Errorf("another pod's reservation must not count as free: %+v", f)
 	}
 	// Pending requests count as taken.
 	ds.Spec.Reservations, ds.Status.Reservations = nil, nil
 	ds.Status.StorageScheduled = 200 * gi
 	ds.Spec.Replicas = map[string]dsv1.RequestedBytes{"r-pending": dsv1.RequestedBytes(150 * gi)}
-	if f := evaluate(vols, node, ledgers, nil, sched, "default/p", 0); f.OK {
+	if f := evaluateNode(vols, node, ledgers, nil, sched, "default/p", 0); f.OK {
 		t.Errorf("200Gi scheduled + 150Gi pending of 400Gi: 100Gi must not fit: %+v", f)
 	}
 }
@@ -126,12 +126,12 @@ func TestEvaluateReadsTheLedgerNotLonghornsTotals(t *testing.T) {
 	sched := settings.Default()
 	node, ledgers := testNode("n", []int64{400 * gi}, []int64{350 * gi})
 	node.Status.DiskStatus["disk-1"].StorageScheduled = 0
-	if f := evaluate(volumes(1, 100*gi), node, ledgers, nil, sched, "default/p", 0); f.OK {
+	if f := evaluateNode(volumes(1, 100*gi), node, ledgers, nil, sched, "default/p", 0); f.OK {
 		t.Errorf("the ledger has 50Gi free: 100Gi must not fit whatever Longhorn's node says: %+v", f)
 	}
 	node, ledgers = testNode("n", []int64{400 * gi}, nil)
 	node.Status.DiskStatus["disk-1"].StorageScheduled = 400 * gi
-	if f := evaluate(volumes(1, 100*gi), node, ledgers, nil, sched, "default/p", 0); !f.OK {
+	if f := evaluateNode(volumes(1, 100*gi), node, ledgers, nil, sched, "default/p", 0); !f.OK {
 		t.Errorf("the ledger has 400Gi free: 100Gi fits whatever Longhorn's node says: %+v", f)
 	}
 }
@@ -140,7 +140,7 @@ func TestEvaluateSkipsVolumesWithAReplicaOnTheNode(t *testing.T) {
 	node, ledgers := testNode("n", []int64{100 * gi}, []int64{100 * gi})
 	vols := volumes(1, 100*gi)
 	vols[0].ReplicaNodes["n"] = true
-	if f := evaluate(vols, node, ledgers, nil, settings.Default(), "default/p", 0); !f.OK || len(f.Assignment) != 0 {
+	if f := evaluateNode(vols, node, ledgers, nil, settings.Default(), "default/p", 0); !f.OK || len(f.Assignment) != 0 {
 		t.Errorf("a volume with a replica on the node needs no space there: %+v", f)
 	}
 }
@@ -196,13 +196,13 @@ func TestEvaluateNodeEligibility(t *testing.T) {
 			if tc.name == "node selector" {
 				vols[0].NodeSelector = []string{"fast"}
 			}
-			if f := evaluate(vols, node, ledgers, nil, sched, "default/p", 0); f.OK || !strings.Contains(f.Reason, tc.want) {
+			if f := evaluateNode(vols, node, ledgers, nil, sched, "default/p", 0); f.OK || !strings.Contains(f.Reason, tc.want) {
 				t.Errorf("want no fit because %q, got %+v", tc.want, f)
 			}
 		})
 	}
 	t.Run("not a Longhorn node", func(t *testing.T) {
-		if f := evaluate(volumes(1, gi), nil, nil, nil, sched, "default/p", 0); f.OK || f.Reason != "not a Longhorn node" {
+		if f := evaluateNode(volumes(1, gi), nil, nil, nil, sched, "default/p", 0); f.OK || f.Reason != "not a Longhorn node" {
 			t.Errorf("no Longhorn node: want no fit, got %+v", f)
 		}
 	})
@@ -214,10 +214,10 @@ func TestEvaluateUsesOnlyEligibleDisks(t *testing.T) {
 	node, ledgers := testNode("n", []int64{400 * gi, 50 * gi}, nil)
 	node.Status.DiskStatus["disk-1"].Conditions[diskSchedulable] = testenv.LonghornCondition(lhv1.DiskConditionTypeSchedulable, false, lhv1.DiskConditionReasonDiskPressure, "")
 	sched := settings.Default()
-	if f := evaluate(volumes(1, 40*gi), node, ledgers, nil, sched, "default/p", 0); !f.OK || f.Assignment["pvc-0"] != "n-uuid-2" || f.Free != 10*gi {
+	if f := evaluateNode(volumes(1, 40*gi), node, ledgers, nil, sched, "default/p", 0); !f.OK || f.Assignment["pvc-0"] != "n-uuid-2" || f.Free != 10*gi {
 		t.Errorf("40Gi fits only on disk-2, leaving 10Gi: %+v", f)
 	}
-	if f := evaluate(volumes(1, 100*gi), node, ledgers, nil, sched, "default/p", 0); f.OK || !strings.Contains(f.Reason, "50Gi") {
+	if f := evaluateNode(volumes(1, 100*gi), node, ledgers, nil, sched, "default/p", 0); f.OK || !strings.Contains(f.Reason, "50Gi") {
 		t.Errorf("100Gi fits on no eligible disk, the reason should give disk-2's 50Gi: %+v", f)
 	}
 }
@@ -230,10 +230,10 @@ func TestEvaluateDataEngine(t *testing.T) {
 	sched := settings.Default()
 	v2 := volumes(1, 10*gi)
 	v2[0].DataEngine = lhv1.DataEngineTypeV2
-	if f := evaluate(v2, node, ledgers, nil, sched, "default/p", 0); f.OK || !strings.Contains(f.Reason, "disk type filesystem does not match the volume's block") {
+	if f := evaluateNode(v2, node, ledgers, nil, sched, "default/p", 0); f.OK || !strings.Contains(f.Reason, "disk type filesystem does not match the volume's block") {
 		t.Errorf("a v2 volume on a node with only a filesystem disk: %+v, want refused for the disk type", f)
 	}
-	if f := evaluate(volumes(1, 10*gi), node, ledgers, nil, sched, "default/p", 0); !f.OK {
+	if f := evaluateNode(volumes(1, 10*gi), node, ledgers, nil, sched, "default/p", 0); !f.OK {
 		t.Errorf("a v1 volume of 10Gi on a 400Gi filesystem disk: %+v, want it to fit", f)
 	}
 }
@@ -245,11 +245,11 @@ func TestEvaluateEmptyDiskSelectorSetting(t *testing.T) {
 	node.Spec.Disks["disk-1"] = spec
 	vols := volumes(1, 10*gi)
 	sched := settings.Default()
-	if f := evaluate(vols, node, ledgers, nil, sched, "default/p", 0); !f.OK {
+	if f := evaluateNode(vols, node, ledgers, nil, sched, "default/p", 0); !f.OK {
 		t.Errorf("allow-empty-disk-selector-volume=true: a tagged disk takes a selector-less volume: %+v", f)
 	}
 	sched.AllowEmptyDiskSelectorVolume = false
-	if f := evaluate(vols, node, ledgers, nil, sched, "default/p", 0); f.OK || !strings.Contains(f.Reason, settings.AllowEmptyDiskSelectorVolume) {
+	if f := evaluateNode(vols, node, ledgers, nil, sched, "default/p", 0); f.OK || !strings.Contains(f.Reason, settings.AllowEmptyDiskSelectorVolume) {
 		t.Errorf("allow-empty-disk-selector-volume=false: a tagged disk must not take a selector-less volume: %+v", f)
 	}
 }
@@ -263,16 +263,16 @@ func TestEvaluateDiskSelectorPerVolume(t *testing.T) {
 	node.Spec.Disks["disk-2"] = spec
 	vols := volumes(2, 60*gi)
 	vols[0].DiskSelector = []string{"ssd"}
-	f := evaluate(vols, node, ledgers, nil, settings.Default(), "default/p", 0)
+	f := evaluateNode(vols, node, ledgers, nil, settings.Default(), "default/p", 0)
 	if !f.OK || f.Assignment["pvc-0"] != "n-uuid-2" || f.Assignment["pvc-1"] != "n-uuid-1" {
 		t.Errorf("pvc-0 must go to the ssd disk and pvc-1 to the other: %+v", f)
 	}
 	vols[1].DiskSelector = []string{"ssd"}
-	if f := evaluate(vols, node, ledgers, nil, settings.Default(), "default/p", 0); f.OK {
+	if f := evaluateNode(vols, node, ledgers, nil, settings.Default(), "default/p", 0); f.OK {
 		t.Errorf("two 60Gi ssd volumes do not fit the one 100Gi ssd disk: %+v", f)
 	}
 	vols[1].DiskSelector = []string{"nvme"}
-	if f := evaluate(vols, node, ledgers, nil, settings.Default(), "default/p", 0); f.OK || !strings.Contains(f.Reason, "volume pvc-1: no schedulable disk") {
+	if f := evaluateNode(vols, node, ledgers, nil, settings.Default(), "default/p", 0); f.OK || !strings.Contains(f.Reason, "volume pvc-1: no schedulable disk") {
 		t.Errorf("no disk has tag nvme: %+v", f)
 	}
 }
@@ -299,12 +299,12 @@ func TestRestartNode(t *testing.T) {
 	}
 }
 
-// evaluate decides whether the volumes that have no replica on node fit
+// evaluateNode decides whether the volumes that have no replica on node fit
 // together on its disks. node is Longhorn's node (nil when there is none);
 // ledgers are its DiskSchedules by disk UUID; pod ("namespace/name") gets
 // back the space its own reservations hold: evaluateReading on the node
 // read with its ledgers.
-func evaluate(vols []podVolume, node *lhv1.Node, ledgers map[string]*dsv1.DiskSchedule,
+func evaluateNode(vols []podVolume, node *lhv1.Node, ledgers map[string]*dsv1.DiskSchedule,
 	claimed func(uuid string) int64, sched settings.Scheduling, pod string, budget int) fit {
 	if node == nil {
 		return fit{Reason: "not a Longhorn node"}

@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	toolscache "k8s.io/client-go/tools/cache"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	dsv1 "github.com/longhorn/diskschedule/api/v1beta2"
@@ -36,17 +37,21 @@ func (e *Extender) follow(ctx context.Context) error {
 		})},
 		{&dsv1.DiskSchedule{}, e.handler(func(o client.Object, gone bool) {
 			if ds, ok := o.(*dsv1.DiskSchedule); ok {
-				e.flight.ledgerEvent(ds, gone)
+				var waiting map[string]*corev1.Pod
+				if !gone {
+					waiting = e.waitingPods(ctx, ds)
+				}
+				e.flight.ledgerEvent(ds, gone, waiting)
 			}
 		})},
 		{&corev1.Pod{}, e.handler(func(o client.Object, gone bool) {
 			if pod, ok := o.(*corev1.Pod); ok {
-				e.flight.podEvent(pod, gone)
+				e.podEvent(ctx, pod, gone)
 			}
 		})},
 		{&corev1.PersistentVolumeClaim{}, e.handler(func(o client.Object, gone bool) {
 			if pvc, ok := o.(*corev1.PersistentVolumeClaim); ok && !gone {
-				e.flight.claimEvent(pvc)
+				e.adoptLater(ctx, e.flight.claimEvent(pvc))
 			}
 		})},
 	}
@@ -79,6 +84,20 @@ func (e *Extender) follow(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// podEvent follows a pod in flight (flight.podEvent) and tracks again on
+// its node a pod bound after its entry lapsed, before the pod's next event.
+func (e *Extender) podEvent(ctx context.Context, pod *corev1.Pod, gone bool) {
+	later, lapsed := e.flight.podEvent(pod, gone)
+	e.adoptLater(ctx, later)
+	if !lapsed {
+		return
+	}
+	if _, err := e.adoptPod(ctx, pod, pod.Spec.NodeName, knownByBinding); err != nil {
+		ctrl.LoggerFrom(ctx).Info("A pod bound after its space lapsed does not fit its node", "pod", client.ObjectKeyFromObject(pod),
+			"node", pod.Spec.NodeName, "reason", err.Error())
+	}
 }
 
 // handler adapts fn, called with each object of Longhorn's namespace (or

@@ -1,6 +1,7 @@
 package extender
 
 import (
+	"maps"
 	"sort"
 	"time"
 
@@ -64,11 +65,17 @@ func (f *inflight) key() string { return f.pod.Namespace + "/" + f.pod.Name }
 
 // overlay is the set of in-flight pods and the bytes they claim per disk.
 // It is not safe for concurrent use: the in-flight state (flight) guards
-// it with the lock its filters read the ledgers under.
+// it with the lock under which it keeps the view of the ledgers.
 type overlay struct {
 	byUID map[types.UID]*inflight
-	// perDisk is the bytes all entries claim on each disk UUID.
+	// perDisk is the bytes all entries claim on each disk UUID. Once handed
+	// out by claims it is never changed: the next change edits a copy.
 	perDisk map[string]int64
+	// shared is set while perDisk is handed out (claims).
+	shared bool
+	// added counts the entries added: what pods in flight claim grows only
+	// when one is (narrowing and settling take claims away).
+	added uint64
 	// changed is closed, and replaced, whenever an entry narrows or drops, so
 	// that a filter waiting on the overlay looks again.
 	changed chan struct{}
@@ -87,10 +94,34 @@ func (o *overlay) get(uid types.UID) *inflight { return o.byUID[uid] }
 // demand returns the bytes in-flight pods claim on disk uuid.
 func (o *overlay) demand(uuid string) int64 { return o.perDisk[uuid] }
 
+// claims returns the bytes entries claim on each disk UUID, which stays as
+// it is whatever the overlay does next, so it can be read without the lock.
+func (o *overlay) claims() map[string]int64 {
+	o.shared = true
+	return o.perDisk
+}
+
+// within reports whether the entries claim no more on any disk that fits
+// packed a pod's volumes onto than claimed (an earlier claims) says.
+func (o *overlay) within(claimed map[string]int64, fits map[string]fit) bool {
+	for _, ft := range fits {
+		if !ft.OK {
+			continue
+		}
+		for _, disk := range ft.Assignment {
+			if o.perDisk[disk] > claimed[disk] {
+				return false
+			}
+		}
+	}
+	return true
+}
+
 // add records e, replacing an entry of the same pod.
 func (o *overlay) add(e *inflight) {
 	o.drop(e.uid)
 	o.byUID[e.uid] = e
+	o.added++
 	o.count(e, 1)
 }
 
@@ -129,10 +160,7 @@ func (o *overlay) settle(e *inflight, volume string) bool {
 	if !ok {
 		return false
 	}
-	o.perDisk[disk] -= e.sizes[volume]
-	if o.perDisk[disk] <= 0 {
-		delete(o.perDisk, disk)
-	}
+	o.claim(disk, -e.sizes[volume])
 	delete(e.pending, volume)
 	if len(e.pending) == 0 {
 		delete(o.byUID, e.uid)
@@ -166,22 +194,30 @@ func (o *overlay) entries() []*inflight {
 // count adds (sign 1) or removes (sign -1) e's claims to perDisk: every
 // offered node's packing before the node is known, the pending volumes after.
 func (o *overlay) count(e *inflight, sign int64) {
-	add := func(disk string, size int64) {
-		o.perDisk[disk] += sign * size
-		if o.perDisk[disk] <= 0 {
-			delete(o.perDisk, disk)
-		}
-	}
 	if e.node != "" {
 		for v, disk := range e.pending {
-			add(disk, e.sizes[v])
+			o.claim(disk, sign*e.sizes[v])
 		}
 		return
 	}
 	for _, f := range e.offered {
 		for v, disk := range f.Assignment {
-			add(disk, f.Sizes[v])
+			o.claim(disk, sign*f.Sizes[v])
 		}
+	}
+}
+
+// claim adds size bytes (less when negative) to what entries claim on disk.
+func (o *overlay) claim(disk string, size int64) {
+	if size == 0 {
+		return
+	}
+	if o.shared {
+		o.perDisk, o.shared = maps.Clone(o.perDisk), false
+	}
+	o.perDisk[disk] += size
+	if o.perDisk[disk] <= 0 {
+		delete(o.perDisk, disk)
 	}
 }
 
