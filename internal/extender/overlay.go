@@ -102,8 +102,12 @@ func (o *overlay) claims() map[string]int64 {
 }
 
 // within reports whether the entries claim no more on any disk that fits
-// packed a pod's volumes onto than claimed (an earlier claims) says.
-func (o *overlay) within(claimed map[string]int64, fits map[string]fit) bool {
+// packed a pod's volumes onto than claimed, an earlier claims, says: true
+// when no entry was added since, added being the count then.
+func (o *overlay) within(added uint64, claimed map[string]int64, fits map[string]fit) bool {
+	if o.added == added {
+		return true
+	}
 	for _, ft := range fits {
 		if !ft.OK {
 			continue

@@ -117,21 +117,15 @@ func (f *flight) editView() *view {
 	return f.view
 }
 
-// current reports whether the pods in flight claim no more now than in s
-// on the disks fits packed a pod's volumes onto, so fits still hold.
-// Called with f.mu held.
-func (f *flight) current(s *snapshot, fits map[string]fit) bool {
-	return f.overlay.added == s.added || f.overlay.within(s.claimed, fits)
-}
-
 // track records pod in flight on the nodes where fits, evaluated on s with
 // the overlay, let it through and it needs new space. It records nothing,
-// and returns false, when fits no longer hold (current): the caller
-// evaluates again.
+// and returns false, when fits no longer hold (the pods in flight claim
+// more than in s on a disk fits packed the pod onto): the caller evaluates
+// again.
 func (f *flight) track(s *snapshot, pod *corev1.Pod, fits map[string]fit) bool {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if !f.current(s, fits) {
+	if !f.overlay.within(s.added, s.claimed, fits) {
 		return false
 	}
 	entry := &inflight{
@@ -277,7 +271,11 @@ func (f *flight) podEvent(pod *corev1.Pod, gone bool) (later []adoption, lapsed 
 	defer f.mu.Unlock()
 	entry := f.overlay.get(pod.UID)
 	if entry == nil {
-		return nil, f.boundLapsed(pod, gone)
+		if _, ok := f.lapsed[pod.UID]; !ok || (pod.Spec.NodeName == "" && !gone && pod.DeletionTimestamp == nil) {
+			return nil, false
+		}
+		delete(f.lapsed, pod.UID) // bound or gone
+		return nil, !gone && pod.DeletionTimestamp == nil
 	}
 	switch {
 	case gone || pod.DeletionTimestamp != nil:
@@ -294,17 +292,6 @@ func (f *flight) podEvent(pod *corev1.Pod, gone bool) (later []adoption, lapsed 
 	// cycle, which may be binding the pod. A failed cycle's entry ends with
 	// the pod's next filter or the pod-scheduling timeout.
 	return later, false
-}
-
-// boundLapsed reports whether pod, which has no entry, was bound after its
-// entry lapsed, and forgets that it lapsed once it is bound or gone.
-// Called with f.mu held.
-func (f *flight) boundLapsed(pod *corev1.Pod, gone bool) bool {
-	if _, lapsed := f.lapsed[pod.UID]; !lapsed || (pod.Spec.NodeName == "" && !gone && pod.DeletionTimestamp == nil) {
-		return false
-	}
-	delete(f.lapsed, pod.UID)
-	return !gone && pod.DeletionTimestamp == nil
 }
 
 // claimEvent learns the node of the pods in flight that use pvc once
@@ -454,7 +441,7 @@ func (f *flight) adoptSnapshot(uid types.UID) *snapshot {
 
 // adopt tracks pod on node with its volumes packed there as ft, evaluated
 // on s with the overlay, unless its entry knows its node already. It
-// returns false, recording nothing, when ft no longer holds (current), and
+// returns false, recording nothing, when ft no longer holds (as track), and
 // the pods to adopt afresh.
 func (f *flight) adopt(s *snapshot, pod *corev1.Pod, node, how string, ft fit) (bool, []adoption) {
 	f.mu.Lock()
@@ -462,7 +449,7 @@ func (f *flight) adopt(s *snapshot, pod *corev1.Pod, node, how string, ft fit) (
 	if cur := f.overlay.get(pod.UID); cur != nil && cur.node != "" {
 		return true, nil
 	}
-	if !f.current(s, map[string]fit{node: ft}) {
+	if !f.overlay.within(s.added, s.claimed, map[string]fit{node: ft}) {
 		return false, nil
 	}
 	entry := &inflight{pod: types.NamespacedName{Namespace: pod.Namespace, Name: pod.Name}, uid: pod.UID,
