@@ -1,6 +1,8 @@
 package extender
 
 import (
+	"slices"
+
 	"github.com/longhorn/diskschedule/internal/placement"
 	"github.com/longhorn/diskschedule/internal/settings"
 )
@@ -61,12 +63,14 @@ func evaluate(s *snapshot, q question) map[string]fit {
 	if q.how&withOverlay != 0 && len(s.claimed) > 0 {
 		claimed = func(uuid string) int64 { return s.claimed[uuid] }
 	}
+	elsewhere := q.how&withRoomElsewhere != 0 && slices.ContainsFunc(q.vols, mayNeedRoomElsewhere)
 	var cluster []placement.Node // every Longhorn node, read once when needed
 	var seen placements
+	var sc scratch
 	fits := make(map[string]fit, len(q.candidates))
 	for _, name := range q.candidates {
-		ft := evaluateReading(q.vols, s.view.reading(name), claimed, q.sched, q.pod, q.budget)
-		if ft.OK && q.how&withRoomElsewhere != 0 {
+		ft := sc.evaluate(q.vols, s.view.reading(name), claimed, q.sched, q.pod, q.budget)
+		if ft.OK && elsewhere {
 			if cluster == nil {
 				cluster = s.view.placementNodes()
 				seen = newPlacements(cluster)
