@@ -68,6 +68,9 @@ func (f *inflight) key() string { return f.pod.Namespace + "/" + f.pod.Name }
 // it with the lock under which it keeps the view of the ledgers.
 type overlay struct {
 	byUID map[types.UID]*inflight
+	// byNode are the entries whose node is known, by node: a ledger's
+	// change and a disk's write look at its node's entries alone.
+	byNode map[string]map[types.UID]*inflight
 	// perDisk is the bytes all entries claim on each disk UUID. Once handed
 	// out by claims it is never changed: the next change edits a copy.
 	perDisk map[string]int64
@@ -82,7 +85,8 @@ type overlay struct {
 }
 
 func newOverlay() *overlay {
-	return &overlay{byUID: map[types.UID]*inflight{}, perDisk: map[string]int64{}, changed: make(chan struct{})}
+	return &overlay{byUID: map[types.UID]*inflight{}, byNode: map[string]map[types.UID]*inflight{}, perDisk: map[string]int64{},
+		changed: make(chan struct{})}
 }
 
 // len returns the number of entries.
@@ -125,6 +129,7 @@ func (o *overlay) within(added uint64, claimed map[string]int64, fits map[string
 func (o *overlay) add(e *inflight) {
 	o.drop(e.uid)
 	o.byUID[e.uid] = e
+	o.index(e)
 	o.added++
 	o.count(e, 1)
 }
@@ -144,6 +149,7 @@ func (o *overlay) narrow(e *inflight, node, how string, now time.Time) bool {
 		return false
 	}
 	e.node, e.known, e.narrowed = node, how, now
+	o.index(e)
 	e.offered = map[string]fit{node: f}
 	e.pending = make(map[string]string, len(f.Assignment))
 	e.sizes = make(map[string]int64, len(f.Assignment))
@@ -168,6 +174,7 @@ func (o *overlay) settle(e *inflight, volume string) bool {
 	delete(e.pending, volume)
 	if len(e.pending) == 0 {
 		delete(o.byUID, e.uid)
+		o.unindex(e)
 	}
 	o.signal()
 	return len(e.pending) == 0
@@ -181,8 +188,42 @@ func (o *overlay) drop(uid types.UID) *inflight {
 	}
 	o.count(e, -1)
 	delete(o.byUID, uid)
+	o.unindex(e)
 	o.signal()
 	return e
+}
+
+// onNode returns the entries whose node is node, in a stable order.
+func (o *overlay) onNode(node string) []*inflight {
+	out := make([]*inflight, 0, len(o.byNode[node]))
+	for _, e := range o.byNode[node] {
+		out = append(out, e)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].uid < out[j].uid })
+	return out
+}
+
+// index records e under its node, once known.
+func (o *overlay) index(e *inflight) {
+	if e.node == "" {
+		return
+	}
+	on := o.byNode[e.node]
+	if on == nil {
+		on = map[types.UID]*inflight{}
+		o.byNode[e.node] = on
+	}
+	on[e.uid] = e
+}
+
+// unindex forgets e under its node.
+func (o *overlay) unindex(e *inflight) {
+	if on := o.byNode[e.node]; on != nil && on[e.uid] == e {
+		delete(on, e.uid)
+		if len(on) == 0 {
+			delete(o.byNode, e.node)
+		}
+	}
 }
 
 // entries returns every entry, in a stable order.

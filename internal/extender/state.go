@@ -203,8 +203,8 @@ func (f *flight) ledgerChanged(ds *dsv1.DiskSchedule, waiting map[string]*corev1
 		f.holdExpired(ds, volume, pod)
 	}
 	unwritten := false
-	for _, entry := range f.overlay.entries() {
-		if entry.node != ds.Spec.NodeID || entry.known == knownByNomination {
+	for _, entry := range f.overlay.onNode(ds.Spec.NodeID) {
+		if entry.known == knownByNomination {
 			continue
 		}
 		f.settleShown(entry)
@@ -487,7 +487,7 @@ func (f *flight) wanted(disk string, binding types.UID) ([]want, *dsv1.DiskSched
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	var out []want
-	for _, entry := range f.overlay.entries() {
+	for _, entry := range f.overlay.byUID { // in any order: the wants are sorted below
 		if entry.node == "" || entry.known == knownByNomination || (entry.known == knownByBind && entry.uid != binding) {
 			continue
 		}
@@ -497,7 +497,12 @@ func (f *flight) wanted(disk string, binding types.UID) ([]want, *dsv1.DiskSched
 			}
 		}
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].volume < out[j].volume })
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].volume != out[j].volume {
+			return out[i].volume < out[j].volume
+		}
+		return out[i].pod < out[j].pod
+	})
 	return out, f.view.ledger(disk)
 }
 
