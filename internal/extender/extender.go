@@ -88,7 +88,7 @@ func New(opts Options) *Extender {
 		opts:       opts,
 		background: context.Background(),
 		resolver:   resolver{client: opts.Client, namespace: opts.Namespace},
-		settings:   liveSettings{reader: opts.Client, namespace: opts.Namespace, config: opts.Config},
+		settings:   liveSettings{reader: opts.Client, namespace: opts.Namespace, config: opts.Config, longhorn: &settingsCache{}},
 	}
 	e.flight = newFlight(opts.Clock, opts.Metrics)
 	return e

@@ -54,6 +54,9 @@ func (e *Extender) follow(ctx context.Context) error {
 				e.adoptLater(ctx, e.flight.claimEvent(pvc))
 			}
 		})},
+		{&lhv1.Setting{}, e.handler(func(client.Object, bool) {
+			e.settings.longhorn.changed()
+		})},
 	}
 	// What a filter reads without following it: started now, so that the
 	// first filter after taking over does not wait for a full list.
@@ -83,6 +86,14 @@ func (e *Extender) follow(ctx context.Context) error {
 			return fmt.Errorf("waiting until the extender has seen every %T: %w", h.obj, ctx.Err())
 		}
 	}
+	// The settings read from now on are kept until a Setting changes, and
+	// read on every call again once the handlers are gone.
+	e.settings.longhorn.changed()
+	e.settings.longhorn.following.Store(true)
+	go func() {
+		<-ctx.Done()
+		e.settings.longhorn.following.Store(false)
+	}()
 	return nil
 }
 
@@ -112,7 +123,7 @@ func (e *Extender) handler(fn func(o client.Object, gone bool)) toolscache.Resou
 			return
 		}
 		switch o.(type) {
-		case *lhv1.Node, *dsv1.DiskSchedule:
+		case *lhv1.Node, *dsv1.DiskSchedule, *lhv1.Setting:
 			if o.GetNamespace() != e.opts.Namespace {
 				return
 			}
