@@ -123,29 +123,45 @@ func (f *flight) editView() *view {
 // more than in s on a disk fits packed the pod onto): the caller evaluates
 // again.
 func (f *flight) track(s *snapshot, pod *corev1.Pod, fits map[string]fit) bool {
+	offered := needingSpace(fits)
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if !f.overlay.within(s.added, s.claimed, fits) {
 		return false
 	}
-	entry := &inflight{
+	if len(offered) == 0 {
+		return true
+	}
+	f.overlay.add(&inflight{
 		pod:      types.NamespacedName{Namespace: pod.Namespace, Name: pod.Name},
 		uid:      pod.UID,
 		claims:   claimNames(pod),
-		offered:  map[string]fit{},
+		offered:  offered,
 		filtered: f.clock.Now(),
-	}
-	for node, ft := range fits {
-		if ft.OK && len(ft.Assignment) > 0 {
-			entry.offered[node] = ft
-		}
-	}
-	if len(entry.offered) == 0 {
-		return true
-	}
-	f.overlay.add(entry)
+	})
 	f.metrics.InFlight.Set(float64(f.overlay.len()))
 	return true
+}
+
+// needingSpace returns the verdicts of fits that let the pod through with
+// new space: fits itself when all do (nothing changes a verdict map).
+func needingSpace(fits map[string]fit) map[string]fit {
+	n := 0
+	for _, ft := range fits {
+		if ft.OK && len(ft.Assignment) > 0 {
+			n++
+		}
+	}
+	if n == len(fits) {
+		return fits
+	}
+	out := make(map[string]fit, n)
+	for node, ft := range fits {
+		if ft.OK && len(ft.Assignment) > 0 {
+			out[node] = ft
+		}
+	}
+	return out
 }
 
 // forget drops the pod with uid from the overlay.
