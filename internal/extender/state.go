@@ -399,7 +399,7 @@ func (f *flight) sweep(podScheduling time.Duration) {
 			delete(f.lapsed, uid)
 		}
 	}
-	for _, entry := range f.overlay.entries() {
+	for _, entry := range f.overlay.byUID { // in any order; expire deletes the entries it ends
 		switch {
 		case entry.node == "" && now.Sub(entry.filtered) > podScheduling:
 			f.expire(entry, "no-node")
