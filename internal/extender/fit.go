@@ -3,6 +3,7 @@ package extender
 import (
 	"fmt"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/longhorn/diskschedule/internal/extender/packing"
@@ -58,6 +59,10 @@ type scratch struct {
 	names    []string
 	// sizes are the sizes of every volume evaluated, by name, made once.
 	sizes map[string]int64
+	// packed are Pack's answers for several volumes by packingKey of their
+	// items and bins (key is its buffer); nothing changes an answer.
+	packed map[string]packing.Result
+	key    []byte
 }
 
 // evaluate is evaluateReading with the buffers of s.
@@ -115,26 +120,86 @@ func (s *scratch) evaluate(vols []podVolume, r *nodeReading, claimed func(uuid s
 	if len(s.items) == 0 {
 		return fit{OK: true, Assignment: map[string]string{}, Sizes: sizes, Free: total, Exact: true}
 	}
-	res := packing.Pack(s.items, s.bins, budget)
+	res, kept := s.pack(budget)
 	out := fit{OK: res.Fits, Reason: res.Reason, Steps: res.Steps, Exact: res.Exact, Sizes: sizes}
 	if !res.Fits {
 		return out
 	}
-	// The packing's answer, by disk name, becomes the verdict's, by UUID.
+	// The packing's answer, by disk name, becomes the verdict's, by UUID:
+	// in place, unless the answer is kept for other nodes.
+	out.Assignment = res.Assignment
+	if kept {
+		out.Assignment = make(map[string]string, len(res.Assignment))
+	}
 	for volume, disk := range res.Assignment {
 		for _, d := range disks {
 			if d.Name == disk {
-				res.Assignment[volume] = d.UUID
+				out.Assignment[volume] = d.UUID
 				break
 			}
 		}
 	}
-	out.Assignment = res.Assignment
 	out.Free = total
 	for _, size := range sizes {
 		out.Free -= size
 	}
 	return out
+}
+
+// pack packs s.items onto s.bins. Pack's answer depends on the contents of
+// its items and bins alone, and many nodes of a cluster look alike to a
+// pod (the same disks, as free): the answer for several volumes is kept
+// for the other nodes of the same contents, whose search it would repeat.
+// One volume is placed without a search, and not kept. kept tells whether
+// the answer is kept, and so must not be changed.
+func (s *scratch) pack(budget int) (res packing.Result, kept bool) {
+	if len(s.items) < 2 {
+		return packing.Pack(s.items, s.bins, budget), false
+	}
+	s.key = packingKey(s.key[:0], s.items, s.bins)
+	if res, ok := s.packed[string(s.key)]; ok {
+		return res, true
+	}
+	res = packing.Pack(s.items, s.bins, budget)
+	if s.packed == nil {
+		s.packed = map[string]packing.Result{}
+	}
+	s.packed[string(s.key)] = res
+	return res, true
+}
+
+// packingKey appends to buf what Pack reads of items and bins, each string
+// with its length, so that different contents never share a key.
+func packingKey(buf []byte, items []packing.Item, bins []packing.Bin) []byte {
+	str := func(v string) {
+		buf = strconv.AppendInt(buf, int64(len(v)), 10)
+		buf = append(buf, ':')
+		buf = append(buf, v...)
+	}
+	strs := func(vs []string) {
+		buf = strconv.AppendInt(buf, int64(len(vs)), 10)
+		if vs == nil {
+			buf = append(buf, '-') // nil and empty differ for Item.Disks
+		}
+		buf = append(buf, '[')
+		for _, v := range vs {
+			str(v)
+		}
+	}
+	buf = strconv.AppendInt(buf, int64(len(items)), 10)
+	for _, it := range items {
+		str(it.Name)
+		buf = strconv.AppendInt(append(buf, ' '), it.Size, 10)
+		strs(it.Selector)
+		strs(it.Disks)
+	}
+	buf = strconv.AppendInt(append(buf, '|'), int64(len(bins)), 10)
+	for _, b := range bins {
+		str(b.Name)
+		buf = strconv.AppendInt(append(buf, ' '), b.Free, 10)
+		strs(b.Tags)
+	}
+	return buf
 }
 
 // sizesOf returns the sizes of vols by name, made on the first call.

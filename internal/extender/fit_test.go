@@ -2,13 +2,20 @@ package extender
 
 import (
 	"fmt"
+	"maps"
+	"math/rand/v2"
 	"strings"
 	"testing"
+	"time"
 
 	lhv1 "github.com/longhorn/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
+	"github.com/prometheus/client_golang/prometheus"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	clocktesting "k8s.io/utils/clock/testing"
 
 	dsv1 "github.com/longhorn/diskschedule/api/v1beta2"
+	"github.com/longhorn/diskschedule/internal/extender/packing"
+	"github.com/longhorn/diskschedule/internal/metrics"
 	"github.com/longhorn/diskschedule/internal/settings"
 	"github.com/longhorn/diskschedule/internal/testenv"
 )
@@ -310,4 +317,57 @@ func evaluateNode(vols []podVolume, node *lhv1.Node, ledgers map[string]*dsv1.Di
 		return fit{Reason: "not a Longhorn node"}
 	}
 	return evaluateReading(vols, readNode(node, ledgers), claimed, sched, pod, budget)
+}
+
+// TestEvaluateAnswersAsEachNodeAlone: a filter over many nodes keeps the
+// packing of several volumes for the nodes that look alike to them; its
+// verdicts are each node's verdict evaluated alone, on random clusters
+// where many nodes have the same disks, as free, and some differ only in
+// a disk's tags or name.
+func TestEvaluateAnswersAsEachNodeAlone(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 11))
+	sched := settings.Default()
+	pick := func(from ...int64) int64 { return from[rng.IntN(len(from))] }
+	for round := range 50 {
+		f := newFlight(clocktesting.NewFakeClock(time.Now()), metrics.NewExtender(prometheus.NewRegistry()))
+		var names []string
+		for i := range 40 {
+			name := fmt.Sprintf("node-%02d", i)
+			sizes := make([]int64, 1+rng.IntN(4))
+			used := make([]int64, len(sizes))
+			for d := range sizes {
+				sizes[d] = pick(100*gi, 200*gi)
+				used[d] = pick(0, 0, 50*gi)
+			}
+			n, ledgers := testNode(name, sizes, used)
+			for disk, spec := range n.Spec.Disks {
+				if rng.IntN(4) == 0 {
+					spec.Tags = []string{"ssd"}
+					n.Spec.Disks[disk] = spec
+				}
+			}
+			f.nodeEvent(n, false)
+			for _, ds := range ledgers {
+				f.ledgerEvent(ds, false, nil)
+			}
+			names = append(names, name)
+		}
+		vols := volumes(2+rng.IntN(3), 0)
+		for i := range vols {
+			vols[i].Size = pick(40*gi, 60*gi, 100*gi)
+			vols[i].kind = kind{DataLocality: lhv1.DataLocalityBestEffort, NumberOfReplicas: 1}
+			if rng.IntN(3) == 0 {
+				vols[i].DiskSelector = []string{"ssd"}
+			}
+		}
+		s := f.snapshot("")
+		got := evaluate(s, question{pod: "default/p", vols: vols, candidates: names, sched: sched, how: withOverlay, budget: packing.DefaultBudget})
+		for _, name := range names {
+			want := evaluateReading(vols, s.view.reading(name), nil, sched, "default/p", packing.DefaultBudget)
+			if g := got[name]; g.OK != want.OK || g.Reason != want.Reason || !maps.Equal(g.Assignment, want.Assignment) ||
+				g.Free != want.Free || g.Steps != want.Steps || g.Exact != want.Exact {
+				t.Fatalf("round %d, %s: the filter's verdict %+v, the node's alone %+v", round, name, g, want)
+			}
+		}
+	}
 }
