@@ -10,7 +10,9 @@ require (
 	github.com/kubernetes-csi/external-provisioner/v6 v6.3.0
 	github.com/longhorn/go-common-libs v0.0.0-20260512083219-bb6c10ce1050
 	github.com/longhorn/longhorn-engine v1.12.0-rc3
+	github.com/longhorn/longhorn-instance-manager v1.13.0-dev-20260503.0.20260525050219-fb0cdba4a1f0
 	github.com/longhorn/longhorn-manager v1.12.0
+	github.com/longhorn/types v0.0.0-20260514154143-1dfb06f48eeb
 	github.com/open-policy-agent/cert-controller v0.16.0
 	github.com/prometheus/client_golang v1.23.2
 	github.com/prometheus/client_model v0.6.2
@@ -19,6 +21,7 @@ require (
 	github.com/sirupsen/logrus v1.9.4
 	go.yaml.in/yaml/v3 v3.0.4
 	golang.org/x/mod v0.37.0
+	golang.org/x/sys v0.47.0
 	google.golang.org/grpc v1.82.1
 	google.golang.org/protobuf v1.36.12-0.20260120151049-f2248ac996af
 	helm.sh/helm/v3 v3.21.4
@@ -118,8 +121,10 @@ require (
 	github.com/google/cel-go v0.27.0 // indirect
 	github.com/google/gnostic-models v0.7.1 // indirect
 	github.com/google/uuid v1.6.0 // indirect
+	github.com/gorilla/context v1.1.2 // indirect
 	github.com/gorilla/handlers v1.5.2 // indirect
 	github.com/gorilla/mux v1.8.1 // indirect
+	github.com/gorilla/websocket v1.5.4-0.20250319132907-e064f32e3674 // indirect
 	github.com/gosuri/uitable v0.0.4 // indirect
 	github.com/grafana/regexp v0.0.0-20250905093917-f7b3be9d1853 // indirect
 	github.com/grpc-ecosystem/grpc-gateway/v2 v2.29.0 // indirect
@@ -144,10 +149,8 @@ require (
 	github.com/longhorn/backupstore v0.0.0-20260512085050-2a21a780e44c // indirect
 	github.com/longhorn/go-iscsi-helper v0.0.0-20260331100542-4c4c6f91525b // indirect
 	github.com/longhorn/go-spdk-helper v0.6.2 // indirect
-	github.com/longhorn/longhorn-instance-manager v1.13.0-dev-20260503.0.20260525050219-fb0cdba4a1f0 // indirect
 	github.com/longhorn/longhorn-share-manager v1.12.0-rc3 // indirect
 	github.com/longhorn/longhorn-spdk-engine v1.13.0-dev-20260503.0.20260525042301-0b3274770e7d // indirect
-	github.com/longhorn/types v0.0.0-20260514154143-1dfb06f48eeb // indirect
 	github.com/lufia/plan9stats v0.0.0-20251013123823-9fd1530e3ec3 // indirect
 	github.com/lxzan/gws v1.8.9 // indirect
 	github.com/mattn/go-colorable v0.1.14 // indirect
@@ -174,6 +177,7 @@ require (
 	github.com/power-devops/perfstat v0.0.0-20240221224432-82ca36839d55 // indirect
 	github.com/prometheus/procfs v0.20.1 // indirect
 	github.com/rancher/dynamiclistener v0.8.2 // indirect
+	github.com/rancher/go-rancher v0.1.1-0.20220412083059-ff12399dd57b // indirect
 	github.com/rancher/lasso v0.2.7 // indirect
 	github.com/rancher/wrangler/v3 v3.6.0 // indirect
 	github.com/robfig/cron v1.2.0 // indirect
@@ -212,7 +216,6 @@ require (
 	golang.org/x/net v0.56.0 // indirect
 	golang.org/x/oauth2 v0.36.0 // indirect
 	golang.org/x/sync v0.22.0 // indirect
-	golang.org/x/sys v0.47.0 // indirect
 	golang.org/x/term v0.45.0 // indirect
 	golang.org/x/text v0.40.0 // indirect
 	golang.org/x/time v0.15.0 // indirect

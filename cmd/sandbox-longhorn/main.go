@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"slices"
 	"strings"
 	"syscall"
 
@@ -24,6 +25,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/longhorn/diskschedule/internal/dataplane"
 	"github.com/longhorn/diskschedule/internal/longhornmanager"
 	"github.com/longhorn/diskschedule/internal/longhornpod"
 )
@@ -46,6 +48,7 @@ func run() error {
 	supportBundleImage := flag.String("support-bundle-manager-image", "longhornio/support-bundle-kit:v0.0.79", "The support bundle manager image.")
 	usableFile := flag.String("usable-file", "", "Written once Longhorn's webhooks see the default engine image deployed, so that volumes can be created.")
 	readyFile := flag.String("ready-file", "", "Written, with the controllers' names, once the webhooks are registered and every controller started.")
+	dataPlaneFile := flag.String("data-plane", "", "A JSON file of the simulated data plane (internal/dataplane.Plan): each node's instance manager address and disks. When set, the disks are mounted in the process's own mount namespace, each node's instance manager serves, and Longhorn's node, instance manager, attachment and Kubernetes controllers run too.")
 	flag.Parse()
 	if *kubeconfig == "" || *nodes == "" {
 		return errors.New("--kubeconfig and --nodes are required")
@@ -61,6 +64,12 @@ func run() error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	log := logrus.StandardLogger()
+	var dp *dataplane.Plan
+	if *dataPlaneFile != "" {
+		if dp, err = startDataPlane(ctx, *dataPlaneFile, log); err != nil {
+			return err
+		}
+	}
 	names := strings.Split(*nodes, ",")
 	// longhorn-manager's pod spec gives it its node and namespace in its
 	// environment; its validating webhook reads them.
@@ -91,14 +100,39 @@ func run() error {
 	}); err != nil {
 		return err
 	}
+	controllers := longhornmanager.Controllers
+	opts := longhornmanager.Options{DataPlane: dp != nil, InstanceManagerImage: *imImage}
+	if dp != nil {
+		controllers = append(slices.Clone(controllers), longhornmanager.DataPlaneControllers...)
+		for _, n := range names {
+			if err := longhornmanager.CreateManagerPod(ctx, pod.Kube, *namespace, n, *managerImage, dp.DiskRoot); err != nil {
+				return err
+			}
+		}
+	}
 	for _, n := range names {
-		if _, err := longhornmanager.Start(ctx, cfg, *namespace, n, log); err != nil {
+		if _, err := longhornmanager.Start(ctx, cfg, *namespace, n, log, opts); err != nil {
 			return err
 		}
-		log.Infof("Started longhorn-manager of node %s: %s", n, strings.Join(longhornmanager.Controllers, ", "))
+		log.Infof("Started longhorn-manager of node %s: %s", n, strings.Join(controllers, ", "))
+	}
+	if dp != nil {
+		attacher, err := longhornmanager.NewAttacher(pod, log)
+		if err != nil {
+			return err
+		}
+		go attacher.Run(ctx)
+		controllers = append(controllers, "csi-attacher")
+		// The first node's longhorn-manager serves Longhorn's REST API
+		// (the longhorn-backend Service's endpoint), which Longhorn's CSI
+		// driver calls.
+		if err := longhornmanager.ServeAPI(ctx, pod, dp.Nodes[0].IP, log); err != nil {
+			return err
+		}
+		log.Infof("Serving Longhorn's API at %s", dp.APIURL())
 	}
 	if *readyFile != "" {
-		line := fmt.Sprintf("Longhorn's admission webhooks, and on each of %d nodes a longhorn-manager running %s\n", len(names), strings.Join(longhornmanager.Controllers, ", "))
+		line := fmt.Sprintf("Longhorn's admission webhooks, and on each of %d nodes a longhorn-manager running %s\n", len(names), strings.Join(controllers, ", "))
 		if err := os.WriteFile(*readyFile, []byte(line), 0o644); err != nil {
 			return fmt.Errorf("writing %s: %w", *readyFile, err)
 		}
@@ -113,4 +147,31 @@ func run() error {
 	}
 	<-ctx.Done()
 	return nil
+}
+
+// startDataPlane mounts the data plane's disks, makes longhorn-manager's host
+// operations run here, and serves each node's instance manager until ctx
+// ends.
+func startDataPlane(ctx context.Context, file string, log logrus.FieldLogger) (*dataplane.Plan, error) {
+	dp, err := dataplane.ReadPlan(file)
+	if err != nil {
+		return nil, err
+	}
+	if err := longhornmanager.MountDisks(dp.DiskRoot, dp.Disks()); err != nil {
+		return nil, err
+	}
+	longhornmanager.RunOnThisHost()
+	for _, n := range dp.Nodes {
+		ls, err := dataplane.NewInstanceManager(n.IP).Listen()
+		if err != nil {
+			return nil, fmt.Errorf("node %s: %w", n.Name, err)
+		}
+		go func() {
+			if err := ls.Serve(ctx); err != nil {
+				log.WithError(err).Errorf("The instance manager of node %s stopped", n.Name)
+			}
+		}()
+		log.Infof("Serving node %s's instance manager at %s, with %d disks", n.Name, n.IP, len(n.Disks))
+	}
+	return dp, nil
 }

@@ -13,8 +13,6 @@ import (
 	"testing"
 	"time"
 
-	"k8s.io/apimachinery/pkg/util/wait"
-
 	"github.com/longhorn/diskschedule/internal/testenv"
 )
 
@@ -85,15 +83,15 @@ func TestKilledSandboxLeavesNothingRunning(t *testing.T) {
 		t.Fatal(err)
 	}
 	_ = cmd.Wait()
-	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 20*time.Second, true, func(context.Context) (bool, error) {
+	_, err = testenv.Poll(ctx, 20*time.Second, func(context.Context) (bool, string, error) {
 		for _, c := range children {
 			if c.name != "sh" && alive(c.pid) {
-				return false, nil
+				return false, "", nil
 			}
 		}
 		_, err := os.Stat(workDir)
-		return os.IsNotExist(err), nil
-	})
+		return os.IsNotExist(err), "", nil
+	}, testenv.Every(100*time.Millisecond))
 	if err != nil {
 		var left []string
 		for _, c := range children {

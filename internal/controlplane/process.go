@@ -28,10 +28,13 @@ type Process struct {
 // group (so a ^C to the caller's terminal leaves its shutdown to the
 // caller), killed when the caller dies (childAttr), its output going to
 // out.
-func StartProcess(name, path string, args []string, out io.Writer) (*Process, error) {
+func StartProcess(name, path string, args []string, out io.Writer, opts ...ProcessOption) (*Process, error) {
 	cmd := exec.Command(path, args...)
 	cmd.Stdout, cmd.Stderr = out, out
 	cmd.SysProcAttr = childAttr()
+	for _, o := range opts {
+		o(cmd.SysProcAttr)
+	}
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("starting %s: %w", name, err)
 	}
@@ -42,6 +45,9 @@ func StartProcess(name, path string, args []string, out io.Writer) (*Process, er
 	}()
 	return p, nil
 }
+
+// ProcessOption changes how StartProcess starts a process.
+type ProcessOption func(*syscall.SysProcAttr)
 
 // Name returns the process's name, as given to StartProcess.
 func (p *Process) Name() string { return p.name }

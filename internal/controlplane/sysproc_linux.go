@@ -10,3 +10,9 @@ import "syscall"
 func childAttr() *syscall.SysProcAttr {
 	return &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 }
+
+// OwnMountNamespace starts the process in a mount namespace of its own, so
+// that what it mounts is seen by it alone and goes with it.
+func OwnMountNamespace() ProcessOption {
+	return func(a *syscall.SysProcAttr) { a.Cloneflags |= syscall.CLONE_NEWNS }
+}

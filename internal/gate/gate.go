@@ -72,7 +72,7 @@ func New(mgr ctrl.Manager, m *metrics.Gate, namespace string, timeout time.Durat
 	if timeout <= 0 {
 		timeout = DefaultDecisionTimeout
 	}
-	waiter := requirement.NewWaiter()
+	waiter := requirement.NewWaiter(clock.RealClock{})
 	log := mgr.GetLogger().WithName("gate")
 	var l requirement.Leader
 	if lease != nil {

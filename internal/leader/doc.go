@@ -20,5 +20,10 @@
 // leaseDurationSeconds: a leader that stops renewing is taken for gone
 // long before its Lease expires, which is what a killed leader looks like.
 // A late renewal of a live leader makes its replicas' gates wait a little
-// (requirement.NoLeaderWait) for the renewal rather than deny.
+// (requirement.NoLeaderWait) for the renewal rather than deny. A leader
+// killed just after a renewal still counts as deciding for the whole
+// window; the gate does not wait that long for it: a holder that decides
+// nothing on any ledger for 2 s (longer when its
+// recent decisions were slow) while a request waits counts as not deciding
+// there too (internal/requirement).
 package leader

@@ -20,14 +20,11 @@ type Beyond struct {
 // given what Longhorn persisted on its disk.
 func BeyondLonghorn(ds *dsv1.DiskSchedule, persisted Owners) Beyond {
 	b := Beyond{Pending: PendingGrowth(ds)}
-	for name, st := range ds.Status.Replicas {
-		if st.State == dsv1.RequestStateScheduled && !persisted.Replicas[name] {
-			b.Unbacked += st.ScheduledSize
-		}
-	}
-	for name, st := range ds.Status.BackingImages {
-		if st.State == dsv1.RequestStateScheduled && !persisted.BackingImages[name] {
-			b.Unbacked += st.ScheduledSize
+	for _, k := range Kinds() {
+		for name, st := range *Decisions(&ds.Status, k) {
+			if st.State == dsv1.RequestStateScheduled && !persisted.Has(k, name) {
+				b.Unbacked += st.ScheduledSize
+			}
 		}
 	}
 	for _, st := range ds.Status.Reservations {
@@ -46,14 +43,11 @@ func BeyondLonghorn(ds *dsv1.DiskSchedule, persisted Owners) Beyond {
 // volume's growth refused while this holds is worth retrying (DESIGN §4).
 func CanEverHold(ds *dsv1.DiskSchedule, persisted Owners, replica string, size int64) bool {
 	var others int64
-	for name, st := range ds.Status.Replicas {
-		if name != replica && persisted.Replicas[name] {
-			others += st.ScheduledSize
-		}
-	}
-	for name, st := range ds.Status.BackingImages {
-		if persisted.BackingImages[name] {
-			others += st.ScheduledSize
+	for _, k := range Kinds() {
+		for name, st := range *Decisions(&ds.Status, k) {
+			if persisted.Has(k, name) && (k != Replica || name != replica) {
+				others += st.ScheduledSize
+			}
 		}
 	}
 	return Fits(others, size, ds.Status.StorageLimit)

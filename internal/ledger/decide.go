@@ -125,6 +125,14 @@ type Owners struct {
 	BackingImages map[string]bool
 }
 
+// Has reports whether o names the entry name of kind k.
+func (o Owners) Has(k Kind, name string) bool {
+	if k == BackingImage {
+		return o.BackingImages[name]
+	}
+	return o.Replicas[name]
+}
+
 // Outcome summarises one decision, for metrics, events and requeueing.
 type Outcome struct {
 	// Granted counts requests granted by this decision.
@@ -198,54 +206,48 @@ type decider struct {
 	// does not count yet (Disk.Space), and actualCounted names the entries
 	// in it, so none is counted twice.
 	actualSince   int64
-	actualCounted map[string]bool
+	actualCounted map[entryKey]bool
 }
 
-func (d *decider) setReplica(name string, st dsv1.RequestStatus) {
-	if d.out.Replicas == nil {
-		d.out.Replicas = map[string]dsv1.RequestStatus{}
+// set writes the decision st on the entry name of kind k.
+func (d *decider) set(k Kind, name string, st dsv1.RequestStatus) {
+	out := Decisions(&d.out, k)
+	if *out == nil {
+		*out = map[string]dsv1.RequestStatus{}
 	}
-	d.out.Replicas[name] = st
+	(*out)[name] = st
 	d.used += st.ScheduledSize
 	d.out.StorageScheduled = d.used
 	if st.ScheduledSize > 0 {
-		d.takeActual(kindReplica, name, d.in.ActualSizes[name])
+		d.takeActual(k, name, st.ScheduledSize)
 	}
 }
 
-func (d *decider) setBackingImage(name string, st dsv1.RequestStatus) {
-	if d.out.BackingImages == nil {
-		d.out.BackingImages = map[string]dsv1.RequestStatus{}
-	}
-	d.out.BackingImages[name] = st
-	d.used += st.ScheduledSize
-	d.out.StorageScheduled = d.used
-	if st.ScheduledSize > 0 {
-		d.takeActual(kindBackingImage, name, st.ScheduledSize)
-	}
-}
-
-// Entry kinds, for the actual space the grants take.
-const (
-	kindReplica      = "replica"
-	kindBackingImage = "backingImage"
-)
-
-// takeActual counts, once, the actual bytes a granted entry takes on the
-// disk when Longhorn's disk status does not count it yet: a replica's data
-// (Input.ActualSizes), a backing-image copy's size.
-func (d *decider) takeActual(kind, name string, bytes int64) {
+// takeActual counts, once, the actual bytes a granted entry of kind k,
+// holding scheduled bytes, takes on the disk when Longhorn's disk status
+// does not count it yet: a replica's data (Input.ActualSizes), a
+// backing-image copy's size.
+func (d *decider) takeActual(k Kind, name string, scheduled int64) {
 	space := d.in.Disk.Space
-	key := kind + "/" + name
-	if space == nil || d.actualCounted[key] ||
-		(kind == kindReplica && space.Replicas[name]) || (kind == kindBackingImage && space.BackingImages[name]) {
+	key := entryKey{k, name}
+	if space == nil || d.actualCounted[key] || space.counted(k, name) {
 		return
 	}
 	if d.actualCounted == nil {
-		d.actualCounted = map[string]bool{}
+		d.actualCounted = map[entryKey]bool{}
 	}
 	d.actualCounted[key] = true
+	bytes := scheduled
+	if k == Replica {
+		bytes = d.in.ActualSizes[name]
+	}
 	d.actualSince = addSaturated(d.actualSince, max(bytes, 0))
+}
+
+// entryKey names one entry of one kind.
+type entryKey struct {
+	kind Kind
+	name string
 }
 
 // noActualSpace returns why the disk's actual space cannot take the new
@@ -270,16 +272,41 @@ func (d *decider) setReservation(name string, st dsv1.ReservationStatus) {
 	d.out.StorageScheduled = d.used
 }
 
-// keepDecided carries over every decision whose request is unchanged.
-func (d *decider) keepDecided() {
-	for _, name := range sortedKeys(d.in.Spec.Replicas) {
-		if prev, ok := d.in.Previous.Replicas[name]; ok && prev.RequestedSize == int64(d.in.Spec.Replicas[name]) {
-			d.setReplica(name, prev)
+// requests returns the spec's requests of kind k.
+func (d *decider) requests(k Kind) map[string]dsv1.RequestedBytes {
+	return *Requests(&d.in.Spec, k)
+}
+
+// previous returns the previous status's decisions of kind k.
+func (d *decider) previous(k Kind) map[string]dsv1.RequestStatus {
+	return *Decisions(&d.in.Previous, k)
+}
+
+// decided returns the decisions of kind k written so far.
+func (d *decider) decided(k Kind) map[string]dsv1.RequestStatus {
+	return *Decisions(&d.out, k)
+}
+
+// undecided returns, by name, the requests of kind k with no decision
+// written so far.
+func (d *decider) undecided(k Kind) []string {
+	var names []string
+	for _, name := range sortedKeys(d.requests(k)) {
+		if _, done := d.decided(k)[name]; !done {
+			names = append(names, name)
 		}
 	}
-	for _, name := range sortedKeys(d.in.Spec.BackingImages) {
-		if prev, ok := d.in.Previous.BackingImages[name]; ok && prev.RequestedSize == int64(d.in.Spec.BackingImages[name]) {
-			d.setBackingImage(name, prev)
+	return names
+}
+
+// keepDecided carries over every decision whose request is unchanged.
+func (d *decider) keepDecided() {
+	for _, k := range Kinds() {
+		requests := d.requests(k)
+		for _, name := range sortedKeys(requests) {
+			if prev, ok := d.previous(k)[name]; ok && prev.RequestedSize == int64(requests[name]) {
+				d.set(k, name, prev)
+			}
 		}
 	}
 	for _, name := range sortedKeys(d.in.Spec.Reservations) {
@@ -292,28 +319,15 @@ func (d *decider) keepDecided() {
 // shrink grants every request at or below its granted size: a shrink never
 // needs space (rule 3).
 func (d *decider) shrink() {
-	for _, name := range sortedKeys(d.in.Spec.Replicas) {
-		if st, ok := d.shrunk(name, int64(d.in.Spec.Replicas[name]), d.in.Previous.Replicas, d.out.Replicas); ok {
-			d.setReplica(name, st)
+	for _, k := range Kinds() {
+		for _, name := range d.undecided(k) {
+			requested := int64(d.requests(k)[name])
+			if prev, ok := d.previous(k)[name]; ok && requested <= prev.ScheduledSize {
+				d.outcome.Granted++
+				d.set(k, name, dsv1.RequestStatus{State: dsv1.RequestStateScheduled, RequestedSize: requested, ScheduledSize: requested})
+			}
 		}
 	}
-	for _, name := range sortedKeys(d.in.Spec.BackingImages) {
-		if st, ok := d.shrunk(name, int64(d.in.Spec.BackingImages[name]), d.in.Previous.BackingImages, d.out.BackingImages); ok {
-			d.setBackingImage(name, st)
-		}
-	}
-}
-
-func (d *decider) shrunk(name string, requested int64, previous, decided map[string]dsv1.RequestStatus) (dsv1.RequestStatus, bool) {
-	if _, done := decided[name]; done {
-		return dsv1.RequestStatus{}, false
-	}
-	prev, ok := previous[name]
-	if !ok || requested > prev.ScheduledSize {
-		return dsv1.RequestStatus{}, false
-	}
-	d.outcome.Granted++
-	return dsv1.RequestStatus{State: dsv1.RequestStateScheduled, RequestedSize: requested, ScheduledSize: requested}, true
 }
 
 // holdUndecided counts, for every replica and backing-image request still to
@@ -323,27 +337,23 @@ func (d *decider) shrunk(name string, requested int64, previous, decided map[str
 // such a request later gives its held bytes back (release) before charging
 // the new decision.
 func (d *decider) holdUndecided() {
-	for _, name := range sortedKeys(d.in.Spec.Replicas) {
-		if held := d.heldBy(name, d.in.Previous.Replicas, d.out.Replicas); held > 0 {
-			d.used += held
-			d.takeActual(kindReplica, name, d.in.ActualSizes[name])
-		}
-	}
-	for _, name := range sortedKeys(d.in.Spec.BackingImages) {
-		if held := d.heldBy(name, d.in.Previous.BackingImages, d.out.BackingImages); held > 0 {
-			d.used += held
-			d.takeActual(kindBackingImage, name, held)
+	for _, k := range Kinds() {
+		for _, name := range sortedKeys(d.requests(k)) {
+			if held := d.heldBy(k, name); held > 0 {
+				d.used += held
+				d.takeActual(k, name, held)
+			}
 		}
 	}
 }
 
-// heldBy returns the bytes the previous decision on an undecided request
-// still holds, or 0 when the request is decided.
-func (d *decider) heldBy(name string, previous, decided map[string]dsv1.RequestStatus) int64 {
-	if _, done := decided[name]; done {
+// heldBy returns the bytes the previous decision on the undecided request
+// name of kind k still holds, or 0 when the request is decided.
+func (d *decider) heldBy(k Kind, name string) int64 {
+	if _, done := d.decided(k)[name]; done {
 		return 0
 	}
-	return previous[name].ScheduledSize
+	return d.previous(k)[name].ScheduledSize
 }
 
 // release gives back bytes counted by holdUndecided, right before the
@@ -455,7 +465,7 @@ func (d *decider) handOff() {
 		// replica still holds) become the replica's; only growth beyond them
 		// needs free space, and a disk that is not schedulable grants no new
 		// space (rule 8).
-		replicaHeld := d.heldBy(replica, d.in.Previous.Replicas, d.out.Replicas)
+		replicaHeld := d.heldBy(Replica, replica)
 		held := res.ScheduledSize + replicaHeld
 		if requested > held && (!d.in.Disk.Schedulable || d.used-held+requested > d.limit) {
 			continue // decided as an ordinary growth request below
@@ -467,7 +477,7 @@ func (d *decider) handOff() {
 		res.Message = fmt.Sprintf("handed over to replica %s", replica)
 		d.setReservation(volume, res)
 		d.release(replicaHeld)
-		d.setReplica(replica, dsv1.RequestStatus{State: dsv1.RequestStateScheduled, RequestedSize: requested, ScheduledSize: requested})
+		d.set(Replica, replica, dsv1.RequestStatus{State: dsv1.RequestStateScheduled, RequestedSize: requested, ScheduledSize: requested})
 		if d.handedOff == nil {
 			d.handedOff = map[string]bool{}
 		}
@@ -528,79 +538,76 @@ func (d *decider) fulfillOnNode() {
 // granted ones, in a fixed order (replicas, backing images, reservations,
 // each by name), each granted when it fits under the limit.
 func (d *decider) grow() {
-	for _, name := range sortedKeys(d.in.Spec.Replicas) {
-		if _, done := d.out.Replicas[name]; done {
-			continue
-		}
-		prev, hadPrev := d.in.Previous.Replicas[name]
-		held := d.heldBy(name, d.in.Previous.Replicas, d.out.Replicas)
-		if d.in.Persisted.Replicas[name] && neverGranted(prev, hadPrev) {
-			size := int64(d.in.Spec.Replicas[name])
-			d.release(held)
-			d.setReplica(name, dsv1.RequestStatus{
-				State: dsv1.RequestStateScheduled, RequestedSize: size, ScheduledSize: size,
-				Message: "adopted: Longhorn already persisted the replica on this disk",
-			})
-			d.outcome.Granted++
-			d.outcome.Adopted++
-			continue
-		}
-		// A new replica also needs Longhorn's actual space; a growth does
-		// not (Longhorn checks a volume's expansion itself).
-		placement := neverGranted(prev, hadPrev)
-		var msg string
-		if d.in.Disk.Schedulable && placement {
-			msg = d.noActualSpace(name)
-		}
-		var st dsv1.RequestStatus
-		if msg != "" {
-			st = d.reject(int64(d.in.Spec.Replicas[name]), held, msg)
-		} else {
-			st = d.growth(int64(d.in.Spec.Replicas[name]), prev, hadPrev, placement, "replica "+name)
-		}
-		d.release(held)
-		d.setReplica(name, st)
-	}
-	for _, name := range sortedKeys(d.in.Spec.BackingImages) {
-		if _, done := d.out.BackingImages[name]; done {
-			continue
-		}
-		prev, hadPrev := d.in.Previous.BackingImages[name]
-		held := d.heldBy(name, d.in.Previous.BackingImages, d.out.BackingImages)
-		if d.in.Persisted.BackingImages[name] && neverGranted(prev, hadPrev) {
-			size := int64(d.in.Spec.BackingImages[name])
-			d.release(held)
-			d.setBackingImage(name, dsv1.RequestStatus{
-				State: dsv1.RequestStateScheduled, RequestedSize: size, ScheduledSize: size,
-				Message: "adopted: Longhorn already placed the backing image's copy on this disk",
-			})
-			d.outcome.Granted++
-			d.outcome.Adopted++
-			continue
-		}
-		size := int64(d.in.Spec.BackingImages[name])
-		starts := d.startedBy(name)
-		if starts != "" && neverGranted(prev, hadPrev) {
-			// The copy a replica granted here needs to start: growth of what
-			// is placed here, never refused (DESIGN §4). Longhorn's scheduler
-			// counted the volume's size alone for the replica and counts
-			// the copy once it exists: what does not fit is adopted as
-			// Longhorn will count it (rule 7).
-			st := dsv1.RequestStatus{State: dsv1.RequestStateScheduled, RequestedSize: size, ScheduledSize: size}
-			if !d.room(size-held, "the backing image copy replica "+starts+" needs to start") {
-				st.Message = fmt.Sprintf("adopted over the limit: replica %s, granted on this disk, needs the copy to start, and Longhorn counts it at %s once it exists (%s free of limit %s)",
-					starts, Bytes(size), Bytes(max(d.limit-d.used, 0)), Bytes(d.limit))
-				d.outcome.Adopted++
+	for _, k := range Kinds() {
+		for _, name := range d.undecided(k) {
+			prev, hadPrev := d.previous(k)[name]
+			held := d.heldBy(k, name)
+			size := int64(d.requests(k)[name])
+			var st dsv1.RequestStatus
+			switch {
+			case d.in.Persisted.Has(k, name) && neverGranted(prev, hadPrev):
+				st = d.adopt(k, size)
+			case k == Replica:
+				st = d.growReplica(name, size, prev, hadPrev, held)
+			default:
+				st = d.growCopy(name, size, prev, hadPrev, held)
 			}
-			d.outcome.Granted++
 			d.release(held)
-			d.setBackingImage(name, st)
-			continue
+			d.set(k, name, st)
 		}
-		st := d.growth(size, prev, hadPrev, neverGranted(prev, hadPrev), "backing image copy "+name)
-		d.release(held)
-		d.setBackingImage(name, st)
 	}
+	d.growReservations()
+}
+
+// adopt grants a request of size bytes for what Longhorn already persisted
+// on this disk, even over the limit (rule 7).
+func (d *decider) adopt(k Kind, size int64) dsv1.RequestStatus {
+	msg := "adopted: Longhorn already persisted the replica on this disk"
+	if k == BackingImage {
+		msg = "adopted: Longhorn already placed the backing image's copy on this disk"
+	}
+	d.outcome.Granted++
+	d.outcome.Adopted++
+	return dsv1.RequestStatus{State: dsv1.RequestStateScheduled, RequestedSize: size, ScheduledSize: size, Message: msg}
+}
+
+// growReplica decides the request of size bytes of replica name, which
+// holds held bytes: a new replica also needs Longhorn's actual space; a
+// growth does not (Longhorn checks a volume's expansion itself).
+func (d *decider) growReplica(name string, size int64, prev dsv1.RequestStatus, hadPrev bool, held int64) dsv1.RequestStatus {
+	placement := neverGranted(prev, hadPrev)
+	if d.in.Disk.Schedulable && placement {
+		if msg := d.noActualSpace(name); msg != "" {
+			return d.reject(size, held, msg)
+		}
+	}
+	return d.growth(size, prev, hadPrev, placement, "replica "+name)
+}
+
+// growCopy decides the request of size bytes for backing image image's
+// copy, which holds held bytes.
+func (d *decider) growCopy(image string, size int64, prev dsv1.RequestStatus, hadPrev bool, held int64) dsv1.RequestStatus {
+	starts := d.startedBy(image)
+	if starts == "" || !neverGranted(prev, hadPrev) {
+		return d.growth(size, prev, hadPrev, neverGranted(prev, hadPrev), "backing image copy "+image)
+	}
+	// The copy a replica granted here needs to start: growth of what is
+	// placed here, never refused (DESIGN §4). Longhorn's scheduler counted
+	// the volume's size alone for the replica and counts the copy once it
+	// exists: what does not fit is adopted as Longhorn will count it
+	// (rule 7).
+	st := dsv1.RequestStatus{State: dsv1.RequestStateScheduled, RequestedSize: size, ScheduledSize: size}
+	if !d.room(size-held, "the backing image copy replica "+starts+" needs to start") {
+		st.Message = fmt.Sprintf("adopted over the limit: replica %s, granted on this disk, needs the copy to start, and Longhorn counts it at %s once it exists (%s free of limit %s)",
+			starts, Bytes(size), Bytes(max(d.limit-d.used, 0)), Bytes(d.limit))
+		d.outcome.Adopted++
+	}
+	d.outcome.Granted++
+	return st
+}
+
+// growReservations decides every reservation still undecided, by name.
+func (d *decider) growReservations() {
 	for _, name := range sortedKeys(d.in.Spec.Reservations) {
 		if _, done := d.out.Reservations[name]; done {
 			continue
@@ -801,14 +808,11 @@ func (d *decider) reject(requested, held int64, msg string) dsv1.RequestStatus {
 // countReleased counts entries of the previous status that no longer hold
 // space: removed from spec or garbage-collected.
 func (d *decider) countReleased() {
-	for name, prev := range d.in.Previous.Replicas {
-		if _, ok := d.out.Replicas[name]; !ok && prev.ScheduledSize > 0 {
-			d.outcome.Released++
-		}
-	}
-	for name, prev := range d.in.Previous.BackingImages {
-		if _, ok := d.out.BackingImages[name]; !ok && prev.ScheduledSize > 0 {
-			d.outcome.Released++
+	for _, k := range Kinds() {
+		for name, prev := range d.previous(k) {
+			if _, ok := d.decided(k)[name]; !ok && prev.ScheduledSize > 0 {
+				d.outcome.Released++
+			}
 		}
 	}
 	for name, prev := range d.in.Previous.Reservations {

@@ -6,6 +6,7 @@ import (
 	lhv1 "github.com/longhorn/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
 
 	dsv1 "github.com/longhorn/diskschedule/api/v1beta2"
+	"github.com/longhorn/diskschedule/internal/conditions"
 )
 
 // DiskOf returns the ledger's view of the disk named diskName with UUID
@@ -50,10 +51,10 @@ func DiskOf(node *lhv1.Node, diskName, diskUUID string, overProvisioningPercenta
 		disk.Schedulable, disk.Reason, disk.Message = false, reason, msg
 		return disk, true
 	}
-	if c, ok := condition(node.Status.Conditions, lhv1.NodeConditionTypeReady); !ok || c.Status != lhv1.ConditionStatusTrue {
+	if c, ok := conditions.Longhorn(node.Status.Conditions, lhv1.NodeConditionTypeReady); !ok || c.Status != lhv1.ConditionStatusTrue {
 		return refuse(dsv1.DiskScheduleReasonNodeNotReady, "node "+node.Name+" is not ready"+because(c))
 	}
-	if c, ok := condition(node.Status.Conditions, lhv1.NodeConditionTypeSchedulable); !ok || c.Status != lhv1.ConditionStatusTrue {
+	if c, ok := conditions.Longhorn(node.Status.Conditions, lhv1.NodeConditionTypeSchedulable); !ok || c.Status != lhv1.ConditionStatusTrue {
 		return refuse(dsv1.DiskScheduleReasonNodeUnschedulable, "node "+node.Name+" is not schedulable"+because(c))
 	}
 	switch {
@@ -66,7 +67,7 @@ func DiskOf(node *lhv1.Node, diskName, diskUUID string, overProvisioningPercenta
 	case spec.EvictionRequested:
 		return refuse(dsv1.DiskScheduleReasonDiskEvictionRequested, "eviction is requested for disk "+diskName)
 	}
-	if c, ok := condition(status.Conditions, lhv1.DiskConditionTypeReady); !ok || c.Status != lhv1.ConditionStatusTrue {
+	if c, ok := conditions.Longhorn(status.Conditions, lhv1.DiskConditionTypeReady); !ok || c.Status != lhv1.ConditionStatusTrue {
 		return refuse(dsv1.DiskScheduleReasonDiskNotReady, "disk "+diskName+" is not ready"+because(c))
 	}
 	return disk, true
@@ -79,16 +80,6 @@ func names(m map[string]int64) map[string]bool {
 		out[k] = true
 	}
 	return out
-}
-
-// condition returns Longhorn's condition of type typ.
-func condition(conds []lhv1.Condition, typ string) (lhv1.Condition, bool) {
-	for _, c := range conds {
-		if c.Type == typ {
-			return c, true
-		}
-	}
-	return lhv1.Condition{}, false
 }
 
 // because quotes Longhorn's reason and message for a condition, when it has one.

@@ -2,17 +2,12 @@ package ledger
 
 import dsv1 "github.com/longhorn/diskschedule/api/v1beta2"
 
-// FreeFor returns the bytes ds can grant to a new reservation of pod
-// ("namespace/name"): what it can still grant to anyone (Free) plus what
-// its granted reservations already hold for pod (HeldForPod), since the
-// pod's new reservations replace its own. It is the one rule of "free for
-// this pod"; the extender's filter and its reservation writer read it as
-// RoomOf(ds).For(pod), once per ledger for many pods or many writes.
-func FreeFor(ds *dsv1.DiskSchedule, pod string) int64 {
-	return RoomOf(ds).For(pod)
-}
-
-// Room is FreeFor for every pod of one ledger as read, kept up to date
+// Room is the one rule of "free for this pod": the bytes a ledger can grant
+// to a new reservation of each pod ("namespace/name"), what it can still
+// grant to anyone (Free) plus what its granted reservations already hold
+// for that pod, since the pod's new reservations replace its own. The
+// extender's filter and its reservation writer read it once per ledger for
+// many pods or many writes (RoomOf(ds).For(pod)); it is kept up to date
 // while a writer adds reservations to that ledger one after another
 // (Reserve), so each one is checked against what the earlier ones left.
 // The zero Room has nothing free.
@@ -52,8 +47,8 @@ func RoomOf(ds *dsv1.DiskSchedule) Room {
 }
 
 // For returns the bytes a new reservation of pod ("namespace/name") can
-// take: FreeFor of the ledger as read, less what Reserve took since, or 0
-// when that is negative.
+// take: Free of the ledger as read and what its granted reservations hold
+// for pod, less what Reserve took since, or 0 when that is negative.
 func (r Room) For(pod string) int64 {
 	return max(r.free+r.held[pod], 0)
 }

@@ -20,7 +20,9 @@ func grantedFor(size int64, pod string) dsv1.ReservationStatus {
 	return dsv1.ReservationStatus{State: dsv1.ReservationStateScheduled, RequestedSize: size, ScheduledSize: size, Pod: pod}
 }
 
-func TestFreeFor(t *testing.T) {
+// TestRoomFor: a new reservation of a pod can take what the ledger can
+// still grant to anyone and what its granted reservations hold for that pod.
+func TestRoomFor(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		ds   *dsv1.DiskSchedule
@@ -56,11 +58,8 @@ func TestFreeFor(t *testing.T) {
 			freeLedger(130*Gi, nil, nil), "ns/a", 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := FreeFor(tc.ds, tc.pod); got != tc.want {
-				t.Errorf("FreeFor = %s, want %s", Bytes(got), Bytes(tc.want))
-			}
-			if held := HeldForPod(tc.ds, tc.pod); tc.want != Free(tc.ds)+held {
-				t.Errorf("FreeFor is not Free + HeldForPod: want %s, Free %s, held %s", Bytes(tc.want), Bytes(Free(tc.ds)), Bytes(held))
+			if got := RoomOf(tc.ds).For(tc.pod); got != tc.want {
+				t.Errorf("RoomOf(ds).For(%s) = %s, want %s", tc.pod, Bytes(got), Bytes(tc.want))
 			}
 		})
 	}

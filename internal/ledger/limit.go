@@ -68,15 +68,16 @@ func PendingGrowth(ds *dsv1.DiskSchedule) int64 {
 		}
 		return 0
 	}
-	for name, size := range ds.Spec.Replicas {
-		st, ok := ds.Status.Replicas[name]
-		if g := growth(int64(size), st, ok) - heldFor[name]; g > 0 {
-			pending += g
+	for _, k := range Kinds() {
+		decided := *Decisions(&ds.Status, k)
+		for name, size := range *Requests(&ds.Spec, k) {
+			st, ok := decided[name]
+			g := growth(int64(size), st, ok)
+			if k == Replica {
+				g -= heldFor[name]
+			}
+			pending += max(g, 0)
 		}
-	}
-	for name, size := range ds.Spec.BackingImages {
-		st, ok := ds.Status.BackingImages[name]
-		pending += growth(int64(size), st, ok)
 	}
 	return pending
 }

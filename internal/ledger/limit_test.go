@@ -63,6 +63,14 @@ func TestLimit(t *testing.T) {
 		{"huge percentage of 1 byte", 1, 0, math.MaxInt64, math.MaxInt64 / 100},
 		{"negative reserved larger than usable int64", math.MaxInt64, -10, 100, math.MaxInt64},
 		{"negative reserved", 100, -10, 100, 110},
+		{"100% of a whole disk", 100 * Gi, 0, 100, 100 * Gi},
+		{"reserved is subtracted", 8_000_000_000, 1_000_000_000, 100, 7_000_000_000},
+		{"over-provisioning of a few bytes", 100, 0, 150, 150},
+		{"truncated", 101, 0, 33, 33},
+		{"truncated odd", 999, 0, 50, 499},
+		{"reserved above maximum by more than a byte", 10, 20, 100, 0},
+		{"zero percent of a whole disk", 100 * Gi, 0, 0, 0},
+		{"large disk without overflow", 1 << 60, 0, 700, 7 << 60},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if got := Limit(tc.maximum, tc.reserved, tc.perc); got != tc.want {
@@ -130,6 +138,9 @@ func TestFits(t *testing.T) {
 		{"growth over an overcommitted limit", 120 * Gi, 1, 100 * Gi, false},
 		{"huge limit", 1, math.MaxInt64 - 1, math.MaxInt64, true},
 		{"huge growth", 1, math.MaxInt64, math.MaxInt64, false},
+		{"exact fit", 50, 50, 100, true},
+		{"a byte over", 50, 51, 100, false},
+		{"a byte onto an overcommitted disk", 120, 1, 100, false},
 	}
 	for _, c := range cases {
 		if got := Fits(c.scheduled, c.growth, c.limit); got != c.want {

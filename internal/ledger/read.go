@@ -33,22 +33,14 @@ func (d Decision) String() string {
 	return "missing"
 }
 
-// ReplicaDecision returns ds's decision on replica's request of size bytes,
-// and the ledger's message when it rejected it. A nil ds is Missing.
-func ReplicaDecision(ds *dsv1.DiskSchedule, replica string, size int64) (Decision, string) {
+// DecisionOf returns ds's decision on the request of size bytes for the
+// entry name of kind k, and the ledger's message when it rejected it. A nil
+// ds is Missing.
+func DecisionOf(ds *dsv1.DiskSchedule, k Kind, name string, size int64) (Decision, string) {
 	if ds == nil {
 		return Missing, ""
 	}
-	return decisionOf(ds.Spec.Replicas, ds.Status.Replicas, replica, size)
-}
-
-// BackingImageDecision returns ds's decision on the request of size bytes
-// for image's copy, and the ledger's message when it rejected it.
-func BackingImageDecision(ds *dsv1.DiskSchedule, image string, size int64) (Decision, string) {
-	if ds == nil {
-		return Missing, ""
-	}
-	return decisionOf(ds.Spec.BackingImages, ds.Status.BackingImages, image, size)
+	return decisionOf(*Requests(&ds.Spec, k), *Decisions(&ds.Status, k), name, size)
 }
 
 func decisionOf(spec map[string]dsv1.RequestedBytes, status map[string]dsv1.RequestStatus, name string, size int64) (Decision, string) {
@@ -66,18 +58,6 @@ func decisionOf(spec map[string]dsv1.RequestedBytes, status map[string]dsv1.Requ
 	return Rejected, st.Message
 }
 
-// HeldForPod returns the bytes ds's granted reservations hold for pod
-// (namespace/name).
-func HeldForPod(ds *dsv1.DiskSchedule, pod string) int64 {
-	var held int64
-	for volume, res := range ds.Spec.Reservations {
-		if res.Pod == pod {
-			held += heldBy(ds, volume, res)
-		}
-	}
-	return held
-}
-
 // heldBy returns the bytes the reservation of volume, res as written now,
 // holds: its scheduled size while granted.
 func heldBy(ds *dsv1.DiskSchedule, volume string, res dsv1.DiskScheduleReservation) int64 {
@@ -91,14 +71,12 @@ func heldBy(ds *dsv1.DiskSchedule, volume string, res dsv1.DiskScheduleReservati
 // their current size.
 func PendingCount(ds *dsv1.DiskSchedule) int {
 	n := 0
-	for name, size := range ds.Spec.Replicas {
-		if st, ok := ds.Status.Replicas[name]; !ok || st.RequestedSize != int64(size) {
-			n++
-		}
-	}
-	for name, size := range ds.Spec.BackingImages {
-		if st, ok := ds.Status.BackingImages[name]; !ok || st.RequestedSize != int64(size) {
-			n++
+	for _, k := range Kinds() {
+		decided := *Decisions(&ds.Status, k)
+		for name, size := range *Requests(&ds.Spec, k) {
+			if st, ok := decided[name]; !ok || st.RequestedSize != int64(size) {
+				n++
+			}
 		}
 	}
 	for name, res := range ds.Spec.Reservations {

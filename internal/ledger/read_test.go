@@ -6,9 +6,10 @@ import (
 	dsv1 "github.com/longhorn/diskschedule/api/v1beta2"
 )
 
-// TestHeldForPod: only granted reservations, decided as written now, hold
-// bytes for their pod.
-func TestHeldForPod(t *testing.T) {
+// TestRoomHeldForPod: only granted reservations, decided as written now,
+// hold bytes for their pod. The ledger has nothing free for anyone, so what
+// a pod's new reservation can take is what it holds.
+func TestRoomHeldForPod(t *testing.T) {
 	ds := &dsv1.DiskSchedule{
 		Spec: dsv1.DiskScheduleSpec{Reservations: map[string]dsv1.DiskScheduleReservation{
 			"granted-a":   {Size: 10 * Gi, Pod: "ns/a"},
@@ -28,10 +29,14 @@ func TestHeldForPod(t *testing.T) {
 			"other-pod-f": {State: dsv1.ReservationStateScheduled, RequestedSize: 70 * Gi, ScheduledSize: 70 * Gi, Pod: "ns/f"},
 		}},
 	}
+	if free := Free(ds); free != 0 {
+		t.Fatalf("Free = %s, want nothing free", Bytes(free))
+	}
+	room := RoomOf(ds)
 	want := map[string]int64{"ns/a": 15 * Gi, "ns/b": 20 * Gi}
 	for _, pod := range []string{"ns/a", "ns/b", "ns/c", "ns/d", "ns/e", "ns/f", "ns/f2", "ns/none"} {
-		if got := HeldForPod(ds, pod); got != want[pod] {
-			t.Errorf("pod %s: HeldForPod %s, want %s", pod, Bytes(got), Bytes(want[pod]))
+		if got := room.For(pod); got != want[pod] {
+			t.Errorf("pod %s: holds %s, want %s", pod, Bytes(got), Bytes(want[pod]))
 		}
 	}
 }

@@ -64,23 +64,3 @@ func SharedData(replicas []lhv1.Replica, hasEntry func(*lhv1.Replica) bool) map[
 	}
 	return out
 }
-
-// PersistedPerDisk returns, by disk UUID, the bytes Longhorn has persisted
-// on each disk as the ledger counts them (the mirror's rule, DESIGN §4):
-// every replica whose spec.diskID names the disk at its spec.volumeSize,
-// and a data directory that several replicas of one volume share
-// (SharedData) once. It is what every settled ledger's storageScheduled
-// equals; the mirror's per-entry reading of the same rule is
-// replica.Persisted.
-func PersistedPerDisk(replicas []lhv1.Replica) map[string]int64 {
-	shared := SharedData(replicas, func(*lhv1.Replica) bool { return false })
-	out := map[string]int64{}
-	for i := range replicas {
-		r := &replicas[i]
-		if _, counted := shared[r.Name]; counted || r.Spec.DiskID == "" {
-			continue
-		}
-		out[r.Spec.DiskID] += max(r.Spec.VolumeSize, 0)
-	}
-	return out
-}

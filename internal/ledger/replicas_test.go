@@ -60,24 +60,3 @@ func TestSharedData(t *testing.T) {
 		t.Errorf("SharesData: a clone shares, a replica does not share with itself")
 	}
 }
-
-// TestPersistedPerDisk: a disk holds the spec.volumeSize of each replica
-// whose spec.diskID names it, a shared data directory once, and nothing of
-// an unscheduled replica.
-func TestPersistedPerDisk(t *testing.T) {
-	replica := func(name, volume string, size int64, disk, dir string) lhv1.Replica {
-		r := lhv1.Replica{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "longhorn-system"}}
-		r.Spec.VolumeName, r.Spec.VolumeSize, r.Spec.DiskID, r.Spec.DataDirectoryName = volume, size, disk, dir
-		return r
-	}
-	got := PersistedPerDisk([]lhv1.Replica{
-		replica("pvc-a-r-5b6c7d8e", "pvc-a", 10*Gi, "uuid-0", "pvc-a-1f2e3d4c"),
-		replica("pvc-a-r-0a1b2c3d", "pvc-a", 10*Gi, "uuid-0", "pvc-a-1f2e3d4c"), // its migration clone
-		replica("pvc-b-r-11111111", "pvc-b", 5*Gi, "uuid-0", "pvc-b-22222222"),
-		replica("pvc-a-r-33333333", "pvc-a", 10*Gi, "uuid-1", "pvc-a-44444444"),
-		replica("pvc-c-r-55555555", "pvc-c", 7*Gi, "", ""), // not scheduled yet
-	})
-	if want := map[string]int64{"uuid-0": 15 * Gi, "uuid-1": 10 * Gi}; !reflect.DeepEqual(got, want) {
-		t.Errorf("PersistedPerDisk = %v, want %v", got, want)
-	}
-}

@@ -24,6 +24,15 @@ type ActualSpace struct {
 	Replicas, BackingImages map[string]bool
 }
 
+// counted reports whether Longhorn had counted the entry name of kind k on
+// the disk when it last measured it.
+func (s ActualSpace) counted(k Kind, name string) bool {
+	if k == BackingImage {
+		return s.BackingImages[name]
+	}
+	return s.Replicas[name]
+}
+
 // MinimalAvailable returns the bytes Longhorn's actual-space rule keeps
 // free on a disk: maximum × minimalAvailablePercentage / 100, truncated,
 // exact and without overflow, never below 0. (Longhorn computes it in

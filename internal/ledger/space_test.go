@@ -8,6 +8,29 @@ import (
 	dsv1 "github.com/longhorn/diskschedule/api/v1beta2"
 )
 
+// TestHasActualSpace: a disk may take a replica while what is available
+// less its actual size stays strictly above the minimum the setting keeps
+// free; a disk of unknown size never may.
+func TestHasActualSpace(t *testing.T) {
+	cases := []struct {
+		name                            string
+		available, actual, maximum, pct int64
+		want                            bool
+	}{
+		{"strictly above the minimum", 26, 0, 100, 25, true},
+		{"at the minimum", 25, 0, 100, 25, false},
+		{"actual size counted", 30, 5, 100, 25, false},
+		{"unknown maximum", 10, 0, 0, 0, false},
+		{"nothing available at 0%", 0, 0, 100, 0, false},
+		{"something available at 0%", 1, 0, 100, 0, true},
+	}
+	for _, c := range cases {
+		if got := HasActualSpace(c.available, c.actual, c.maximum, c.pct); got != c.want {
+			t.Errorf("%s: HasActualSpace(%d, %d, %d, %d) = %v, want %v", c.name, c.available, c.actual, c.maximum, c.pct, got, c.want)
+		}
+	}
+}
+
 // The actual-space rule is Longhorn's IsSchedulableToDisk condition
 // (storageAvailable − required > storageMaximum × minimal% / 100, strict),
 // with what the ledger granted since Longhorn's measure added to required.

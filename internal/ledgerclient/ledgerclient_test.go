@@ -48,7 +48,13 @@ func busyLedger(t *testing.T, conflicts int, patches *int) (client.Client, *dsv1
 // A put-back never fails on a busy ledger: it outlasts more lost races
 // than Edit would try, and ends only with its context.
 func TestPutBackOnABusyLedger(t *testing.T) {
-	withdraw := RemoveReplica("r")
+	withdraw := func(ds *dsv1.DiskSchedule) bool {
+		if _, ok := ds.Spec.Replicas["r"]; !ok {
+			return false
+		}
+		delete(ds.Spec.Replicas, "r")
+		return true
+	}
 	for _, tc := range []struct {
 		name      string
 		conflicts int

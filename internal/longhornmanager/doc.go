@@ -4,20 +4,30 @@
 // the node's name), running Longhorn's volume, replica and engine
 // controllers (controller.NewVolumeController, NewReplicaController,
 // NewEngineController) with Longhorn's own work queues, backoff, ownership
-// and resyncs; and Longhorn's admission webhooks (its webhook/server
-// package's mutators and validators) served in front of the sandbox's API
-// server, as longhorn-manager serves them in a cluster.
+// and resyncs; with the simulated data plane (Options.DataPlane) also its
+// node, instance manager, volume attachment, rebuilding, eviction and
+// expansion controllers and its Kubernetes PV, node and pod controllers;
+// Longhorn's REST API (its api package over manager.VolumeManager), which
+// the sandbox's CSI resizer calls as Longhorn's CSI driver does; and
+// Longhorn's admission webhooks (its webhook/server package's mutators and
+// validators) served in front of the sandbox's API server, as
+// longhorn-manager serves them in a cluster.
 //
 // What is not Longhorn's code here: the TLS listener and webhook
 // configurations that point kube-apiserver at Longhorn's handlers (in a
 // cluster longhorn-manager's dynamiclistener keeps a certificate Secret and
-// a Service; here a certificate made at start and a URL on loopback), and
-// the objects other Longhorn controllers would keep that these controllers
-// read: the nodes and their disks' space, the instance managers and the
-// engine image, which the sandbox's simulated Longhorn (internal/simlonghorn)
-// keeps. Nothing answers the instance manager's gRPC API, so no instance
-// runs: volumes are created, their engines and replicas made and the
-// replicas placed by Longhorn's own scheduler, and they stay detached.
+// a Service; here a certificate made at start and a URL on loopback); the
+// longhorn-manager pods (CreateManagerPod: what Longhorn's DaemonSet would
+// create, for the node controller to find); the host (MountDisks: the
+// disks as tmpfs filesystems of their sizes in the process's own mount
+// namespace, and RunOnThisHost, which makes go-common-libs run its host
+// operations in the process rather than join /host/proc's namespaces); and
+// the Attacher, which plays kube-controller-manager's attach-detach
+// controller and the CSI external-attacher with Longhorn's own
+// VolumeManager.Attach and Detach. The instance managers Longhorn's
+// controllers reach are internal/dataplane's. The engine image is still an
+// object the simulation keeps deployed: Longhorn's engine image controller
+// runs the engine binary from the host's /engine-binaries.
 //
 // Only the sandbox and its tests import this package: the manager binary
 // does not link longhorn-manager's controllers.

@@ -20,6 +20,34 @@ import (
 // the sandbox's log lists them.
 var Controllers = []string{"longhorn-volume", "longhorn-replica", "longhorn-engine"}
 
+// DataPlaneControllers names the longhorn-manager controllers a Manager
+// also runs when the sandbox simulates the data plane: those that reach the
+// instance managers, read the disks, or attach volumes.
+var DataPlaneControllers = []string{
+	"longhorn-node", "longhorn-instance-manager", "longhorn-volume-attachment",
+	"longhorn-volume-rebuilding", "longhorn-volume-eviction", "longhorn-volume-expansion",
+	"longhorn-kubernetes-pv", "longhorn-kubernetes-node", "longhorn-kubernetes-pod",
+}
+
+// ServiceAccount is longhorn-manager's service account, which the pods it
+// creates (instance managers, share managers) run as.
+const ServiceAccount = "longhorn-service-account"
+
+// Options are what a Manager runs.
+type Options struct {
+	// DataPlane also runs DataPlaneControllers: the node's instance manager
+	// answers (internal/dataplane) and its disks are mounted (MountDisks).
+	DataPlane bool
+	// InstanceManagerImage is the default instance manager image, which
+	// Longhorn's node controller gives the InstanceManagers it creates.
+	InstanceManagerImage string
+}
+
+// runner is a Longhorn controller: its workers run until stop closes.
+type runner interface {
+	Run(workers int, stop <-chan struct{})
+}
+
 // Workers is how many workers each controller runs: longhorn-manager's
 // controller.Workers.
 const Workers = 5
@@ -34,7 +62,7 @@ type Manager struct {
 // Start builds node's longhorn-manager on cfg (administrator credentials, as
 // longhorn-manager's service account may do all it does), waits for its
 // datastore's caches, starts its controllers and runs them until ctx ends.
-func Start(ctx context.Context, cfg *rest.Config, namespace, node string, log logrus.FieldLogger) (*Manager, error) {
+func Start(ctx context.Context, cfg *rest.Config, namespace, node string, log logrus.FieldLogger, opts Options) (*Manager, error) {
 	pod, err := longhornpod.New(cfg, namespace, node, lhtypes.KubeAPIQPS, lhtypes.KubeAPIBurst)
 	if err != nil {
 		return nil, err
@@ -63,10 +91,68 @@ func Start(ctx context.Context, cfg *rest.Config, namespace, node string, log lo
 	if err != nil {
 		return nil, fmt.Errorf("longhorn-manager on %s: engine controller: %w", node, err)
 	}
+	controllers := []runner{volumes, replicas, engines}
+	if opts.DataPlane {
+		more, err := dataPlaneControllers(log, pod, scheme, namespace, node, opts, proxyConns)
+		if err != nil {
+			return nil, fmt.Errorf("longhorn-manager on %s: %w", node, err)
+		}
+		controllers = append(controllers, more...)
+	}
 	// The controllers registered their handlers on informers that already
 	// run: a shared informer hands a late handler everything it holds.
-	go volumes.Run(Workers, ctx.Done())
-	go replicas.Run(Workers, ctx.Done())
-	go engines.Run(Workers, ctx.Done())
+	for _, c := range controllers {
+		go c.Run(Workers, ctx.Done())
+	}
 	return &Manager{Pod: pod}, nil
+}
+
+// dataPlaneControllers builds the controllers of DataPlaneControllers.
+func dataPlaneControllers(log logrus.FieldLogger, pod *longhornpod.Pod, scheme *runtime.Scheme, namespace, node string, opts Options, proxyConns lhutil.Counter) ([]runner, error) {
+	ds, kube := pod.DataStore, pod.Kube
+	var out []runner
+	add := func(name string, c runner, err error) error {
+		if err != nil {
+			return fmt.Errorf("%s controller: %w", name, err)
+		}
+		out = append(out, c)
+		return nil
+	}
+	nodes, err := controller.NewNodeController(log, ds, scheme, kube, namespace, node, opts.InstanceManagerImage)
+	if err := add("node", nodes, err); err != nil {
+		return nil, err
+	}
+	ims, err := controller.NewInstanceManagerController(log, ds, scheme, kube, namespace, node, ServiceAccount, proxyConns)
+	if err := add("instance manager", ims, err); err != nil {
+		return nil, err
+	}
+	attachments, err := controller.NewLonghornVolumeAttachmentController(log, ds, scheme, kube, node, namespace)
+	if err := add("volume attachment", attachments, err); err != nil {
+		return nil, err
+	}
+	rebuilding, err := controller.NewVolumeRebuildingController(log, ds, scheme, kube, node, namespace)
+	if err := add("volume rebuilding", rebuilding, err); err != nil {
+		return nil, err
+	}
+	eviction, err := controller.NewVolumeEvictionController(log, ds, scheme, kube, node, namespace)
+	if err := add("volume eviction", eviction, err); err != nil {
+		return nil, err
+	}
+	expansion, err := controller.NewVolumeExpansionController(log, ds, scheme, kube, node, namespace)
+	if err := add("volume expansion", expansion, err); err != nil {
+		return nil, err
+	}
+	pvs, err := controller.NewKubernetesPVController(log, ds, scheme, kube, node)
+	if err := add("Kubernetes PV", pvs, err); err != nil {
+		return nil, err
+	}
+	kubeNodes, err := controller.NewKubernetesNodeController(log, ds, scheme, kube, node)
+	if err := add("Kubernetes node", kubeNodes, err); err != nil {
+		return nil, err
+	}
+	pods, err := controller.NewKubernetesPodController(log, ds, scheme, kube, node)
+	if err := add("Kubernetes pod", pods, err); err != nil {
+		return nil, err
+	}
+	return out, nil
 }

@@ -14,7 +14,8 @@ import (
 	lhtypes "github.com/longhorn/longhorn-manager/types"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/longhorn/diskschedule/internal/placement"
+	"github.com/longhorn/diskschedule/internal/conditions"
+	"github.com/longhorn/diskschedule/internal/ledger"
 )
 
 // Units of the generated sizes.
@@ -284,7 +285,7 @@ func (g *stateGenerator) existingReplicas(st *clusterState) {
 					rep.Spec.DiskPath = n.Spec.Disks[name].Path
 					// Longhorn's node controller asks to evict the replicas
 					// of a Ready node or disk under eviction.
-					rep.Spec.EvictionRequested = conditionTrue(n.Status.Conditions, lhv1.NodeConditionTypeReady) &&
+					rep.Spec.EvictionRequested = conditions.LonghornTrue(n.Status.Conditions, lhv1.NodeConditionTypeReady) &&
 						(n.Spec.EvictionRequested || n.Spec.Disks[name].EvictionRequested)
 				}
 			}
@@ -335,7 +336,7 @@ func (g *stateGenerator) replicaDisk(st *clusterState) (string, string) {
 // conditions. Sizes are drawn near the space checks' boundaries often.
 func (g *stateGenerator) diskStatuses(st *clusterState, n *lhv1.Node) {
 	r := g.r
-	nodeReady := conditionTrue(n.Status.Conditions, lhv1.NodeConditionTypeReady)
+	nodeReady := conditions.LonghornTrue(n.Status.Conditions, lhv1.NodeConditionTypeReady)
 	overProvisioning, _ := strconv.ParseInt(st.settings[string(lhtypes.SettingNameStorageOverProvisioningPercentage)], 10, 64)
 	minimal, _ := strconv.ParseInt(st.settings[string(lhtypes.SettingNameStorageMinimalAvailablePercentage)], 10, 64)
 	for _, name := range slices.Sorted(maps.Keys(n.Spec.Disks)) {
@@ -354,7 +355,7 @@ func (g *stateGenerator) diskStatuses(st *clusterState, n *lhv1.Node) {
 			ds.StorageAvailable = r.Int64N(ds.StorageMaximum + 1)
 		}
 		if r.IntN(5) == 0 { // at the actual-space boundary
-			ds.StorageAvailable = max(0, placement.MinimalAvailable(ds.StorageMaximum, minimal)+st.volume.Status.ActualSize+r.Int64N(3)-1)
+			ds.StorageAvailable = max(0, ledger.MinimalAvailable(ds.StorageMaximum, minimal)+st.volume.Status.ActualSize+r.Int64N(3)-1)
 		}
 		var own int64
 		for _, rep := range st.replicas {
@@ -363,7 +364,7 @@ func (g *stateGenerator) diskStatuses(st *clusterState, n *lhv1.Node) {
 				own += rep.Spec.VolumeSize
 			}
 		}
-		limit := placement.StorageLimit(ds.StorageMaximum, spec.StorageReserved, overProvisioning)
+		limit := ledger.Limit(ds.StorageMaximum, spec.StorageReserved, overProvisioning)
 		others := r.Int64N(limit/2 + 1)
 		if g.fails() {
 			others = r.Int64N(limit + limit/5 + 1)
@@ -486,15 +487,15 @@ func (st *clusterState) describe() string {
 	fmt.Fprintf(&b, "\nnew replica's hardNodeAffinity %q", st.pin)
 	for _, n := range st.nodes {
 		fmt.Fprintf(&b, "\nnode %s: zone %q, Ready=%v, Schedulable=%v (cordoned %v), allowScheduling %v, evictionRequested %v, tags %v",
-			n.Name, n.Status.Zone, conditionTrue(n.Status.Conditions, lhv1.NodeConditionTypeReady),
-			conditionTrue(n.Status.Conditions, lhv1.NodeConditionTypeSchedulable), st.cordoned[n.Name],
+			n.Name, n.Status.Zone, conditions.LonghornTrue(n.Status.Conditions, lhv1.NodeConditionTypeReady),
+			conditions.LonghornTrue(n.Status.Conditions, lhv1.NodeConditionTypeSchedulable), st.cordoned[n.Name],
 			n.Spec.AllowScheduling, n.Spec.EvictionRequested, n.Spec.Tags)
 		for _, name := range slices.Sorted(maps.Keys(n.Spec.Disks)) {
 			spec, ds := n.Spec.Disks[name], n.Status.DiskStatus[name]
 			fmt.Fprintf(&b, "\n  disk %s: uuid %q, type %s, fsType %q, allowScheduling %v, evictionRequested %v, tags %v,"+
 				" Ready=%v, Schedulable=%v, maximum %d, available %d, reserved %d, scheduled %d %v",
 				name, ds.DiskUUID, spec.Type, ds.FSType, spec.AllowScheduling, spec.EvictionRequested, spec.Tags,
-				conditionTrue(ds.Conditions, lhv1.DiskConditionTypeReady), conditionTrue(ds.Conditions, lhv1.DiskConditionTypeSchedulable),
+				conditions.LonghornTrue(ds.Conditions, lhv1.DiskConditionTypeReady), conditions.LonghornTrue(ds.Conditions, lhv1.DiskConditionTypeSchedulable),
 				ds.StorageMaximum, ds.StorageAvailable, spec.StorageReserved, ds.StorageScheduled, ds.ScheduledReplica)
 		}
 	}
@@ -527,16 +528,6 @@ func findNode(nodes []*lhv1.Node, name string) *lhv1.Node {
 		}
 	}
 	return nil
-}
-
-// conditionTrue reports whether Longhorn's condition typ is True.
-func conditionTrue(conds []lhv1.Condition, typ string) bool {
-	for _, c := range conds {
-		if c.Type == typ {
-			return c.Status == lhv1.ConditionStatusTrue
-		}
-	}
-	return false
 }
 
 // pick returns one of choices, drawn evenly.

@@ -14,6 +14,7 @@ import (
 	lhtypes "github.com/longhorn/longhorn-manager/types"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/longhorn/diskschedule/internal/ledger"
 	"github.com/longhorn/diskschedule/internal/placement"
 	"github.com/longhorn/diskschedule/internal/settings"
 )
@@ -419,8 +420,8 @@ func spaceRoundingDisks(rcs *scheduler.ReplicaScheduler, st *clusterState, c ver
 				StorageReserved: disk.StorageReserved, StorageScheduled: disk.StorageScheduled,
 				OverProvisioningPercentage: s.OverProvisioningPercentage, MinimalAvailablePercentage: s.MinimalAvailablePercentage,
 			})
-			exact := placement.HasActualSpace(disk.StorageAvailable, actual, disk.StorageMaximum, s.MinimalAvailablePercentage) &&
-				placement.HasSchedulingSpace(size, disk.StorageScheduled, disk.StorageLimit)
+			exact := ledger.HasActualSpace(disk.StorageAvailable, actual, disk.StorageMaximum, s.MinimalAvailablePercentage) &&
+				ledger.Fits(disk.StorageScheduled, size, disk.StorageLimit)
 			if longhorn != exact {
 				out[n.Name+"/"+disk.UUID] = true
 			}

@@ -33,8 +33,8 @@
 // (DiskSchedule status). The caller adds the bytes of requests still pending
 // on the ledger to storageScheduled, so undecided growth is never handed out
 // twice. Replicas placed earlier in the same call are counted by Place itself.
-// The percentages are applied exactly in integers (StorageLimit,
-// MinimalAvailable); Longhorn applies them in float64, which can differ by
+// The percentages are applied exactly in integers (ledger.Limit,
+// ledger.MinimalAvailable); Longhorn applies them in float64, which can differ by
 // a few bytes on disks of tens of TiB (a deliberate difference).
 //
 // # Policy choices where Longhorn's documentation is silent or ambiguous

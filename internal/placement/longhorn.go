@@ -6,6 +6,8 @@ import (
 
 	lhv1 "github.com/longhorn/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
 
+	"github.com/longhorn/diskschedule/internal/conditions"
+	"github.com/longhorn/diskschedule/internal/ledger"
 	"github.com/longhorn/diskschedule/internal/settings"
 )
 
@@ -31,7 +33,7 @@ func LonghornSpace(n *lhv1.Node, s settings.Scheduling) SpaceFunc {
 			}
 			spec := n.Spec.Disks[name]
 			return Space{
-				Limit:     StorageLimit(st.StorageMaximum, spec.StorageReserved, s.OverProvisioningPercentage),
+				Limit:     ledger.Limit(st.StorageMaximum, spec.StorageReserved, s.OverProvisioningPercentage),
 				Scheduled: st.StorageScheduled,
 			}, true
 		}
@@ -47,8 +49,8 @@ func FromLonghorn(n *lhv1.Node, space SpaceFunc) Node {
 	out := Node{
 		Name:              n.Name,
 		Zone:              n.Status.Zone,
-		Ready:             conditionTrue(n.Status.Conditions, lhv1.NodeConditionTypeReady),
-		Schedulable:       conditionTrue(n.Status.Conditions, lhv1.NodeConditionTypeSchedulable),
+		Ready:             conditions.LonghornTrue(n.Status.Conditions, lhv1.NodeConditionTypeReady),
+		Schedulable:       conditions.LonghornTrue(n.Status.Conditions, lhv1.NodeConditionTypeSchedulable),
 		AllowScheduling:   n.Spec.AllowScheduling,
 		EvictionRequested: n.Spec.EvictionRequested,
 		Tags:              n.Spec.Tags,
@@ -65,8 +67,8 @@ func FromLonghorn(n *lhv1.Node, space SpaceFunc) Node {
 		}
 		if st := n.Status.DiskStatus[name]; st != nil {
 			d.UUID = st.DiskUUID
-			d.Schedulable = conditionTrue(st.Conditions, lhv1.DiskConditionTypeSchedulable) &&
-				conditionTrue(st.Conditions, lhv1.DiskConditionTypeReady)
+			d.Schedulable = conditions.LonghornTrue(st.Conditions, lhv1.DiskConditionTypeSchedulable) &&
+				conditions.LonghornTrue(st.Conditions, lhv1.DiskConditionTypeReady)
 			d.StorageMaximum = st.StorageMaximum
 			d.StorageAvailable = st.StorageAvailable
 			d.FSType = st.FSType
@@ -130,14 +132,4 @@ func Replenishing(v *lhv1.Volume, wait time.Duration, now time.Time) (bool, erro
 		return false, fmt.Errorf("volume %s: parsing status.lastDegradedAt: %w", v.Name, err)
 	}
 	return now.After(at.Add(wait)), nil
-}
-
-// conditionTrue reports whether Longhorn's condition typ is True.
-func conditionTrue(conds []lhv1.Condition, typ string) bool {
-	for _, c := range conds {
-		if c.Type == typ {
-			return c.Status == lhv1.ConditionStatusTrue
-		}
-	}
-	return false
 }

@@ -14,6 +14,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kubefake "k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/tools/cache"
+
+	"github.com/longhorn/diskschedule/internal/conditions"
 )
 
 // Names of the Longhorn system the differential test builds.
@@ -160,7 +162,7 @@ func newReplica(vol *lhv1.Volume, suffix string) *lhv1.Replica {
 // its cordon and its Ready condition.
 func (st *clusterState) kubeNode(n *lhv1.Node) *corev1.Node {
 	ready := corev1.ConditionTrue
-	if !conditionTrue(n.Status.Conditions, lhv1.NodeConditionTypeReady) {
+	if !conditions.LonghornTrue(n.Status.Conditions, lhv1.NodeConditionTypeReady) {
 		ready = corev1.ConditionFalse
 	}
 	return &corev1.Node{

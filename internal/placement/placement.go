@@ -8,6 +8,7 @@ import (
 
 	lhv1 "github.com/longhorn/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
 
+	"github.com/longhorn/diskschedule/internal/ledger"
 	"github.com/longhorn/diskschedule/internal/settings"
 )
 
@@ -376,7 +377,7 @@ func (v *view) diskFailures(d *diskState) []string {
 	if r := v.actualSpaceFailure(d); r != "" {
 		reasons = append(reasons, r)
 	}
-	if !HasSchedulingSpace(v.size, d.scheduled, d.StorageLimit) {
+	if !ledger.Fits(d.scheduled, v.size, d.StorageLimit) {
 		reasons = append(reasons, fmt.Sprintf("insufficient storage: requested %s, %s usable of limit %s",
 			bytesString(v.size), bytesString(d.StorageLimit-d.scheduled), bytesString(d.StorageLimit)))
 	}
@@ -387,14 +388,14 @@ func (v *view) diskFailures(d *diskState) []string {
 func (v *view) actualSpaceFailure(d *diskState) string {
 	pct := v.req.Settings.MinimalAvailablePercentage
 	switch {
-	case HasActualSpace(d.available, v.req.ActualSize, d.StorageMaximum, pct):
+	case ledger.HasActualSpace(d.available, v.req.ActualSize, d.StorageMaximum, pct):
 		return ""
 	case d.StorageMaximum <= 0:
 		return fmt.Sprintf("disk size is unknown (storageMaximum %d)", d.StorageMaximum)
 	default:
 		return fmt.Sprintf("insufficient actual space: %s available minus actual size %s must exceed %s (%d%% of maximum %s)",
 			bytesString(d.available), bytesString(v.req.ActualSize),
-			bytesString(MinimalAvailable(d.StorageMaximum, pct)), pct, bytesString(d.StorageMaximum))
+			bytesString(ledger.MinimalAvailable(d.StorageMaximum, pct)), pct, bytesString(d.StorageMaximum))
 	}
 }
 

@@ -7,8 +7,6 @@ import (
 	"strings"
 
 	lhv1 "github.com/longhorn/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
-
-	"github.com/longhorn/diskschedule/internal/ledger"
 )
 
 // The largest volumes a data engine v1 replica may have on a file system,
@@ -57,30 +55,6 @@ func TagsMatch(tags, selector []string, allowEmpty bool) bool {
 	return true
 }
 
-// StorageLimit returns the most bytes a disk's ledger may grant:
-// (maximum - reserved) × overProvisioningPercentage / 100, truncated, and
-// never below 0. The rule is the ledger's (ledger.Limit).
-func StorageLimit(maximum, reserved, overProvisioningPercentage int64) int64 {
-	return ledger.Limit(maximum, reserved, overProvisioningPercentage)
-}
-
-// MinimalAvailable returns the bytes that must stay actually free on a disk:
-// maximum × minimalAvailablePercentage / 100, truncated (the ledger's
-// ledger.MinimalAvailable).
-func MinimalAvailable(maximum, minimalAvailablePercentage int64) int64 {
-	return ledger.MinimalAvailable(maximum, minimalAvailablePercentage)
-}
-
-// HasActualSpace is Longhorn's actual-space condition: a disk may take a
-// replica holding actualSize bytes when
-// available - actualSize > maximum × minimalAvailablePercentage / 100
-// (strict). A disk of unknown size (maximum or available not positive)
-// never may. With actualSize 0 it is the disk's Schedulable condition. The
-// rule is the ledger's (ledger.HasActualSpace).
-func HasActualSpace(available, actualSize, maximum, minimalAvailablePercentage int64) bool {
-	return ledger.HasActualSpace(available, actualSize, maximum, minimalAvailablePercentage)
-}
-
 // dataEngine returns the volume's data engine, with empty meaning v1 as in
 // Longhorn, and the disk type its replicas need: filesystem for v1, block
 // for v2.
@@ -106,12 +80,6 @@ func fileSystemLimit(engine lhv1.DataEngineType, fsType string) (int64, bool) {
 	default:
 		return 0, false
 	}
-}
-
-// HasSchedulingSpace is the ledger's scheduling-space condition:
-// size + scheduled <= limit, computed without overflow (ledger.Fits).
-func HasSchedulingSpace(size, scheduled, limit int64) bool {
-	return ledger.Fits(scheduled, size, limit)
 }
 
 // bytesString formats a byte count exactly: with the largest binary suffix

@@ -3,6 +3,7 @@ package placement
 import (
 	"testing"
 
+	"github.com/longhorn/diskschedule/internal/ledger"
 	"github.com/longhorn/diskschedule/internal/settings"
 )
 
@@ -17,7 +18,7 @@ func TestPlaceLonghornDocsExample(t *testing.T) {
 	diskX := mkDisk("X", 4*gb, available(1*gb))
 	diskY := mkDisk("Y", 8*gb, available(2*gb), scheduled(2*gb), diskEdit(func(d *Disk) {
 		d.StorageReserved = 1 * gb
-		d.StorageLimit = StorageLimit(d.StorageMaximum, d.StorageReserved, 100)
+		d.StorageLimit = ledger.Limit(d.StorageMaximum, d.StorageReserved, 100)
 	}))
 	minimal := func(pct int64) func(*settings.Scheduling) {
 		return func(s *settings.Scheduling) { s.MinimalAvailablePercentage, s.OverProvisioningPercentage = pct, 100 }
@@ -70,14 +71,14 @@ func TestLonghornDocsExampleFormulas(t *testing.T) {
 		got  any
 		want any
 	}{
-		{"X minimum at 25%", MinimalAvailable(4*gb, 25), 1 * gb},
-		{"X actual space at 25%", HasActualSpace(1*gb, 0, 4*gb, 25), false},
-		{"X actual space at 0%", HasActualSpace(1*gb, 0, 4*gb, 0), true},
-		{"Y minimum at 10%", MinimalAvailable(8*gb, 10), int64(800_000_000)},
-		{"Y actual space at 10%", HasActualSpace(2*gb, 0, 8*gb, 10), true},
-		{"Y max provisionable", StorageLimit(8*gb, 1*gb, 100), 7 * gb},
-		{"Y scheduling space with size 0", HasSchedulingSpace(0, 2*gb, 7*gb), true},
-		{"Y scheduling space with 1 GB", HasSchedulingSpace(1*gb, 2*gb, 7*gb), true},
+		{"X minimum at 25%", ledger.MinimalAvailable(4*gb, 25), 1 * gb},
+		{"X actual space at 25%", ledger.HasActualSpace(1*gb, 0, 4*gb, 25), false},
+		{"X actual space at 0%", ledger.HasActualSpace(1*gb, 0, 4*gb, 0), true},
+		{"Y minimum at 10%", ledger.MinimalAvailable(8*gb, 10), int64(800_000_000)},
+		{"Y actual space at 10%", ledger.HasActualSpace(2*gb, 0, 8*gb, 10), true},
+		{"Y max provisionable", ledger.Limit(8*gb, 1*gb, 100), 7 * gb},
+		{"Y scheduling space with size 0", ledger.Fits(2*gb, 0, 7*gb), true},
+		{"Y scheduling space with 1 GB", ledger.Fits(2*gb, 1*gb, 7*gb), true},
 	}
 	for _, c := range cases {
 		if c.got != c.want {
@@ -141,64 +142,6 @@ func TestTagsMatch(t *testing.T) {
 	for _, c := range cases {
 		if got := TagsMatch(c.tags, c.sel, c.allowEmpty); got != c.want {
 			t.Errorf("%s: TagsMatch(%v, %v, %v) = %v, want %v", c.name, c.tags, c.sel, c.allowEmpty, got, c.want)
-		}
-	}
-}
-
-func TestStorageLimit(t *testing.T) {
-	cases := []struct {
-		name                         string
-		maximum, reserved, pct, want int64
-	}{
-		{"100%", 100 * gi, 0, 100, 100 * gi},
-		{"reserved is subtracted", 8 * gb, 1 * gb, 100, 7 * gb},
-		{"over-provisioning", 100, 0, 150, 150},
-		{"truncated", 101, 0, 33, 33},
-		{"truncated odd", 999, 0, 50, 499},
-		{"reserved above maximum", 10, 20, 100, 0},
-		{"zero percent", 100 * gi, 0, 0, 0},
-		{"large disk without overflow", 1 << 60, 0, 700, 7 << 60},
-	}
-	for _, c := range cases {
-		if got := StorageLimit(c.maximum, c.reserved, c.pct); got != c.want {
-			t.Errorf("%s: StorageLimit(%d, %d, %d) = %d, want %d", c.name, c.maximum, c.reserved, c.pct, got, c.want)
-		}
-	}
-}
-
-func TestHasActualSpace(t *testing.T) {
-	cases := []struct {
-		name                            string
-		available, actual, maximum, pct int64
-		want                            bool
-	}{
-		{"strictly above the minimum", 26, 0, 100, 25, true},
-		{"at the minimum", 25, 0, 100, 25, false},
-		{"actual size counted", 30, 5, 100, 25, false},
-		{"unknown maximum", 10, 0, 0, 0, false},
-		{"nothing available at 0%", 0, 0, 100, 0, false},
-		{"something available at 0%", 1, 0, 100, 0, true},
-	}
-	for _, c := range cases {
-		if got := HasActualSpace(c.available, c.actual, c.maximum, c.pct); got != c.want {
-			t.Errorf("%s: HasActualSpace(%d, %d, %d, %d) = %v, want %v", c.name, c.available, c.actual, c.maximum, c.pct, got, c.want)
-		}
-	}
-}
-
-func TestHasSchedulingSpace(t *testing.T) {
-	cases := []struct {
-		name                   string
-		size, scheduled, limit int64
-		want                   bool
-	}{
-		{"exact fit", 50, 50, 100, true},
-		{"one byte over", 51, 50, 100, false},
-		{"overcommitted disk", 1, 120, 100, false},
-	}
-	for _, c := range cases {
-		if got := HasSchedulingSpace(c.size, c.scheduled, c.limit); got != c.want {
-			t.Errorf("%s: HasSchedulingSpace(%d, %d, %d) = %v, want %v", c.name, c.size, c.scheduled, c.limit, got, c.want)
 		}
 	}
 }

@@ -75,7 +75,7 @@ type Disk struct {
 	// StorageReserved is the disk's spec storageReserved in bytes.
 	StorageReserved int64
 	// StorageLimit is the ledger's status.storageLimit: the most bytes the
-	// ledger grants on this disk (see StorageLimit for the formula).
+	// ledger grants on this disk (see ledger.Limit for the formula).
 	StorageLimit int64
 	// StorageScheduled is the ledger's status.storageScheduled plus the
 	// growth of every request still pending on the ledger (undecided spec

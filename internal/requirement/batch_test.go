@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	dsv1 "github.com/longhorn/diskschedule/api/v1beta2"
+	"github.com/longhorn/diskschedule/internal/ledger"
 	"github.com/longhorn/diskschedule/internal/scheme"
 )
 
@@ -85,7 +86,7 @@ func emptyLedger(name string) *dsv1.DiskSchedule {
 // patchOf is the request of a 1Gi replica as the executor writes it.
 func patchOf(t *testing.T, replica string) []byte {
 	t.Helper()
-	p, err := requestPatch(Request{Kind: Replica, Name: replica, Size: gi})
+	p, err := requestPatch(Request{Kind: ledger.Replica, Name: replica, Size: gi})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -250,10 +251,10 @@ func TestRequestPatchWritesWhatWriteDoes(t *testing.T) {
 	base.Spec.BackingImages = map[string]dsv1.RequestedBytes{"bi-other": dsv1.RequestedBytes(gi)}
 	base.Spec.ReplicaVersions = map[string]string{"other-r-1": "3"}
 	for _, r := range []Request{
-		{Disk: "uuid-0", Kind: Replica, Name: "pvc-2-r-1", Size: 2 * gi},
-		{Disk: "uuid-0", Kind: Replica, Name: "pvc-2-r-1", Size: 2 * gi, Version: "17"},
-		{Disk: "uuid-0", Kind: Replica, Name: "pvc-1-r-1", Size: 3 * gi},
-		{Disk: "uuid-0", Kind: BackingImage, Name: "bi-1", Size: gi},
+		{Disk: "uuid-0", Kind: ledger.Replica, Name: "pvc-2-r-1", Size: 2 * gi},
+		{Disk: "uuid-0", Kind: ledger.Replica, Name: "pvc-2-r-1", Size: 2 * gi, Version: "17"},
+		{Disk: "uuid-0", Kind: ledger.Replica, Name: "pvc-1-r-1", Size: 3 * gi},
+		{Disk: "uuid-0", Kind: ledger.BackingImage, Name: "bi-1", Size: gi},
 	} {
 		want := base.DeepCopy()
 		if !Write(r)(want) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -27,7 +28,7 @@ var ErrLedgerFull = errors.New("ledger full")
 // full returns ErrLedgerFull, with the numbers, when r would add a replica
 // entry to ds past its bound.
 func full(ds *dsv1.DiskSchedule, r Request) error {
-	if r.Kind != Replica || len(ds.Spec.Replicas) < dsv1.MaxReplicaEntries {
+	if r.Kind != ledger.Replica || len(ds.Spec.Replicas) < dsv1.MaxReplicaEntries {
 		return nil
 	}
 	if _, ok := ds.Spec.Replicas[r.Name]; ok {
@@ -75,6 +76,7 @@ type Executor struct {
 	conflicts func()
 	log       logr.Logger
 	namespace string
+	pace      pace
 }
 
 // NewExecutor returns the executor of the ledgers in namespace: c reads
@@ -138,45 +140,54 @@ func (e *Executor) Execute(ctx context.Context, p Plan, dryRun bool) (ans Answer
 	if dryRun {
 		return p.DryRun
 	}
+	start := e.clock.Now()
 	var done []asked
 	defer func() { ans.RoundTrip = len(done) > 0 }()
-	var last *dsv1.DiskSchedule
 	for _, r := range p.Requests {
-		a, ds, err := e.ask(ctx, r)
+		a, ds, err := e.ask(ctx, r, start)
 		switch {
+		case errors.Is(err, ErrNoLedger) && a != nil:
+			return e.putBackAll(ctx, done, Deny(r.Words.Gone))
 		case errors.Is(err, ErrNoLedger):
-			return e.putBackAll(ctx, done, Deny(p.Words.NoLedger(r, a != nil)))
+			return e.putBackAll(ctx, done, Deny(r.Words.NoLedger))
 		case errors.Is(err, ErrLedgerFull):
 			return e.putBackAll(ctx, done, Deny(err.Error()))
+		case errors.Is(err, ErrNoLeader):
+			return e.undecided(ctx, p, done, Undecided(r.Words.Undecided, err))
 		case err != nil:
 			return e.putBackAll(ctx, done, Failed(err))
 		case a.gen != 0 || ds == nil:
 			done = append(done, *a)
 		}
-		last = ds
 	}
 	for _, a := range done {
-		ds, err := e.await(ctx, a.Disk, a.gen, decided(a.Request))
+		ds, err := e.await(ctx, a.Disk, a.gen, decided(a.Request), start)
 		if err != nil {
-			v := Undecided(p.Words.Undecided(a.Request), err)
-			if p.KeepUndecided {
-				return v
-			}
-			return e.putBackAll(ctx, done, v)
+			return e.undecided(ctx, p, done, Undecided(a.Words.Undecided, err))
 		}
+		e.pace.observe(e.clock.Now(), e.clock.Since(start))
 		if !Granted(ds, a.Request) {
-			return e.putBackAll(ctx, done, Deny(p.Words.Refused(a.Request, a.prev, ds)))
+			return e.putBackAll(ctx, done, Deny(Refusal(a.Request, a.prev, ds)))
 		}
-		last = ds
 	}
-	return Allow(p.Words.Admitted(len(done) > 0, last))
+	return Allow(p.admitted(len(done) > 0))
 }
 
-// ask admits r at once when its ledger grants it, or writes it. It returns
-// the request written (with gen 0 and a nil ledger when granted at once),
-// or, with ErrNoLedger, a non-nil ask when the ledger went away after it
-// was read.
-func (e *Executor) ask(ctx context.Context, r Request) (*asked, *dsv1.DiskSchedule, error) {
+// undecided answers v, a request's decision that did not come: what was
+// written stays when p keeps it, and is put back otherwise.
+func (e *Executor) undecided(ctx context.Context, p Plan, done []asked, v Answer) Answer {
+	if p.KeepUndecided {
+		return v
+	}
+	return e.putBackAll(ctx, done, v)
+}
+
+// ask admits r at once when its ledger grants it, or writes it once a
+// leader decides (awaitLeader, counting from start, when the admission
+// began). It returns the request written (with gen 0 and a nil ledger when
+// granted at once), or, with ErrNoLedger, a non-nil ask when the ledger
+// went away after it was read.
+func (e *Executor) ask(ctx context.Context, r Request, start time.Time) (*asked, *dsv1.DiskSchedule, error) {
 	ds, err := e.read(ctx, r.Disk)
 	if err != nil {
 		return nil, nil, err
@@ -207,6 +218,10 @@ func (e *Executor) ask(ctx context.Context, r Request) (*asked, *dsv1.DiskSchedu
 		}
 		// Released meanwhile: ask afresh, from the version that says so.
 		ds = latest
+	}
+	// What is written from here on waits for a leader to decide it.
+	if err := e.awaitLeader(ctx, r.Disk, start); err != nil {
+		return nil, nil, err
 	}
 	// A request the ledger rejected earlier at this very size stays
 	// rejected; withdraw it, and ask afresh from the version that says so.
@@ -263,12 +278,16 @@ func (e *Executor) writeRequest(ctx context.Context, r Request) (*dsv1.DiskSched
 
 // putBackAll returns every request in done to what it was before, then
 // answers v. It outlives the admission's deadline by a bounded time, and
-// never fails on a busy ledger (ledgerclient.PutBack).
+// never fails on a busy ledger (ledgerclient.PutBack). A new request the
+// ledger rejected is left as decided (leftRejected): it holds nothing.
 func (e *Executor) putBackAll(ctx context.Context, done []asked, v Answer) Answer {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
 	defer cancel()
 	for _, a := range done {
 		ds, err := e.read(ctx, a.Disk)
+		if err == nil && leftRejected(ds, a) {
+			continue
+		}
 		if err == nil {
 			_, err = e.editOn(ctx, ds, PutBack(a.Request, a.prev), ledgerclient.PutBack)
 		}
@@ -277,6 +296,21 @@ func (e *Executor) putBackAll(ctx context.Context, done []asked, v Answer) Answe
 		}
 	}
 	return v
+}
+
+// leftRejected reports whether a, a request that was new on its ledger
+// (nothing to put back to), stands rejected there with nothing held. Such
+// an entry holds no bytes and counts as no pending request, so it is left
+// as the ledger decided it rather than written away while the refused
+// write waits for its answer: on a ledger busy with writers (a leader's
+// take-over, a burst of placements) that write alone, with the
+// optimistic lock, held the refusal for seconds. The next request of the
+// same entry withdraws it first (ask), and the mirror releases it (rule
+// 10) at once when the replica lands on another disk, or after the grace
+// period.
+func leftRejected(ds *dsv1.DiskSchedule, a asked) bool {
+	d, _ := Decision(ds, a.Request)
+	return a.prev == 0 && d == ledger.Rejected && scheduled(ds, a.Request) == 0
 }
 
 // read returns the named DiskSchedule from the cache, or ErrNoLedger.
@@ -328,13 +362,13 @@ func (e *Executor) conflicted() {
 // await waits until the named DiskSchedule's controller has decided
 // generation gen and done says the answer is there, and returns the ledger
 // as the informer delivered it. It returns ctx's error when the decision
-// does not come in time, and ErrNoLeader once no leader has been deciding
-// and the request has waited NoLeaderWait: nothing would decide it before
-// a new leader takes over, so the write is answered rather than held.
-func (e *Executor) await(ctx context.Context, disk string, gen int64, done func(*dsv1.DiskSchedule) bool) (*dsv1.DiskSchedule, error) {
+// does not come in time, and ErrNoLeader once the admission (begun at
+// start) has waited NoLeaderWait and either no leader has been deciding
+// or none was seen deciding: nothing would decide the request before a
+// new leader takes over, so the write is answered rather than held.
+func (e *Executor) await(ctx context.Context, disk string, gen int64, done func(*dsv1.DiskSchedule) bool, start time.Time) (*dsv1.DiskSchedule, error) {
 	changed, stop := e.waiter.subscribe(disk)
 	defer stop()
-	start := e.clock.Now()
 	for {
 		ds, err := e.read(ctx, disk)
 		if err != nil {
@@ -359,25 +393,82 @@ func (e *Executor) await(ctx context.Context, disk string, gen int64, done func(
 	}
 }
 
-// leaderNews returns ErrNoLeader when no leader is deciding and a request
-// waiting since start has waited NoLeaderWait. Otherwise it returns the
-// channel of the leader's news and a timer that fires when the answer may
-// change without news: when a deciding leader would count as gone, or when
+// awaitLeader returns once a leader decides, or ErrNoLeader once none has
+// for NoLeaderWait since start: a request written while no leader decides
+// would only wait for the next one, and the writer's retries, placed on
+// other disks from its view, would leave one such request on each, all
+// granted at once by the next leader for one replica that lands on one.
+func (e *Executor) awaitLeader(ctx context.Context, disk string, start time.Time) error {
+	if e.leader == nil {
+		return nil
+	}
+	for {
+		deciding, _, news := e.leader.Deciding()
+		if deciding {
+			return nil
+		}
+		left := NoLeaderWait - e.clock.Since(start)
+		if left <= 0 {
+			return fmt.Errorf("not asked of the ledger of disk %s: %w", disk, noLeader(e.clock.Since(start)))
+		}
+		wake := e.clock.NewTimer(left)
+		select {
+		case <-news:
+		case <-wake.C():
+		case <-ctx.Done():
+			wake.Stop()
+			return fmt.Errorf("waiting for a leader to decide the ledger of disk %s: %w", disk, ctx.Err())
+		}
+		wake.Stop()
+	}
+}
+
+// noLeader is ErrNoLeader after waiting waited.
+func noLeader(waited time.Duration) error {
+	return fmt.Errorf("%w after %s: the leader-election Lease has no holder, or its holder stopped renewing it",
+		ErrNoLeader, waited.Round(time.Millisecond))
+}
+
+// leaderNews returns ErrNoLeader once a request waiting since start has
+// waited NoLeaderWait while no leader is deciding, or without a decision
+// seen on any ledger for NoLeaderWait. Otherwise it returns the channel of
+// the leader's news and a timer that fires when the answer may change
+// without news: when a deciding leader would count as gone, or when
 // NoLeaderWait is up.
+//
+// The Lease alone cannot tell a leader that stopped just after its last
+// renewal for up to its renewal window (internal/leader): a leader that
+// holds it but has decided nothing for NoLeaderWait while a request waits
+// counts as not deciding. A live leader decides a request within
+// milliseconds, and while it works through a backlog it decides on some
+// ledger all the time; one that decides nothing for NoLeaderWait (longer
+// when the recent decisions took longer: pace) is gone,
+// not yet started (a take-over) or stalled, and the write is answered so
+// that its writer retries, and finds its request granted
+// (Plan.KeepUndecided) once a leader decides it.
 func (e *Executor) leaderNews(start time.Time) (<-chan struct{}, clock.Timer, error) {
 	if e.leader == nil {
 		return nil, stopped{}, nil
 	}
+	now := e.clock.Now()
 	deciding, until, news := e.leader.Deciding()
-	if deciding {
-		return news, e.clock.NewTimer(until.Sub(e.clock.Now())), nil
+	if !deciding {
+		left := NoLeaderWait - now.Sub(start)
+		if left <= 0 {
+			return nil, nil, noLeader(now.Sub(start))
+		}
+		return news, e.clock.NewTimer(left), nil
 	}
-	left := NoLeaderWait - e.clock.Since(start)
+	silent := start
+	if last := e.waiter.LastDecision(); last.After(silent) {
+		silent = last
+	}
+	left := e.pace.silence(now) - now.Sub(silent)
 	if left <= 0 {
-		return nil, nil, fmt.Errorf("%w after %s: the leader-election Lease has no holder, or its holder stopped renewing it",
-			ErrNoLeader, e.clock.Since(start).Round(time.Millisecond))
+		return nil, nil, fmt.Errorf("%w: no decision on any ledger for the last %s of the %s this write waited; the Lease's holder may be gone, still taking over, or stalled",
+			ErrNoLeader, now.Sub(silent).Round(time.Millisecond), now.Sub(start).Round(time.Millisecond))
 	}
-	return news, e.clock.NewTimer(left), nil
+	return news, e.clock.NewTimer(min(left, until.Sub(now))), nil
 }
 
 // stopped is a timer that never fires.
@@ -386,3 +477,52 @@ type stopped struct{}
 func (stopped) C() <-chan time.Time      { return nil }
 func (stopped) Stop() bool               { return false }
 func (stopped) Reset(time.Duration) bool { return false }
+
+// minSilence is how long, at the least, a Lease holder may decide nothing
+// while a request waits before it counts as not deciding: a live leader
+// decides within milliseconds as a rule, but one writing a ledger of
+// thousands of entries was seen silent for 0.6 s on a lightly loaded
+// machine, and longer under load.
+const minSilence = 2 * time.Second
+
+// paceWindow is how long the slowest recent decision counts (pace).
+const paceWindow = 30 * time.Second
+
+// maxSilence bounds how long a leader may decide nothing while a request
+// waits before it counts as not deciding, however slow its recent
+// decisions: well within the gate's timeout, so the write is answered.
+const maxSilence = 6 * time.Second
+
+// pace keeps how long the requests' recent decisions took, from the
+// admission's start: a leader busy with large ledgers (a decision on a
+// ledger of thousands of entries rewrites its whole status) on a loaded
+// control plane decides a request in a second or more, and is not taken
+// for gone when it is silent for less than three times that.
+type pace struct {
+	mu      sync.Mutex
+	slowest time.Duration
+	at      time.Time
+}
+
+// observe notes that a request's decision took d, at now.
+func (p *pace) observe(now time.Time, d time.Duration) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if d > p.slowest || now.Sub(p.at) > paceWindow {
+		p.slowest, p.at = d, now
+	}
+}
+
+// silence is how long, at now, a leader may decide nothing while a request
+// waits before it counts as not deciding: minSilence, or three times the
+// slowest decision of the last paceWindow when that is longer, at most
+// maxSilence.
+func (p *pace) silence(now time.Time) time.Duration {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	s := minSilence
+	if now.Sub(p.at) <= paceWindow {
+		s = max(s, 3*p.slowest)
+	}
+	return min(s, maxSilence)
+}

@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	dsv1 "github.com/longhorn/diskschedule/api/v1beta2"
+	"github.com/longhorn/diskschedule/internal/ledger"
 	"github.com/longhorn/diskschedule/internal/scheme"
 )
 
@@ -33,16 +34,9 @@ func (c staleCache) List(ctx context.Context, list client.ObjectList, opts ...cl
 	return c.cache.List(ctx, list, opts...)
 }
 
-// words says each outcome by its name, for tests.
-type words struct{}
-
-func (words) Admitted(asked bool, _ *dsv1.DiskSchedule) string {
-	return fmt.Sprintf("admitted (asked %v)", asked)
-}
-func (words) NoLedger(r Request, gone bool) string { return fmt.Sprintf("no ledger (gone %v)", gone) }
-func (words) Undecided(r Request) string           { return "undecided" }
-func (words) Refused(r Request, prev int64, _ *dsv1.DiskSchedule) string {
-	return fmt.Sprintf("refused (was %d)", prev)
+// said says each outcome of a request by its name, for tests.
+func said() Words {
+	return Words{NoLedger: "no ledger (gone false)", Gone: "no ledger (gone true)", Undecided: "undecided", Needs: "refused"}
 }
 
 // TestAlreadyGrantedIsCheckedAgainstTheAPIServer: a write of a placement
@@ -68,8 +62,8 @@ func TestAlreadyGrantedIsCheckedAgainstTheAPIServer(t *testing.T) {
 	released.Generation, released.Status.ObservedGeneration = 3, 3
 	released.Spec.Replicas, released.Spec.ReplicaVersions, released.Status.Replicas = nil, nil, nil
 
-	plan := Plan{Requests: []Request{{Disk: disk, Kind: Replica, Name: replica, Size: 10 * gi, Version: "7", Confirm: true}},
-		KeepUndecided: true, Words: words{}}
+	plan := Plan{Requests: []Request{{Disk: disk, Kind: ledger.Replica, Name: replica, Size: 10 * gi, Version: "7", Confirm: true, Words: said()}},
+		KeepUndecided: true, Admitted: "admitted (asked true)", AlreadyGranted: "admitted (asked false)"}
 	for _, tc := range []struct {
 		name      string
 		api       *dsv1.DiskSchedule
@@ -84,7 +78,7 @@ func TestAlreadyGrantedIsCheckedAgainstTheAPIServer(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			cache := fake.NewClientBuilder().WithScheme(s).WithObjects(granted.DeepCopy()).Build()
 			api := fake.NewClientBuilder().WithScheme(s).WithObjects(tc.api.DeepCopy()).Build()
-			e := NewExecutor(staleCache{Client: api, cache: cache}, api, NewWaiter(), nil, nil, nil, logr.Discard(), ns)
+			e := NewExecutor(staleCache{Client: api, cache: cache}, api, NewWaiter(nil), nil, nil, nil, logr.Discard(), ns)
 			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 			defer cancel()
 			if got := e.Execute(ctx, plan, false); got.Message != tc.want || got.RoundTrip != tc.roundTrip {
@@ -111,9 +105,9 @@ func TestExecuteWritesNothingForADryRun(t *testing.T) {
 	}
 	ds := &dsv1.DiskSchedule{ObjectMeta: metav1.ObjectMeta{Name: "uuid-0", Namespace: "ns"}}
 	c := fake.NewClientBuilder().WithScheme(s).WithObjects(ds).Build()
-	e := NewExecutor(c, c, NewWaiter(), nil, nil, nil, logr.Discard(), "ns")
-	plan := Plan{Requests: []Request{{Disk: "uuid-0", Kind: BackingImage, Name: "image", Size: gi}},
-		DryRun: AllowWithWarning("dry run", "not asked"), Words: words{}}
+	e := NewExecutor(c, c, NewWaiter(nil), nil, nil, nil, logr.Discard(), "ns")
+	plan := Plan{Requests: []Request{{Disk: "uuid-0", Kind: ledger.BackingImage, Name: "image", Size: gi, Words: said()}},
+		DryRun: AllowWithWarning("dry run", "not asked"), Admitted: "admitted"}
 	if got := e.Execute(context.Background(), plan, true); !got.Allowed || got.Warning != "not asked" || got.RoundTrip {
 		t.Errorf("dry run answered %+v", got)
 	}
@@ -153,7 +147,7 @@ func TestPutBackAndWithdraw(t *testing.T) {
 		t.Errorf("setRequest on a nil map: %v", nilMap)
 	}
 
-	r := Request{Disk: "uuid-0", Kind: Replica, Name: "pvc-a-r-1", Size: 20 * gi, Version: "9"}
+	r := Request{Disk: "uuid-0", Kind: ledger.Replica, Name: "pvc-a-r-1", Size: 20 * gi, Version: "9"}
 	ledgerAt := func(state dsv1.RequestState) *dsv1.DiskSchedule {
 		return &dsv1.DiskSchedule{
 			Spec: dsv1.DiskScheduleSpec{Replicas: map[string]dsv1.RequestedBytes{r.Name: dsv1.RequestedBytes(20 * gi)},
@@ -180,10 +174,13 @@ func TestPutBackAndWithdraw(t *testing.T) {
 }
 
 // A write with requests on two disks, one granted and one refused, is
-// denied with the refusal's words, and what both requested is put back.
+// denied with the refusal's words and the ledger's numbers (worded here as
+// a volume's growth, which says how many bytes it asked beyond what the
+// entry held); what was granted is put back, and the new request the
+// ledger rejected is left as decided, holding nothing.
 // The ledgers' statuses hold the decisions already (as the controller
 // would write them), so the fakes need no controller.
-func TestExecutePutsBackEveryRequestOnARefusal(t *testing.T) {
+func TestExecutePutsBackWhatARefusedWriteWasGranted(t *testing.T) {
 	s, err := scheme.New()
 	if err != nil {
 		t.Fatal(err)
@@ -197,25 +194,37 @@ func TestExecutePutsBackEveryRequestOnARefusal(t *testing.T) {
 	}
 	c := fake.NewClientBuilder().WithScheme(s).WithObjects(
 		decided("uuid-0", dsv1.RequestStateScheduled, 3*gi), decided("uuid-1", dsv1.RequestStateRejected, 0)).Build()
-	e := NewExecutor(c, c, NewWaiter(), nil, nil, nil, logr.Discard(), ns)
-	plan := Plan{Words: words{}, Requests: []Request{
-		{Disk: "uuid-0", Kind: BackingImage, Name: image, Size: 3 * gi},
-		{Disk: "uuid-1", Kind: BackingImage, Name: image, Size: 3 * gi},
+	e := NewExecutor(c, c, NewWaiter(nil), nil, nil, nil, logr.Discard(), ns)
+	w := said()
+	w.Growth = "the write grows"
+	plan := Plan{Admitted: "admitted", Requests: []Request{
+		{Disk: "uuid-0", Kind: ledger.BackingImage, Name: image, Size: 3 * gi, Words: w},
+		{Disk: "uuid-1", Kind: ledger.BackingImage, Name: image, Size: 3 * gi, Words: w},
 	}}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	got := e.Execute(ctx, plan, false)
-	if got.Allowed || got.Result != ResultDenied || got.Message != "refused (was 0)" || !got.RoundTrip {
-		t.Errorf("Execute = %+v, want denied: refused (was 0), after a ledger round trip", got)
+	want := "failed to schedule 3221225472 more bytes to disk uuid-1: the write grows, but refused on disk disk of node node: requested 3Gi, 1Gi free of limit 100Gi"
+	if got.Allowed || got.Result != ResultDenied || got.Message != want || !got.RoundTrip {
+		t.Errorf("Execute = %+v, want denied: %q, after a ledger round trip", got, want)
 	}
-	for _, disk := range []string{"uuid-0", "uuid-1"} {
-		stored := &dsv1.DiskSchedule{}
-		if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: disk}, stored); err != nil {
+	stored := func(disk string) *dsv1.DiskSchedule {
+		ds := &dsv1.DiskSchedule{}
+		if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: disk}, ds); err != nil {
 			t.Fatal(err)
 		}
-		if _, left := stored.Spec.BackingImages[image]; left {
-			t.Errorf("the request on %s was not put back: %v", disk, stored.Spec.BackingImages)
-		}
+		return ds
+	}
+	if granted := stored("uuid-0"); len(granted.Spec.BackingImages) != 0 {
+		t.Errorf("the granted request on uuid-0 was not put back: %v", granted.Spec.BackingImages)
+	}
+	rejected := stored("uuid-1")
+	if rejected.Spec.BackingImages[image] != dsv1.RequestedBytes(3*gi) {
+		t.Errorf("the rejected request on uuid-1 was written away: %v", rejected.Spec.BackingImages)
+	}
+	if d, _ := Decision(rejected, plan.Requests[1]); d != ledger.Rejected || rejected.Status.BackingImages[image].ScheduledSize != 0 {
+		t.Errorf("the request left on uuid-1 is %s, holding %d bytes; want rejected, holding nothing",
+			d, rejected.Status.BackingImages[image].ScheduledSize)
 	}
 }
 
@@ -237,8 +246,8 @@ func TestALedgerAtItsBoundDeniesNewReplicas(t *testing.T) {
 		ds.Status.Replicas[name] = dsv1.RequestStatus{State: dsv1.RequestStateScheduled, RequestedSize: gi, ScheduledSize: gi}
 	}
 	c := fake.NewClientBuilder().WithScheme(s).WithObjects(ds).WithStatusSubresource(ds).Build()
-	e := NewExecutor(c, c, NewWaiter(), nil, nil, nil, logr.Discard(), "ns")
-	plan := Plan{Requests: []Request{{Disk: "uuid-0", Kind: Replica, Name: "pvc-new-r-1", Size: gi}}, Words: words{}}
+	e := NewExecutor(c, c, NewWaiter(nil), nil, nil, nil, logr.Discard(), "ns")
+	plan := Plan{Requests: []Request{{Disk: "uuid-0", Kind: ledger.Replica, Name: "pvc-new-r-1", Size: gi, Words: said()}}, Admitted: "admitted"}
 	got := e.Execute(context.Background(), plan, false)
 	if got.Allowed || got.Result != ResultDenied || !strings.Contains(got.Message, fmt.Sprintf("already holds %d replica entries", dsv1.MaxReplicaEntries)) ||
 		!strings.Contains(got.Message, "maxProperties") || got.RoundTrip {

@@ -8,23 +8,13 @@ import (
 	"github.com/longhorn/diskschedule/internal/ledger"
 )
 
-// Kind names the map of a ledger's spec a request is written to.
-type Kind string
-
-const (
-	// Replica requests live in spec.replicas.
-	Replica Kind = "replica"
-	// BackingImage requests live in spec.backingImages.
-	BackingImage Kind = "backingImage"
-)
-
 // Request is one ledger entry a write of Longhorn's needs granted: Size
 // bytes for the entry Name of the Kind map of the DiskSchedule Disk.
 type Request struct {
 	// Disk is the disk's UUID, the name of its DiskSchedule.
 	Disk string
 	// Kind is the map the entry lives in.
-	Kind Kind
+	Kind ledger.Kind
 	// Name is the entry's name: the Replica's or the BackingImage's.
 	Name string
 	// Size is the bytes requested.
@@ -40,6 +30,8 @@ type Request struct {
 	// Confirm admits a grant the cache shows only once the API server
 	// still holds it: the cache may lag behind a release of the mirror's.
 	Confirm bool
+	// Words say the request's outcomes.
+	Words Words
 }
 
 // Plan is what one write of Longhorn's asks of the ledgers: the pure
@@ -58,24 +50,21 @@ type Plan struct {
 	// ledger, so that Longhorn's retry finds it granted at once; otherwise
 	// every request written is put back, as for a refusal.
 	KeepUndecided bool
-	// Words says each outcome.
-	Words Words
+	// Admitted says why the write is admitted once every request is
+	// granted and some had to be asked.
+	Admitted string
+	// AlreadyGranted says why it is admitted when every request was
+	// granted already (or there is none); "" says Admitted.
+	AlreadyGranted string
 }
 
-// Words says the outcomes of a plan, in the ledger's numbers.
-type Words interface {
-	// Admitted says why the write is admitted: every request is granted
-	// on its ledger; asked says whether any had to be written, ds is the
-	// last ledger read (nil when the plan has no request).
-	Admitted(asked bool, ds *dsv1.DiskSchedule) string
-	// NoLedger says why r cannot be asked: its disk has no DiskSchedule
-	// (gone: any more, after the plan was made).
-	NoLedger(r Request, gone bool) string
-	// Undecided says what waited in vain for r's decision.
-	Undecided(r Request) string
-	// Refused says why the ledger ds did not grant r, which was prev bytes
-	// before the write asked for more.
-	Refused(r Request, prev int64, ds *dsv1.DiskSchedule) string
+// admitted says why the write is admitted: every request is granted, and
+// asked says whether any had to be asked.
+func (p Plan) admitted(asked bool) string {
+	if asked || p.AlreadyGranted == "" {
+		return p.Admitted
+	}
+	return p.AlreadyGranted
 }
 
 // Admit is a plan that admits the write at once, for reason.
@@ -87,10 +76,7 @@ func Admit(reason string) Plan {
 // Decision returns ds's decision on r, and the ledger's message when it
 // rejected it.
 func Decision(ds *dsv1.DiskSchedule, r Request) (ledger.Decision, string) {
-	if r.Kind == BackingImage {
-		return ledger.BackingImageDecision(ds, r.Name, r.Size)
-	}
-	return ledger.ReplicaDecision(ds, r.Name, r.Size)
+	return ledger.DecisionOf(ds, r.Kind, r.Name, r.Size)
 }
 
 // Granted reports whether ds grants r at its size.
@@ -107,17 +93,9 @@ func decided(r Request) func(*dsv1.DiskSchedule) bool {
 	}
 }
 
-// requests returns the spec map of ds that r lives in (nil when empty).
-func requests(ds *dsv1.DiskSchedule, k Kind) *map[string]dsv1.RequestedBytes {
-	if k == BackingImage {
-		return &ds.Spec.BackingImages
-	}
-	return &ds.Spec.Replicas
-}
-
 // requested returns the bytes ds's spec requests for r's entry now.
 func requested(ds *dsv1.DiskSchedule, r Request) int64 {
-	return int64((*requests(ds, r.Kind))[r.Name])
+	return int64((*ledger.Requests(&ds.Spec, r.Kind))[r.Name])
 }
 
 // before returns what r's entry is to be put back to when r is refused:
@@ -133,10 +111,7 @@ func before(ds *dsv1.DiskSchedule, r Request) int64 {
 
 // scheduled returns the bytes ds's status grants r's entry.
 func scheduled(ds *dsv1.DiskSchedule, r Request) int64 {
-	if r.Kind == BackingImage {
-		return ds.Status.BackingImages[r.Name].ScheduledSize
-	}
-	return ds.Status.Replicas[r.Name].ScheduledSize
+	return (*ledger.Decisions(&ds.Status, r.Kind))[r.Name].ScheduledSize
 }
 
 // Write is the edit that writes r into a ledger's spec: its size, the
@@ -144,7 +119,7 @@ func scheduled(ds *dsv1.DiskSchedule, r Request) int64 {
 // (rule 5). It reports a change.
 func Write(r Request) func(*dsv1.DiskSchedule) bool {
 	return func(ds *dsv1.DiskSchedule) bool {
-		changed := setRequest(requests(ds, r.Kind), r.Name, r.Size)
+		changed := setRequest(ledger.Requests(&ds.Spec, r.Kind), r.Name, r.Size)
 		changed = recordVersion(ds, r) || changed
 		if res, ok := ds.Spec.Reservations[r.Volume]; ok && res.Replica == "" && r.Volume != "" {
 			res.Replica = r.Name
@@ -160,11 +135,7 @@ func Write(r Request) func(*dsv1.DiskSchedule) bool {
 // version its write is admitted at. It names only r's keys, so it is
 // written without the lock and cannot undo another writer's keys.
 func requestPatch(r Request) ([]byte, error) {
-	field := "replicas"
-	if r.Kind == BackingImage {
-		field = "backingImages"
-	}
-	spec := map[string]any{field: map[string]int64{r.Name: r.Size}}
+	spec := map[string]any{r.Kind.Field(): map[string]int64{r.Name: r.Size}}
 	if r.Version != "" {
 		spec["replicaVersions"] = map[string]string{r.Name: r.Version}
 	}
@@ -177,7 +148,7 @@ func requestPatch(r Request) ([]byte, error) {
 
 // written reports whether ds's spec already holds r as Write writes it.
 func written(ds *dsv1.DiskSchedule, r Request) bool {
-	size, ok := (*requests(ds, r.Kind))[r.Name]
+	size, ok := (*ledger.Requests(&ds.Spec, r.Kind))[r.Name]
 	return ok && int64(size) == r.Size && (r.Version == "" || ds.Spec.ReplicaVersions[r.Name] == r.Version)
 }
 
@@ -206,10 +177,11 @@ func recordVersion(ds *dsv1.DiskSchedule, r Request) bool {
 // changed it from r's size since. It reports a change.
 func PutBack(r Request, prev int64) func(*dsv1.DiskSchedule) bool {
 	return func(ds *dsv1.DiskSchedule) bool {
-		if !restoreRequest(*requests(ds, r.Kind), r.Name, r.Size, prev) {
+		requests := *ledger.Requests(&ds.Spec, r.Kind)
+		if !restoreRequest(requests, r.Name, r.Size, prev) {
 			return false
 		}
-		if _, still := (*requests(ds, r.Kind))[r.Name]; !still && r.Kind == Replica {
+		if _, still := requests[r.Name]; !still && r.Kind == ledger.Replica {
 			delete(ds.Spec.ReplicaVersions, r.Name)
 		}
 		return true

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/longhorn/diskschedule/internal/controlplane"
+	"github.com/longhorn/diskschedule/internal/dataplane"
 	"github.com/longhorn/diskschedule/internal/simlonghorn"
 )
 
@@ -52,10 +54,15 @@ func (s *Sandbox) startLonghornControllers(ctx context.Context) error {
 	for _, n := range s.opts.Topology.Nodes {
 		nodes = append(nodes, n.Name)
 	}
+	plan := filepath.Join(s.workDir, "data-plane.json")
+	if err := s.dataPlane.Write(plan); err != nil {
+		return err
+	}
 	args := []string{"--kubeconfig", kubeconfig, "--namespace", Namespace, "--nodes", strings.Join(nodes, ","), "--ready-file", ready, "--usable-file", s.longhornUsable,
-		"--engine-image", simlonghorn.EngineImage, "--instance-manager-image", simlonghorn.InstanceManagerImage}
+		"--engine-image", simlonghorn.EngineImage, "--instance-manager-image", simlonghorn.InstanceManagerImage, "--data-plane", plan}
 	last := &tail{max: 4096}
-	if s.longhorn, err = controlplane.StartProcess("sandbox-longhorn", bin, args, io.MultiWriter(out, last)); err != nil {
+	// Its own mount namespace holds the data plane's disks.
+	if s.longhorn, err = controlplane.StartProcess("sandbox-longhorn", bin, args, io.MultiWriter(out, last), controlplane.OwnMountNamespace()); err != nil {
 		return err
 	}
 	if err := s.track(Process{Name: "sandbox-longhorn", PID: s.longhorn.PID()}); err != nil {
@@ -146,3 +153,30 @@ func (s *Sandbox) waitLonghornUsable(ctx context.Context) error {
 	}
 	return nil
 }
+
+// newDataPlane lays out the simulated data plane of topology: each node an
+// address of its own on loopback (127.a.b.n, a and b drawn at random so
+// that sandboxes running side by side do not meet), where its instance
+// manager serves and its pods run, and each disk a filesystem of its size
+// at the path its Longhorn Node gives it, with the topology's disk UUID.
+func newDataPlane(topology *Topology) (*dataplane.Plan, error) {
+	if len(topology.Nodes) > 254 {
+		return nil, fmt.Errorf("the simulated data plane has addresses for 254 nodes, not %d", len(topology.Nodes))
+	}
+	a, b := 100+rand.IntN(100), rand.IntN(256)
+	plan := &dataplane.Plan{DiskRoot: simlonghorn.DiskRoot}
+	for i, n := range topology.Nodes {
+		node := dataplane.Node{Name: n.Name, IP: fmt.Sprintf("127.%d.%d.%d", a, b, i+1)}
+		for _, d := range n.Disks {
+			node.Disks = append(node.Disks, dataplane.Disk{
+				Name: d.Name, UUID: DiskUUID(n.Name, d.Name), Path: simlonghorn.DiskPath(n.Name, d.Name), Size: d.Size,
+			})
+		}
+		plan.Nodes = append(plan.Nodes, node)
+	}
+	return plan, nil
+}
+
+// DataPlane returns the simulated data plane Longhorn's controllers reach:
+// each node's address and disks; nil without Longhorn's controllers.
+func (s *Sandbox) DataPlane() *dataplane.Plan { return s.dataPlane }

@@ -27,6 +27,7 @@ import (
 
 	dsv1 "github.com/longhorn/diskschedule/api/v1beta2"
 	"github.com/longhorn/diskschedule/internal/controlplane"
+	"github.com/longhorn/diskschedule/internal/dataplane"
 	"github.com/longhorn/diskschedule/internal/gate"
 	"github.com/longhorn/diskschedule/internal/longhorncrds"
 	"github.com/longhorn/diskschedule/internal/manager"
@@ -158,6 +159,9 @@ type Sandbox struct {
 	// longhornUsable is the file it writes once Longhorn accepts volumes.
 	longhorn       *controlplane.Process
 	longhornUsable string
+	// dataPlane is the simulated data plane Longhorn's controllers reach
+	// (nil without them).
+	dataPlane *dataplane.Plan
 
 	runners []*runner
 	// managers are the runners of the managers, in Options.Managers order;
@@ -511,7 +515,17 @@ func (s *Sandbox) startLonghorn(ctx context.Context) error {
 	}
 	simlonghorn.LogLonghornTo(longhornLog)
 	own := s.opts.LonghornControllers && !s.opts.LonghornNodesOnly
+	var nodeIPs map[string]string
+	longhornAPI := ""
 	if own {
+		if s.dataPlane, err = newDataPlane(s.opts.Topology); err != nil {
+			return err
+		}
+		nodeIPs = map[string]string{}
+		for _, n := range s.dataPlane.Nodes {
+			nodeIPs[n.Name] = n.IP
+		}
+		longhornAPI = s.dataPlane.APIURL()
 		// Longhorn's webhooks first, so that the simulation's start-up
 		// objects pass Longhorn's mutators and validators as in a cluster.
 		if err := s.startLonghornControllers(ctx); err != nil {
@@ -523,6 +537,8 @@ func (s *Sandbox) startLonghorn(ctx context.Context) error {
 		Nodes:                s.opts.Topology.Longhorn(),
 		PlaceReplicas:        !s.opts.LonghornNodesOnly,
 		LonghornControllers:  own,
+		NodeIPs:              nodeIPs,
+		LonghornAPI:          longhornAPI,
 		NodeLeaseDuration:    nodeLeaseDuration(s.opts.NodeMonitorGracePeriod),
 		CapacityPollInterval: s.opts.CapacityPollInterval,
 		OnRefusedWrite:       s.opts.OnRefusedWrite,

@@ -16,6 +16,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	dsv1 "github.com/longhorn/diskschedule/api/v1beta2"
+
+	"github.com/longhorn/diskschedule/internal/conditions"
 )
 
 // DisabledLocalityClass is the StorageClass ConcurrentPVCs uses: one
@@ -179,7 +181,8 @@ func (w *workload) waitDecided(ctx context.Context, claims []client.Object, star
 			if !ok {
 				return false, "volume " + pvc.Spec.VolumeName + " not found"
 			}
-			msg := longhornCondition(vol.Status.Conditions, lhv1.VolumeConditionTypeScheduled).Message
+			sched, _ := conditions.Longhorn(vol.Status.Conditions, lhv1.VolumeConditionTypeScheduled)
+			msg := sched.Message
 			switch scheduled, ok := decided(vol); {
 			case ok && scheduled:
 				out.Scheduled++
@@ -211,7 +214,7 @@ func (w *workload) waitDecided(ctx context.Context, claims []client.Object, star
 // A replica write the API server refused, or one that lost a race, is tried
 // again shortly: such a volume is not decided yet.
 func decided(v *lhv1.Volume) (scheduled, isDecided bool) {
-	s := longhornCondition(v.Status.Conditions, lhv1.VolumeConditionTypeScheduled)
+	s, _ := conditions.Longhorn(v.Status.Conditions, lhv1.VolumeConditionTypeScheduled)
 	switch {
 	case s.Status == lhv1.ConditionStatusTrue:
 		return true, true

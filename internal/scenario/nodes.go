@@ -12,6 +12,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	dsv1 "github.com/longhorn/diskschedule/api/v1beta2"
+
+	"github.com/longhorn/diskschedule/internal/conditions"
 )
 
 // setCordoned cordons (spec.unschedulable) the Kubernetes Nodes named in
@@ -55,7 +57,7 @@ func waitLonghornSchedulable(ctx context.Context, c client.WithWatch, o Common, 
 	err := waitFor(ctx, o.Timeout, c, &lhv1.NodeList{}, o.SystemNamespace, func(objs objects) bool {
 		for _, obj := range objs {
 			n := obj.(*lhv1.Node)
-			if got := longhornCondition(n.Status.Conditions, lhv1.NodeConditionTypeSchedulable).Status == lhv1.ConditionStatusTrue; got == cordoned[n.Name] {
+			if got := conditions.LonghornTrue(n.Status.Conditions, lhv1.NodeConditionTypeSchedulable); got == cordoned[n.Name] {
 				state = fmt.Sprintf("Longhorn node %s Schedulable=%v", n.Name, got)
 				return false
 			}

@@ -19,6 +19,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	dsv1 "github.com/longhorn/diskschedule/api/v1beta2"
+
+	"github.com/longhorn/diskschedule/internal/conditions"
 )
 
 // ExtendedResource is the extended resource a pod requests to be sent to
@@ -566,7 +568,7 @@ func replicasOf(objs objects, volume string) []*lhv1.Replica {
 // removal next to a local one, and an unplaced replica (one kept for data
 // locality where its node has no room) has been reported unschedulable.
 func unsettled(v *lhv1.Volume, replicas []*lhv1.Replica, ledgers objects) string {
-	sched := longhornCondition(v.Status.Conditions, lhv1.VolumeConditionTypeScheduled)
+	sched, _ := conditions.Longhorn(v.Status.Conditions, lhv1.VolumeConditionTypeScheduled)
 	if sched.Status == "" {
 		return "the volume controller has not reported the Scheduled condition yet"
 	}
@@ -601,17 +603,6 @@ func unsettled(v *lhv1.Volume, replicas []*lhv1.Replica, ledgers objects) string
 		return fmt.Sprintf("%d replicas placed, wants %d", placed, v.Spec.NumberOfReplicas)
 	}
 	return ""
-}
-
-// longhornCondition returns Longhorn's condition typ of conds, or one with
-// an empty status when there is none.
-func longhornCondition(conds []lhv1.Condition, typ string) lhv1.Condition {
-	for _, c := range conds {
-		if c.Type == typ {
-			return c
-		}
-	}
-	return lhv1.Condition{Type: typ}
 }
 
 // longhornNodes returns the names of the Longhorn nodes, sorted.

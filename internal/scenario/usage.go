@@ -17,7 +17,8 @@ type DiskUsage struct {
 	// Node and Disk name the disk (the Longhorn node and its disk name).
 	Node, Disk string
 	// Persisted is what Longhorn persisted on the disk as the ledger counts
-	// it (ledger.PersistedPerDisk), whatever the ledger says.
+	// it (ledger.PersistedByDisk: replicas and backing-image copies), whatever
+	// the ledger says.
 	Persisted int64
 	// Limit is the disk's storageLimit, from its ledger's status.
 	Limit int64
@@ -72,10 +73,14 @@ func diskUsage(ctx context.Context, c client.Client, namespace string) ([]DiskUs
 	if err := c.List(ctx, replicas, client.InNamespace(namespace)); err != nil {
 		return nil, fmt.Errorf("listing the replicas: %w", err)
 	}
-	persisted := ledger.PersistedPerDisk(replicas.Items)
+	images := &lhv1.BackingImageList{}
+	if err := c.List(ctx, images, client.InNamespace(namespace)); err != nil {
+		return nil, fmt.Errorf("listing the backing images: %w", err)
+	}
+	persisted := ledger.PersistedByDisk(replicas.Items, images.Items, nil)
 	out := make([]DiskUsage, 0, len(ledgers.Items))
 	for _, ds := range ledgers.Items {
-		out = append(out, DiskUsage{Node: ds.Spec.NodeID, Disk: ds.Spec.Name, Persisted: persisted[ds.Name], Limit: ds.Status.StorageLimit})
+		out = append(out, DiskUsage{Node: ds.Spec.NodeID, Disk: ds.Spec.Name, Persisted: persisted[ds.Name].Total(), Limit: ds.Status.StorageLimit})
 	}
 	sort.Slice(out, func(i, j int) bool {
 		if out[i].Node != out[j].Node {

@@ -116,7 +116,7 @@ func LonghornNode(n NodeSpec, namespace string) *lhv1.Node {
 	}
 	for _, d := range n.Disks {
 		ln.Spec.Disks[d.Name] = lhv1.DiskSpec{
-			Type: lhv1.DiskTypeFilesystem, Path: DiskPath(d.Name), DiskDriver: lhv1.DiskDriverNone,
+			Type: lhv1.DiskTypeFilesystem, Path: DiskPath(n.Name, d.Name), DiskDriver: lhv1.DiskDriverNone,
 			AllowScheduling: true, StorageReserved: d.Reserved, Tags: nonNil(d.Tags),
 		}
 	}

@@ -36,21 +36,6 @@ func setCondition(conds []lhv1.Condition, typ string, status lhv1.ConditionStatu
 	return out
 }
 
-// condition returns the condition typ of conds, or one with an empty status.
-func condition(conds []lhv1.Condition, typ string) lhv1.Condition {
-	for _, c := range conds {
-		if c.Type == typ {
-			return c
-		}
-	}
-	return lhv1.Condition{Type: typ}
-}
-
-// isTrue reports whether the condition typ of conds is True.
-func isTrue(conds []lhv1.Condition, typ string) bool {
-	return condition(conds, typ).Status == lhv1.ConditionStatusTrue
-}
-
 // conflictRetry is how soon a write that conflicted is tried again.
 const conflictRetry = 100 * time.Millisecond
 

@@ -121,6 +121,10 @@ func createInstances(ctx context.Context, s *sim) error {
 	names := make([]string, 0, len(s.nodes))
 	for _, n := range s.nodes {
 		names = append(names, n.Name)
+		if s.nodeIPs != nil {
+			// Longhorn's node controller creates the instance managers.
+			continue
+		}
 		im := InstanceManager(n.Name, s.namespace)
 		err := createWithStatus(ctx, s.client, im, func(from, to client.Object) {
 			to.(*lhv1.InstanceManager).Status = from.(*lhv1.InstanceManager).Status

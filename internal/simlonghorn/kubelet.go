@@ -71,6 +71,9 @@ func (k *kubelet) reconcileNode(ctx context.Context, req reconcile.Request) (rec
 		return reconcile.Result{RequeueAfter: due}, nil
 	}
 	setNodeReady(node, k.sim.allocatable, metav1.NewTime(now))
+	if ip := k.sim.nodeIPs[node.Name]; ip != "" {
+		node.Status.Addresses = []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: ip}, {Type: corev1.NodeHostName, Address: node.Name}}
+	}
 	if err := k.sim.client.Status().Update(ctx, node); err != nil {
 		return requeueOnConflict(fmt.Errorf("reporting the status of node %s: %w", node.Name, err))
 	}
@@ -142,6 +145,11 @@ func (k *kubelet) reconcilePod(ctx context.Context, req reconcile.Request) (reco
 	}
 	base := pod.DeepCopy()
 	setPodRunning(pod, metav1.Now())
+	if ip := k.sim.nodeIPs[pod.Spec.NodeName]; ip != "" {
+		pod.Status.HostIP, pod.Status.PodIP = ip, ip
+		pod.Status.HostIPs = []corev1.HostIP{{IP: ip}}
+		pod.Status.PodIPs = []corev1.PodIP{{IP: ip}}
+	}
 	if err := k.sim.client.Status().Patch(ctx, pod, client.StrategicMergeFrom(base)); err != nil {
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}

@@ -16,7 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
-	"github.com/longhorn/diskschedule/internal/placement"
+	"github.com/longhorn/diskschedule/internal/ledger"
 	"github.com/longhorn/diskschedule/internal/settings"
 )
 
@@ -281,12 +281,12 @@ func diskPressure(st lhv1.DiskStatus, spec lhv1.DiskSpec, s settings.Scheduling)
 	if st.StorageAvailable <= 0 {
 		return "Storage Available must be greater than 0"
 	}
-	if !placement.HasActualSpace(st.StorageAvailable, 0, st.StorageMaximum, s.MinimalAvailablePercentage) {
+	if !ledger.HasActualSpace(st.StorageAvailable, 0, st.StorageMaximum, s.MinimalAvailablePercentage) {
 		return fmt.Sprintf("Actual space usage condition failed: CurrentAvailable = %d (StorageAvailable - Required) is less than or equal to MinimalAvailable = %d (%d%% of Storage Max).",
-			st.StorageAvailable, placement.MinimalAvailable(st.StorageMaximum, s.MinimalAvailablePercentage), s.MinimalAvailablePercentage)
+			st.StorageAvailable, ledger.MinimalAvailable(st.StorageMaximum, s.MinimalAvailablePercentage), s.MinimalAvailablePercentage)
 	}
-	limit := placement.StorageLimit(st.StorageMaximum, spec.StorageReserved, s.OverProvisioningPercentage)
-	if !placement.HasSchedulingSpace(0, st.StorageScheduled, limit) {
+	limit := ledger.Limit(st.StorageMaximum, spec.StorageReserved, s.OverProvisioningPercentage)
+	if !ledger.Fits(st.StorageScheduled, 0, limit) {
 		return fmt.Sprintf("Scheduling space condition failed: ScheduledTotal = %d (Size + StorageScheduled) is greater than ProvisionedLimit = %d (%d%% of StorageMax - StorageReserved). ",
 			st.StorageScheduled, limit, s.OverProvisioningPercentage)
 	}

@@ -42,8 +42,8 @@ func TestNodesAsLonghornWritesThem(t *testing.T) {
 		t.Fatal(err)
 	}
 	wantSpec := lhv1.NodeSpec{Name: n1, AllowScheduling: true, Tags: []string{"main"}, Disks: map[string]lhv1.DiskSpec{
-		"disk-1": {Type: lhv1.DiskTypeFilesystem, Path: "/var/lib/longhorn/disk-1/", AllowScheduling: true, StorageReserved: 10 * gi, Tags: []string{"ssd"}},
-		"disk-2": {Type: lhv1.DiskTypeFilesystem, Path: "/var/lib/longhorn/disk-2/", AllowScheduling: true, Tags: []string{}},
+		"disk-1": {Type: lhv1.DiskTypeFilesystem, Path: "/var/lib/longhorn/" + n1 + "/disk-1/", AllowScheduling: true, StorageReserved: 10 * gi, Tags: []string{"ssd"}},
+		"disk-2": {Type: lhv1.DiskTypeFilesystem, Path: "/var/lib/longhorn/" + n1 + "/disk-2/", AllowScheduling: true, Tags: []string{}},
 	}}
 	if !reflect.DeepEqual(n.Spec, wantSpec) {
 		t.Errorf("node spec = %+v, want %+v", n.Spec, wantSpec)
@@ -53,7 +53,7 @@ func TestNodesAsLonghornWritesThem(t *testing.T) {
 	}
 	d1, d2 := n.Status.DiskStatus["disk-1"], n.Status.DiskStatus["disk-2"]
 	if d1.DiskUUID != ns+"-uuid-1" || d1.StorageMaximum != 100*gi || d1.StorageAvailable != 100*gi || d1.StorageScheduled != 0 ||
-		d1.DiskName != "disk-1" || d1.DiskPath != "/var/lib/longhorn/disk-1/" || d1.Type != lhv1.DiskTypeFilesystem ||
+		d1.DiskName != "disk-1" || d1.DiskPath != "/var/lib/longhorn/"+n1+"/disk-1/" || d1.Type != lhv1.DiskTypeFilesystem ||
 		d1.ScheduledReplica == nil || len(d1.ScheduledReplica) != 0 || d1.ScheduledBackingImage == nil {
 		t.Errorf("disk-1 status = %+v", d1)
 	}

@@ -4,8 +4,10 @@ import (
 	"context"
 	"fmt"
 	"regexp"
+	"strconv"
 	"time"
 
+	longhornclient "github.com/longhorn/longhorn-manager/client"
 	lhv1 "github.com/longhorn/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -23,6 +25,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/longhorn/diskschedule/internal/conditions"
 )
 
 // longhornOutOfRange is the expression Longhorn v1.12.0's CSI driver
@@ -176,20 +180,10 @@ func infeasibleWait(pvc *corev1.PersistentVolumeClaim, want resource.Quantity, n
 		return 0
 	}
 	since := now
-	if c := claimCondition(pvc, corev1.PersistentVolumeClaimControllerResizeError); c != nil {
+	if c := conditions.Claim(pvc, corev1.PersistentVolumeClaimControllerResizeError); c != nil {
 		since = c.LastTransitionTime.Time
 	}
 	return InfeasibleRetry - now.Sub(since)
-}
-
-// claimCondition returns the claim's condition typ, or nil.
-func claimCondition(pvc *corev1.PersistentVolumeClaim, typ corev1.PersistentVolumeClaimConditionType) *corev1.PersistentVolumeClaimCondition {
-	for i := range pvc.Status.Conditions {
-		if pvc.Status.Conditions[i].Type == typ {
-			return &pvc.Status.Conditions[i]
-		}
-	}
-	return nil
 }
 
 // resizeConditions are the claim conditions the external resizer owns.
@@ -227,7 +221,7 @@ func mergeResizeConditions(pvc *corev1.PersistentVolumeClaim, keepOld bool, add 
 func (r *resizer) markInProgress(ctx context.Context, pvc *corev1.PersistentVolumeClaim, want resource.Quantity) error {
 	allocated, ok := pvc.Status.AllocatedResources[corev1.ResourceStorage]
 	newSize := !ok || allocated.Cmp(want) != 0
-	if !newSize && claimCondition(pvc, corev1.PersistentVolumeClaimResizing) != nil {
+	if !newSize && conditions.Claim(pvc, corev1.PersistentVolumeClaimResizing) != nil {
 		return nil
 	}
 	base := pvc.DeepCopy()
@@ -336,6 +330,9 @@ func (r *resizer) failed(ctx context.Context, pvc *corev1.PersistentVolumeClaim,
 // decides. Either refusal is wrapped as Longhorn wraps it ("unable to
 // expand volume …"), which is what Longhorn's CSI driver matches.
 func (r *resizer) expandVolume(ctx context.Context, vol *lhv1.Volume, size int64) error {
+	if r.sim.longhornAPI != "" {
+		return expandThroughAPI(r.sim.longhornAPI, vol.Name, size)
+	}
 	pod, _, err := r.sim.pods.owner(ctx, vol)
 	if err != nil {
 		return fmt.Errorf("finding the longhorn-manager pod of volume %s: %w", vol.Name, err)
@@ -363,3 +360,29 @@ func (r *resizer) replicasExpanded(ctx context.Context, vol *lhv1.Volume) (bool,
 	}
 	return true, nil
 }
+
+// expandThroughAPI expands volume name to size as Longhorn v1.12.0's CSI
+// driver does in ControllerExpandVolume: its Longhorn API client's
+// Volume.ActionExpand, answered by longhorn-manager's API handler, which is
+// Longhorn's VolumeManager.Expand (its own expansion checks, then the
+// volume's update, where the admission gate decides).
+func expandThroughAPI(url, name string, size int64) error {
+	c, err := longhornclient.NewRancherClient(&longhornclient.ClientOpts{Url: url, Timeout: apiTimeout})
+	if err != nil {
+		return fmt.Errorf("reaching Longhorn's API at %s: %w", url, err)
+	}
+	vol, err := c.Volume.ById(name)
+	if err != nil {
+		return fmt.Errorf("getting volume %s from Longhorn's API: %w", name, err)
+	}
+	if vol == nil {
+		return fmt.Errorf("volume %s missing", name)
+	}
+	if _, err := c.Volume.ActionExpand(vol, &longhornclient.ExpandInput{Size: strconv.FormatInt(size, 10)}); err != nil {
+		return err
+	}
+	return nil
+}
+
+// apiTimeout bounds one call to Longhorn's API.
+const apiTimeout = 30 * time.Second

@@ -100,6 +100,20 @@ type Options struct {
 	// nodes and kubelets run, the simulated volume, replica, attacher,
 	// resizer and backing-image controllers do not.
 	LonghornControllers bool
+	// NodeIPs, when set, are the nodes' addresses (their kubelets report
+	// them as InternalIP, and give them to the pods they run, as to a host
+	// network pod) where the sandbox's simulated data plane serves each
+	// node's instance manager (internal/dataplane). Longhorn's own node and
+	// instance manager controllers then keep the Longhorn Nodes' status and
+	// the InstanceManagers: the simulated node controller does not run and
+	// no InstanceManager is created here.
+	NodeIPs map[string]string
+	// LonghornAPI, when set, is the URL of longhorn-manager's REST API
+	// (http://…:9500/v1). The CSI resizer then expands volumes through it,
+	// as Longhorn's CSI driver's ControllerExpandVolume does, so that
+	// Longhorn's own VolumeManager.Expand runs its checks and writes the
+	// volume; it runs with LonghornControllers too.
+	LonghornAPI string
 	// OnRefusedWrite, when set, is called for every replica write the API
 	// server refused (the admission gate's denials among them): Longhorn
 	// only logs them, so tests and benchmarks measure stalls through it.
@@ -151,7 +165,10 @@ type DiskSpec struct {
 }
 
 // DiskPath returns the path Longhorn's node spec gives the named disk.
-func DiskPath(disk string) string { return "/var/lib/longhorn/" + disk + "/" }
+func DiskPath(node, disk string) string { return DiskRoot + "/" + node + "/" + disk + "/" }
+
+// DiskRoot is the directory every simulated disk's path is under.
+const DiskRoot = "/var/lib/longhorn"
 
 // Setup registers the simulated Longhorn's cache indexes, its start-up work
 // and its controllers with mgr. mgr must reach the API server as an
@@ -175,9 +192,11 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 		return fmt.Errorf("adding the simulated nodes' leases: %w", err)
 	}
 	controllers := []interface{ setup(ctrl.Manager) error }{
-		&nodeController{sim: s},
 		&settingController{sim: s},
 		&kubelet{sim: s},
+	}
+	if opts.NodeIPs == nil {
+		controllers = append(controllers, &nodeController{sim: s})
 	}
 	if opts.PlaceReplicas {
 		names := make([]string, 0, len(s.nodes))
@@ -201,9 +220,11 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 			capacity,
 			&csiProvisioner{sim: s, capacity: capacity},
 		)
+		if !opts.LonghornControllers || opts.LonghornAPI != "" {
+			controllers = append(controllers, &resizer{sim: s})
+		}
 		if !opts.LonghornControllers {
 			controllers = append(controllers,
-				&resizer{sim: s},
 				&attacher{sim: s},
 				newVolumeController(s),
 				&replicaController{sim: s},
@@ -260,6 +281,10 @@ type sim struct {
 	pods *managerPods
 	// onRefused is Options.OnRefusedWrite.
 	onRefused func(RefusedWrite)
+	// nodeIPs is Options.NodeIPs.
+	nodeIPs map[string]string
+	// longhornAPI is Options.LonghornAPI.
+	longhornAPI string
 }
 
 // RefusedWrite is a replica write the API server refused.
@@ -281,7 +306,7 @@ func newSim(mgr ctrl.Manager, opts Options) (*sim, error) {
 	}
 	s := &sim{
 		client: mgr.GetClient(), namespace: opts.Namespace, allocatable: opts.Allocatable, onRefused: opts.OnRefusedWrite,
-		nodeByName: map[string]*NodeSpec{}, diskNode: map[string]string{},
+		nodeIPs: opts.NodeIPs, longhornAPI: opts.LonghornAPI, nodeByName: map[string]*NodeSpec{}, diskNode: map[string]string{},
 	}
 	if s.allocatable == nil {
 		s.allocatable = DefaultAllocatable()

@@ -24,6 +24,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	"github.com/longhorn/diskschedule/internal/conditions"
 	"github.com/longhorn/diskschedule/internal/longhornpod"
 )
 
@@ -119,7 +120,7 @@ func (c *volumeController) unsettledVolumes(ctx context.Context, o client.Object
 	var out []reconcile.Request
 	for i := range list.Items {
 		v := &list.Items[i]
-		if isTrue(v.Status.Conditions, lhv1.VolumeConditionTypeScheduled) &&
+		if conditions.LonghornTrue(v.Status.Conditions, lhv1.VolumeConditionTypeScheduled) &&
 			!(v.Spec.DataLocality == lhv1.DataLocalityBestEffort && v.Status.CurrentNodeID != "") {
 			continue
 		}
@@ -213,14 +214,15 @@ func (c *volumeController) writeStatus(ctx context.Context, vol *lhv1.Volume, st
 	if apiequality.Semantic.DeepEqual(vol.Status, status) {
 		return nil
 	}
-	becameUnschedulable := condition(vol.Status.Conditions, lhv1.VolumeConditionTypeScheduled).Status != lhv1.ConditionStatusFalse &&
-		condition(status.Conditions, lhv1.VolumeConditionTypeScheduled).Status == lhv1.ConditionStatusFalse
+	was, _ := conditions.Longhorn(vol.Status.Conditions, lhv1.VolumeConditionTypeScheduled)
+	now, _ := conditions.Longhorn(status.Conditions, lhv1.VolumeConditionTypeScheduled)
+	becameUnschedulable := was.Status != lhv1.ConditionStatusFalse && now.Status == lhv1.ConditionStatusFalse
 	vol.Status = status
 	if err := c.sim.client.Status().Update(ctx, vol); err != nil {
 		return fmt.Errorf("updating the status of volume %s: %w", vol.Name, err)
 	}
 	if becameUnschedulable {
-		cond := condition(status.Conditions, lhv1.VolumeConditionTypeScheduled)
+		cond := now
 		c.recorder.Eventf(vol, nil, corev1.EventTypeWarning, cond.Reason, "Schedule", "%s", truncate(cond.Message, maxEventNote))
 	}
 	return nil

@@ -445,7 +445,10 @@ func diskUsage(t *testing.T, ns string, nodes ...string) map[string]int64 {
 	if err := env.Client.List(ctx, list, client.InNamespace(ns)); err != nil {
 		t.Fatal(err)
 	}
-	byUUID := ledger.PersistedPerDisk(list.Items)
+	byUUID := map[string]int64{}
+	for disk, p := range ledger.PersistedByDisk(list.Items, nil, nil) {
+		byUUID[disk] = p.Total()
+	}
 	out := map[string]int64{}
 	for _, name := range nodes {
 		n, err := getNode(ctx, ns, name)

@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	dsv1 "github.com/longhorn/diskschedule/api/v1beta2"
+	"github.com/longhorn/diskschedule/internal/ledger"
 )
 
 // DefaultInterval is how often a poll looks unless Every says otherwise.
@@ -141,13 +142,12 @@ const describedEntries = 20
 // describedEntries, by kind and name).
 func DescribeLedger(ds *dsv1.DiskSchedule) string {
 	var parts []string
-	for _, name := range slices.Sorted(maps.Keys(ds.Spec.Replicas)) {
-		st := ds.Status.Replicas[name]
-		parts = append(parts, fmt.Sprintf("replica %s=%d (%s %d)", name, ds.Spec.Replicas[name], st.State, st.ScheduledSize))
-	}
-	for _, name := range slices.Sorted(maps.Keys(ds.Spec.BackingImages)) {
-		st := ds.Status.BackingImages[name]
-		parts = append(parts, fmt.Sprintf("backingImage %s=%d (%s %d)", name, ds.Spec.BackingImages[name], st.State, st.ScheduledSize))
+	for _, k := range ledger.Kinds() {
+		requests, decided := *ledger.Requests(&ds.Spec, k), *ledger.Decisions(&ds.Status, k)
+		for _, name := range slices.Sorted(maps.Keys(requests)) {
+			st := decided[name]
+			parts = append(parts, fmt.Sprintf("%s %s=%d (%s %d)", k, name, requests[name], st.State, st.ScheduledSize))
+		}
 	}
 	for _, name := range slices.Sorted(maps.Keys(ds.Spec.Reservations)) {
 		st := ds.Status.Reservations[name]

@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	dsv1 "github.com/longhorn/diskschedule/api/v1beta2"
+	"github.com/longhorn/diskschedule/internal/conditions"
 	"github.com/longhorn/diskschedule/internal/manager"
 	"github.com/longhorn/diskschedule/internal/sandbox"
 	"github.com/longhorn/diskschedule/internal/simlonghorn"
@@ -118,7 +119,7 @@ func TestExpansion(t *testing.T) {
 		if err := notInfeasible(); err != nil {
 			return false, "", err
 		}
-		cond := claimCondition(pvc, corev1.PersistentVolumeClaimControllerResizeError)
+		cond := conditions.Claim(pvc, corev1.PersistentVolumeClaimControllerResizeError)
 		if cond == nil {
 			return false, fmt.Sprintf("conditions %+v", pvc.Status.Conditions), nil
 		}
@@ -158,7 +159,7 @@ func TestExpansion(t *testing.T) {
 			fmt.Sprintf("claim capacity %s, volume %d, allocatedResourceStatuses %v", capacity.String(), vol.Spec.Size, pvc.Status.AllocatedResourceStatuses), nil
 	}, testenv.Every(200*time.Millisecond), testenv.RetryErrors())
 	t.Logf("expanded %s after the refusal, %s after the racing grant", time.Since(refusedAt).Round(time.Millisecond), time.Since(grantedAt).Round(time.Millisecond))
-	if c := claimCondition(pvc, corev1.PersistentVolumeClaimControllerResizeError); c != nil {
+	if c := conditions.Claim(pvc, corev1.PersistentVolumeClaimControllerResizeError); c != nil {
 		t.Errorf("the expanded claim keeps %+v", c)
 	}
 	if err := c.Get(ctx, dsKey, ds); err != nil {
@@ -192,7 +193,7 @@ func TestExpansion(t *testing.T) {
 		if err := notInfeasible(); err != nil {
 			return false, "", err
 		}
-		cond := claimCondition(pvc, corev1.PersistentVolumeClaimControllerResizeError)
+		cond := conditions.Claim(pvc, corev1.PersistentVolumeClaimControllerResizeError)
 		if cond == nil {
 			return false, fmt.Sprintf("conditions %+v", pvc.Status.Conditions), nil
 		}
@@ -212,16 +213,6 @@ func TestExpansion(t *testing.T) {
 	if err := c.Get(ctx, volKey, vol); err != nil || vol.Spec.Size != grown.Value() {
 		t.Errorf("volume size %d (%v), want 20Gi", vol.Spec.Size, err)
 	}
-}
-
-// claimCondition returns the claim's condition typ, or nil.
-func claimCondition(pvc *corev1.PersistentVolumeClaim, typ corev1.PersistentVolumeClaimConditionType) *corev1.PersistentVolumeClaimCondition {
-	for i := range pvc.Status.Conditions {
-		if pvc.Status.Conditions[i].Type == typ {
-			return &pvc.Status.Conditions[i]
-		}
-	}
-	return nil
 }
 
 // gateVolumeCalls reads how many Volume writes the gate answered, whatever

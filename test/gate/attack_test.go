@@ -169,10 +169,16 @@ func createVolumes(ctx context.Context, t *testing.T, c client.Client, prefix st
 }
 
 // watchReplicas follows every Replica event until ctx ends and records, per
-// disk, the largest Σ volumeSize persisted on it.
+// disk, the largest number of bytes persisted on it
+// (ledger.PersistedByDisk; the attack creates no backing image, whose
+// copies are read when the watch starts).
 func watchReplicas(ctx context.Context, t *testing.T, c client.WithWatch, r *run) (func(), error) {
 	list := &lhv1.ReplicaList{}
 	if err := c.List(ctx, list, client.InNamespace(sandbox.Namespace)); err != nil {
+		return nil, err
+	}
+	images := &lhv1.BackingImageList{}
+	if err := c.List(ctx, images, client.InNamespace(sandbox.Namespace)); err != nil {
 		return nil, err
 	}
 	w, err := c.Watch(ctx, &lhv1.ReplicaList{}, client.InNamespace(sandbox.Namespace), &client.ListOptions{Raw: &metav1.ListOptions{ResourceVersion: list.ResourceVersion}})
@@ -202,8 +208,8 @@ func watchReplicas(ctx context.Context, t *testing.T, c client.WithWatch, r *run
 			for _, x := range on {
 				now = append(now, x)
 			}
-			for disk, sum := range ledger.PersistedPerDisk(now) {
-				r.peak[disk] = max(r.peak[disk], sum)
+			for disk, p := range ledger.PersistedByDisk(now, images.Items, nil) {
+				r.peak[disk] = max(r.peak[disk], p.Total())
 			}
 		}
 	}()
@@ -310,8 +316,12 @@ func waitQuiet(ctx context.Context, t *testing.T, c client.Client, r *run) {
 	if err := c.List(ctx, list, client.InNamespace(sandbox.Namespace)); err != nil {
 		t.Fatal(err)
 	}
-	for disk, sum := range ledger.PersistedPerDisk(list.Items) {
-		r.peak[disk] = max(r.peak[disk], sum)
+	images := &lhv1.BackingImageList{}
+	if err := c.List(ctx, images, client.InNamespace(sandbox.Namespace)); err != nil {
+		t.Fatal(err)
+	}
+	for disk, p := range ledger.PersistedByDisk(list.Items, images.Items, nil) {
+		r.peak[disk] = max(r.peak[disk], p.Total())
 	}
 }
 

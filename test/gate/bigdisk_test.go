@@ -3,7 +3,9 @@ package gate_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -51,16 +53,25 @@ func twoThousandReplicasOnOneDisk(t *testing.T, withGate bool) {
 	defer cancel()
 	uuid := sandbox.DiskUUID("node-1", "disk-1")
 	start := time.Now()
+	var noLeader atomic.Int64
 	inParallel(t, bigDiskReplicas, func(i int) error {
 		vol := fmt.Sprintf("pvc-big-%04d", i)
-		r := testenv.Replica(sandbox.Namespace, vol+"-r-1", testenv.ReplicaFixture{Volume: vol, Size: gib,
-			NodeID: "node-1", DiskName: "disk-1", DiskID: uuid})
-		if err := testenv.CreateLonghorn(ctx, c, r); err != nil {
-			return fmt.Errorf("creating replica %s: %w", r.Name, err)
+		// A write the gate answers "no leader is deciding" is retried, as
+		// Longhorn's worker retries it; every other refusal fails.
+		for {
+			r := testenv.Replica(sandbox.Namespace, vol+"-r-1", testenv.ReplicaFixture{Volume: vol, Size: gib,
+				NodeID: "node-1", DiskName: "disk-1", DiskID: uuid})
+			err := testenv.CreateLonghorn(ctx, c, r)
+			if err == nil {
+				return nil
+			}
+			if !strings.Contains(err.Error(), "no leader is deciding") || ctx.Err() != nil {
+				return fmt.Errorf("creating replica %s: %w", r.Name, err)
+			}
+			noLeader.Add(1)
 		}
-		return nil
 	})
-	t.Logf("%d replicas created in %s", bigDiskReplicas, time.Since(start).Round(time.Millisecond))
+	t.Logf("%d replicas created in %s; %d writes answered that no leader was deciding, and retried", bigDiskReplicas, time.Since(start).Round(time.Millisecond), noLeader.Load())
 	waitLedgerOf(ctx, t, c, uuid, bigDiskReplicas)
 	t.Logf("the mirror adopted them %s after the first was created", time.Since(start).Round(time.Millisecond))
 	settle(t, c)

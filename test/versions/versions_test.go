@@ -6,7 +6,10 @@
 // schema keeps them, and the manager with the gate registered in front of
 // Longhorn's writes. The mirror adopts what Longhorn persisted, the gate
 // admits a write that fits and denies, with the ledger's numbers, one that
-// does not, and the mirror releases a replica Longhorn deleted.
+// does not, and the mirror releases a replica Longhorn deleted. The
+// extender, asked over HTTP as kube-scheduler asks it, reads the
+// release's Volumes, Replicas, Nodes and Settings into the same filter and
+// prioritize verdicts on every release (extenderView).
 package versions_test
 
 import (
@@ -40,20 +43,39 @@ const gi = int64(1) << 30
 func TestMain(m *testing.M) { sandboxtest.Main(m) }
 
 // TestContractPerLonghornVersion runs the contract against each tested
-// Longhorn release's CRDs, one API server each.
+// Longhorn release's CRDs, one API server each: the gate and the mirror,
+// then the extender's view, whose verdicts must be the same, word for
+// word, on every release.
 func TestContractPerLonghornVersion(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a control plane per Longhorn release")
 	}
-	for _, version := range longhorncrds.TestedVersions() {
+	verdicts := map[string]map[string]verdict{}
+	versions := longhorncrds.TestedVersions()
+	for _, version := range versions {
 		t.Run(version, func(t *testing.T) {
 			env, err := testenv.StartLonghorn(version)
 			if err != nil {
 				t.Fatal(err)
 			}
 			t.Cleanup(func() { _ = env.Stop() })
-			contract(t, env)
+			t.Run("gate and mirror", func(t *testing.T) { contract(t, env) })
+			t.Run("extender", func(t *testing.T) { verdicts[version] = extenderView(t, env) })
 		})
+	}
+	// Every release's verdicts against the first's.
+	first := versions[0]
+	for _, version := range versions[1:] {
+		if verdicts[first] == nil || verdicts[version] == nil {
+			continue // a release's own subtest failed and says why
+		}
+		for _, cc := range extenderCases {
+			a, b := verdicts[first][cc.pod], verdicts[version][cc.pod]
+			if a.String() != b.String() {
+				t.Errorf("pod %s: the extender's verdict differs between Longhorn %s and %s:\n%s: %s\n%s: %s",
+					cc.pod, first, version, first, a, version, b)
+			}
+		}
 	}
 }
 

@@ -25,7 +25,6 @@ import (
 	storagev1 "k8s.io/api/storage/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/tools/events"
 	extenderv1 "k8s.io/kube-scheduler/extender/v1"
 	"k8s.io/utils/clock"
@@ -34,6 +33,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	dsv1 "github.com/longhorn/diskschedule/api/v1beta2"
+	"github.com/longhorn/diskschedule/internal/bench/benchutil"
 	"github.com/longhorn/diskschedule/internal/controller/config"
 	"github.com/longhorn/diskschedule/internal/extender"
 	"github.com/longhorn/diskschedule/internal/extender/packing"
@@ -100,12 +100,12 @@ func BenchmarkFilter(b *testing.B) {
 			b.ResetTimer()
 			got := measure(b, srv.URL, body, b.N)
 			b.StopTimer()
-			b.ReportMetric(ms(got[len(got)/2]), "p50-ms")
-			b.ReportMetric(ms(got[len(got)*99/100]), "p99-ms")
-			b.ReportMetric(ms(base[len(base)/2]), "baseline-p50-ms")
-			b.ReportMetric(ms(base[len(base)*99/100]), "baseline-p99-ms")
-			b.ReportMetric(ms(got[len(got)/2])/ms(base[len(base)/2]), "p50/baseline")
-			b.ReportMetric(ms(got[len(got)*99/100])/ms(base[len(base)*99/100]), "p99/baseline")
+			b.ReportMetric(benchutil.PercentileMillis(got, 0.50), "p50-ms")
+			b.ReportMetric(benchutil.PercentileMillis(got, 0.99), "p99-ms")
+			b.ReportMetric(benchutil.PercentileMillis(base, 0.50), "baseline-p50-ms")
+			b.ReportMetric(benchutil.PercentileMillis(base, 0.99), "baseline-p99-ms")
+			b.ReportMetric(benchutil.PercentileMillis(got, 0.50)/benchutil.PercentileMillis(base, 0.50), "p50/baseline")
+			b.ReportMetric(benchutil.PercentileMillis(got, 0.99)/benchutil.PercentileMillis(base, 0.99), "p99/baseline")
 			b.ReportMetric(float64(len(body))/1024, "request-KiB")
 		})
 	}
@@ -135,8 +135,6 @@ func measure(b *testing.B, url string, body []byte, n int) []time.Duration {
 	return latencies
 }
 
-func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
-
 // newHandler builds the extender over a cache of the API server, with the
 // scheduling hold off (pod-scheduling-timeout 0), so each call is measured alone.
 func newHandler(b *testing.B, ctx context.Context) http.Handler {
@@ -163,13 +161,11 @@ func newHandler(b *testing.B, ctx context.Context) http.Handler {
 		b.Fatal(err)
 	}
 	// Wait until the cache holds every ledger.
-	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+	testenv.Eventually(b, ctx, time.Minute, "the cache holds every DiskSchedule", func(ctx context.Context) (bool, string, error) {
 		list := &dsv1.DiskScheduleList{}
-		return cached.List(ctx, list) == nil && len(list.Items) == nodeCount*disksPerNode, nil
-	})
-	if err != nil {
-		b.Fatal("the cache never held every DiskSchedule")
-	}
+		err := cached.List(ctx, list)
+		return err == nil && len(list.Items) == nodeCount*disksPerNode, fmt.Sprintf("%d of %d (%v)", len(list.Items), nodeCount*disksPerNode, err), nil
+	}, testenv.Every(100*time.Millisecond))
 	// The extender's settings come from the ConfigMap populate wrote, read
 	// once by the config controller as the manager's does.
 	store := config.NewStore()

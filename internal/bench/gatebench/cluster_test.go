@@ -11,9 +11,9 @@ import (
 	"time"
 
 	lhv1 "github.com/longhorn/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/longhorn/diskschedule/internal/bench/benchutil"
 	"github.com/longhorn/diskschedule/internal/sandbox"
 	"github.com/longhorn/diskschedule/internal/testenv"
 	"github.com/longhorn/diskschedule/internal/testenv/replicawriter"
@@ -60,7 +60,7 @@ type cluster struct {
 	pods []*replicawriter.Pod
 	// firstDisk is the UUID of node-1's disk-1, the disk with oneDiskTag.
 	firstDisk   string
-	tracker     *tracker
+	tracker     *benchutil.Tracker
 	stopTracker context.CancelFunc
 	stopPods    context.CancelFunc
 }
@@ -116,7 +116,8 @@ func startCluster(ctx context.Context, name string, gate bool) (*cluster, error)
 	if c.pods, err = replicawriter.StartPods(podCtx, sb.AdminConfig(), sandbox.Namespace, nodes...); err != nil {
 		return nil, errors.Join(err, c.stop())
 	}
-	if err := c.startTracker(ctx); err != nil {
+	c.tracker = benchutil.NewTracker(true)
+	if c.stopTracker, err = c.tracker.Track(ctx, c.sb.AdminConfig(), c.sb.Scheme(), sandbox.Namespace, nil); err != nil {
 		return nil, errors.Join(err, c.stop())
 	}
 	return c, nil
@@ -185,15 +186,13 @@ func (c *cluster) prepare(ctx context.Context, prefix string, n int, selector []
 // has nothing pending: the gate's grants and the mirror's adoptions of the
 // last phase have all landed, so the next phase starts quiet.
 func (c *cluster) settle(ctx context.Context) error {
-	var last string
-	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, *phaseTimeout, true, func(ctx context.Context) (bool, error) {
+	last, err := testenv.Poll(ctx, *phaseTimeout, func(ctx context.Context) (bool, string, error) {
 		if err := c.alive(); err != nil {
-			return false, err
+			return false, "", err
 		}
 		off, err := c.unsettled(ctx)
-		last = off
-		return off == "" && err == nil, err
-	})
+		return off == "" && err == nil, off, err
+	}, testenv.Every(100*time.Millisecond))
 	if err != nil {
 		return fmt.Errorf("%s: the ledgers did not settle on what is persisted (%s): %w", c.name, last, err)
 	}

@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"math"
-	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -16,6 +14,7 @@ import (
 
 	lhv1 "github.com/longhorn/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
 
+	"github.com/longhorn/diskschedule/internal/bench/benchutil"
 	"github.com/longhorn/diskschedule/internal/testenv/replicawriter"
 )
 
@@ -51,7 +50,7 @@ func BenchmarkReplicaScheduling(b *testing.B) {
 		b.Fatalf("-gatebench.writers=%d: at least one writer is needed", *writerCount)
 	}
 	ctx := context.Background()
-	fmt.Printf("load average at start: %s\n", loadAverage())
+	fmt.Printf("load average at start: %s\n", benchutil.LoadAverage())
 	bn := &bench{}
 	for _, spec := range []struct {
 		name string
@@ -83,7 +82,7 @@ func BenchmarkReplicaScheduling(b *testing.B) {
 		// Printed rather than logged: a parent benchmark's log is not shown.
 		fmt.Print(table(rows, *writerCount))
 	}
-	fmt.Printf("load average at end: %s\n", loadAverage())
+	fmt.Printf("load average at end: %s\n", benchutil.LoadAverage())
 }
 
 // bench is the benchmark's two sandboxes.
@@ -136,7 +135,7 @@ func (bn *bench) measure(b *testing.B, disks int) *result {
 	if err != nil {
 		b.Fatal(err)
 	}
-	writes := bn.gated.tracker.writes()
+	writes := bn.gated.tracker.StatusWrites()
 	b.ResetTimer()
 	gated, err := phase(ctx, bn.gated, prefix, disks, b.N, b)
 	if err != nil {
@@ -147,7 +146,7 @@ func (bn *bench) measure(b *testing.B, disks int) *result {
 		b.Fatal(err)
 	}
 	r.gate, r.split, r.stats = gated.figures, gated.split(), after.since(before)
-	r.statusWrites = bn.gated.tracker.writes() - writes
+	r.statusWrites = bn.gated.tracker.StatusWrites() - writes
 	if int(r.stats.admitted) < b.N {
 		b.Errorf("the gate admitted %.0f of %d writes: it did not see them all", r.stats.admitted, b.N)
 	}
@@ -158,15 +157,15 @@ func (bn *bench) measure(b *testing.B, disks int) *result {
 // report records a shape's figures as the benchmark's metrics.
 func report(b *testing.B, r *result) {
 	b.ReportMetric(r.gate.rate(), "writes/s")
-	b.ReportMetric(ms(r.gate.p50), "p50-ms")
-	b.ReportMetric(ms(r.gate.p99), "p99-ms")
+	b.ReportMetric(benchutil.Millis(r.gate.p50), "p50-ms")
+	b.ReportMetric(benchutil.Millis(r.gate.p99), "p99-ms")
 	b.ReportMetric(r.baseline.rate(), "no-gate-writes/s")
-	b.ReportMetric(ms(r.baseline.p50), "no-gate-p50-ms")
-	b.ReportMetric(ms(r.baseline.p99), "no-gate-p99-ms")
+	b.ReportMetric(benchutil.Millis(r.baseline.p50), "no-gate-p50-ms")
+	b.ReportMetric(benchutil.Millis(r.baseline.p99), "no-gate-p99-ms")
 	b.ReportMetric(float64(r.gate.refused), "refused-writes")
 	b.ReportMetric(r.gate.rate()/r.baseline.rate(), "rate-ratio")
-	b.ReportMetric(ratio(r.gate.p50, r.baseline.p50), "p50-ratio")
-	b.ReportMetric(ratio(r.gate.p99, r.baseline.p99), "p99-ratio")
+	b.ReportMetric(benchutil.Ratio(r.gate.p50, r.baseline.p50), "p50-ratio")
+	b.ReportMetric(benchutil.Ratio(r.gate.p99, r.baseline.p99), "p99-ratio")
 }
 
 // phaseRun is one measured phase: its writes and their figures.
@@ -288,7 +287,7 @@ func summarize(latencies []time.Duration, elapsed time.Duration) figures {
 	for _, d := range sorted {
 		sum += d
 	}
-	f := figures{ops: len(sorted), elapsed: elapsed, p50: percentile(sorted, 0.50), p99: percentile(sorted, 0.99)}
+	f := figures{ops: len(sorted), elapsed: elapsed, p50: benchutil.Percentile(sorted, 0.50), p99: benchutil.Percentile(sorted, 0.99)}
 	if len(sorted) > 0 {
 		f.mean = sum / time.Duration(len(sorted))
 	}
@@ -296,15 +295,6 @@ func summarize(latencies []time.Duration, elapsed time.Duration) figures {
 }
 
 func (f figures) rate() float64 { return float64(f.ops) / f.elapsed.Seconds() }
-
-// percentile returns the nearest-rank p-th percentile of sorted.
-func percentile(sorted []time.Duration, p float64) time.Duration {
-	if len(sorted) == 0 {
-		return 0
-	}
-	i := int(math.Ceil(p*float64(len(sorted)))) - 1
-	return sorted[max(i, 0)]
-}
 
 // split is where a gated write's time went, as p50s of its three legs:
 // from the write's start until the tracker saw its request in the ledger's
@@ -324,7 +314,7 @@ func (r *phaseRun) split() split {
 	var request, decision, answer []time.Duration
 	s := split{}
 	for _, w := range r.writes {
-		req, dec := r.c.tracker.times(w.replica)
+		req, dec := r.c.tracker.Times(w.replica)
 		if req.IsZero() || dec.IsZero() || dec.Before(req) {
 			s.missing++
 			continue
@@ -345,7 +335,7 @@ func (r *phaseRun) split() split {
 func (r *phaseRun) adoption() [2]time.Duration {
 	var lags []time.Duration
 	for _, w := range r.writes {
-		if _, dec := r.c.tracker.times(w.replica); !dec.IsZero() {
+		if _, dec := r.c.tracker.Times(w.replica); !dec.IsZero() {
 			lags = append(lags, clamp(dec.Sub(w.end)))
 		}
 	}
@@ -356,15 +346,6 @@ func (r *phaseRun) adoption() [2]time.Duration {
 // clamp returns d, or 0 when negative: two clocks' reads of one instant.
 func clamp(d time.Duration) time.Duration { return max(d, 0) }
 
-func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
-
-func ratio(a, b time.Duration) float64 {
-	if b == 0 {
-		return 0
-	}
-	return float64(a) / float64(b)
-}
-
 // table renders the results as two Markdown tables, ready for
 // docs/benchmarks.md: the figures and ratios, and where the gate's time goes.
 func table(rows []result, writers int) string {
@@ -374,18 +355,18 @@ func table(rows []result, writers int) string {
 	for _, r := range rows {
 		fmt.Fprintf(&sb, "| %d | %d | %d | %.0f | %.1f / %.1f | %d | %.0f | %.1f / %.1f | %.2f | %.2f | %.2f |\n",
 			r.disks, writers, r.gate.ops,
-			r.gate.rate(), ms(r.gate.p50), ms(r.gate.p99), r.gate.refused,
-			r.baseline.rate(), ms(r.baseline.p50), ms(r.baseline.p99),
-			r.gate.rate()/r.baseline.rate(), ratio(r.gate.p50, r.baseline.p50), ratio(r.gate.p99, r.baseline.p99))
+			r.gate.rate(), benchutil.Millis(r.gate.p50), benchutil.Millis(r.gate.p99), r.gate.refused,
+			r.baseline.rate(), benchutil.Millis(r.baseline.p50), benchutil.Millis(r.baseline.p99),
+			r.gate.rate()/r.baseline.rate(), benchutil.Ratio(r.gate.p50, r.baseline.p50), benchutil.Ratio(r.gate.p99, r.baseline.p99))
 	}
 	sb.WriteString("\n| disks | write → request in the ledger, p50 ms | request → decision, p50 ms | decision → write returns, p50 ms | mean write, gate / no gate, ms | mean in the gate's handler, ms | requests per gate ledger write (mean wait for the write ahead, ms) | decisions per ledger status write | gate's ledger-write conflicts per write | no gate: write → adopted by the mirror, p50 / p99 ms |\n")
 	sb.WriteString("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, r := range rows {
 		perBatch, wait := r.stats.perBatch()
 		fmt.Fprintf(&sb, "| %d | %.1f | %.1f | %.1f | %.1f / %.1f | %.1f | %.2f (%.1f) | %.2f | %.2f | %.0f / %.0f |\n",
-			r.disks, ms(r.split.request), ms(r.split.decision), ms(r.split.answer),
-			ms(r.gate.mean), ms(r.baseline.mean), r.stats.meanMillis(), perBatch, wait, perWrite(r.gate.ops, r.statusWrites),
-			r.stats.conflicts/float64(r.gate.ops), ms(r.adoption[0]), ms(r.adoption[1]))
+			r.disks, benchutil.Millis(r.split.request), benchutil.Millis(r.split.decision), benchutil.Millis(r.split.answer),
+			benchutil.Millis(r.gate.mean), benchutil.Millis(r.baseline.mean), r.stats.meanMillis(), perBatch, wait, perWrite(r.gate.ops, r.statusWrites),
+			r.stats.conflicts/float64(r.gate.ops), benchutil.Millis(r.adoption[0]), benchutil.Millis(r.adoption[1]))
 	}
 	for _, r := range rows {
 		if len(r.stats.refused) > 0 {
@@ -422,15 +403,4 @@ func (s gateStats) meanMillis() float64 {
 		return 0
 	}
 	return 1000 * s.seconds / s.answers
-}
-
-// loadAverage returns the machine's 1, 5 and 15 minute load averages, which
-// say whether anything else competed for its cores during the run.
-func loadAverage() string {
-	data, err := os.ReadFile("/proc/loadavg")
-	if err != nil {
-		return "unknown"
-	}
-	fields := strings.Fields(string(data))
-	return strings.Join(fields[:min(3, len(fields))], " ")
 }

@@ -12,7 +12,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"os"
 	"slices"
 	"strings"
@@ -28,15 +27,16 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/rest"
-	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/retry"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	longhornv1 "github.com/longhorn/diskschedule/api/v1beta2"
+	"github.com/longhorn/diskschedule/internal/bench/benchutil"
+	"github.com/longhorn/diskschedule/internal/ledger"
 	"github.com/longhorn/diskschedule/internal/ledgerclient"
 	"github.com/longhorn/diskschedule/internal/manager"
 	"github.com/longhorn/diskschedule/internal/manager/managertest"
+	"github.com/longhorn/diskschedule/internal/requirement"
 	"github.com/longhorn/diskschedule/internal/testenv"
 )
 
@@ -87,7 +87,7 @@ func BenchmarkLedger(b *testing.B) {
 	if env == nil {
 		b.Skip("the test control plane starts only with -bench")
 	}
-	fmt.Printf("load average at start: %s\n", loadAverage())
+	fmt.Printf("load average at start: %s\n", benchutil.LoadAverage())
 	var rows []result
 	for _, disks := range []int{1, 64} {
 		b.Run(fmt.Sprintf("disks=%d", disks), func(b *testing.B) {
@@ -110,18 +110,7 @@ func BenchmarkLedger(b *testing.B) {
 		// Printed rather than logged: a parent benchmark's log is not shown.
 		fmt.Print(table(rows))
 	}
-	fmt.Printf("load average at end: %s\n", loadAverage())
-}
-
-// loadAverage returns the machine's 1, 5 and 15 minute load averages, which
-// say whether anything else competed for its cores during the run.
-func loadAverage() string {
-	data, err := os.ReadFile("/proc/loadavg")
-	if err != nil {
-		return "unknown"
-	}
-	fields := strings.Fields(string(data))
-	return strings.Join(fields[:min(3, len(fields))], " ")
+	fmt.Printf("load average at end: %s\n", benchutil.LoadAverage())
 }
 
 // result is one shape's figures from its last (full-size) run.
@@ -159,7 +148,8 @@ func (f *fixture) bench(b *testing.B) *result {
 		}
 		*phase.out = fig
 	}
-	f.tracker.resetWrites()
+	f.tracker.ResetStatusWrites()
+	f.nodeWrites.Store(0)
 	b.ResetTimer()
 	b.StartTimer()
 	ledger, err := f.run(ctx, b.N, f.ledgerOp)
@@ -168,19 +158,19 @@ func (f *fixture) bench(b *testing.B) *result {
 		b.Fatalf("measuring ledger decisions: %v", err)
 	}
 	r.ledger = ledger
-	r.statusWrites, r.nodeWrites = f.tracker.counts()
+	r.statusWrites, r.nodeWrites = f.tracker.StatusWrites(), int(f.nodeWrites.Load())
 
 	b.ReportMetric(ledger.rate(), "decisions/s")
-	b.ReportMetric(ms(ledger.p50), "p50-ms")
-	b.ReportMetric(ms(ledger.p99), "p99-ms")
+	b.ReportMetric(benchutil.Millis(ledger.p50), "p50-ms")
+	b.ReportMetric(benchutil.Millis(ledger.p99), "p99-ms")
 	b.ReportMetric(r.rawStatus.rate(), "raw-status/s")
-	b.ReportMetric(ms(r.rawStatus.p50), "raw-status-p50-ms")
-	b.ReportMetric(ms(r.rawStatus.p99), "raw-status-p99-ms")
+	b.ReportMetric(benchutil.Millis(r.rawStatus.p50), "raw-status-p50-ms")
+	b.ReportMetric(benchutil.Millis(r.rawStatus.p99), "raw-status-p99-ms")
 	b.ReportMetric(r.rawPatch.rate(), "raw-patch/s")
 	b.ReportMetric(r.rawSpec.rate(), "raw-spec/s")
 	b.ReportMetric(ledger.rate()/r.rawStatus.rate(), "rate-ratio")
-	b.ReportMetric(ratio(ledger.p50, r.rawStatus.p50), "p50-ratio")
-	b.ReportMetric(ratio(ledger.p99, r.rawStatus.p99), "p99-ratio")
+	b.ReportMetric(benchutil.Ratio(ledger.p50, r.rawStatus.p50), "p50-ratio")
+	b.ReportMetric(benchutil.Ratio(ledger.p99, r.rawStatus.p99), "p99-ratio")
 	b.ReportMetric(r.decisionsPerWrite(), "decisions/status-write")
 	b.ReportMetric(float64(r.nodeWrites)/float64(ledger.ops), "node-writes/decision")
 	return r
@@ -202,31 +192,22 @@ func table(rows []result) string {
 	for _, r := range rows {
 		fmt.Fprintf(&sb, "| %d | %d | %d | %.0f | %.1f / %.1f | %.0f | %.1f / %.1f | %.0f | %.1f / %.1f | %.0f | %.1f / %.1f |\n",
 			r.disks, r.writers, r.ledger.ops,
-			r.ledger.rate(), ms(r.ledger.p50), ms(r.ledger.p99),
-			r.rawStatus.rate(), ms(r.rawStatus.p50), ms(r.rawStatus.p99),
-			r.rawPatch.rate(), ms(r.rawPatch.p50), ms(r.rawPatch.p99),
-			r.rawSpec.rate(), ms(r.rawSpec.p50), ms(r.rawSpec.p99))
+			r.ledger.rate(), benchutil.Millis(r.ledger.p50), benchutil.Millis(r.ledger.p99),
+			r.rawStatus.rate(), benchutil.Millis(r.rawStatus.p50), benchutil.Millis(r.rawStatus.p99),
+			r.rawPatch.rate(), benchutil.Millis(r.rawPatch.p50), benchutil.Millis(r.rawPatch.p99),
+			r.rawSpec.rate(), benchutil.Millis(r.rawSpec.p50), benchutil.Millis(r.rawSpec.p99))
 	}
 	sb.WriteString("\n| disks | writers | decisions/s ÷ raw status updates/s | ledger p50 ÷ raw status update p50 | ledger p99 ÷ raw status update p99 | decisions/s ÷ raw status patches/s | decisions/s ÷ raw spec updates/s | decisions per status write | Node writes per decision | conflicts per op: ledger writers / raw status updates |\n")
 	sb.WriteString("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, r := range rows {
 		fmt.Fprintf(&sb, "| %d | %d | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f / %.2f |\n",
 			r.disks, r.writers,
-			r.ledger.rate()/r.rawStatus.rate(), ratio(r.ledger.p50, r.rawStatus.p50), ratio(r.ledger.p99, r.rawStatus.p99),
+			r.ledger.rate()/r.rawStatus.rate(), benchutil.Ratio(r.ledger.p50, r.rawStatus.p50), benchutil.Ratio(r.ledger.p99, r.rawStatus.p99),
 			r.ledger.rate()/r.rawPatch.rate(), r.ledger.rate()/r.rawSpec.rate(),
 			r.decisionsPerWrite(), float64(r.nodeWrites)/float64(r.ledger.ops),
 			r.ledger.conflictsPerOp(), r.rawStatus.conflictsPerOp())
 	}
 	return sb.String()
-}
-
-func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
-
-func ratio(a, b time.Duration) float64 {
-	if b == 0 {
-		return 0
-	}
-	return float64(a) / float64(b)
 }
 
 // fixture is one shape's objects: a raw namespace with plain DiskSchedules
@@ -243,7 +224,11 @@ type fixture struct {
 	clients     []client.Client
 	manager     *testenv.RunningManager
 	stopCache   context.CancelFunc
-	tracker     *tracker
+	tracker     *benchutil.Tracker
+	// nodeWrites counts the Longhorn Node writes seen since the tracker's
+	// status writes were last reset (none: the manager never writes a
+	// Longhorn Node; a non-zero figure would be a bug).
+	nodeWrites atomic.Int64
 	// seq makes every request's size unique for the fixture's lifetime,
 	// across the probe run (b.N = 1) and the full run.
 	seq atomic.Int64
@@ -332,58 +317,37 @@ func (f *fixture) setUp(ctx context.Context) error {
 // startTracker starts a shared informer on the ledger namespace's
 // DiskSchedules, as a requester's controller would watch them.
 func (f *fixture) startTracker(ctx context.Context) error {
-	c, err := cache.New(env.Config, cache.Options{
-		Scheme:            env.Scheme,
-		DefaultNamespaces: map[string]cache.Config{f.ledgerNS: {}},
+	f.tracker = benchutil.NewTracker(false)
+	stop, err := f.tracker.Track(ctx, env.Config, env.Scheme, f.ledgerNS, map[client.Object]func(any){
+		&lhv1.Node{}: func(obj any) {
+			if _, ok := obj.(*lhv1.Node); ok {
+				f.nodeWrites.Add(1)
+			}
+		},
 	})
 	if err != nil {
-		return fmt.Errorf("creating the DiskSchedule cache: %w", err)
+		return err
 	}
-	cctx, cancel := context.WithCancel(context.Background())
-	f.stopCache = cancel
-	inf, err := c.GetInformer(cctx, &longhornv1.DiskSchedule{})
-	if err != nil {
-		return fmt.Errorf("getting the DiskSchedule informer: %w", err)
-	}
-	f.tracker = newTracker()
-	if _, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
-		AddFunc:    func(obj any) { f.tracker.observe(obj) },
-		UpdateFunc: func(_, obj any) { f.tracker.observe(obj) },
-	}); err != nil {
-		return fmt.Errorf("watching DiskSchedules: %w", err)
-	}
-	nodes, err := c.GetInformer(cctx, &lhv1.Node{})
-	if err != nil {
-		return fmt.Errorf("getting the Node informer: %w", err)
-	}
-	if _, err := nodes.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
-		UpdateFunc: func(_, obj any) { f.tracker.observeNode(obj) },
-	}); err != nil {
-		return fmt.Errorf("watching Nodes: %w", err)
-	}
-	go func() { _ = c.Start(cctx) }()
-	if !c.WaitForCacheSync(ctx) {
-		return errors.New("the DiskSchedule cache did not sync")
-	}
+	f.stopCache = stop
 	return nil
 }
 
 // waitReady waits until every ledger of the fixture is Ready with its limit.
 func (f *fixture) waitReady(ctx context.Context) error {
-	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+	last, err := testenv.Poll(ctx, 2*time.Minute, func(ctx context.Context) (bool, string, error) {
 		for _, name := range f.ledgerDisks {
 			ds := &longhornv1.DiskSchedule{}
 			if err := env.Client.Get(ctx, client.ObjectKey{Namespace: f.ledgerNS, Name: name}, ds); err != nil {
-				return false, client.IgnoreNotFound(err)
+				return false, name + " not found", client.IgnoreNotFound(err)
 			}
 			if !meta.IsStatusConditionTrue(ds.Status.Conditions, longhornv1.DiskScheduleConditionReady) || ds.Status.StorageLimit <= 0 {
-				return false, nil
+				return false, testenv.DescribeLedger(ds), nil
 			}
 		}
-		return true, nil
-	})
+		return true, "", nil
+	}, testenv.Every(100*time.Millisecond))
 	if err != nil {
-		return fmt.Errorf("waiting for %d Ready ledgers: %w", f.disks, err)
+		return fmt.Errorf("waiting for %d Ready ledgers (last seen: %s): %w", f.disks, last, err)
 	}
 	return nil
 }
@@ -449,20 +413,11 @@ func (f *fixture) run(ctx context.Context, n int, do op) (figures, error) {
 	}
 	all := slices.Concat(latencies...)
 	slices.Sort(all)
-	fig := figures{ops: n, elapsed: elapsed, p50: percentile(all, 0.50), p99: percentile(all, 0.99)}
+	fig := figures{ops: n, elapsed: elapsed, p50: benchutil.Percentile(all, 0.50), p99: benchutil.Percentile(all, 0.99)}
 	for _, c := range conflicts {
 		fig.conflicts += c
 	}
 	return fig, nil
-}
-
-// percentile returns the nearest-rank p-th percentile of sorted.
-func percentile(sorted []time.Duration, p float64) time.Duration {
-	if len(sorted) == 0 {
-		return 0
-	}
-	i := int(math.Ceil(p*float64(len(sorted)))) - 1
-	return sorted[max(i, 0)]
 }
 
 // nextSize returns a request size never written before by this fixture.
@@ -548,7 +503,7 @@ func (f *fixture) ledgerOp(ctx context.Context, w, k int) (time.Duration, int, e
 	if err != nil {
 		return 0, conflicts, err
 	}
-	decided, err := f.tracker.await(ctx, key.Name, name, size, generation)
+	decided, err := f.tracker.Await(ctx, key.Name, name, size, generation)
 	if err != nil {
 		return 0, conflicts, fmt.Errorf("waiting for the decision on %s/%s at %d bytes: %w", key.Name, name, size, err)
 	}
@@ -561,7 +516,7 @@ func (f *fixture) ledgerOp(ctx context.Context, w, k int) (time.Duration, int, e
 func (f *fixture) request(ctx context.Context, w int, key client.ObjectKey, name string, size int64) (int64, int, error) {
 	c := f.clients[w]
 	writer := &conflictCounter{Writer: c}
-	ds, err := ledgerclient.Mutate(ctx, c, writer, key, ledgerclient.SetReplica(name, size))
+	ds, err := ledgerclient.Mutate(ctx, c, writer, key, requirement.Write(requirement.Request{Kind: ledger.Replica, Name: name, Size: size}))
 	if err != nil {
 		return 0, writer.conflicts, err
 	}
@@ -590,107 +545,4 @@ type statusWriter struct {
 
 func (s statusWriter) Update(ctx context.Context, obj client.Object, _ ...client.UpdateOption) error {
 	return s.status.Update(ctx, obj)
-}
-
-// tracker follows every DiskSchedule version the informer delivers, wakes
-// writers whose request is decided, and counts the ledgers' status writes and
-// the Longhorn Node writes made meanwhile (none: the manager never writes a
-// Longhorn Node; a non-zero figure would be a bug).
-type tracker struct {
-	mu         sync.Mutex
-	latest     map[string]*longhornv1.DiskSchedule
-	waiters    map[string]map[string]*waiter // disk → replica → waiter
-	writes     int
-	nodeWrites int
-}
-
-// waiter is a writer waiting for the decision on its request.
-type waiter struct {
-	size, generation int64
-	done             chan time.Time
-}
-
-func newTracker() *tracker {
-	return &tracker{latest: map[string]*longhornv1.DiskSchedule{}, waiters: map[string]map[string]*waiter{}}
-}
-
-// decided reports whether ds holds the decision on the request name at size,
-// written at generation.
-func decided(ds *longhornv1.DiskSchedule, name string, size, generation int64) bool {
-	if e, ok := ds.Status.Replicas[name]; ok && e.RequestedSize == size {
-		return true
-	}
-	return ds.Status.ObservedGeneration >= generation
-}
-
-// observe records a DiskSchedule version. A new version with an unchanged
-// generation is a status write (nothing else writes these objects' metadata
-// during a run).
-func (t *tracker) observe(obj any) {
-	ds, ok := obj.(*longhornv1.DiskSchedule)
-	if !ok {
-		return
-	}
-	now := time.Now()
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if prev := t.latest[ds.Name]; prev != nil && prev.ResourceVersion != ds.ResourceVersion && prev.Generation == ds.Generation {
-		t.writes++
-	}
-	t.latest[ds.Name] = ds
-	for name, w := range t.waiters[ds.Name] {
-		if decided(ds, name, w.size, w.generation) {
-			w.done <- now
-			delete(t.waiters[ds.Name], name)
-		}
-	}
-}
-
-// await returns when the informer saw the request decided. A decision seen
-// before await was called counts from now, which overstates its latency
-// slightly rather than understating it.
-func (t *tracker) await(ctx context.Context, disk, name string, size, generation int64) (time.Time, error) {
-	t.mu.Lock()
-	if ds := t.latest[disk]; ds != nil && decided(ds, name, size, generation) {
-		t.mu.Unlock()
-		return time.Now(), nil
-	}
-	w := &waiter{size: size, generation: generation, done: make(chan time.Time, 1)}
-	if t.waiters[disk] == nil {
-		t.waiters[disk] = map[string]*waiter{}
-	}
-	t.waiters[disk][name] = w
-	t.mu.Unlock()
-	select {
-	case at := <-w.done:
-		return at, nil
-	case <-ctx.Done():
-		t.mu.Lock()
-		delete(t.waiters[disk], name)
-		t.mu.Unlock()
-		return time.Time{}, ctx.Err()
-	}
-}
-
-// observeNode counts a new version of a Longhorn Node.
-func (t *tracker) observeNode(obj any) {
-	if _, ok := obj.(*lhv1.Node); !ok {
-		return
-	}
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.nodeWrites++
-}
-
-func (t *tracker) resetWrites() {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.writes, t.nodeWrites = 0, 0
-}
-
-// counts returns the ledger status writes and Node writes seen since resetWrites.
-func (t *tracker) counts() (statusWrites, nodeWrites int) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return t.writes, t.nodeWrites
 }

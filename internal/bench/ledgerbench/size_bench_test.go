@@ -8,13 +8,14 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	longhornv1 "github.com/longhorn/diskschedule/api/v1beta2"
+	"github.com/longhorn/diskschedule/internal/ledger"
 	"github.com/longhorn/diskschedule/internal/ledgerclient"
 	"github.com/longhorn/diskschedule/internal/manager"
 	"github.com/longhorn/diskschedule/internal/manager/managertest"
+	"github.com/longhorn/diskschedule/internal/requirement"
 	"github.com/longhorn/diskschedule/internal/testenv"
 )
 
@@ -61,36 +62,32 @@ func measureSize(b *testing.B, n int) {
 	}
 	key := client.ObjectKey{Namespace: ns, Name: ns + "-disk"}
 	var empty map[string]int
-	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+	testenv.Eventually(b, ctx, time.Minute, "the node controller's DiskSchedule "+key.Name+" has its limit", func(ctx context.Context) (bool, string, error) {
 		ds := &longhornv1.DiskSchedule{}
 		if err := env.Client.Get(ctx, key, ds); err != nil || ds.Status.StorageLimit == 0 {
-			return false, client.IgnoreNotFound(err)
+			return false, "no limit yet", client.IgnoreNotFound(err)
 		}
+		var err error
 		empty, err = storedParts(ctx, key)
-		return err == nil, err
-	})
-	if err != nil {
-		b.Fatalf("waiting for the node controller's DiskSchedule %s: %v", key.Name, err)
-	}
+		return err == nil, "", err
+	}, testenv.Every(100*time.Millisecond))
 
 	b.ResetTimer()
 	for i := range n {
 		name := fmt.Sprintf("pvc-%08x-1111-2222-3333-%012x-r-%08x", i, i, i)
-		if _, err := ledgerclient.Mutate(ctx, env.Client, env.Client, key, ledgerclient.SetReplica(name, gi)); err != nil {
+		if _, err := ledgerclient.Mutate(ctx, env.Client, env.Client, key, requirement.Write(requirement.Request{Kind: ledger.Replica, Name: name, Size: gi})); err != nil {
 			b.Fatalf("requesting %s: %v", name, err)
 		}
 	}
 	b.StopTimer()
-	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+	testenv.Eventually(b, ctx, 2*time.Minute, fmt.Sprintf("the %d requests are decided", n), func(ctx context.Context) (bool, string, error) {
 		ds := &longhornv1.DiskSchedule{}
 		if err := env.Client.Get(ctx, key, ds); err != nil {
-			return false, err
+			return false, "", err
 		}
-		return len(ds.Status.Replicas) == n && ds.Status.ObservedGeneration == ds.Generation, nil
-	})
-	if err != nil {
-		b.Fatalf("waiting for the %d decisions: %v", n, err)
-	}
+		return len(ds.Status.Replicas) == n && ds.Status.ObservedGeneration == ds.Generation,
+			fmt.Sprintf("%d decided, generation %d of %d", len(ds.Status.Replicas), ds.Status.ObservedGeneration, ds.Generation), nil
+	}, testenv.Every(100*time.Millisecond))
 	full, err := storedParts(ctx, key)
 	if err != nil {
 		b.Fatal(err)

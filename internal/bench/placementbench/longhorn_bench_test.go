@@ -7,10 +7,6 @@ import (
 	"testing"
 	"time"
 
-	lhv1 "github.com/longhorn/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
-	"sigs.k8s.io/controller-runtime/pkg/client"
-
-	"github.com/longhorn/diskschedule/internal/ledger"
 	"github.com/longhorn/diskschedule/internal/sandbox"
 	"github.com/longhorn/diskschedule/internal/testenv"
 	"github.com/longhorn/diskschedule/internal/testenv/sandboxtest"
@@ -71,9 +67,9 @@ func runLonghornWorkload(b *testing.B, withGate bool) outcome {
 	}
 	elapsed := time.Since(start).Seconds()
 	b.StopTimer()
-	list := &lhv1.ReplicaList{}
-	if err := c.List(ctx, list, client.InNamespace(sandbox.Namespace)); err != nil {
+	persisted, err := testenv.PersistedByDisk(ctx, c, sandbox.Namespace, nil)
+	if err != nil {
 		b.Fatal(err)
 	}
-	return outcomeOf(ledger.PersistedPerDisk(list.Items), elapsed)
+	return outcomeOf(persisted, elapsed)
 }

@@ -27,9 +27,9 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/longhorn/diskschedule/internal/conditions"
 	"github.com/longhorn/diskschedule/internal/ledger"
 	"github.com/longhorn/diskschedule/internal/simlonghorn"
 	"github.com/longhorn/diskschedule/internal/testenv"
@@ -65,12 +65,13 @@ type outcome struct {
 	seconds float64
 }
 
-// outcomeOf sums the bytes placed on each disk (by UUID) into an outcome;
+// outcomeOf sums what is persisted on each disk (by UUID) into an outcome;
 // every disk's limit is diskSize (over-provisioning 100%, nothing reserved).
-func outcomeOf(used map[string]int64, seconds float64) outcome {
+func outcomeOf(persisted map[string]ledger.Persisted, seconds float64) outcome {
 	o := outcome{seconds: seconds}
-	for _, bytes := range used {
-		o.placed += int(bytes / volumeSize)
+	for _, p := range persisted {
+		bytes := p.Total()
+		o.placed += len(p.Replicas)
 		if bytes > diskSize {
 			o.overLimit++
 		}
@@ -147,32 +148,30 @@ func runWorkload(b *testing.B, ns string) outcome {
 	}
 	elapsed := time.Since(start).Seconds()
 
-	list := &lhv1.ReplicaList{}
-	if err := env.Client.List(ctx, list, client.InNamespace(ns)); err != nil {
+	persisted, err := testenv.PersistedByDisk(ctx, env.Client, ns, nil)
+	if err != nil {
 		b.Fatal(err)
 	}
-	return outcomeOf(ledger.PersistedPerDisk(list.Items), elapsed)
+	return outcomeOf(persisted, elapsed)
 }
 
 // waitDecided waits until every volume in ns is Scheduled=True, or
 // Scheduled=False for lack of space.
 func waitDecided(ctx context.Context, c client.Client, ns string) error {
-	err := wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, 3*time.Minute, true, func(ctx context.Context) (bool, error) {
+	_, err := testenv.Poll(ctx, 3*time.Minute, func(ctx context.Context) (bool, string, error) {
 		list := &lhv1.VolumeList{}
 		if err := c.List(ctx, list, client.InNamespace(ns)); err != nil {
-			return false, err
+			return false, "", err
 		}
 		decided := 0
 		for _, v := range list.Items {
-			for _, c := range v.Status.Conditions {
-				if c.Type == lhv1.VolumeConditionTypeScheduled && (c.Status == lhv1.ConditionStatusTrue ||
-					c.Reason == lhv1.VolumeConditionReasonReplicaSchedulingFailure) {
-					decided++
-				}
+			c, _ := conditions.Longhorn(v.Status.Conditions, lhv1.VolumeConditionTypeScheduled)
+			if c.Status == lhv1.ConditionStatusTrue || c.Reason == lhv1.VolumeConditionReasonReplicaSchedulingFailure {
+				decided++
 			}
 		}
-		return decided == volumes, nil
-	})
+		return decided == volumes, fmt.Sprintf("%d of %d volumes decided", decided, volumes), nil
+	}, testenv.Every(20*time.Millisecond))
 	if err != nil {
 		return fmt.Errorf("waiting for every volume to be decided: %w", err)
 	}
@@ -201,32 +200,19 @@ func startSim(b *testing.B, ns string, specs []simlonghorn.NodeSpec) func() {
 // waitNodes waits until every Longhorn node reports its disk schedulable.
 func waitNodes(ctx context.Context, b *testing.B, ns string, names []string) {
 	b.Helper()
-	err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+	testenv.Eventually(b, ctx, time.Minute, "every Longhorn node reports its disk schedulable", func(ctx context.Context) (bool, string, error) {
 		for _, name := range names {
 			n := &lhv1.Node{}
 			if err := env.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, n); err != nil {
-				return false, client.IgnoreNotFound(err)
+				return false, name + " not found", client.IgnoreNotFound(err)
 			}
 			st := n.Status.DiskStatus["disk-1"]
-			if st == nil || st.StorageMaximum != diskSize || !schedulable(st.Conditions) {
-				return false, nil
+			if st == nil || st.StorageMaximum != diskSize || !conditions.LonghornTrue(st.Conditions, lhv1.DiskConditionTypeSchedulable) {
+				return false, name + "'s disk-1 is not schedulable yet", nil
 			}
 		}
-		return true, nil
+		return true, "", nil
 	})
-	if err != nil {
-		b.Fatalf("waiting for the Longhorn nodes: %v", err)
-	}
-}
-
-// schedulable reports whether Longhorn's Schedulable condition is True.
-func schedulable(conds []lhv1.Condition) bool {
-	for _, c := range conds {
-		if c.Type == lhv1.DiskConditionTypeSchedulable {
-			return c.Status == lhv1.ConditionStatusTrue
-		}
-	}
-	return false
 }
 
 // volume returns a one-replica volume of volumeSize named pvc-<name>, as

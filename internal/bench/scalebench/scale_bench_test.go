@@ -31,6 +31,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	dsv1 "github.com/longhorn/diskschedule/api/v1beta2"
+	"github.com/longhorn/diskschedule/internal/bench/benchutil"
 	"github.com/longhorn/diskschedule/internal/controlplane"
 	"github.com/longhorn/diskschedule/internal/extender"
 	"github.com/longhorn/diskschedule/internal/gate"
@@ -315,12 +316,11 @@ func (s *bench) measureSettle(b *testing.B) error {
 	}
 	s.mgr, s.cache = rm, c
 	r.toCache = time.Since(start)
-	deadline := start.Add(*settleLimit)
 	lastLog := time.Now()
-	for {
+	state, err := testenv.Poll(ctx, max(*settleLimit-r.toCache, time.Millisecond), func(ctx context.Context) (bool, string, error) {
 		missing, unadopted, unsettled, err := s.ledgerState(ctx, c)
 		if err != nil {
-			return err
+			return false, "", err
 		}
 		now := time.Since(start)
 		if missing == 0 && r.toLedgers == 0 {
@@ -331,21 +331,21 @@ func (s *bench) measureSettle(b *testing.B) error {
 		}
 		if missing == 0 && unadopted == 0 && unsettled == 0 {
 			r.toSettled = now
-			break
+			return true, "", nil
 		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("the ledgers did not settle within %s: %d disks without a ledger, %d not adopted, %d not settled",
-				*settleLimit, missing, unadopted, unsettled)
-		}
+		counts := fmt.Sprintf("%d disks without a ledger, %d not adopted, %d not settled", missing, unadopted, unsettled)
 		if time.Since(lastLog) > 10*time.Second {
 			off := ""
 			if *verbose {
 				off, _ = testenv.Unsettled(ctx, c, ns)
 			}
-			progressf("%s: %d disks without a ledger, %d ledgers not adopted, %d not settled: %.300s", now.Round(time.Second), missing, unadopted, unsettled, off)
+			progressf("%s: %s: %.300s", now.Round(time.Second), counts, off)
 			lastLog = time.Now()
 		}
-		time.Sleep(100 * time.Millisecond)
+		return false, counts, nil
+	}, testenv.Every(100*time.Millisecond))
+	if err != nil {
+		return fmt.Errorf("the ledgers did not settle within %s: %s: %w", *settleLimit, state, err)
 	}
 	r.cpu = sampleCPU().since(cpu0)
 	pprof.StopCPUProfile()
@@ -431,20 +431,18 @@ func (s *bench) measureResync(b *testing.B) error {
 	}
 	s.mgr, s.cache = rm, c
 	r := resyncResult{toCache: time.Since(start)}
-	deadline := start.Add(*settleLimit)
-	for {
+	state, err := testenv.Poll(ctx, max(*settleLimit-r.toCache, time.Millisecond), func(context.Context) (bool, string, error) {
 		m := readController("mirror")
 		if m.reconciles-before.reconciles >= disks && m.depth == 0 && m.unfinished == 0 {
 			r.toPass = time.Since(start)
 			r.reconciles = m.reconciles - before.reconciles
 			r.reconcileSecs = m.reconcileSeconds - before.reconcileSeconds
-			break
+			return true, "", nil
 		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("the mirror did not finish its pass within %s: %.0f of %.0f reconciles, depth %.0f",
-				*settleLimit, m.reconciles-before.reconciles, disks, m.depth)
-		}
-		time.Sleep(20 * time.Millisecond)
+		return false, fmt.Sprintf("%.0f of %.0f reconciles, depth %.0f", m.reconciles-before.reconciles, disks, m.depth), nil
+	}, testenv.Every(20*time.Millisecond))
+	if err != nil {
+		return fmt.Errorf("the mirror did not finish its pass within %s: %s: %w", *settleLimit, state, err)
 	}
 	r.cpu = sampleCPU().since(cpu0)
 	r.mirrorWrites = readCounter("longhorn_diskschedule_mirror_writes_total", map[string]string{"result": "ok"}) - writes0
@@ -549,21 +547,20 @@ func (s *bench) measureFilter(_ *testing.B, claims int) error {
 	return nil
 }
 
+// waitHealthy waits until the extender at url answers its /healthz.
 func waitHealthy(ctx context.Context, url string) error {
-	deadline := time.Now().Add(2 * time.Minute)
-	for {
+	state, err := testenv.Poll(ctx, 2*time.Minute, func(context.Context) (bool, string, error) {
 		resp, err := http.Get(url + "/healthz")
-		if err == nil {
-			_ = resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return nil
-			}
+		if err != nil {
+			return false, err.Error(), nil
 		}
-		if time.Now().After(deadline) || ctx.Err() != nil {
-			return fmt.Errorf("the extender at %s never became healthy: %v", url, err)
-		}
-		time.Sleep(100 * time.Millisecond)
+		_ = resp.Body.Close()
+		return resp.StatusCode == http.StatusOK, resp.Status, nil
+	}, testenv.Every(100*time.Millisecond))
+	if err != nil {
+		return fmt.Errorf("the extender at %s never became healthy (%s): %w", url, state, err)
 	}
+	return nil
 }
 
 // callFilter posts body to url's /filter and returns the latency and the
@@ -591,26 +588,17 @@ func callFilter(url string, body []byte) (time.Duration, int, error) {
 	return d, passed, nil
 }
 
-func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
-
-func pct(sorted []time.Duration, p int) time.Duration {
-	if len(sorted) == 0 {
-		return 0
-	}
-	return sorted[min(len(sorted)-1, len(sorted)*p/100)]
-}
-
 func (s *bench) reportFilter(b *testing.B, claims int) {
 	r := s.filters[claims]
-	p50, p99 := ms(pct(r.latencies, 50)), ms(pct(r.latencies, 99))
-	b50, b99 := ms(pct(r.baseline, 50)), ms(pct(r.baseline, 99))
+	p50, p99 := benchutil.PercentileMillis(r.latencies, 0.50), benchutil.PercentileMillis(r.latencies, 0.99)
+	b50, b99 := benchutil.PercentileMillis(r.baseline, 0.50), benchutil.PercentileMillis(r.baseline, 0.99)
 	b.ReportMetric(p50, "p50-ms")
 	b.ReportMetric(p99, "p99-ms")
 	b.ReportMetric(b50, "baseline-p50-ms")
 	b.ReportMetric(b99, "baseline-p99-ms")
 	b.ReportMetric(p50/b50, "p50/baseline")
 	b.ReportMetric(p99/b99, "p99/baseline")
-	b.ReportMetric(ms(r.cpuPerCall), "cpu-ms/call")
+	b.ReportMetric(benchutil.Millis(r.cpuPerCall), "cpu-ms/call")
 	b.ReportMetric(float64(r.passed), "nodes-passed")
 	b.ReportMetric(float64(r.requestBytes)/1024, "request-KiB")
 }
@@ -690,39 +678,38 @@ func (s *bench) writeReplica(ctx context.Context, c client.Client, name, u strin
 // gate's webhook configuration and the gate answers TLS with a certificate
 // that CA signed for localhost, as kube-apiserver checks it.
 func waitGate(ctx context.Context, port int) error {
-	deadline := time.Now().Add(2 * time.Minute)
-	var last error
-	for time.Now().Before(deadline) {
+	state, err := testenv.Poll(ctx, 2*time.Minute, func(ctx context.Context) (bool, string, error) {
 		vwc := &admissionregistrationv1.ValidatingWebhookConfiguration{}
 		if err := env.Client.Get(ctx, client.ObjectKey{Name: gate.ConfigurationName}, vwc); err != nil {
-			return err
+			return false, "", err
 		}
-		if len(vwc.Webhooks) > 0 && len(vwc.Webhooks[0].ClientConfig.CABundle) > 0 {
-			pool := x509.NewCertPool()
-			pool.AppendCertsFromPEM(vwc.Webhooks[0].ClientConfig.CABundle)
-			conn, err := tls.DialWithDialer(&net.Dialer{Timeout: time.Second}, "tcp", "127.0.0.1:"+strconv.Itoa(port),
-				&tls.Config{RootCAs: pool, ServerName: "localhost"})
-			if err == nil {
-				return conn.Close()
-			}
-			last = err
-		} else {
-			last = errors.New("no caBundle injected yet")
+		if len(vwc.Webhooks) == 0 || len(vwc.Webhooks[0].ClientConfig.CABundle) == 0 {
+			return false, "no caBundle injected yet", nil
 		}
-		time.Sleep(100 * time.Millisecond)
+		pool := x509.NewCertPool()
+		pool.AppendCertsFromPEM(vwc.Webhooks[0].ClientConfig.CABundle)
+		conn, err := tls.DialWithDialer(&net.Dialer{Timeout: time.Second}, "tcp", "127.0.0.1:"+strconv.Itoa(port),
+			&tls.Config{RootCAs: pool, ServerName: "localhost"})
+		if err != nil {
+			return false, err.Error(), nil
+		}
+		return true, "", conn.Close()
+	}, testenv.Every(100*time.Millisecond))
+	if err != nil {
+		return fmt.Errorf("the gate never served (%s): %w", state, err)
 	}
-	return fmt.Errorf("the gate never served: %v", last)
+	return nil
 }
 
 func (s *bench) reportGate(b *testing.B) {
 	for _, r := range s.gate {
-		b.ReportMetric(ms(pct(r.latencies, 50)), fmt.Sprintf("fill-%d-p50-ms", r.level))
-		b.ReportMetric(ms(pct(r.latencies, 99)), fmt.Sprintf("fill-%d-p99-ms", r.level))
+		b.ReportMetric(benchutil.PercentileMillis(r.latencies, 0.50), fmt.Sprintf("fill-%d-p50-ms", r.level))
+		b.ReportMetric(benchutil.PercentileMillis(r.latencies, 0.99), fmt.Sprintf("fill-%d-p99-ms", r.level))
 		b.ReportMetric(float64(r.refused), fmt.Sprintf("fill-%d-refused", r.level))
 	}
 	if len(s.gate) > 0 {
 		first, last := s.gate[0], s.gate[len(s.gate)-1]
-		b.ReportMetric(ms(pct(last.latencies, 50))/ms(pct(first.latencies, 50)), "p50-ratio-full/empty")
+		b.ReportMetric(benchutil.PercentileMillis(last.latencies, 0.50)/benchutil.PercentileMillis(first.latencies, 0.50), "p50-ratio-full/empty")
 	}
 }
 
@@ -750,21 +737,21 @@ func (s *bench) printSummary() {
 	for _, claims := range claimShapes {
 		f := s.filters[claims]
 		fmt.Printf("| filter, %d claim(s): p50 / p99 (baseline p50 / p99) | %.2f / %.2f ms (%.2f / %.2f ms), %.1f× / %.1f×, %.2f CPU-ms per call, %d of %d nodes passed, %d KiB |\n",
-			claims, ms(pct(f.latencies, 50)), ms(pct(f.latencies, 99)), ms(pct(f.baseline, 50)), ms(pct(f.baseline, 99)),
-			ms(pct(f.latencies, 50))/ms(pct(f.baseline, 50)), ms(pct(f.latencies, 99))/ms(pct(f.baseline, 99)),
-			ms(f.cpuPerCall), f.passed, len(l.nodes), f.requestBytes/1024)
+			claims, benchutil.PercentileMillis(f.latencies, 0.50), benchutil.PercentileMillis(f.latencies, 0.99), benchutil.PercentileMillis(f.baseline, 0.50), benchutil.PercentileMillis(f.baseline, 0.99),
+			benchutil.PercentileMillis(f.latencies, 0.50)/benchutil.PercentileMillis(f.baseline, 0.50), benchutil.PercentileMillis(f.latencies, 0.99)/benchutil.PercentileMillis(f.baseline, 0.99),
+			benchutil.Millis(f.cpuPerCall), f.passed, len(l.nodes), f.requestBytes/1024)
 	}
 	for _, g := range s.gate {
 		fmt.Printf("| gate, disk holding %d replicas: p50 / p99 (%d writes, %d refused) | %.1f / %.1f ms |\n",
-			g.level, len(g.latencies), g.refused, ms(pct(g.latencies, 50)), ms(pct(g.latencies, 99)))
+			g.level, len(g.latencies), g.refused, benchutil.PercentileMillis(g.latencies, 0.50), benchutil.PercentileMillis(g.latencies, 0.99))
 	}
 	if len(s.gate) > 0 {
 		fmt.Printf("| **gate p50, 1000 ÷ 0** | **%.2f** |\n",
-			ms(pct(s.gate[len(s.gate)-1].latencies, 50))/ms(pct(s.gate[0].latencies, 50)))
+			benchutil.PercentileMillis(s.gate[len(s.gate)-1].latencies, 0.50)/benchutil.PercentileMillis(s.gate[0].latencies, 0.50))
 	}
 	for _, r := range s.raw {
 		fmt.Printf("| API server alone, a copy of the ledger of %d entries (%d KiB as JSON): spec merge patch p50 / status update p50 | %.1f / %.1f ms |\n",
-			r.level+*gateWrites, r.bytes/1024, ms(pct(r.spec, 50)), ms(pct(r.status, 50)))
+			r.level+*gateWrites, r.bytes/1024, benchutil.PercentileMillis(r.spec, 0.50), benchutil.PercentileMillis(r.status, 0.50))
 	}
 }
 
@@ -858,8 +845,8 @@ func (s *bench) measureRaw(_ *testing.B) error {
 
 func (s *bench) reportRaw(b *testing.B) {
 	for _, r := range s.raw {
-		b.ReportMetric(ms(pct(r.spec, 50)), fmt.Sprintf("fill-%d-spec-patch-p50-ms", r.level))
-		b.ReportMetric(ms(pct(r.status, 50)), fmt.Sprintf("fill-%d-status-update-p50-ms", r.level))
+		b.ReportMetric(benchutil.PercentileMillis(r.spec, 0.50), fmt.Sprintf("fill-%d-spec-patch-p50-ms", r.level))
+		b.ReportMetric(benchutil.PercentileMillis(r.status, 0.50), fmt.Sprintf("fill-%d-status-update-p50-ms", r.level))
 		b.ReportMetric(float64(r.bytes)/1024, fmt.Sprintf("fill-%d-ledger-KiB", r.level))
 	}
 }

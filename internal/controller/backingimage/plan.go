@@ -6,7 +6,6 @@ import (
 
 	lhv1 "github.com/longhorn/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
 
-	dsv1 "github.com/longhorn/diskschedule/api/v1beta2"
 	"github.com/longhorn/diskschedule/internal/ledger"
 	"github.com/longhorn/diskschedule/internal/requirement"
 )
@@ -51,41 +50,18 @@ func Plan(old, bi *lhv1.BackingImage) requirement.Plan {
 	case bi.Status.RealSize <= 0:
 		return requirement.Admit("the backing image's real size is not known yet; its copies are adopted once it is")
 	}
-	p := requirement.Plan{Words: words{image: bi.Name, size: bi.Status.RealSize, disks: len(added)},
+	size := bi.Status.RealSize
+	p := requirement.Plan{Admitted: fmt.Sprintf("copies of %s granted on %d disks", ledger.Bytes(size), len(added)),
 		DryRun: requirement.AllowWithWarning("dry run", fmt.Sprintf("dry run: copies of backing image %s were not requested from the ledgers", bi.Name))}
+	needs := fmt.Sprintf("backing image %s needs a copy of %s", bi.Name, ledger.Bytes(size))
 	for _, disk := range added {
-		p.Requests = append(p.Requests, requirement.Request{Disk: disk, Kind: requirement.BackingImage, Name: bi.Name, Size: bi.Status.RealSize})
+		p.Requests = append(p.Requests, requirement.Request{Disk: disk, Kind: ledger.BackingImage, Name: bi.Name, Size: size,
+			Words: requirement.Words{
+				NoLedger:  fmt.Sprintf("%s on disk %s, which has no DiskSchedule yet", needs, disk),
+				Gone:      fmt.Sprintf("%s on disk %s, which has no DiskSchedule any more", needs, disk),
+				Undecided: fmt.Sprintf("%s on disk %s", needs, disk),
+				Needs:     needs,
+			}})
 	}
 	return p
-}
-
-// words says the outcomes of a backing image's copies.
-type words struct {
-	image string
-	size  int64
-	disks int
-}
-
-// Admitted says every added disk granted a copy.
-func (w words) Admitted(bool, *dsv1.DiskSchedule) string {
-	return fmt.Sprintf("copies of %s granted on %d disks", ledger.Bytes(w.size), w.disks)
-}
-
-// NoLedger says an added disk has no DiskSchedule.
-func (w words) NoLedger(r requirement.Request, gone bool) string {
-	if gone {
-		return fmt.Sprintf("backing image %s needs a copy of %s on disk %s, which has no DiskSchedule any more", w.image, ledger.Bytes(w.size), r.Disk)
-	}
-	return fmt.Sprintf("backing image %s needs a copy of %s on disk %s, which has no DiskSchedule yet", w.image, ledger.Bytes(w.size), r.Disk)
-}
-
-// Undecided says which copy waited for its decision.
-func (w words) Undecided(r requirement.Request) string {
-	return fmt.Sprintf("backing image %s needs a copy of %s on disk %s", w.image, ledger.Bytes(w.size), r.Disk)
-}
-
-// Refused says, in the ledger's numbers, why a copy was refused.
-func (w words) Refused(r requirement.Request, _ int64, ds *dsv1.DiskSchedule) string {
-	_, msg := requirement.Decision(ds, r)
-	return fmt.Sprintf("backing image %s needs a copy of %s on %s: %s", w.image, ledger.Bytes(w.size), requirement.Where(ds), msg)
 }

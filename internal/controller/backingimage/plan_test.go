@@ -8,6 +8,7 @@ import (
 	lhv1 "github.com/longhorn/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
 
 	dsv1 "github.com/longhorn/diskschedule/api/v1beta2"
+	"github.com/longhorn/diskschedule/internal/ledger"
 	"github.com/longhorn/diskschedule/internal/requirement"
 	"github.com/longhorn/diskschedule/internal/testenv"
 )
@@ -53,7 +54,7 @@ func TestPlan(t *testing.T) {
 				reason = plan.Answer.Message
 			}
 			for _, r := range plan.Requests {
-				if r.Kind != requirement.BackingImage || r.Name != tc.bi.Name || (size != 0 && r.Size != size) {
+				if r.Kind != ledger.BackingImage || r.Name != tc.bi.Name || (size != 0 && r.Size != size) {
 					t.Errorf("request %+v is not a copy of %s of one size", r, tc.bi.Name)
 				}
 				disks, size = append(disks, r.Disk), r.Size
@@ -82,10 +83,11 @@ func TestWords(t *testing.T) {
 		Status: dsv1.DiskScheduleStatus{BackingImages: map[string]dsv1.RequestStatus{bi.Name: {
 			State: dsv1.RequestStateRejected, RequestedSize: 3 * gi, Message: "requested 3Gi, 1Gi free of limit 100Gi"}}}}
 	for got, want := range map[string]string{
-		plan.Words.Refused(r, 0, ds):  "backing image default-image-x7k2p needs a copy of 3Gi on disk disk-0 of node node-0: requested 3Gi, 1Gi free of limit 100Gi",
-		plan.Words.NoLedger(r, false): "backing image default-image-x7k2p needs a copy of 3Gi on disk uuid-0, which has no DiskSchedule yet",
-		plan.Words.Undecided(r):       "backing image default-image-x7k2p needs a copy of 3Gi on disk uuid-0",
-		plan.Words.Admitted(true, ds): "copies of 3Gi granted on 1 disks",
+		requirement.Refusal(r, 0, ds): "backing image default-image-x7k2p needs a copy of 3Gi on disk disk-0 of node node-0: requested 3Gi, 1Gi free of limit 100Gi",
+		r.Words.NoLedger:              "backing image default-image-x7k2p needs a copy of 3Gi on disk uuid-0, which has no DiskSchedule yet",
+		r.Words.Gone:                  "backing image default-image-x7k2p needs a copy of 3Gi on disk uuid-0, which has no DiskSchedule any more",
+		r.Words.Undecided:             "backing image default-image-x7k2p needs a copy of 3Gi on disk uuid-0",
+		plan.Admitted:                 "copies of 3Gi granted on 1 disks",
 	} {
 		if got != want {
 			t.Errorf("said %q, want %q", got, want)

@@ -31,14 +31,22 @@ type ReservationTimeouts interface {
 	ReservationTimeoutChanges() <-chan event.GenericEvent
 }
 
+// conflictRetries bounds how many times one reconcile decides a ledger
+// again, from the API server's version, after its status write lost to a
+// concurrent spec write; then the ledger is requeued.
+const conflictRetries = 3
+
 // Reconciler decides the requests of every DiskSchedule.
 type Reconciler struct {
-	client   client.Client
-	recorder events.EventRecorder
-	clock    clock.PassiveClock
-	metrics  *metrics.Ledger
-	workers  int
-	timeouts ReservationTimeouts
+	client client.Client
+	// apiReader reads a ledger from the API server after a status write
+	// lost on its resourceVersion (nil: the ledger is requeued instead).
+	apiReader client.Reader
+	recorder  events.EventRecorder
+	clock     clock.PassiveClock
+	metrics   *metrics.Ledger
+	workers   int
+	timeouts  ReservationTimeouts
 }
 
 // NewReconciler returns a Reconciler. c reads from the manager's cache and
@@ -68,43 +76,68 @@ const ReasonReservationYielded = "ReservationYielded"
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
 // Reconcile decides every undecided request of one DiskSchedule: get →
-// compute → one status write.
+// compute → one status write. A status write that lost to a concurrent
+// write of the spec (a requester's, the mirror's) is decided again at once
+// from the API server's version, up to conflictRetries times, rather than
+// from the cache, which has not seen the write that won yet: on a ledger
+// that requesters write many times a second (a burst of placements, a new
+// leader's first seconds) each decision from the cache would lose again.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
-	log := ctrl.LoggerFrom(ctx)
 	ds := &dsv1.DiskSchedule{}
 	if err := r.client.Get(ctx, req.NamespacedName, ds); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
+	for attempt := 0; ; attempt++ {
+		result, conflict, err := r.decide(ctx, ds)
+		if !conflict {
+			return result, err
+		}
+		if r.apiReader == nil || attempt == conflictRetries {
+			return ctrl.Result{RequeueAfter: conflictRetry}, nil
+		}
+		ds = &dsv1.DiskSchedule{}
+		if err := r.apiReader.Get(ctx, req.NamespacedName, ds); err != nil {
+			return ctrl.Result{}, client.IgnoreNotFound(err)
+		}
+	}
+}
+
+// decide decides ds, as read, and writes the decisions with the
+// resourceVersion they were computed from (rule 9); conflict reports that
+// the write lost to a concurrent writer (or found the ledger gone).
+func (r *Reconciler) decide(ctx context.Context, ds *dsv1.DiskSchedule) (result ctrl.Result, conflict bool, err error) {
+	log := ctrl.LoggerFrom(ctx)
 	if !ds.DeletionTimestamp.IsZero() {
-		return ctrl.Result{}, nil
+		return ctrl.Result{}, false, nil
 	}
 	// The requests waiting for this decision count as pending until the
 	// decisions are written: a ledger that cannot be decided shows them.
 	r.observePending(ds)
 	in, err := r.input(ctx, ds)
 	if err != nil {
-		return ctrl.Result{}, err
+		return ctrl.Result{}, false, err
 	}
 	status, outcome := ledger.Decide(in)
 	r.observeStorage(ds, status, in.Persisted)
 
-	result := ctrl.Result{}
 	if !outcome.NextExpiry.IsZero() {
 		result.RequeueAfter = max(outcome.NextExpiry.Sub(in.Now), 0) + 10*time.Millisecond
 	}
 	if equality.Semantic.DeepEqual(ds.Status, status) {
-		return result, nil
+		return result, false, nil
 	}
 	// Update (not a merge patch) carries the resourceVersion the decision was
 	// computed from: a concurrent writer makes it fail with a conflict (rule 9).
 	ds.Status = status
 	if err := r.client.Status().Update(ctx, ds); err != nil {
 		if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
+			// The version that won arrives through the watch and is decided
+			// then; the retry is for a watch that lags.
 			r.metrics.StatusWrites.WithLabelValues("conflict").Inc()
-			return ctrl.Result{Requeue: true}, nil
+			return ctrl.Result{}, true, nil
 		}
 		r.metrics.StatusWrites.WithLabelValues("error").Inc()
-		return ctrl.Result{}, fmt.Errorf("writing the decisions of DiskSchedule %s: %w", ds.Name, err)
+		return ctrl.Result{}, false, fmt.Errorf("writing the decisions of DiskSchedule %s: %w", ds.Name, err)
 	}
 	r.observePending(ds)
 	r.metrics.StatusWrites.WithLabelValues("ok").Inc()
@@ -120,7 +153,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 			"rejected", outcome.Rejected, "released", outcome.Released, "adopted", outcome.Adopted,
 			"storageScheduled", status.StorageScheduled, "storageLimit", status.StorageLimit)
 	}
-	return result, nil
+	return result, false, nil
 }
 
 // announceYields records, on the pod of each reservation cut for a

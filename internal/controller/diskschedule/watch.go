@@ -7,6 +7,7 @@ import (
 	lhv1 "github.com/longhorn/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/util/workqueue"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -22,10 +23,14 @@ import (
 	"github.com/longhorn/diskschedule/internal/settings"
 )
 
-// maxRetryDelay bounds how long a ledger whose decision failed (a status
-// write that lost a conflict, a read that failed) waits before it is
-// decided again.
+// maxRetryDelay bounds how long a ledger whose decision failed (a read or a
+// status write that failed) waits before it is decided again.
 const maxRetryDelay = 2 * time.Second
+
+// conflictRetry is how soon a ledger whose status write lost a conflict is
+// decided again, should the watch not have brought the version that won
+// by then.
+const conflictRetry = 50 * time.Millisecond
 
 // SetupWithManager registers the controller: it decides a ledger when it
 // changes, when its disk's Longhorn Node changes (limit, schedulability),
@@ -34,7 +39,14 @@ const maxRetryDelay = 2 * time.Second
 // replica of a reserved volume is placed on its node (rule 6), and every
 // ledger when the over-provisioning or minimal-available Setting or the
 // reservation timeout changes.
+//
+// Its sources start on every replica, leader or not (EnableWarmup), so a
+// replica that takes over decides at once, with its caches synced, rather
+// than first listing what it watches while the gate's requests wait.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
+	if r.apiReader == nil {
+		r.apiReader = mgr.GetAPIReader()
+	}
 	spaceSettings := predicate.NewPredicateFuncs(func(obj client.Object) bool {
 		return obj.GetName() == settings.StorageOverProvisioningPercentage || obj.GetName() == settings.StorageMinimalAvailablePercentage
 	})
@@ -50,7 +62,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		// Requesters wait for the ledger's decision: a ledger that failed to
 		// decide retries within seconds, not after controller-runtime's
 		// default backoff, which grows to minutes.
-		WithOptions(controller.Options{MaxConcurrentReconciles: r.workers,
+		WithOptions(controller.Options{MaxConcurrentReconciles: r.workers, EnableWarmup: ptr.To(true),
 			RateLimiter: workqueue.NewTypedItemExponentialFailureRateLimiter[reconcile.Request](5*time.Millisecond, maxRetryDelay)}).
 		Named("diskschedule").
 		Complete(r)

@@ -24,6 +24,11 @@ import (
 // persisted before the mirror releases it (--gate-grace).
 const DefaultGrace = 30 * time.Second
 
+// conflictRetry is how soon a ledger whose spec write lost a conflict is
+// planned again: a status write that won brings no event past the watch's
+// generation predicate.
+const conflictRetry = 50 * time.Millisecond
+
 // Event reasons of the mirror, on DiskSchedules.
 const (
 	// ReasonAdopted: entries were added for replicas or backing-image copies Longhorn persisted on the disk.
@@ -101,8 +106,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	err = r.client.Patch(ctx, ds, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{}))
 	switch {
 	case apierrors.IsConflict(err):
+		// A status write or another spec write won: plan again from the
+		// latest.
 		r.metrics.Writes.WithLabelValues("conflict").Inc()
-		return ctrl.Result{Requeue: true}, nil
+		return ctrl.Result{RequeueAfter: conflictRetry}, nil
 	case apierrors.IsNotFound(err):
 		return ctrl.Result{}, nil
 	case err != nil:

@@ -1,7 +1,8 @@
 // Package mirror keeps each DiskSchedule's spec equal to what Longhorn has
 // persisted on its disk (DESIGN §4, ledger rules 7 and 10). It reads the
-// cache, plans (Plan, pure) and writes; what counts as persisted is each
-// kind's rule, replica.Persisted and backingimage.Persisted.
+// cache, plans (Plan, pure) and writes; what counts as persisted is the
+// ledger's one rule, ledger.PersistedByDisk, and which entries no write
+// will back is the replicas' rule, replica.Lost.
 //
 // For one ledger the persisted state is what Longhorn's node controller
 // counts in the disk's storageScheduled: every Replica whose spec.diskID is

@@ -9,9 +9,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	dsv1 "github.com/longhorn/diskschedule/api/v1beta2"
-	"github.com/longhorn/diskschedule/internal/controller/backingimage"
 	"github.com/longhorn/diskschedule/internal/controller/replica"
 	"github.com/longhorn/diskschedule/internal/index"
+	"github.com/longhorn/diskschedule/internal/ledger"
 )
 
 // persisted reads from the cache what Longhorn has persisted on ds's disk
@@ -53,11 +53,15 @@ func (r *Reconciler) persisted(ctx context.Context, ds *dsv1.DiskSchedule) (Pers
 	return persistedOn(ds, replicas.Items, images.Items, elsewhere), nil
 }
 
-// persistedOn returns what Longhorn has persisted on ds's disk, from each
-// kind's rule: replica.Persisted for the replicas on the disk (replicas)
-// and the entries whose Replicas are elsewhere (others),
-// backingimage.Persisted for the copies.
+// persistedOn returns what Longhorn has persisted on ds's disk
+// (ledger.PersistedByDisk, a shared data directory counted under the
+// replica that has an entry in ds), from the replicas and backing images on
+// the disk, and the entries no write will back (replica.Lost), from the
+// Replicas of the entries that are elsewhere (others).
 func persistedOn(ds *dsv1.DiskSchedule, replicas []lhv1.Replica, images []lhv1.BackingImage, others map[string]*lhv1.Replica) Persisted {
-	sizes, lost := replica.Persisted(ds, replicas, others)
-	return Persisted{Replicas: sizes, BackingImages: backingimage.Persisted(ds.Name, images), Lost: lost}
+	on := ledger.PersistedByDisk(replicas, images, func(r *lhv1.Replica) bool {
+		_, ok := ds.Spec.Replicas[r.Name]
+		return ok
+	})[ds.Name]
+	return Persisted{Persisted: on, Lost: replica.Lost(ds, on.Shared, others)}
 }

@@ -8,22 +8,29 @@ import (
 	"time"
 
 	dsv1 "github.com/longhorn/diskschedule/api/v1beta2"
+	"github.com/longhorn/diskschedule/internal/ledger"
 )
 
 // Persisted is what Longhorn has persisted on one disk, by object name: the
-// bytes each replica and backing-image copy needs there. A size of 0 means
-// the object is on the disk but its size is not known yet (a backing image
-// still without status.realSize): its entry is kept as it is and none is
-// added.
+// bytes each replica and backing-image copy needs there
+// (ledger.PersistedByDisk). A size of 0 means the object is on the disk but
+// its size is not known yet (a backing image still without
+// status.realSize): its entry is kept as it is and none is added.
 type Persisted struct {
-	// Replicas maps a Replica name to its size.
-	Replicas map[string]int64
-	// BackingImages maps a BackingImage name to its size.
-	BackingImages map[string]int64
+	ledger.Persisted
 	// Lost maps a replica name to why no write of Longhorn's will back an
 	// entry of it on this disk: its entry, if any, is released at once
 	// instead of after the grace period (rule 10).
 	Lost map[string]string
+}
+
+// lost returns why entries of kind k will never be backed: only replicas'
+// are known to be lost.
+func (p Persisted) lost(k ledger.Kind) map[string]string {
+	if k == ledger.Replica {
+		return p.Lost
+	}
+	return nil
 }
 
 // Action is what the mirror does to one entry.
@@ -46,8 +53,8 @@ const (
 type Change struct {
 	// Action is what was done.
 	Action Action
-	// Kind is "replica" or "backingImage".
-	Kind string
+	// Kind is the entry's kind.
+	Kind ledger.Kind
 	// Name is the entry's name.
 	Name string
 	// From and To are the requested bytes before and after (0: no entry).
@@ -80,18 +87,14 @@ type Memory struct {
 }
 
 type entryKey struct {
-	kind, name string
+	kind ledger.Kind
+	name string
 }
 
 type since struct {
 	size int64
 	at   time.Time
 }
-
-const (
-	kindReplica      = "replica"
-	kindBackingImage = "backingImage"
-)
 
 // Plan returns the spec the mirror wants for ledger spec given what is
 // persisted, the changes from spec to it, and when to look again for an
@@ -106,8 +109,9 @@ func Plan(spec dsv1.DiskScheduleSpec, persisted Persisted, mem *Memory, now time
 	}
 	p := planner{mem: mem, now: now, grace: grace}
 	next = *spec.DeepCopy()
-	next.Replicas = p.entries(kindReplica, spec.Replicas, persisted.Replicas, persisted.Lost)
-	next.BackingImages = p.entries(kindBackingImage, spec.BackingImages, persisted.BackingImages, nil)
+	for _, k := range ledger.Kinds() {
+		*ledger.Requests(&next, k) = p.entries(k, *ledger.Requests(&spec, k), persisted.Of(k), persisted.lost(k))
+	}
 	// A replica's admitted version goes with its request.
 	for name := range next.ReplicaVersions {
 		if _, ok := next.Replicas[name]; !ok {
@@ -130,7 +134,7 @@ type planner struct {
 
 // entries plans one map of the spec; lost says why entries nothing will
 // back are.
-func (p *planner) entries(kind string, spec map[string]dsv1.RequestedBytes, persisted map[string]int64, lost map[string]string) map[string]dsv1.RequestedBytes {
+func (p *planner) entries(kind ledger.Kind, spec map[string]dsv1.RequestedBytes, persisted map[string]int64, lost map[string]string) map[string]dsv1.RequestedBytes {
 	out := make(map[string]dsv1.RequestedBytes, len(spec)+len(persisted))
 	names := map[string]bool{}
 	for name := range spec {
@@ -226,7 +230,7 @@ func (p *planner) forget(key entryKey) {
 	delete(p.mem.waiting, key)
 }
 
-func (p *planner) change(a Action, kind, name string, from, to int64) {
+func (p *planner) change(a Action, kind ledger.Kind, name string, from, to int64) {
 	p.changes = append(p.changes, Change{Action: a, Kind: kind, Name: name, From: from, To: to})
 }
 

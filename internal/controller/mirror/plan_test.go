@@ -6,6 +6,7 @@ import (
 	"time"
 
 	dsv1 "github.com/longhorn/diskschedule/api/v1beta2"
+	"github.com/longhorn/diskschedule/internal/ledger"
 )
 
 const gi = int64(1) << 30
@@ -22,10 +23,10 @@ func TestPlanAdoptsAndRaises(t *testing.T) {
 		Reservations:  map[string]dsv1.DiskScheduleReservation{"vol": {Size: gi, Pod: "ns/p"}},
 		BackingImages: map[string]rb{"bi-unknown": rb(gi)},
 	}
-	persisted := Persisted{
+	persisted := Persisted{Persisted: ledger.Persisted{
 		Replicas:      map[string]int64{"r-low": 8 * gi, "r-same": 10 * gi, "r-new": 3 * gi},
 		BackingImages: map[string]int64{"bi-new": 2 * gi, "bi-unknown": 0, "bi-pending": 0},
-	}
+	}}
 	mem := &Memory{}
 	next, changes, recheck := Plan(spec, persisted, mem, t0, grace)
 	want := dsv1.DiskScheduleSpec{Name: "disk-0", NodeID: "node-0",
@@ -37,9 +38,9 @@ func TestPlanAdoptsAndRaises(t *testing.T) {
 		t.Errorf("next spec:\n got %+v\nwant %+v", next, want)
 	}
 	wantChanges := []Change{
-		{Action: Raised, Kind: kindReplica, Name: "r-low", From: 5 * gi, To: 8 * gi},
-		{Action: Adopted, Kind: kindReplica, Name: "r-new", To: 3 * gi},
-		{Action: Adopted, Kind: kindBackingImage, Name: "bi-new", To: 2 * gi},
+		{Action: Raised, Kind: ledger.Replica, Name: "r-low", From: 5 * gi, To: 8 * gi},
+		{Action: Adopted, Kind: ledger.Replica, Name: "r-new", To: 3 * gi},
+		{Action: Adopted, Kind: ledger.BackingImage, Name: "bi-new", To: 2 * gi},
 	}
 	if !reflect.DeepEqual(changes, wantChanges) {
 		t.Errorf("changes:\n got %+v\nwant %+v", changes, wantChanges)
@@ -89,7 +90,7 @@ func TestPlanNewSizeRestartsGrace(t *testing.T) {
 func TestPlanReleasesAtOnceWhatWasSeenBacked(t *testing.T) {
 	mem := &Memory{}
 	spec := dsv1.DiskScheduleSpec{Replicas: map[string]rb{"r": rb(gi)}, BackingImages: map[string]rb{"bi": rb(gi)}}
-	Plan(spec, Persisted{Replicas: map[string]int64{"r": gi}, BackingImages: map[string]int64{"bi": gi}}, mem, t0, grace)
+	Plan(spec, Persisted{Persisted: ledger.Persisted{Replicas: map[string]int64{"r": gi}, BackingImages: map[string]int64{"bi": gi}}}, mem, t0, grace)
 	next, changes, recheck := Plan(spec, Persisted{}, mem, t0.Add(time.Second), grace)
 	if len(next.Replicas)+len(next.BackingImages) != 0 || len(changes) != 2 || recheck != 0 {
 		t.Errorf("entries seen backed, then not: %+v, %+v, recheck %v; want released at once", next, changes, recheck)
@@ -111,7 +112,7 @@ func TestPlanReleasesAtOnceWhatWasSeenBacked(t *testing.T) {
 func TestPlanLowersGrowthThatDidNotLand(t *testing.T) {
 	mem := &Memory{}
 	spec := dsv1.DiskScheduleSpec{Replicas: map[string]rb{"r": rb(20 * gi)}}
-	persisted := Persisted{Replicas: map[string]int64{"r": 10 * gi}}
+	persisted := Persisted{Persisted: ledger.Persisted{Replicas: map[string]int64{"r": 10 * gi}}}
 	_, changes, recheck := Plan(spec, persisted, mem, t0, grace)
 	if len(changes) != 0 || recheck != grace {
 		t.Fatalf("a growth not landed yet: %+v, recheck %v", changes, recheck)
@@ -123,7 +124,7 @@ func TestPlanLowersGrowthThatDidNotLand(t *testing.T) {
 	// A growth that lands within the grace period stays.
 	mem = &Memory{}
 	Plan(spec, persisted, mem, t0, grace)
-	_, changes, recheck = Plan(spec, Persisted{Replicas: map[string]int64{"r": 20 * gi}}, mem, t0.Add(grace), grace)
+	_, changes, recheck = Plan(spec, Persisted{Persisted: ledger.Persisted{Replicas: map[string]int64{"r": 20 * gi}}}, mem, t0.Add(grace), grace)
 	if len(changes) != 0 || recheck != 0 {
 		t.Errorf("a growth that landed: %+v, recheck %v", changes, recheck)
 	}
@@ -136,9 +137,10 @@ func TestPlanReleasesLostAtOnce(t *testing.T) {
 	mem := &Memory{}
 	spec := dsv1.DiskScheduleSpec{Replicas: map[string]rb{"r-counted": rb(gi), "r-lost": rb(gi)},
 		ReplicaVersions: map[string]string{"r-counted": "7", "r-lost": "9"}}
-	persisted := Persisted{Replicas: map[string]int64{"r-counted": gi}, Lost: map[string]string{"r-lost": "persisted on disk uuid-1"}}
+	persisted := Persisted{Persisted: ledger.Persisted{Replicas: map[string]int64{"r-counted": gi}},
+		Lost: map[string]string{"r-lost": "persisted on disk uuid-1"}}
 	next, changes, recheck := Plan(spec, persisted, mem, t0, grace)
-	want := []Change{{Action: Released, Kind: kindReplica, Name: "r-lost", From: gi, Why: "persisted on disk uuid-1"}}
+	want := []Change{{Action: Released, Kind: ledger.Replica, Name: "r-lost", From: gi, Why: "persisted on disk uuid-1"}}
 	if !reflect.DeepEqual(changes, want) || len(next.Replicas) != 1 || recheck != 0 {
 		t.Errorf("a lost entry: %+v, %+v, recheck %v; want released at once", next.Replicas, changes, recheck)
 	}

@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	dsv1 "github.com/longhorn/diskschedule/api/v1beta2"
+	"github.com/longhorn/diskschedule/internal/ledger"
 	"github.com/longhorn/diskschedule/internal/testenv"
 )
 
@@ -294,33 +295,18 @@ func (w *world) ghostRequest() {
 	w.log = append(w.log, fmt.Sprintf("ghost %s (%d) on %s", name, size, d.uuid))
 }
 
-// persistedOn reads from the API server what Longhorn persisted on each disk.
-func (w *world) persistedOn(ctx context.Context) (map[string]map[string]int64, map[string]map[string]int64, error) {
-	replicas, images := map[string]map[string]int64{}, map[string]map[string]int64{}
-	for _, d := range w.disks {
-		replicas[d.uuid], images[d.uuid] = map[string]int64{}, map[string]int64{}
-	}
+// persistedOn reads from the API server what Longhorn persisted on each disk
+// (ledger.PersistedByDisk).
+func (w *world) persistedOn(ctx context.Context) (map[string]ledger.Persisted, error) {
 	rl := &lhv1.ReplicaList{}
 	if err := env.Client.List(ctx, rl, client.InNamespace(w.ns)); err != nil {
-		return nil, nil, err
-	}
-	for _, r := range rl.Items {
-		if r.Spec.DiskID != "" {
-			replicas[r.Spec.DiskID][r.Name] = r.Spec.VolumeSize
-		}
+		return nil, err
 	}
 	bl := &lhv1.BackingImageList{}
 	if err := env.Client.List(ctx, bl, client.InNamespace(w.ns)); err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	for _, bi := range bl.Items {
-		for uuid := range bi.Spec.DiskFileSpecMap {
-			if bi.Status.RealSize > 0 {
-				images[uuid][bi.Name] = bi.Status.RealSize
-			}
-		}
-	}
-	return replicas, images, nil
+	return ledger.PersistedByDisk(rl.Items, bl.Items, nil), nil
 }
 
 // waitMirrored waits until every ledger's spec is what Longhorn persisted on
@@ -330,32 +316,29 @@ func (w *world) waitMirrored() {
 	w.clock.Step(randomGrace)
 	var checked int
 	testenv.Eventually(w.t, w.ctx, 60*time.Second, "every ledger mirrors what Longhorn persisted", func(ctx context.Context) (bool, string, error) {
-		replicas, images, err := w.persistedOn(ctx)
+		persisted, err := w.persistedOn(ctx)
 		if err != nil {
 			return false, "", err
 		}
 		checked = 0
 		for _, d := range w.disks {
-			ds, err := ledger(ctx, w.ns, d.uuid)
+			ds, err := getLedger(ctx, w.ns, d.uuid)
 			if err != nil {
 				return false, err.Error(), client.IgnoreNotFound(err)
 			}
-			var sum int64
-			for _, s := range replicas[d.uuid] {
-				sum += s
-			}
-			for _, s := range images[d.uuid] {
-				sum += s
-			}
+			on := persisted[d.uuid]
+			// A copy whose size Longhorn has not reported yet has no entry.
+			images := maps.Clone(on.BackingImages)
+			maps.DeleteFunc(images, func(_ string, size int64) bool { return size == 0 })
 			switch {
-			case !maps.Equal(requested(ds.Spec.Replicas), replicas[d.uuid]):
-				return false, fmt.Sprintf("%s: replicas %v, persisted %v", d.uuid, ds.Spec.Replicas, replicas[d.uuid]), nil
-			case !maps.Equal(requested(ds.Spec.BackingImages), images[d.uuid]):
-				return false, fmt.Sprintf("%s: backing images %v, persisted %v", d.uuid, ds.Spec.BackingImages, images[d.uuid]), nil
-			case !settled(ds) || ds.Status.StorageScheduled != sum:
-				return false, fmt.Sprintf("%s: %s; persisted sum %d", d.uuid, testenv.DescribeLedger(ds), sum), nil
+			case !maps.Equal(requested(ds.Spec.Replicas), on.Replicas):
+				return false, fmt.Sprintf("%s: replicas %v, persisted %v", d.uuid, ds.Spec.Replicas, on.Replicas), nil
+			case !maps.Equal(requested(ds.Spec.BackingImages), images):
+				return false, fmt.Sprintf("%s: backing images %v, persisted %v", d.uuid, ds.Spec.BackingImages, images), nil
+			case !settled(ds) || ds.Status.StorageScheduled != on.Total():
+				return false, fmt.Sprintf("%s: %s; persisted sum %d", d.uuid, testenv.DescribeLedger(ds), on.Total()), nil
 			}
-			checked += len(replicas[d.uuid]) + len(images[d.uuid])
+			checked += len(on.Replicas) + len(images)
 		}
 		return true, "", nil
 	})

@@ -43,8 +43,8 @@ func startManager(t *testing.T, namespace string, grace time.Duration, clk clock
 // ledgerTimeout bounds every wait for a ledger.
 const ledgerTimeout = 30 * time.Second
 
-// ledger returns the DiskSchedule of the disk uuid.
-func ledger(ctx context.Context, ns, uuid string) (*dsv1.DiskSchedule, error) {
+// getLedger returns the DiskSchedule of the disk uuid.
+func getLedger(ctx context.Context, ns, uuid string) (*dsv1.DiskSchedule, error) {
 	ds := &dsv1.DiskSchedule{}
 	return ds, env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: uuid}, ds)
 }
@@ -164,7 +164,7 @@ func updateLonghornStatus[T client.Object](ctx context.Context, obj T, mutate fu
 // writeSpec changes a ledger's spec as a requester would, retrying on conflict.
 func writeSpec(ctx context.Context, ns, uuid string, mutate func(*dsv1.DiskScheduleSpec)) error {
 	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		ds, err := ledger(ctx, ns, uuid)
+		ds, err := getLedger(ctx, ns, uuid)
 		if err != nil {
 			return err
 		}

@@ -13,8 +13,8 @@
 //     the Go side of the webhook's matchCondition.
 //   - Handler reads Plan's inputs (the volume's replicas, the disk's
 //     ledger) from the cache; internal/requirement carries the plan out.
-//   - Persisted (rules 7 and 10): what Longhorn persisted on a disk, each
-//     replica at its volumeSize, one data directory once, and the entries
-//     no write will back (persisted elsewhere, or their admitted write
-//     lost), for internal/controller/mirror.
+//   - Lost (rule 10): the entries no write will back (a clone's beside
+//     the replica counted for its data directory, persisted elsewhere, or
+//     their admitted write lost), for internal/controller/mirror; what is
+//     persisted on a disk is the ledger's rule (ledger.PersistedByDisk).
 package replica

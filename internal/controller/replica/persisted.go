@@ -7,42 +7,27 @@ import (
 	lhv1 "github.com/longhorn/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
 
 	dsv1 "github.com/longhorn/diskschedule/api/v1beta2"
-	"github.com/longhorn/diskschedule/internal/ledger"
 )
 
-// Persisted is the replicas' part of the mirror (rules 7 and 10): what
-// Longhorn has persisted on ds's disk, counted as Longhorn's node
-// controller counts it, each replica whose spec.diskID is the disk at its
-// own spec.volumeSize (a growth the gate did not see is requested like any
-// growth), by name; and, by name, why an entry of ds will never be backed
-// (lost), to be released at once.
+// Lost is the replicas' part of the mirror (rule 10): why, by name, an
+// entry of ds will never be backed, to be released at once rather than
+// after the grace period.
 //
 // One data directory is counted once: a replica that shares its disk and
 // data directory with another replica of its volume (a clone of a v1 live
 // migration or a live engine upgrade) is counted under the one that has a
-// ledger entry (ledger.SharedData), and an entry of its own is lost.
+// ledger entry, and an entry of its own is lost; shared maps each such
+// replica to the one counted (ledger.Persisted.Shared).
 //
 // others are the Replicas of entries that are not on the disk. An entry of
 // one that Longhorn persisted on another disk will not be backed here
 // (Longhorn does not move a placed replica between disks), nor one whose
 // resourceVersion has moved past the version the write placing it here was
 // admitted at (spec.replicaVersions) without this disk: that write lost.
-func Persisted(ds *dsv1.DiskSchedule, replicas []lhv1.Replica, others map[string]*lhv1.Replica) (sizes map[string]int64, lost map[string]string) {
-	sizes, lost = map[string]int64{}, map[string]string{}
-	shared := ledger.SharedData(replicas, func(r *lhv1.Replica) bool {
-		_, ok := ds.Spec.Replicas[r.Name]
-		return ok
-	})
-	for i := range replicas {
-		rep := &replicas[i]
-		if rep.Spec.DiskID != ds.Name {
-			continue
-		}
-		if counted, ok := shared[rep.Name]; ok {
-			lost[rep.Name] = fmt.Sprintf("shares its data directory with replica %s, which counts it", counted)
-			continue
-		}
-		sizes[rep.Name] = max(rep.Spec.VolumeSize, 0)
+func Lost(ds *dsv1.DiskSchedule, shared map[string]string, others map[string]*lhv1.Replica) map[string]string {
+	lost := map[string]string{}
+	for name, counted := range shared {
+		lost[name] = fmt.Sprintf("shares its data directory with replica %s, which counts it", counted)
 	}
 	for name, rep := range others {
 		admitted := ds.Spec.ReplicaVersions[name]
@@ -55,9 +40,9 @@ func Persisted(ds *dsv1.DiskSchedule, replicas []lhv1.Replica, others map[string
 		}
 	}
 	if len(lost) == 0 {
-		lost = nil
+		return nil
 	}
-	return sizes, lost
+	return lost
 }
 
 // movedPast reports whether resourceVersion current is later than

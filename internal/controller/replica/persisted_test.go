@@ -7,20 +7,21 @@ import (
 	lhv1 "github.com/longhorn/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
 
 	dsv1 "github.com/longhorn/diskschedule/api/v1beta2"
+	"github.com/longhorn/diskschedule/internal/ledger"
 	"github.com/longhorn/diskschedule/internal/testenv"
 )
 
 // What the mirror counts of replicas on a disk is what Longhorn's node
-// controller adds to its storageScheduled: each replica at its own
-// volumeSize, one data directory once; and an entry no write will back is
-// lost.
-// persisted is what Persisted returns.
+// controller adds to its storageScheduled (ledger.PersistedByDisk): each
+// replica at its own volumeSize, one data directory once, under the
+// replica with an entry; and an entry no write will back is lost (Lost).
+// persisted is what the mirror reads of the replicas.
 type persisted struct {
 	Replicas map[string]int64
 	Lost     map[string]string
 }
 
-func TestPersisted(t *testing.T) {
+func TestLost(t *testing.T) {
 	const ns, disk = "longhorn-system", "uuid-0"
 	placed := func(name, volume string, size int64) lhv1.Replica {
 		return *testenv.Replica(ns, name, testenv.ReplicaFixture{Volume: volume, Size: size, NodeID: "node-0", DiskName: "disk-0",
@@ -99,8 +100,14 @@ func TestPersisted(t *testing.T) {
 			want:   persisted{Replicas: map[string]int64{}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			var got persisted
-			got.Replicas, got.Lost = Persisted(tc.ds, tc.replicas, tc.others)
+			on := ledger.PersistedByDisk(tc.replicas, nil, func(r *lhv1.Replica) bool {
+				_, ok := tc.ds.Spec.Replicas[r.Name]
+				return ok
+			})[disk]
+			got := persisted{Replicas: on.Replicas, Lost: Lost(tc.ds, on.Shared, tc.others)}
+			if got.Replicas == nil {
+				got.Replicas = map[string]int64{} // nothing persisted on the disk
+			}
 			if tc.want.Lost == nil {
 				// Shared replicas without an entry are named lost too;
 				// only an entry of theirs is released.

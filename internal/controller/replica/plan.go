@@ -60,24 +60,46 @@ func Plan(old, rep *lhv1.Replica, siblings []lhv1.Replica, ds *dsv1.DiskSchedule
 		return requirement.Admit(fmt.Sprintf("replica %s shares disk %s and data directory %s with replica %s of volume %s: it takes no new space",
 			rep.Name, disk, rep.Spec.DataDirectoryName, counted, rep.Spec.VolumeName))
 	}
-	r := requirement.Request{Disk: disk, Kind: requirement.Replica, Name: rep.Name, Size: rep.Spec.VolumeSize,
+	r := requirement.Request{Disk: disk, Kind: ledger.Replica, Name: rep.Name, Size: rep.Spec.VolumeSize,
 		Volume: rep.Spec.VolumeName, Confirm: true}
 	if old != nil && old.Spec.DiskID != disk {
 		r.Version = old.ResourceVersion
 	}
-	w := words{r}
-	return requirement.Plan{Requests: []requirement.Request{r}, DryRun: dryRun(r, ds, w), KeepUndecided: true, Words: w}
+	r.Words = Words(r.Name, r.Size, disk)
+	where := "disk " + disk // a ledger the cache does not hold yet
+	if ds != nil {
+		where = requirement.Where(ds)
+	}
+	p := requirement.Plan{Requests: []requirement.Request{r}, KeepUndecided: true,
+		Admitted:       fmt.Sprintf("%s granted on %s", ledger.Bytes(r.Size), where),
+		AlreadyGranted: fmt.Sprintf("%s already granted on %s", ledger.Bytes(r.Size), where)}
+	p.DryRun = dryRun(p, ds)
+	return p
 }
 
-// dryRun answers a dry run of the write asking r of ds: denied when the
-// disk has no ledger, admitted when granted already, admitted with a
-// warning otherwise (the ledger is not asked).
-func dryRun(r requirement.Request, ds *dsv1.DiskSchedule, w words) requirement.Answer {
+// Words says the outcomes of the request of replica for size bytes on the
+// disk with UUID disk, in the ledger's numbers.
+func Words(replica string, size int64, disk string) requirement.Words {
+	needs := fmt.Sprintf("replica %s needs %s", replica, ledger.Bytes(size))
+	return requirement.Words{
+		NoLedger:  fmt.Sprintf("%s on disk %s, which has no DiskSchedule yet; it is admitted once the disk's ledger exists", needs, disk),
+		Gone:      fmt.Sprintf("%s on disk %s, which has no DiskSchedule any more", needs, disk),
+		Undecided: fmt.Sprintf("%s on disk %s", needs, disk),
+		Needs:     needs,
+		Withdrawn: "the request left the ledger before it was decided (withdrawn, or released because the replica moved on and no write can back it)",
+	}
+}
+
+// dryRun answers a dry run of the write p asks of ds: denied when the disk
+// has no ledger, admitted when granted already, admitted with a warning
+// otherwise (the ledger is not asked).
+func dryRun(p requirement.Plan, ds *dsv1.DiskSchedule) requirement.Answer {
+	r := p.Requests[0]
 	switch {
 	case ds == nil:
-		return requirement.Deny(w.NoLedger(r, false))
+		return requirement.Deny(r.Words.NoLedger)
 	case requirement.Granted(ds, r):
-		return requirement.Allow(w.Admitted(false, ds))
+		return requirement.Allow(p.AlreadyGranted)
 	}
 	return requirement.AllowWithWarning("dry run: the ledger was not asked",
 		fmt.Sprintf("dry run: %s on %s was not requested from the ledger", ledger.Bytes(r.Size), requirement.Where(ds)))
@@ -109,44 +131,4 @@ func countedWith(create bool, rep *lhv1.Replica, siblings []lhv1.Replica, ds *ds
 		return ok
 	}
 	return ledger.SharedData(append(others, *rep), hasEntry)[rep.Name]
-}
-
-// words says the outcomes of a replica's request r.
-type words struct{ r requirement.Request }
-
-// Admitted says the replica's size is granted on ds.
-func (w words) Admitted(asked bool, ds *dsv1.DiskSchedule) string {
-	if asked {
-		return fmt.Sprintf("%s granted on %s", ledger.Bytes(w.r.Size), requirement.Where(ds))
-	}
-	return fmt.Sprintf("%s already granted on %s", ledger.Bytes(w.r.Size), requirement.Where(ds))
-}
-
-// NoLedger says the replica's disk has no DiskSchedule.
-func (words) NoLedger(r requirement.Request, gone bool) string {
-	if gone {
-		return fmt.Sprintf("replica %s needs %s on disk %s, which has no DiskSchedule any more", r.Name, ledger.Bytes(r.Size), r.Disk)
-	}
-	return fmt.Sprintf("replica %s needs %s on disk %s, which has no DiskSchedule yet; it is admitted once the disk's ledger exists",
-		r.Name, ledger.Bytes(r.Size), r.Disk)
-}
-
-// Undecided says what waited for the decision.
-func (words) Undecided(r requirement.Request) string {
-	return fmt.Sprintf("replica %s needs %s on disk %s", r.Name, ledger.Bytes(r.Size), r.Disk)
-}
-
-// Refused says, in the ledger's numbers, why r was not granted.
-func (words) Refused(r requirement.Request, _ int64, ds *dsv1.DiskSchedule) string {
-	return Refusal(r, ds)
-}
-
-// Refusal says, in the numbers of the ledger ds, why the replica's request
-// r was not granted.
-func Refusal(r requirement.Request, ds *dsv1.DiskSchedule) string {
-	d, msg := requirement.Decision(ds, r)
-	if d == ledger.Missing {
-		msg = "the request left the ledger before it was decided (withdrawn, or released because the replica moved on and no write can back it)"
-	}
-	return fmt.Sprintf("replica %s needs %s on %s: %s", r.Name, ledger.Bytes(r.Size), requirement.Where(ds), msg)
 }

@@ -8,6 +8,7 @@ import (
 	lhv1 "github.com/longhorn/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
 
 	dsv1 "github.com/longhorn/diskschedule/api/v1beta2"
+	"github.com/longhorn/diskschedule/internal/ledger"
 	"github.com/longhorn/diskschedule/internal/requirement"
 	"github.com/longhorn/diskschedule/internal/testenv"
 )
@@ -17,7 +18,7 @@ const gi = int64(1) << 30
 // ask is the request of a replica of volume for size bytes, admitted at
 // version, on the disk its spec.diskID names.
 func ask(replica, volume string, size int64, version string) *requirement.Request {
-	return &requirement.Request{Kind: requirement.Replica, Name: replica, Volume: volume, Size: size, Version: version, Confirm: true}
+	return &requirement.Request{Kind: ledger.Replica, Name: replica, Volume: volume, Size: size, Version: version, Confirm: true}
 }
 
 // What a Replica write of Longhorn's asks of its disk's ledger: the
@@ -121,6 +122,7 @@ func TestPlan(t *testing.T) {
 			if tc.want != nil {
 				want := *tc.want
 				want.Disk = tc.rep.Spec.DiskID
+				want.Words = Words(want.Name, want.Size, want.Disk)
 				tc.want = &want
 			}
 			plan := Plan(tc.old, tc.rep, siblings, tc.ds)
@@ -190,12 +192,13 @@ func TestPlanAnswers(t *testing.T) {
 	plan := Plan(old, rep, nil, ledgerWith(nil))
 	r := plan.Requests[0]
 	for got, want := range map[string]string{
-		plan.Words.Refused(r, 0, rejected): "replica pvc-c-r-1 needs 10Gi on disk disk-0 of node node-0: requested 10Gi, 4Gi free of limit 100Gi",
-		plan.Words.Refused(r, 0, ledgerWith(nil)): "replica pvc-c-r-1 needs 10Gi on disk disk-0 of node node-0: " +
+		requirement.Refusal(r, 0, rejected): "replica pvc-c-r-1 needs 10Gi on disk disk-0 of node node-0: requested 10Gi, 4Gi free of limit 100Gi",
+		requirement.Refusal(r, 0, ledgerWith(nil)): "replica pvc-c-r-1 needs 10Gi on disk disk-0 of node node-0: " +
 			"the request left the ledger before it was decided (withdrawn, or released because the replica moved on and no write can back it)",
-		plan.Words.NoLedger(r, true):       "replica pvc-c-r-1 needs 10Gi on disk uuid-0, which has no DiskSchedule any more",
-		plan.Words.Undecided(r):            "replica pvc-c-r-1 needs 10Gi on disk uuid-0",
-		plan.Words.Admitted(true, granted): "10Gi granted on disk disk-0 of node node-0",
+		r.Words.Gone:        "replica pvc-c-r-1 needs 10Gi on disk uuid-0, which has no DiskSchedule any more",
+		r.Words.Undecided:   "replica pvc-c-r-1 needs 10Gi on disk uuid-0",
+		plan.Admitted:       "10Gi granted on disk disk-0 of node node-0",
+		plan.AlreadyGranted: "10Gi already granted on disk disk-0 of node node-0",
 	} {
 		if got != want {
 			t.Errorf("said %q, want %q", got, want)

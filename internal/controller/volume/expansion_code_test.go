@@ -8,6 +8,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/longhorn/diskschedule/internal/ledger"
 	"github.com/longhorn/diskschedule/internal/requirement"
 	"github.com/longhorn/diskschedule/internal/simlonghorn"
 )
@@ -19,17 +20,17 @@ import (
 // room is Internal (retried).
 func TestExpansionRefusalCode(t *testing.T) {
 	r, ds := refusedGrowth(2048*gi, "expansion from 10Gi to 2Ti needs 2038Gi more, 270Gi free of limit 280Gi")
-	refusal := requirement.Deny(words{growth: "volume pvc-a grows from 10Gi to 2Ti", persisted: longhornPersisted}.Refused(r, 10*gi, ds)).Response()
+	denial := requirement.Deny(refusal(r, "volume pvc-a grows from 10Gi to 2Ti", longhornPersisted, ds)).Response()
 	apiServer := func(msg string) error {
 		return fmt.Errorf("expanding volume pvc-a to %d bytes: admission webhook %q denied the request: %s",
 			2048*gi, "volumes.gate.diskschedule.longhorn.io", msg)
 	}
 
-	got := simlonghorn.ControllerExpandError(apiServer(refusal.Result.Message))
+	got := simlonghorn.ControllerExpandError(apiServer(denial.Result.Message))
 	if status.Code(got) != codes.OutOfRange {
 		t.Errorf("the gate's refusal of a growth is answered %s, want OutOfRange: %v", status.Code(got), got)
 	}
-	if msg := status.Convert(got).Message(); msg != apiServer(refusal.Result.Message).Error() {
+	if msg := status.Convert(got).Message(); msg != apiServer(denial.Result.Message).Error() {
 		t.Errorf("the answer's message %q is not the volume update's error", msg)
 	}
 
@@ -37,10 +38,10 @@ func TestExpansionRefusalCode(t *testing.T) {
 	// (a racing placement) is released.
 	retriable := func() string {
 		r, ds := refusedGrowth(20*gi, "expansion from 10Gi to 20Gi needs 10Gi more, 4Gi free of limit 100Gi")
-		return requirement.Deny(words{growth: "volume pvc-a grows from 10Gi to 20Gi"}.Refused(r, 10*gi, ds)).Response().Result.Message
+		return requirement.Deny(refusal(r, "volume pvc-a grows from 10Gi to 20Gi", nil, ds)).Response().Result.Message
 	}
 	for _, other := range []error{
-		apiServer(requirement.Deny(words{growth: "volume pvc-a grows from 10Gi to 2Ti"}.NoLedger(r, false)).Response().Result.Message),
+		apiServer(requirement.Deny(words("volume pvc-a grows from 10Gi to 2Ti", r, ledger.Owners{}).NoLedger).Response().Result.Message),
 		apiServer(requirement.Undecided("volume pvc-a grows from 10Gi to 2Ti", requirement.ErrNoLedger).Message),
 		apiServer(requirement.Failed(errors.New("listing the replicas of volume pvc-a: timeout")).Message),
 		apiServer(retriable()),

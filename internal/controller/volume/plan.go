@@ -26,9 +26,9 @@ func TakesSpace(old, vol *lhv1.Volume) bool {
 // one of its replicas granted the new size to that replica; when one
 // refuses, what the others granted is put back and the write is denied
 // with the refusing disk's numbers: in the words Longhorn's CSI driver maps
-// to OutOfRange (ExpansionRefusal) when the disk cannot hold the growth
-// whatever else ends, otherwise in words it answers Internal, which the
-// external resizer retries (RetriableRefusal).
+// to OutOfRange (requirement.ExpansionRefusal) when the disk cannot hold
+// the growth whatever else ends, otherwise in words it answers Internal,
+// which the external resizer retries (requirement.RetriableRefusal).
 //
 // old is vol's previous version (nil for a create); replicas are its
 // replicas as the cache holds them; ledgers are their disks' ledgers as
@@ -53,71 +53,30 @@ func Plan(old, vol *lhv1.Volume, replicas []lhv1.Replica, ledgers map[string]*ds
 		_, ok := ds.Spec.Replicas[r.Name]
 		return ok
 	})
-	w := words{growth: fmt.Sprintf("volume %s grows from %s to %s", vol.Name, ledger.Bytes(old.Spec.Size), ledger.Bytes(vol.Spec.Size)), persisted: persisted}
-	p := requirement.Plan{Words: w, DryRun: requirement.AllowWithWarning("dry run", "dry run: "+w.growth+" was not requested from the ledgers")}
+	growth := fmt.Sprintf("volume %s grows from %s to %s", vol.Name, ledger.Bytes(old.Spec.Size), ledger.Bytes(vol.Spec.Size))
+	p := requirement.Plan{Admitted: growth + ": granted on every disk of its replicas",
+		DryRun: requirement.AllowWithWarning("dry run", "dry run: "+growth+" was not requested from the ledgers")}
 	for i := range replicas {
 		rep := &replicas[i]
 		if rep.Spec.DiskID == "" || shared[rep.Name] != "" {
 			continue
 		}
-		p.Requests = append(p.Requests, requirement.Request{Disk: rep.Spec.DiskID, Kind: requirement.Replica, Name: rep.Name, Size: vol.Spec.Size})
+		r := requirement.Request{Disk: rep.Spec.DiskID, Kind: ledger.Replica, Name: rep.Name, Size: vol.Spec.Size}
+		r.Words = words(growth, r, persisted[r.Disk])
+		p.Requests = append(p.Requests, r)
 	}
 	return p
 }
 
-// ExpansionRefusal is the denial of a volume's growth that the ledger of
-// disk refused, more bytes short, when the disk cannot hold it whatever
-// else ends (ledger.CanEverHold): it says so in the words Longhorn's CSI
-// driver maps to OutOfRange (csi/controller_server.go,
-// ControllerExpandVolume, matches "failed to schedule .* more bytes to
-// disk" in the error of its volume update), so the external resizer marks
-// the claim ControllerResizeInfeasible instead of retrying; then the growth
-// and the ledger's numbers. (Longhorn's own capacity refusal, "cannot
-// schedule … more bytes to disk" from its replica scheduler, does not match
-// that expression: CSI answers it Internal.)
-func ExpansionRefusal(more int64, disk, growth, ledgerSays string) string {
-	return fmt.Sprintf("failed to schedule %d more bytes to disk %s: %s, but %s", more, disk, growth, ledgerSays)
-}
-
-// RetriableRefusal is the denial of a volume's growth that the ledger of
-// disk refused for now, though the disk can hold it once what the ledger
-// holds beyond what Longhorn persisted there ends (a pending request, a
-// grant in flight, a reservation): worded so Longhorn's CSI driver answers
-// it Internal, which the external resizer retries with its backoff, and
-// the resize completes once the refusal ends.
-func RetriableRefusal(disk, growth, ledgerSays string) string {
-	return fmt.Sprintf("%s, but %s; disk %s can hold it once space held beyond what Longhorn persisted there is released: retry",
-		growth, ledgerSays, disk)
-}
-
-// words says the outcomes of a volume's growth.
-type words struct {
-	// growth is "volume pvc-a grows from 10Gi to 20Gi".
-	growth string
-	// persisted names, by disk UUID, what Longhorn persisted on each disk
-	// of the volume's replicas.
-	persisted map[string]ledger.Owners
-}
-
-// Admitted says every disk granted the growth.
-func (w words) Admitted(bool, *dsv1.DiskSchedule) string {
-	return w.growth + ": granted on every disk of its replicas"
-}
-
-// NoLedger says a replica's disk has no DiskSchedule.
-func (w words) NoLedger(r requirement.Request, _ bool) string {
-	return fmt.Sprintf("%s, but disk %s of replica %s has no DiskSchedule", w.growth, r.Disk, r.Name)
-}
-
-// Undecided says what waited for the decisions.
-func (w words) Undecided(requirement.Request) string { return w.growth }
-
-// Refused says why the growth was refused: in the words Longhorn's CSI
-// driver maps to OutOfRange when the disk cannot hold it whatever else
-// ends, otherwise in words it retries.
-func (w words) Refused(r requirement.Request, prev int64, ds *dsv1.DiskSchedule) string {
-	if !ledger.CanEverHold(ds, w.persisted[r.Disk], r.Name, r.Size) {
-		return ExpansionRefusal(r.Size-prev, r.Disk, w.growth, replica.Refusal(r, ds))
-	}
-	return RetriableRefusal(r.Disk, w.growth, replica.Refusal(r, ds))
+// words says the outcomes of a replica's request r for the growth of its
+// volume: refused, in a replica's words (replica.Words) wrapped for
+// Longhorn's CSI driver, given what Longhorn persisted on r's disk
+// (requirement.Refusal).
+func words(growth string, r requirement.Request, persisted ledger.Owners) requirement.Words {
+	w := replica.Words(r.Name, r.Size, r.Disk)
+	w.NoLedger = fmt.Sprintf("%s, but disk %s of replica %s has no DiskSchedule", growth, r.Disk, r.Name)
+	w.Gone = w.NoLedger
+	w.Undecided = growth
+	w.Growth, w.Persisted = growth, persisted
+	return w
 }

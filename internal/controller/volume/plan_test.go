@@ -8,6 +8,7 @@ import (
 	lhv1 "github.com/longhorn/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
 
 	dsv1 "github.com/longhorn/diskschedule/api/v1beta2"
+	"github.com/longhorn/diskschedule/internal/ledger"
 	"github.com/longhorn/diskschedule/internal/requirement"
 	"github.com/longhorn/diskschedule/internal/testenv"
 )
@@ -36,7 +37,9 @@ func TestPlan(t *testing.T) {
 		"uuid-1": {Spec: dsv1.DiskScheduleSpec{Replicas: map[string]dsv1.RequestedBytes{a.Name: dsv1.RequestedBytes(10 * gi)}}},
 	}
 	grow := func(name, disk string) requirement.Request {
-		return requirement.Request{Disk: disk, Kind: requirement.Replica, Name: name, Size: 20 * gi}
+		r := requirement.Request{Disk: disk, Kind: ledger.Replica, Name: name, Size: 20 * gi}
+		r.Words = words("volume pvc-a grows from 10Gi to 20Gi", r, ledger.Owners{})
+		return r
 	}
 	for _, tc := range []struct {
 		name     string
@@ -74,8 +77,8 @@ func TestPlan(t *testing.T) {
 			if !plan.DryRun.Allowed || !strings.Contains(plan.DryRun.Warning, "volume pvc-a grows from 10Gi to 20Gi was not requested") {
 				t.Errorf("dry run answered %+v", plan.DryRun)
 			}
-			if got := plan.Words.Admitted(true, nil); got != "volume pvc-a grows from 10Gi to 20Gi: granted on every disk of its replicas" {
-				t.Errorf("admitted %q", got)
+			if got := plan.Admitted; got != "volume pvc-a grows from 10Gi to 20Gi: granted on every disk of its replicas" || plan.AlreadyGranted != "" {
+				t.Errorf("admitted %q (already granted %q)", got, plan.AlreadyGranted)
 			}
 		})
 	}

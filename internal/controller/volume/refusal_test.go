@@ -21,7 +21,7 @@ var longhornOutOfRange = regexp.MustCompile("failed to schedule .* more bytes to
 // other-r-1 holds 86Gi, to grow to size, and its ledger's rejection saying
 // msg.
 func refusedGrowth(size int64, msg string) (requirement.Request, *dsv1.DiskSchedule) {
-	r := requirement.Request{Disk: "uuid-1", Kind: requirement.Replica, Name: "pvc-a-r-1", Size: size}
+	r := requirement.Request{Disk: "uuid-1", Kind: ledger.Replica, Name: "pvc-a-r-1", Size: size}
 	ds := &dsv1.DiskSchedule{Spec: dsv1.DiskScheduleSpec{Name: "disk-1", NodeID: "node-1",
 		Replicas: map[string]dsv1.RequestedBytes{r.Name: dsv1.RequestedBytes(size), "other-r-1": dsv1.RequestedBytes(86 * gi)}},
 		Status: dsv1.DiskScheduleStatus{StorageLimit: 100 * gi, StorageScheduled: 96 * gi, Replicas: map[string]dsv1.RequestStatus{
@@ -34,9 +34,17 @@ func refusedGrowth(size int64, msg string) (requirement.Request, *dsv1.DiskSched
 // longhornPersisted says Longhorn persisted both replicas on uuid-1.
 var longhornPersisted = map[string]ledger.Owners{"uuid-1": {Replicas: map[string]bool{"pvc-a-r-1": true, "other-r-1": true}}}
 
+// refusal is the gate's denial of r, the request of a replica of pvc-a for
+// its volume's growth (growth) as Plan words it given what Longhorn
+// persisted on r's disk, which the ledger ds refused; the entry held 10Gi.
+func refusal(r requirement.Request, growth string, persisted map[string]ledger.Owners, ds *dsv1.DiskSchedule) string {
+	r.Words = words(growth, r, persisted[r.Disk])
+	return requirement.Refusal(r, 10*gi, ds)
+}
+
 func TestExpansionRefusal(t *testing.T) {
 	r, ds := refusedGrowth(20*gi, "expansion from 10Gi to 20Gi needs 10Gi more, 4Gi free of limit 100Gi")
-	msg := words{growth: "volume pvc-a grows from 10Gi to 20Gi", persisted: longhornPersisted}.Refused(r, 10*gi, ds)
+	msg := refusal(r, "volume pvc-a grows from 10Gi to 20Gi", longhornPersisted, ds)
 	// What Longhorn's API returns to its CSI driver: the API server's
 	// denial around the gate's answer, wrapped by Longhorn's manager.
 	resp := requirement.Deny(msg).Response()
@@ -70,9 +78,8 @@ func TestExpansionRefusal(t *testing.T) {
 // retries; the same refusal with that replica persisted is OutOfRange.
 func TestExpansionRefusalRetriable(t *testing.T) {
 	r, ds := refusedGrowth(20*gi, "expansion from 10Gi to 20Gi needs 10Gi more, 4Gi free of limit 100Gi")
-	w := words{growth: "volume pvc-a grows from 10Gi to 20Gi",
-		persisted: map[string]ledger.Owners{"uuid-1": {Replicas: map[string]bool{"pvc-a-r-1": true}}}}
-	msg := requirement.Deny(w.Refused(r, 10*gi, ds)).Response().Result.Message
+	msg := requirement.Deny(refusal(r, "volume pvc-a grows from 10Gi to 20Gi",
+		map[string]ledger.Owners{"uuid-1": {Replicas: map[string]bool{"pvc-a-r-1": true}}}, ds)).Response().Result.Message
 	longhornError := "unable to expand volume pvc-a: admission webhook \"volumes.gate.diskschedule.longhorn.io\" denied the request: " + msg
 	if longhornOutOfRange.MatchString(longhornError) {
 		t.Errorf("a refusal that ends by itself would be reported infeasible: %q", longhornError)
