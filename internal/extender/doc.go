@@ -78,7 +78,7 @@
 // DiskSchedule specs, pod Bindings when it is kube-scheduler's binder, and
 // the EndpointSlice of its Service. It derives nothing from a ledger or a
 // Longhorn node itself: free space is internal/ledger's reading
-// (ledger.FreeFor and ledger.RoomOf, ledger.ReservationOf) and node and disk
+// (ledger.RoomOf and ledger.ReservationOf) and node and disk
 // eligibility is internal/placement's one rule (placement.NodeFailures,
 // placement.DiskFailuresForVolume). Its settings are Longhorn's Setting
 // objects and its own keys of the ConfigMap diskschedule-config, which it

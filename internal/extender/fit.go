@@ -37,8 +37,8 @@ type fit struct {
 // Whether the node and each disk may take a replica of a volume is
 // placement.NodeFailures and placement.DiskFailuresForVolume, the one eligibility
 // rule; how much a disk can still take for pod is the ledger's reading
-// (ledger.FreeFor, read once per ledger as ledger.RoomOf), less what claimed says pods in flight
-// hold on each disk (nil: nothing). This function only combines them and
+// (ledger.RoomOf, read once per ledger, then Room.For the pod), less what
+// claimed says pods in flight hold on each disk (nil: nothing). This function only combines them and
 // packs the volumes.
 func evaluateReading(vols []podVolume, r *nodeReading, claimed func(uuid string) int64,
 	sched settings.Scheduling, pod string, budget int) fit {
