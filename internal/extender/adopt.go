@@ -14,12 +14,14 @@ import (
 
 	dsv1 "github.com/longhorn/diskschedule/api/v1beta2"
 	"github.com/longhorn/diskschedule/internal/index"
+	"github.com/longhorn/diskschedule/internal/ledger"
 	"github.com/longhorn/diskschedule/internal/settings"
 )
 
-// This file holds what the in-flight state asks of the cluster (its
-// hooks, read through the manager's cache) and the adoption of pods whose
-// node kube-scheduler chose without this extender's answer.
+// This file holds the adoption of pods whose node kube-scheduler chose
+// without this extender's answer, and what the in-flight state is told of
+// the cluster that it does not read itself, read through the manager's
+// cache without its lock.
 
 // adopt tracks the pod with key and uid on node, which kube-scheduler chose
 // without this extender's answer being known (another cycle's, or another
@@ -34,17 +36,62 @@ func (e *Extender) adopt(ctx context.Context, key types.NamespacedName, uid type
 	if pod.UID != uid {
 		return false, nil
 	}
-	return e.flight.adopt(ctx, pod, node, how)
+	return e.adoptPod(ctx, pod, node, how)
 }
 
-// adoptLater tracks, in the background (ctx), entry's pod on node, where
-// the filter did not offer it.
-func (e *Extender) adoptLater(ctx context.Context, entry *inflight, node, how string) {
-	go func() {
-		if _, err := e.adopt(ctx, entry.pod, entry.uid, node, how); err != nil {
-			ctrl.LoggerFrom(ctx).Error(err, "Tracking a pod on its node", "pod", entry.pod, "node", node)
+// adoptPod is adopt of pod as read.
+func (e *Extender) adoptPod(ctx context.Context, pod *corev1.Pod, node, how string) (bool, error) {
+	if tracked, known := e.flight.following(pod.UID); known {
+		return tracked, nil
+	}
+	vols, sched, err := e.load(ctx, pod)
+	if err != nil || len(vols) == 0 {
+		tracked, _ := e.flight.following(pod.UID)
+		return tracked, err
+	}
+	tracked, later, err := e.adoptVolumes(pod, vols, sched, node, how)
+	e.adoptLater(ctx, later)
+	return tracked, err
+}
+
+// adoptVolumes tracks pod on node with vols, its volumes that need local
+// space, evaluated on a snapshot of the in-flight state without its lock
+// (the pod is on node already: its local space is reserved whatever room
+// Longhorn finds for the other replicas), and again when the pods let
+// through meanwhile claim more there. It returns whether the pod is in
+// flight afterwards, and the pods to adopt afresh.
+func (e *Extender) adoptVolumes(pod *corev1.Pod, vols []podVolume, sched settings.Scheduling, node, how string) (bool, []adoption, error) {
+	q := question{pod: pod.Namespace + "/" + pod.Name, vols: vols, candidates: []string{node}, sched: sched,
+		how: withOverlay, budget: e.opts.Budget}
+	for {
+		s := e.flight.adoptSnapshot(pod.UID)
+		if s == nil {
+			return true, nil, nil // its node is known already
 		}
-	}()
+		ft := e.evaluate(s, q)[node]
+		if !ft.OK {
+			return false, nil, fmt.Errorf("its volumes do not fit on node %s: %s", node, ft.Reason)
+		}
+		if len(ft.Assignment) == 0 {
+			return false, nil, nil
+		}
+		if ok, later := e.flight.adopt(s, pod, node, how, ft); ok {
+			tracked, _ := e.flight.following(pod.UID)
+			return tracked, later, nil
+		}
+	}
+}
+
+// adoptLater tracks, in the background, the pods of later afresh on the
+// nodes where the filter did not offer them.
+func (e *Extender) adoptLater(ctx context.Context, later []adoption) {
+	for _, a := range later {
+		go func() {
+			if _, err := e.adopt(ctx, a.pod, a.uid, a.node, a.how); err != nil {
+				ctrl.LoggerFrom(ctx).Error(err, "Tracking a pod on its node", "pod", a.pod, "node", a.node)
+			}
+		}()
+	}
 }
 
 // load returns the pod's volumes that need local space and the settings in
@@ -59,6 +106,26 @@ func (e *Extender) load(ctx context.Context, pod *corev1.Pod) ([]podVolume, sett
 		return nil, settings.Scheduling{}, err
 	}
 	return vols, sched, nil
+}
+
+// waitingPods returns, by volume, the pods whose reservations ds shows
+// expired and which still need them (waitingPod), for the in-flight state
+// to hold again (flight.holdExpired).
+func (e *Extender) waitingPods(ctx context.Context, ds *dsv1.DiskSchedule) map[string]*corev1.Pod {
+	var out map[string]*corev1.Pod
+	for volume := range ds.Spec.Reservations {
+		res, state, _ := ledger.ReservationOf(ds, volume)
+		if state != dsv1.ReservationStateExpired || res.Pod == "" {
+			continue
+		}
+		if pod, ok := e.waitingPod(ctx, ds, volume, res); ok {
+			if out == nil {
+				out = map[string]*corev1.Pod{}
+			}
+			out[volume] = pod
+		}
+	}
+	return out
 }
 
 // waitingPod returns the pod a reservation of volume on ds was made for

@@ -20,13 +20,15 @@ import (
 // schedules the pod again.
 func (e *Extender) Bind(ctx context.Context, args *extenderv1.ExtenderBindingArgs) error {
 	key := types.NamespacedName{Namespace: args.PodNamespace, Name: args.PodName}
-	disks := e.flight.bindDisks(args.PodUID, args.Node)
+	disks, later := e.flight.bindDisks(args.PodUID, args.Node)
+	e.adoptLater(e.background, later)
 	if disks == nil {
 		// Not in flight: filtered by another leader or before a restart.
 		if _, err := e.adopt(ctx, key, args.PodUID, args.Node, knownByBind); err != nil {
 			return fmt.Errorf("reserving the space of pod %s on node %s: %w", key, args.Node, err)
 		}
-		disks = e.flight.bindDisks(args.PodUID, args.Node)
+		disks, later = e.flight.bindDisks(args.PodUID, args.Node)
+		e.adoptLater(e.background, later)
 	}
 	for _, disk := range disks {
 		if err := e.writeDisk(ctx, disk, args.PodUID); err != nil {

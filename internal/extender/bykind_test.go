@@ -14,10 +14,10 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	dsv1 "github.com/longhorn/diskschedule/api/v1beta2"
+	"github.com/longhorn/diskschedule/internal/testenv"
 )
 
 // class creates a Longhorn StorageClass of the test with params, removed
@@ -50,10 +50,10 @@ func (f *fixture) filterUntil(pod *corev1.Pod, candidates []string, what string,
 	var passed []string
 	var failed map[string]string
 	var ferr error
-	err := wait.PollUntilContextTimeout(f.ctx, 10*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
+	_, err := testenv.Poll(f.ctx, 10*time.Second, func(ctx context.Context) (bool, string, error) {
 		passed, failed, ferr = f.ext.Filter(ctx, pod, candidates)
-		return ferr == nil && done(passed, failed), nil
-	})
+		return ferr == nil && done(passed, failed), "", nil
+	}, testenv.Every(10*time.Millisecond))
 	if err != nil {
 		f.t.Fatalf("pod %s: want %s; got %v, failed %v, error %v", pod.Name, what, passed, failed, ferr)
 	}

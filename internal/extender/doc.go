@@ -51,21 +51,34 @@
 // its pod is bound to the node and the volume's replica is not there yet
 // (DESIGN rule 6). A reservation that expired before the ledger saw its pod
 // bound there is counted in flight again at once and written anew.
-// The view of nodes and ledgers the filter reads is kept from informer
-// events under the same lock as the overlay, so an entry drops only once
-// the view shows what replaces it: one type, flight, owns that in-flight
-// state and its lock, and does no I/O of its own. A disk's reservations
-// are written as planReservations plans them from the ledger as read, by
-// one executor (writeDisk). A new leader that takes over from
-// another answers no filter for a fence, then rebuilds the overlay from the
-// pods that got a node meanwhile.
+//
+// The decision is a pure evaluator, as a filter and a score are in
+// TopoLVM's extender: evaluate takes a snapshot (the view of nodes and
+// ledgers, and what the pods in flight claim per disk) and a pod's volumes,
+// and returns a verdict per node (fit: whether they fit, packed onto which
+// disks, with what left free, and the packing search's steps), reading
+// nothing else. One type, flight, is the bookkeeper of the pods in flight
+// and the reservations written: it keeps the view from informer events
+// under the same lock as the overlay, so an entry drops only once the view
+// shows what replaces it, hands out snapshots that no later event changes
+// (copy on write), and records a pod let through only if the pods in
+// flight claim no more on the disks it was packed onto than its snapshot
+// showed; otherwise the Extender evaluates again. So filters of different
+// pods evaluate at once, outside that lock, and two pods never get the
+// same bytes. flight reads nothing of the cluster: the Extender reads the
+// cache (a pod's volumes, the pods still waiting for an expired
+// reservation) before it calls it. A disk's reservations are written as
+// planReservations plans them from the ledger as read, by one executor
+// (writeDisk). A new leader that takes over from another answers no filter
+// for a fence, then rebuilds the overlay from the pods that got a node
+// meanwhile.
 //
 // It reads Longhorn's own Nodes, Volumes and Replicas (Longhorn's v1beta2
 // API) and never writes them: its only writes are reservations in
 // DiskSchedule specs, pod Bindings when it is kube-scheduler's binder, and
 // the EndpointSlice of its Service. It derives nothing from a ledger or a
 // Longhorn node itself: free space is internal/ledger's reading
-// (ledger.FreeFor and ledger.RoomOf, ledger.ReservationOf) and node and disk
+// (ledger.RoomOf and ledger.ReservationOf) and node and disk
 // eligibility is internal/placement's one rule (placement.NodeFailures,
 // placement.DiskFailuresForVolume). Its settings are Longhorn's Setting
 // objects and its own keys of the ConfigMap diskschedule-config, which it

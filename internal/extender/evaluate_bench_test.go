@@ -6,7 +6,6 @@ import (
 
 	lhv1 "github.com/longhorn/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
 	"github.com/prometheus/client_golang/prometheus"
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	clocktesting "k8s.io/utils/clock/testing"
 
@@ -16,35 +15,49 @@ import (
 )
 
 // BenchmarkEvaluateAll is the filter's decision without HTTP or an API
-// server: a pod with claims new best-effort volumes of three replicas
-// against 1000 nodes of four disks (extenderbench's and scalebench's
-// shape), every node a candidate. See docs/benchmarks.md for the filter
-// over HTTP.
+// server, every node a candidate: a pod with claims new best-effort
+// volumes of three replicas against 1000 nodes of four disks
+// (extenderbench's and scalebench's shape), and a pod with one new
+// best-effort volume of one replica against 100 nodes of one disk
+// (schedulerbench's shape). See docs/benchmarks.md for the filter over
+// HTTP.
 func BenchmarkEvaluateAll(b *testing.B) {
-	for _, claims := range []int{1, 4} {
-		b.Run(fmt.Sprintf("claims=%d", claims), func(b *testing.B) {
-			f := newFlight(clocktesting.NewFakeClock(metav1.Now().Time), metrics.NewExtender(prometheus.NewRegistry()), packing.DefaultBudget, flightHooks{})
-			names := make([]string, 1000)
+	for _, tc := range []struct {
+		name                           string
+		nodes, disks, claims, replicas int
+		diskSize, claimSize            int64
+	}{
+		{name: "claims=1", nodes: 1000, disks: 4, claims: 1, replicas: 3, diskSize: 400 * gi, claimSize: 100 * gi},
+		{name: "claims=4", nodes: 1000, disks: 4, claims: 4, replicas: 3, diskSize: 400 * gi, claimSize: 100 * gi},
+		{name: "nodes=100,disks=1,claims=1,replicas=1", nodes: 100, disks: 1, claims: 1, replicas: 1, diskSize: 10240 * gi, claimSize: gi},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			f := newFlight(clocktesting.NewFakeClock(metav1.Now().Time), metrics.NewExtender(prometheus.NewRegistry()))
+			names := make([]string, tc.nodes)
+			sizes := make([]int64, tc.disks)
+			for i := range sizes {
+				sizes[i] = tc.diskSize
+			}
 			for i := range names {
 				names[i] = fmt.Sprintf("node-%04d", i)
-				n, ledgers := testNode(names[i], []int64{400 * gi, 400 * gi, 400 * gi, 400 * gi}, nil)
+				n, ledgers := testNode(names[i], sizes, nil)
 				f.nodeEvent(n, false)
 				for _, ds := range ledgers {
-					f.ledgerEvent(ds, false)
+					f.ledgerEvent(ds, false, nil)
 				}
 			}
-			vols := make([]podVolume, claims)
+			vols := make([]podVolume, tc.claims)
 			for i := range vols {
-				vols[i] = podVolume{Name: fmt.Sprintf("pvc-%d", i), Size: 100 * gi, ReplicaNodes: map[string]bool{},
-					kind: kind{DataLocality: lhv1.DataLocalityBestEffort, NumberOfReplicas: 3}}
+				vols[i] = podVolume{Name: fmt.Sprintf("pvc-%d", i), Size: tc.claimSize, ReplicaNodes: map[string]bool{},
+					kind: kind{DataLocality: lhv1.DataLocalityBestEffort, NumberOfReplicas: tc.replicas}}
 				vols[i].memoize()
 			}
-			pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "p", UID: "uid-p"}}
-			sched := settings.Default()
+			q := question{pod: "ns/p", vols: vols, candidates: names, sched: settings.Default(),
+				how: withOverlay | withRoomElsewhere, budget: packing.DefaultBudget}
 			b.ReportAllocs()
 			b.ResetTimer()
 			for b.Loop() {
-				fits := f.evaluateAll(pod, vols, names, sched, withOverlay|withRoomElsewhere)
+				fits := evaluate(f.snapshot(""), q)
 				if !fits[names[0]].OK {
 					b.Fatalf("node %s: %s", names[0], fits[names[0]].Reason)
 				}

@@ -9,10 +9,12 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/longhorn/diskschedule/internal/metrics"
+	"github.com/longhorn/diskschedule/internal/settings"
 )
 
 // volumeLabel is the label Longhorn puts on each Replica with its volume's
@@ -52,16 +54,29 @@ type Options struct {
 
 // Extender decides, for kube-scheduler, which nodes can hold a pod's
 // volumes, and reserves the space of the node kube-scheduler chose. It
-// reads the cluster through the manager's cache and writes; what it holds
-// between calls is its in-flight state (flight).
+// reads the cluster through the manager's cache and writes; it decides
+// with the pure evaluator (evaluate) on snapshots of its in-flight state
+// (flight), which is what it holds between calls.
 type Extender struct {
 	opts     Options
 	resolver resolver
 	settings liveSettings
 	flight   *flight
+	// background is the context of the running extender (Start), for the
+	// work that outlives a call.
+	background context.Context
+	// last is the filter's most recent answer, which prioritize reuses.
+	last atomic.Pointer[lastFilter]
 	// fenceUntil: filters are refused until then (leader takeover). Read
 	// by every filter without a lock.
 	fenceUntil atomic.Pointer[time.Time]
+}
+
+// lastFilter is one pod's filter answer, for prioritize.
+type lastFilter struct {
+	uid  types.UID
+	vols []podVolume
+	fits map[string]fit
 }
 
 // New returns an Extender; it follows the cluster once Start runs.
@@ -70,13 +85,12 @@ func New(opts Options) *Extender {
 		opts.Clock = clock.RealClock{}
 	}
 	e := &Extender{
-		opts:     opts,
-		resolver: resolver{client: opts.Client, namespace: opts.Namespace},
-		settings: liveSettings{reader: opts.Client, namespace: opts.Namespace, config: opts.Config},
+		opts:       opts,
+		background: context.Background(),
+		resolver:   resolver{client: opts.Client, namespace: opts.Namespace},
+		settings:   liveSettings{reader: opts.Client, namespace: opts.Namespace, config: opts.Config, longhorn: &settingsCache{}},
 	}
-	e.flight = newFlight(opts.Clock, opts.Metrics, opts.Budget, flightHooks{
-		load: e.load, waitingPod: e.waitingPod, adoptLater: e.adoptLater,
-	})
+	e.flight = newFlight(opts.Clock, opts.Metrics)
 	return e
 }
 
@@ -116,7 +130,7 @@ func (e *Extender) Filter(ctx context.Context, pod *corev1.Pod, candidates []str
 	deadline := start.Add(sched.PodSchedulingTimeout)
 	waited := false
 	for {
-		passed, failed, blocked, changed := e.flight.filter(pod, vols, candidates, sched)
+		passed, failed, blocked, changed := e.decide(ctx, pod, vols, candidates, sched)
 		if len(passed) > 0 || blocked == 0 || !e.opts.Clock.Now().Before(deadline) {
 			if waited {
 				e.opts.Metrics.FilterWait.WithLabelValues(fmt.Sprint(len(passed) > 0)).Observe(e.opts.Clock.Since(start).Seconds())
@@ -136,13 +150,71 @@ func (e *Extender) Filter(ctx context.Context, pod *corev1.Pod, candidates []str
 	}
 }
 
+// decide evaluates the candidates against the ledgers less the overlay,
+// records the pod in flight on the nodes it passed, and returns them. When
+// none passes, blocked counts the nodes the pod would fit without the
+// overlay, and changed is closed when the overlay next changes. It
+// evaluates a snapshot without the in-flight state's lock, and again when
+// the pods let through meanwhile claim more where this one would go.
+func (e *Extender) decide(ctx context.Context, pod *corev1.Pod, vols []podVolume, candidates []string, sched settings.Scheduling) (
+	passed []string, failed map[string]string, blocked int, changed <-chan struct{}) {
+	q := question{pod: pod.Namespace + "/" + pod.Name, vols: vols, candidates: candidates, sched: sched,
+		how: withOverlay | withRoomElsewhere, budget: e.opts.Budget}
+	for {
+		s := e.flight.snapshot(pod.UID) // a new scheduling cycle of the same pod
+		fits := e.evaluate(s, q)
+		passed, failed = nil, map[string]string{}
+		for _, name := range candidates {
+			if ft := fits[name]; ft.OK {
+				passed = append(passed, name)
+			} else {
+				failed[name] = ft.Reason
+			}
+		}
+		if len(passed) > 0 && sched.PodSchedulingTimeout > 0 && !e.flight.track(s, pod, fits) {
+			continue // pods let through meanwhile claim more where this one would go
+		}
+		e.last.Store(&lastFilter{uid: pod.UID, vols: vols, fits: fits})
+		ctrl.LoggerFrom(ctx).V(1).Info("Filtered a pod", "pod", client.ObjectKeyFromObject(pod), "passed", passed, "failed", failed, "podsInFlight", s.inFlight)
+		if len(passed) > 0 || s.inFlight == 0 {
+			return passed, failed, 0, nil
+		}
+		alone := q
+		alone.how = withRoomElsewhere
+		for name, ft := range e.evaluate(s, alone) {
+			if ft.OK {
+				blocked++
+				failed[name] += fmt.Sprintf(" (counting %d pods being scheduled whose space is not in the ledgers yet)", s.inFlight)
+			}
+		}
+		return nil, failed, blocked, s.changed
+	}
+}
+
+// evaluate runs the evaluator on s and records its packing searches.
+func (e *Extender) evaluate(s *snapshot, q question) map[string]fit {
+	fits := evaluate(s, q)
+	for _, ft := range fits {
+		if ft.Steps > 0 {
+			e.opts.Metrics.PackingSteps.Observe(float64(ft.Steps))
+			if !ft.Exact {
+				e.opts.Metrics.PackingFallbacks.Inc()
+			}
+		}
+	}
+	return fits
+}
+
 // Prioritize scores the candidate nodes 0–10: the node holding replicas of
 // every volume scores highest, then nodes with the most space left after
 // placing the pod's volumes. It reuses the pod's filter answer when it has
 // one.
 func (e *Extender) Prioritize(ctx context.Context, pod *corev1.Pod, candidates []string) (map[string]int64, error) {
 	scores := map[string]int64{}
-	last := e.flight.lastFilter()
+	last := e.last.Load()
+	if last == nil {
+		last = &lastFilter{}
+	}
 	vols, fits := last.vols, last.fits
 	if last.uid != pod.UID || !covers(fits, candidates) {
 		sched, err := e.settings.get(ctx)
@@ -166,7 +238,8 @@ func (e *Extender) Prioritize(ctx context.Context, pod *corev1.Pod, candidates [
 		if err != nil {
 			return nil, err
 		}
-		fits = e.flight.evaluate(pod, vols, candidates, sched, withOverlay|withRoomElsewhere)
+		fits = e.evaluate(e.flight.snapshot(""), question{pod: pod.Namespace + "/" + pod.Name, vols: vols, candidates: candidates,
+			sched: sched, how: withOverlay | withRoomElsewhere, budget: e.opts.Budget})
 	}
 	var most int64
 	for _, name := range candidates {

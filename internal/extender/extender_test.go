@@ -21,7 +21,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/tools/events"
 	extenderv1 "k8s.io/kube-scheduler/extender/v1"
 	clocktesting "k8s.io/utils/clock/testing"
@@ -148,17 +147,17 @@ func (f *fixture) filterOnClock(ctx context.Context, pod *corev1.Pod, candidates
 		done <- filterResult{p, fl, err}
 	}()
 	var r filterResult
-	err := wait.PollUntilContextTimeout(ctx, time.Millisecond, 20*time.Second, true, func(context.Context) (bool, error) {
+	_, err := testenv.Poll(ctx, 20*time.Second, func(context.Context) (bool, string, error) {
 		select {
 		case r = <-done:
-			return true, nil
+			return true, "", nil
 		default:
 		}
 		if f.clock.Waiters() > waiters {
 			f.clock.Step(step)
 		}
-		return false, nil
-	})
+		return false, "", nil
+	}, testenv.Every(time.Millisecond))
 	if err != nil {
 		return nil, nil, fmt.Errorf("waiting for the filter of pod %s: %w", pod.Name, err)
 	}
@@ -168,9 +167,9 @@ func (f *fixture) filterOnClock(ctx context.Context, pod *corev1.Pod, candidates
 // waitWaiters waits until at least n timers and tickers wait on clk.
 func (f *fixture) waitWaiters(clk *clocktesting.FakeClock, n int) {
 	f.t.Helper()
-	err := wait.PollUntilContextTimeout(f.ctx, time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
-		return clk.Waiters() >= n, nil
-	})
+	_, err := testenv.Poll(f.ctx, 10*time.Second, func(context.Context) (bool, string, error) {
+		return clk.Waiters() >= n, "", nil
+	}, testenv.Every(time.Millisecond))
 	if err != nil {
 		f.t.Fatalf("waiting for %d waiters on the fake clock, %d are: %v", n, clk.Waiters(), err)
 	}
@@ -331,13 +330,13 @@ func (f *fixture) setConfig(data map[string]string) []string {
 // waitCached waits until the cache holds obj at its resourceVersion.
 func (f *fixture) waitCached(obj client.Object) {
 	f.t.Helper()
-	err := wait.PollUntilContextTimeout(f.ctx, 5*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
+	_, err := testenv.Poll(f.ctx, 10*time.Second, func(ctx context.Context) (bool, string, error) {
 		cur := obj.DeepCopyObject().(client.Object)
 		if err := f.cached.Get(ctx, client.ObjectKeyFromObject(obj), cur); err != nil {
-			return false, client.IgnoreNotFound(err)
+			return false, "", client.IgnoreNotFound(err)
 		}
-		return cur.GetResourceVersion() == obj.GetResourceVersion(), nil
-	})
+		return cur.GetResourceVersion() == obj.GetResourceVersion(), "", nil
+	}, testenv.Every(5*time.Millisecond))
 	if err != nil {
 		f.t.Fatalf("the cache never saw %T %s at resourceVersion %s: %v", obj, obj.GetName(), obj.GetResourceVersion(), err)
 	}
@@ -413,15 +412,15 @@ func TestFilterKeepsARestartedPodWithItsReplicas(t *testing.T) {
 	before := f.longhornVersions()
 
 	candidates := []string{"node-a", "node-b", "node-c"}
-	err := wait.PollUntilContextTimeout(f.ctx, 10*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
+	_, err := testenv.Poll(f.ctx, 10*time.Second, func(ctx context.Context) (bool, string, error) {
 		passed, failed, err := f.ext.Filter(ctx, pod, candidates)
 		if err != nil {
-			return false, err
+			return false, "", err
 		}
 		// The cache may not show every replica yet; once it does, the answer is node-b alone.
 		return slices.Equal(passed, []string{"node-b"}) && len(failed) == 2 &&
-			strings.Contains(failed["node-a"], "node node-b already holds a replica of every volume"), nil
-	})
+			strings.Contains(failed["node-a"], "node node-b already holds a replica of every volume"), "", nil
+	}, testenv.Every(10*time.Millisecond))
 	if err != nil {
 		passed, failed, ferr := f.ext.Filter(f.ctx, pod, candidates)
 		t.Fatalf("want node-b alone, got %v, failed %v, error %v (%v)", passed, failed, ferr, err)
@@ -470,14 +469,14 @@ func TestFilterPacksUnboundClaims(t *testing.T) {
 	}
 	pod := f.pod("multi", claims...)
 	before := f.longhornVersions()
-	err := wait.PollUntilContextTimeout(f.ctx, 10*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
+	_, err := testenv.Poll(f.ctx, 10*time.Second, func(ctx context.Context) (bool, string, error) {
 		passed, failed, err := f.ext.Filter(ctx, pod, candidates)
 		if err != nil {
-			return false, nil // the cache may not hold every claim yet
+			return false, "", nil // the cache may not hold every claim yet
 		}
 		return slices.Equal(passed, []string{"node-4"}) && len(failed) == 3 &&
-			strings.Contains(failed["node-3"], "volumes need 400Gi together, disks hold 300Gi free in all"), nil
-	})
+			strings.Contains(failed["node-3"], "volumes need 400Gi together, disks hold 300Gi free in all"), "", nil
+	}, testenv.Every(10*time.Millisecond))
 	if err != nil {
 		passed, failed, ferr := f.ext.Filter(f.ctx, pod, candidates)
 		t.Fatalf("want node-4 alone, got %v, failed %v, error %v", passed, failed, ferr)
@@ -508,11 +507,11 @@ func TestInFlightPodIsReservedOnItsNode(t *testing.T) {
 	podA, podB := f.pod("a", claimA), f.pod("b", claimB)
 	before := f.longhornVersions()
 	var passed []string
-	err := wait.PollUntilContextTimeout(f.ctx, 10*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
+	_, err := testenv.Poll(f.ctx, 10*time.Second, func(ctx context.Context) (bool, string, error) {
 		var err error
 		passed, _, err = ext.Filter(ctx, podA, []string{"node-a"})
-		return err == nil, nil // the cache may not hold the claim yet
-	})
+		return err == nil, "", nil // the cache may not hold the claim yet
+	}, testenv.Every(10*time.Millisecond))
 	if err != nil || !slices.Equal(passed, []string{"node-a"}) {
 		t.Fatalf("pod a: want node-a, got %v (%v)", passed, err)
 	}
@@ -602,13 +601,13 @@ func TestServerFollowsTheConfigMap(t *testing.T) {
 	// the settings again, until it serves or not as wanted.
 	waitServing := func(want bool) {
 		t.Helper()
-		err := wait.PollUntilContextTimeout(f.ctx, 5*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+		_, err := testenv.Poll(f.ctx, 10*time.Second, func(context.Context) (bool, string, error) {
 			if (metricValue(t, heartbeat) == 1) == want {
-				return true, nil
+				return true, "", nil
 			}
 			clk.Step(s.poll)
-			return false, nil
-		})
+			return false, "", nil
+		}, testenv.Every(5*time.Millisecond))
 		if err != nil {
 			t.Fatalf("serving should be %v, heartbeat %v", want, metricValue(t, heartbeat))
 		}
@@ -616,10 +615,10 @@ func TestServerFollowsTheConfigMap(t *testing.T) {
 
 	waitServing(true)
 	es := &discoveryv1.EndpointSlice{}
-	err := wait.PollUntilContextTimeout(f.ctx, 5*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
+	_, err := testenv.Poll(f.ctx, 10*time.Second, func(ctx context.Context) (bool, string, error) {
 		err := f.env.Client.Get(ctx, types.NamespacedName{Namespace: f.ns, Name: ServiceName}, es)
-		return err == nil, client.IgnoreNotFound(err)
-	})
+		return err == nil, "", client.IgnoreNotFound(err)
+	}, testenv.Every(5*time.Millisecond))
 	if err != nil {
 		t.Fatalf("the extender never published its EndpointSlice: %v", err)
 	}
@@ -656,10 +655,10 @@ func TestBindWritesTheReservationThenBinds(t *testing.T) {
 	podA, podB := f.pod("a", claimA), f.pod("b", claimB)
 	before := f.longhornVersions()
 	for _, pod := range []*corev1.Pod{podA, podB} {
-		err := wait.PollUntilContextTimeout(f.ctx, 10*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
+		_, err := testenv.Poll(f.ctx, 10*time.Second, func(ctx context.Context) (bool, string, error) {
 			passed, _, err := f.ext.Filter(ctx, pod, []string{"node-a"})
-			return err == nil && slices.Equal(passed, []string{"node-a"}), nil
-		})
+			return err == nil && slices.Equal(passed, []string{"node-a"}), "", nil
+		}, testenv.Every(10*time.Millisecond))
 		if err != nil {
 			t.Fatalf("pod %s: want node-a to pass: %v", pod.Name, err)
 		}
@@ -746,14 +745,14 @@ func TestNewLeaderFencesThenRebuilds(t *testing.T) {
 	}
 	clk.Step(opts.Fence)
 	key := types.NamespacedName{Namespace: f.ns, Name: "node-a-uuid-1"}
-	err := wait.PollUntilContextTimeout(f.ctx, 20*time.Millisecond, 20*time.Second, true, func(ctx context.Context) (bool, error) {
+	_, err := testenv.Poll(f.ctx, 20*time.Second, func(ctx context.Context) (bool, string, error) {
 		ds := &dsv1.DiskSchedule{}
 		if err := f.env.Client.Get(ctx, key, ds); err != nil {
-			return false, err
+			return false, "", err
 		}
 		res, ok := ds.Spec.Reservations[volA]
-		return ok && res.Pod == f.ns+"/a" && res.Size == 60*gi && metricValue(t, opts.Metrics.Fenced) == 0, nil
-	})
+		return ok && res.Pod == f.ns+"/a" && res.Size == 60*gi && metricValue(t, opts.Metrics.Fenced) == 0, "", nil
+	}, testenv.Every(20*time.Millisecond))
 	if err != nil {
 		t.Fatalf("after the fence the old leader's pod a must be reserved on node-a and the fence lifted: %v", err)
 	}
@@ -765,12 +764,12 @@ func TestNewLeaderFencesThenRebuilds(t *testing.T) {
 // waitViewed waits until the extender's view holds ledger ds at its resourceVersion.
 func (f *fixture) waitViewed(ds *dsv1.DiskSchedule) {
 	f.t.Helper()
-	err := wait.PollUntilContextTimeout(f.ctx, 5*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+	_, err := testenv.Poll(f.ctx, 10*time.Second, func(context.Context) (bool, string, error) {
 		f.ext.flight.mu.Lock()
 		defer f.ext.flight.mu.Unlock()
 		cur := f.ext.flight.view.ledger(ds.Name)
-		return cur != nil && cur.ResourceVersion == ds.ResourceVersion, nil
-	})
+		return cur != nil && cur.ResourceVersion == ds.ResourceVersion, "", nil
+	}, testenv.Every(5*time.Millisecond))
 	if err != nil {
 		f.t.Fatalf("the extender never saw DiskSchedule %s at resourceVersion %s", ds.Name, ds.ResourceVersion)
 	}
@@ -812,10 +811,10 @@ func TestExpiredReservationOfABoundPodIsWrittenAgain(t *testing.T) {
 	// Meanwhile the space stays taken for other pods.
 	claimB, _ := f.claim("data-b", 60*gi)
 	podB := f.pod("b", claimB)
-	err := wait.PollUntilContextTimeout(f.ctx, 10*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
+	_, err := testenv.Poll(f.ctx, 10*time.Second, func(ctx context.Context) (bool, string, error) {
 		_, failed, err := f.filterOnClock(ctx, podB, []string{"node-a"}, settings.Default().PodSchedulingTimeout)
-		return err == nil && strings.Contains(failed["node-a"], "40Gi"), nil
-	})
+		return err == nil && strings.Contains(failed["node-a"], "40Gi"), "", nil
+	}, testenv.Every(10*time.Millisecond))
 	if err != nil {
 		t.Errorf("while pod a's reservation is written again, node-a must keep only 40Gi for pod b: %v", err)
 	}
@@ -867,12 +866,12 @@ func (f *fixture) reservationWritten(key types.NamespacedName, volume, pod strin
 func (f *fixture) ledgerWhere(key types.NamespacedName, what string, cond func(*dsv1.DiskSchedule) bool) *dsv1.DiskSchedule {
 	f.t.Helper()
 	ds := &dsv1.DiskSchedule{}
-	err := wait.PollUntilContextTimeout(f.ctx, 10*time.Millisecond, 20*time.Second, true, func(ctx context.Context) (bool, error) {
+	_, err := testenv.Poll(f.ctx, 20*time.Second, func(ctx context.Context) (bool, string, error) {
 		if err := f.env.Client.Get(ctx, key, ds); err != nil {
-			return false, err
+			return false, "", err
 		}
-		return cond(ds), nil
-	})
+		return cond(ds), "", nil
+	}, testenv.Every(10*time.Millisecond))
 	if err != nil {
 		f.t.Fatalf("waiting until %s: %v (spec %+v, status %+v)", what, err, ds.Spec.Reservations, ds.Status.Reservations)
 	}
@@ -908,9 +907,9 @@ func TestBoundPodKeepsItsClaimWhenItsSpaceWasTaken(t *testing.T) {
 	f.waitViewed(ds)
 	f.bind(podA, "node-a")
 	refused := f.metrics.Reservations.WithLabelValues("refused")
-	if err := wait.PollUntilContextTimeout(f.ctx, 10*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
-		return metricValue(t, refused) >= 1, nil
-	}); err != nil {
+	if _, err := testenv.Poll(f.ctx, 10*time.Second, func(context.Context) (bool, string, error) {
+		return metricValue(t, refused) >= 1, "", nil
+	}, testenv.Every(10*time.Millisecond)); err != nil {
 		t.Fatalf("pod a's reservation was never refused: %v", err)
 	}
 

@@ -3,6 +3,7 @@ package extender
 import (
 	"fmt"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/longhorn/diskschedule/internal/extender/packing"
@@ -36,16 +37,42 @@ type fit struct {
 // Whether the node and each disk may take a replica of a volume is
 // placement.NodeFailures and placement.DiskFailuresForVolume, the one eligibility
 // rule; how much a disk can still take for pod is the ledger's reading
-// (ledger.FreeFor, read once per ledger as ledger.RoomOf), less what claimed says pods in flight
-// hold on each disk (nil: nothing). This function only combines them and
+// (ledger.RoomOf, read once per ledger, then Room.For the pod), less what
+// claimed says pods in flight hold on each disk (nil: nothing). This function only combines them and
 // packs the volumes.
 func evaluateReading(vols []podVolume, r *nodeReading, claimed func(uuid string) int64,
+	sched settings.Scheduling, pod string, budget int) fit {
+	return new(scratch).evaluate(vols, r, claimed, sched, pod, budget)
+}
+
+// scratch is what evaluating one pod's volumes node after node reuses: the
+// buffers of each node's evaluation, which no verdict keeps, and the sizes
+// of the volumes, which the verdicts of nodes that need every volume share
+// (nothing changes a verdict's maps).
+type scratch struct {
+	need     []int
+	views    []diskView
+	disks    []*diskView
+	failures [][]string
+	bins     []packing.Bin
+	items    []packing.Item
+	names    []string
+	// sizes are the sizes of every volume evaluated, by name, made once.
+	sizes map[string]int64
+	// packed are Pack's answers for several volumes by packingKey of their
+	// items and bins (key is its buffer); nothing changes an answer.
+	packed map[string]packing.Result
+	key    []byte
+}
+
+// evaluate is evaluateReading with the buffers of s.
+func (s *scratch) evaluate(vols []podVolume, r *nodeReading, claimed func(uuid string) int64,
 	sched settings.Scheduling, pod string, budget int) fit {
 	if r == nil {
 		return fit{Reason: "not a Longhorn node"}
 	}
 	node, pn := r.node, r.placement
-	var need []int // indexes in vols of the volumes without a replica here
+	s.need = s.need[:0] // indexes in vols of the volumes without a replica here
 	for i, v := range vols {
 		if v.ReplicaNodes[node.Name] {
 			continue // a replica is here already: no new space needed
@@ -56,26 +83,23 @@ func evaluateReading(vols []podVolume, r *nodeReading, claimed func(uuid string)
 		if why := placement.NodeFailures(pn, v.NodeSelector, sched); len(why) > 0 {
 			return fit{Reason: fmt.Sprintf("volume %s: %s", v.Name, strings.Join(why, " and "))}
 		}
-		need = append(need, i)
+		s.need = append(s.need, i)
 	}
 
-	disks := nodeDisks(r, claimed, vols, sched, pod)
-	bins := make([]packing.Bin, 0, len(disks))
-	uuids := make(map[string]string, len(disks))
+	disks := s.nodeDisks(r, claimed, vols, sched, pod)
+	s.bins = s.bins[:0]
 	var total int64
 	for _, d := range disks {
 		if d.usable() {
-			bins = append(bins, packing.Bin{Name: d.Name, Free: d.free, Tags: d.Tags})
-			uuids[d.Name] = d.UUID
+			s.bins = append(s.bins, packing.Bin{Name: d.Name, Free: d.free, Tags: d.Tags})
 			total += d.free
 		}
 	}
-	sizes := map[string]int64{}
-	items := make([]packing.Item, 0, len(need))
-	names := make([]string, len(need)*len(disks)) // the items' disks, in one allocation
-	for k, i := range need {
+	s.items = s.items[:0]
+	s.names = grow(s.names, len(s.need)*len(disks)) // the items' disks
+	for k, i := range s.need {
 		v := vols[i]
-		item := packing.Item{Name: v.Name, Size: v.Size, Selector: v.DiskSelector, Disks: names[k*len(disks) : k*len(disks) : (k+1)*len(disks)]}
+		item := packing.Item{Name: v.Name, Size: v.Size, Selector: v.DiskSelector, Disks: s.names[k*len(disks) : k*len(disks) : (k+1)*len(disks)]}
 		for _, d := range disks {
 			if d.ledgerFailure == "" && len(d.failures[i]) == 0 {
 				item.Disks = append(item.Disks, d.Name)
@@ -84,26 +108,117 @@ func evaluateReading(vols []podVolume, r *nodeReading, claimed func(uuid string)
 		if len(item.Disks) == 0 {
 			return fit{Reason: noDiskReason(v.Name, i, disks)}
 		}
-		items = append(items, item)
-		sizes[v.Name] = v.Size
+		s.items = append(s.items, item)
 	}
-	if len(items) == 0 {
+	sizes := s.sizesOf(vols)
+	if len(s.need) < len(vols) {
+		sizes = make(map[string]int64, len(s.need))
+		for _, i := range s.need {
+			sizes[vols[i].Name] = vols[i].Size
+		}
+	}
+	if len(s.items) == 0 {
 		return fit{OK: true, Assignment: map[string]string{}, Sizes: sizes, Free: total, Exact: true}
 	}
-	res := packing.Pack(items, bins, budget)
+	res, kept := s.pack(budget)
 	out := fit{OK: res.Fits, Reason: res.Reason, Steps: res.Steps, Exact: res.Exact, Sizes: sizes}
 	if !res.Fits {
 		return out
 	}
-	out.Assignment = make(map[string]string, len(res.Assignment))
+	// The packing's answer, by disk name, becomes the verdict's, by UUID:
+	// in place, unless the answer is kept for other nodes.
+	out.Assignment = res.Assignment
+	if kept {
+		out.Assignment = make(map[string]string, len(res.Assignment))
+	}
 	for volume, disk := range res.Assignment {
-		out.Assignment[volume] = uuids[disk]
+		for _, d := range disks {
+			if d.Name == disk {
+				out.Assignment[volume] = d.UUID
+				break
+			}
+		}
 	}
 	out.Free = total
 	for _, size := range sizes {
 		out.Free -= size
 	}
 	return out
+}
+
+// pack packs s.items onto s.bins. Pack's answer depends on the contents of
+// its items and bins alone, and many nodes of a cluster look alike to a
+// pod (the same disks, as free): the answer for several volumes is kept
+// for the other nodes of the same contents, whose search it would repeat.
+// One volume is placed without a search, and not kept. kept tells whether
+// the answer is kept, and so must not be changed.
+func (s *scratch) pack(budget int) (res packing.Result, kept bool) {
+	if len(s.items) < 2 {
+		return packing.Pack(s.items, s.bins, budget), false
+	}
+	s.key = packingKey(s.key[:0], s.items, s.bins)
+	if res, ok := s.packed[string(s.key)]; ok {
+		return res, true
+	}
+	res = packing.Pack(s.items, s.bins, budget)
+	if s.packed == nil {
+		s.packed = map[string]packing.Result{}
+	}
+	s.packed[string(s.key)] = res
+	return res, true
+}
+
+// packingKey appends to buf what Pack reads of items and bins, each string
+// with its length, so that different contents never share a key.
+func packingKey(buf []byte, items []packing.Item, bins []packing.Bin) []byte {
+	str := func(v string) {
+		buf = strconv.AppendInt(buf, int64(len(v)), 10)
+		buf = append(buf, ':')
+		buf = append(buf, v...)
+	}
+	strs := func(vs []string) {
+		buf = strconv.AppendInt(buf, int64(len(vs)), 10)
+		if vs == nil {
+			buf = append(buf, '-') // nil and empty differ for Item.Disks
+		}
+		buf = append(buf, '[')
+		for _, v := range vs {
+			str(v)
+		}
+	}
+	buf = strconv.AppendInt(buf, int64(len(items)), 10)
+	for _, it := range items {
+		str(it.Name)
+		buf = strconv.AppendInt(append(buf, ' '), it.Size, 10)
+		strs(it.Selector)
+		strs(it.Disks)
+	}
+	buf = strconv.AppendInt(append(buf, '|'), int64(len(bins)), 10)
+	for _, b := range bins {
+		str(b.Name)
+		buf = strconv.AppendInt(append(buf, ' '), b.Free, 10)
+		strs(b.Tags)
+	}
+	return buf
+}
+
+// sizesOf returns the sizes of vols by name, made on the first call.
+func (s *scratch) sizesOf(vols []podVolume) map[string]int64 {
+	if s.sizes == nil {
+		s.sizes = make(map[string]int64, len(vols))
+		for _, v := range vols {
+			s.sizes[v.Name] = v.Size
+		}
+	}
+	return s.sizes
+}
+
+// grow returns buf with length n, reusing its array when it is large enough.
+func grow[T any](buf []T, n int) []T {
+	if cap(buf) < n {
+		return make([]T, n)
+	}
+	return buf[:n]
 }
 
 // diskView is one disk of a node as one pod sees it.
@@ -132,15 +247,16 @@ func (d *diskView) usable() bool {
 
 // nodeDisks returns the disks of the node read as r, sorted by name, each
 // with its ledger's free space for pod and the eligibility of each of vols.
-func nodeDisks(r *nodeReading, claimed func(uuid string) int64, vols []podVolume, sched settings.Scheduling, pod string) []*diskView {
-	// One allocation each for the views and their failures: a filter
-	// evaluates every disk of every candidate node.
-	views := make([]diskView, len(r.disks))
-	failures := make([][]string, len(r.disks)*len(vols))
-	out := make([]*diskView, 0, len(r.disks))
+// They are s's buffers, good until its next call.
+func (s *scratch) nodeDisks(r *nodeReading, claimed func(uuid string) int64, vols []podVolume, sched settings.Scheduling, pod string) []*diskView {
+	// A filter evaluates every disk of every candidate node: the views
+	// and their failures reuse the buffers of the node before.
+	s.views = grow(s.views, len(r.disks))
+	s.failures = grow(s.failures, len(r.disks)*len(vols))
+	s.disks = s.disks[:0]
 	for j := range r.disks {
-		d, dv := &r.disks[j], &views[j]
-		*dv = diskView{diskReading: d, failures: failures[j*len(vols) : (j+1)*len(vols) : (j+1)*len(vols)]}
+		d, dv := &r.disks[j], &s.views[j]
+		*dv = diskView{diskReading: d, failures: s.failures[j*len(vols) : (j+1)*len(vols) : (j+1)*len(vols)]}
 		if d.ledger != nil {
 			dv.free = d.room.For(pod)
 			if claimed != nil {
@@ -150,9 +266,9 @@ func nodeDisks(r *nodeReading, claimed func(uuid string) int64, vols []podVolume
 		for i, v := range vols {
 			dv.failures[i] = placement.DiskFailuresForVolume(d.Disk, v.placementVolume(), sched)
 		}
-		out = append(out, dv)
+		s.disks = append(s.disks, dv)
 	}
-	return out
+	return s.disks
 }
 
 // noDiskReason says why no disk of the node may take volume, the i-th

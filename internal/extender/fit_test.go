@@ -2,13 +2,20 @@ package extender
 
 import (
 	"fmt"
+	"maps"
+	"math/rand/v2"
 	"strings"
 	"testing"
+	"time"
 
 	lhv1 "github.com/longhorn/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
+	"github.com/prometheus/client_golang/prometheus"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	clocktesting "k8s.io/utils/clock/testing"
 
 	dsv1 "github.com/longhorn/diskschedule/api/v1beta2"
+	"github.com/longhorn/diskschedule/internal/extender/packing"
+	"github.com/longhorn/diskschedule/internal/metrics"
 	"github.com/longhorn/diskschedule/internal/settings"
 	"github.com/longhorn/diskschedule/internal/testenv"
 )
@@ -75,7 +82,7 @@ func TestMultiVolumePodFitsOnlyOnTheFourDiskNode(t *testing.T) {
 			sizes[i] = 100 * gi
 		}
 		node, ledgers := testNode(fmt.Sprintf("node-%d", disks), sizes, nil)
-		f := evaluate(volumes(4, 100*gi), node, ledgers, nil, sched, "default/p", 0)
+		f := evaluateNode(volumes(4, 100*gi), node, ledgers, nil, sched, "default/p", 0)
 		if f.OK != (disks == 4) {
 			t.Errorf("node with %d disks: fits=%v (%s)", disks, f.OK, f.Reason)
 		}
@@ -97,24 +104,24 @@ func TestEvaluateCountsLedgerUsageAndOwnReservations(t *testing.T) {
 	sched := settings.Default()
 	node, ledgers := testNode("n", []int64{400 * gi}, []int64{350 * gi})
 	vols := volumes(1, 100*gi)
-	if f := evaluate(vols, node, ledgers, nil, sched, "default/p", 0); f.OK || !strings.Contains(f.Reason, "50Gi") {
+	if f := evaluateNode(vols, node, ledgers, nil, sched, "default/p", 0); f.OK || !strings.Contains(f.Reason, "50Gi") {
 		t.Errorf("350Gi of 400Gi scheduled: want no fit with 50Gi free in the reason, got %+v", f)
 	}
 	// The pod's own granted reservation (counted in storageScheduled) is its to use.
 	ds := ledgers["n-uuid-1"]
 	ds.Spec.Reservations = map[string]dsv1.DiskScheduleReservation{"pvc-0": {Size: 100 * gi, Pod: "default/p"}}
 	ds.Status.Reservations = map[string]dsv1.ReservationStatus{"pvc-0": {State: dsv1.ReservationStateScheduled, RequestedSize: 100 * gi, Pod: "default/p", ScheduledSize: 100 * gi}}
-	if f := evaluate(vols, node, ledgers, nil, sched, "default/p", 0); !f.OK {
+	if f := evaluateNode(vols, node, ledgers, nil, sched, "default/p", 0); !f.OK {
 		t.Errorf("the pod's own reservation should count as free for it: %+v", f)
 	}
-	if f := evaluate(vols, node, ledgers, nil, sched, "default/other", 0); f.OK {
+	if f := evaluateNode(vols, node, ledgers, nil, sched, "default/other", 0); f.OK {
 		t.Errorf("another pod's reservation must not count as free: %+v", f)
 	}
 	// Pending requests count as taken.
 	ds.Spec.Reservations, ds.Status.Reservations = nil, nil
 	ds.Status.StorageScheduled = 200 * gi
 	ds.Spec.Replicas = map[string]dsv1.RequestedBytes{"r-pending": dsv1.RequestedBytes(150 * gi)}
-	if f := evaluate(vols, node, ledgers, nil, sched, "default/p", 0); f.OK {
+	if f := evaluateNode(vols, node, ledgers, nil, sched, "default/p", 0); f.OK {
 		t.Errorf("200Gi scheduled + 150Gi pending of 400Gi: 100Gi must not fit: %+v", f)
 	}
 }
@@ -126,12 +133,12 @@ func TestEvaluateReadsTheLedgerNotLonghornsTotals(t *testing.T) {
 	sched := settings.Default()
 	node, ledgers := testNode("n", []int64{400 * gi}, []int64{350 * gi})
 	node.Status.DiskStatus["disk-1"].StorageScheduled = 0
-	if f := evaluate(volumes(1, 100*gi), node, ledgers, nil, sched, "default/p", 0); f.OK {
+	if f := evaluateNode(volumes(1, 100*gi), node, ledgers, nil, sched, "default/p", 0); f.OK {
 		t.Errorf("the ledger has 50Gi free: 100Gi must not fit whatever Longhorn's node says: %+v", f)
 	}
 	node, ledgers = testNode("n", []int64{400 * gi}, nil)
 	node.Status.DiskStatus["disk-1"].StorageScheduled = 400 * gi
-	if f := evaluate(volumes(1, 100*gi), node, ledgers, nil, sched, "default/p", 0); !f.OK {
+	if f := evaluateNode(volumes(1, 100*gi), node, ledgers, nil, sched, "default/p", 0); !f.OK {
 		t.Errorf("the ledger has 400Gi free: 100Gi fits whatever Longhorn's node says: %+v", f)
 	}
 }
@@ -140,7 +147,7 @@ func TestEvaluateSkipsVolumesWithAReplicaOnTheNode(t *testing.T) {
 	node, ledgers := testNode("n", []int64{100 * gi}, []int64{100 * gi})
 	vols := volumes(1, 100*gi)
 	vols[0].ReplicaNodes["n"] = true
-	if f := evaluate(vols, node, ledgers, nil, settings.Default(), "default/p", 0); !f.OK || len(f.Assignment) != 0 {
+	if f := evaluateNode(vols, node, ledgers, nil, settings.Default(), "default/p", 0); !f.OK || len(f.Assignment) != 0 {
 		t.Errorf("a volume with a replica on the node needs no space there: %+v", f)
 	}
 }
@@ -196,13 +203,13 @@ func TestEvaluateNodeEligibility(t *testing.T) {
 			if tc.name == "node selector" {
 				vols[0].NodeSelector = []string{"fast"}
 			}
-			if f := evaluate(vols, node, ledgers, nil, sched, "default/p", 0); f.OK || !strings.Contains(f.Reason, tc.want) {
+			if f := evaluateNode(vols, node, ledgers, nil, sched, "default/p", 0); f.OK || !strings.Contains(f.Reason, tc.want) {
 				t.Errorf("want no fit because %q, got %+v", tc.want, f)
 			}
 		})
 	}
 	t.Run("not a Longhorn node", func(t *testing.T) {
-		if f := evaluate(volumes(1, gi), nil, nil, nil, sched, "default/p", 0); f.OK || f.Reason != "not a Longhorn node" {
+		if f := evaluateNode(volumes(1, gi), nil, nil, nil, sched, "default/p", 0); f.OK || f.Reason != "not a Longhorn node" {
 			t.Errorf("no Longhorn node: want no fit, got %+v", f)
 		}
 	})
@@ -214,10 +221,10 @@ func TestEvaluateUsesOnlyEligibleDisks(t *testing.T) {
 	node, ledgers := testNode("n", []int64{400 * gi, 50 * gi}, nil)
 	node.Status.DiskStatus["disk-1"].Conditions[diskSchedulable] = testenv.LonghornCondition(lhv1.DiskConditionTypeSchedulable, false, lhv1.DiskConditionReasonDiskPressure, "")
 	sched := settings.Default()
-	if f := evaluate(volumes(1, 40*gi), node, ledgers, nil, sched, "default/p", 0); !f.OK || f.Assignment["pvc-0"] != "n-uuid-2" || f.Free != 10*gi {
+	if f := evaluateNode(volumes(1, 40*gi), node, ledgers, nil, sched, "default/p", 0); !f.OK || f.Assignment["pvc-0"] != "n-uuid-2" || f.Free != 10*gi {
 		t.Errorf("40Gi fits only on disk-2, leaving 10Gi: %+v", f)
 	}
-	if f := evaluate(volumes(1, 100*gi), node, ledgers, nil, sched, "default/p", 0); f.OK || !strings.Contains(f.Reason, "50Gi") {
+	if f := evaluateNode(volumes(1, 100*gi), node, ledgers, nil, sched, "default/p", 0); f.OK || !strings.Contains(f.Reason, "50Gi") {
 		t.Errorf("100Gi fits on no eligible disk, the reason should give disk-2's 50Gi: %+v", f)
 	}
 }
@@ -230,10 +237,10 @@ func TestEvaluateDataEngine(t *testing.T) {
 	sched := settings.Default()
 	v2 := volumes(1, 10*gi)
 	v2[0].DataEngine = lhv1.DataEngineTypeV2
-	if f := evaluate(v2, node, ledgers, nil, sched, "default/p", 0); f.OK || !strings.Contains(f.Reason, "disk type filesystem does not match the volume's block") {
+	if f := evaluateNode(v2, node, ledgers, nil, sched, "default/p", 0); f.OK || !strings.Contains(f.Reason, "disk type filesystem does not match the volume's block") {
 		t.Errorf("a v2 volume on a node with only a filesystem disk: %+v, want refused for the disk type", f)
 	}
-	if f := evaluate(volumes(1, 10*gi), node, ledgers, nil, sched, "default/p", 0); !f.OK {
+	if f := evaluateNode(volumes(1, 10*gi), node, ledgers, nil, sched, "default/p", 0); !f.OK {
 		t.Errorf("a v1 volume of 10Gi on a 400Gi filesystem disk: %+v, want it to fit", f)
 	}
 }
@@ -245,11 +252,11 @@ func TestEvaluateEmptyDiskSelectorSetting(t *testing.T) {
 	node.Spec.Disks["disk-1"] = spec
 	vols := volumes(1, 10*gi)
 	sched := settings.Default()
-	if f := evaluate(vols, node, ledgers, nil, sched, "default/p", 0); !f.OK {
+	if f := evaluateNode(vols, node, ledgers, nil, sched, "default/p", 0); !f.OK {
 		t.Errorf("allow-empty-disk-selector-volume=true: a tagged disk takes a selector-less volume: %+v", f)
 	}
 	sched.AllowEmptyDiskSelectorVolume = false
-	if f := evaluate(vols, node, ledgers, nil, sched, "default/p", 0); f.OK || !strings.Contains(f.Reason, settings.AllowEmptyDiskSelectorVolume) {
+	if f := evaluateNode(vols, node, ledgers, nil, sched, "default/p", 0); f.OK || !strings.Contains(f.Reason, settings.AllowEmptyDiskSelectorVolume) {
 		t.Errorf("allow-empty-disk-selector-volume=false: a tagged disk must not take a selector-less volume: %+v", f)
 	}
 }
@@ -263,16 +270,16 @@ func TestEvaluateDiskSelectorPerVolume(t *testing.T) {
 	node.Spec.Disks["disk-2"] = spec
 	vols := volumes(2, 60*gi)
 	vols[0].DiskSelector = []string{"ssd"}
-	f := evaluate(vols, node, ledgers, nil, settings.Default(), "default/p", 0)
+	f := evaluateNode(vols, node, ledgers, nil, settings.Default(), "default/p", 0)
 	if !f.OK || f.Assignment["pvc-0"] != "n-uuid-2" || f.Assignment["pvc-1"] != "n-uuid-1" {
 		t.Errorf("pvc-0 must go to the ssd disk and pvc-1 to the other: %+v", f)
 	}
 	vols[1].DiskSelector = []string{"ssd"}
-	if f := evaluate(vols, node, ledgers, nil, settings.Default(), "default/p", 0); f.OK {
+	if f := evaluateNode(vols, node, ledgers, nil, settings.Default(), "default/p", 0); f.OK {
 		t.Errorf("two 60Gi ssd volumes do not fit the one 100Gi ssd disk: %+v", f)
 	}
 	vols[1].DiskSelector = []string{"nvme"}
-	if f := evaluate(vols, node, ledgers, nil, settings.Default(), "default/p", 0); f.OK || !strings.Contains(f.Reason, "volume pvc-1: no schedulable disk") {
+	if f := evaluateNode(vols, node, ledgers, nil, settings.Default(), "default/p", 0); f.OK || !strings.Contains(f.Reason, "volume pvc-1: no schedulable disk") {
 		t.Errorf("no disk has tag nvme: %+v", f)
 	}
 }
@@ -299,15 +306,68 @@ func TestRestartNode(t *testing.T) {
 	}
 }
 
-// evaluate decides whether the volumes that have no replica on node fit
+// evaluateNode decides whether the volumes that have no replica on node fit
 // together on its disks. node is Longhorn's node (nil when there is none);
 // ledgers are its DiskSchedules by disk UUID; pod ("namespace/name") gets
 // back the space its own reservations hold: evaluateReading on the node
 // read with its ledgers.
-func evaluate(vols []podVolume, node *lhv1.Node, ledgers map[string]*dsv1.DiskSchedule,
+func evaluateNode(vols []podVolume, node *lhv1.Node, ledgers map[string]*dsv1.DiskSchedule,
 	claimed func(uuid string) int64, sched settings.Scheduling, pod string, budget int) fit {
 	if node == nil {
 		return fit{Reason: "not a Longhorn node"}
 	}
 	return evaluateReading(vols, readNode(node, ledgers), claimed, sched, pod, budget)
+}
+
+// TestEvaluateAnswersAsEachNodeAlone: a filter over many nodes keeps the
+// packing of several volumes for the nodes that look alike to them; its
+// verdicts are each node's verdict evaluated alone, on random clusters
+// where many nodes have the same disks, as free, and some differ only in
+// a disk's tags or name.
+func TestEvaluateAnswersAsEachNodeAlone(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 11))
+	sched := settings.Default()
+	pick := func(from ...int64) int64 { return from[rng.IntN(len(from))] }
+	for round := range 50 {
+		f := newFlight(clocktesting.NewFakeClock(time.Now()), metrics.NewExtender(prometheus.NewRegistry()))
+		var names []string
+		for i := range 40 {
+			name := fmt.Sprintf("node-%02d", i)
+			sizes := make([]int64, 1+rng.IntN(4))
+			used := make([]int64, len(sizes))
+			for d := range sizes {
+				sizes[d] = pick(100*gi, 200*gi)
+				used[d] = pick(0, 0, 50*gi)
+			}
+			n, ledgers := testNode(name, sizes, used)
+			for disk, spec := range n.Spec.Disks {
+				if rng.IntN(4) == 0 {
+					spec.Tags = []string{"ssd"}
+					n.Spec.Disks[disk] = spec
+				}
+			}
+			f.nodeEvent(n, false)
+			for _, ds := range ledgers {
+				f.ledgerEvent(ds, false, nil)
+			}
+			names = append(names, name)
+		}
+		vols := volumes(2+rng.IntN(3), 0)
+		for i := range vols {
+			vols[i].Size = pick(40*gi, 60*gi, 100*gi)
+			vols[i].kind = kind{DataLocality: lhv1.DataLocalityBestEffort, NumberOfReplicas: 1}
+			if rng.IntN(3) == 0 {
+				vols[i].DiskSelector = []string{"ssd"}
+			}
+		}
+		s := f.snapshot("")
+		got := evaluate(s, question{pod: "default/p", vols: vols, candidates: names, sched: sched, how: withOverlay, budget: packing.DefaultBudget})
+		for _, name := range names {
+			want := evaluateReading(vols, s.view.reading(name), nil, sched, "default/p", packing.DefaultBudget)
+			if g := got[name]; g.OK != want.OK || g.Reason != want.Reason || !maps.Equal(g.Assignment, want.Assignment) ||
+				g.Free != want.Free || g.Steps != want.Steps || g.Exact != want.Exact {
+				t.Fatalf("round %d, %s: the filter's verdict %+v, the node's alone %+v", round, name, g, want)
+			}
+		}
+	}
 }

@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	toolscache "k8s.io/client-go/tools/cache"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	dsv1 "github.com/longhorn/diskschedule/api/v1beta2"
@@ -36,18 +37,25 @@ func (e *Extender) follow(ctx context.Context) error {
 		})},
 		{&dsv1.DiskSchedule{}, e.handler(func(o client.Object, gone bool) {
 			if ds, ok := o.(*dsv1.DiskSchedule); ok {
-				e.flight.ledgerEvent(ds, gone)
+				var waiting map[string]*corev1.Pod
+				if !gone {
+					waiting = e.waitingPods(ctx, ds)
+				}
+				e.flight.ledgerEvent(ds, gone, waiting)
 			}
 		})},
 		{&corev1.Pod{}, e.handler(func(o client.Object, gone bool) {
 			if pod, ok := o.(*corev1.Pod); ok {
-				e.flight.podEvent(pod, gone)
+				e.podEvent(ctx, pod, gone)
 			}
 		})},
 		{&corev1.PersistentVolumeClaim{}, e.handler(func(o client.Object, gone bool) {
 			if pvc, ok := o.(*corev1.PersistentVolumeClaim); ok && !gone {
-				e.flight.claimEvent(pvc)
+				e.adoptLater(ctx, e.flight.claimEvent(pvc))
 			}
+		})},
+		{&lhv1.Setting{}, e.handler(func(client.Object, bool) {
+			e.settings.longhorn.changed()
 		})},
 	}
 	// What a filter reads without following it: started now, so that the
@@ -78,7 +86,29 @@ func (e *Extender) follow(ctx context.Context) error {
 			return fmt.Errorf("waiting until the extender has seen every %T: %w", h.obj, ctx.Err())
 		}
 	}
+	// The settings read from now on are kept until a Setting changes, and
+	// read on every call again once the handlers are gone.
+	e.settings.longhorn.changed()
+	e.settings.longhorn.following.Store(true)
+	go func() {
+		<-ctx.Done()
+		e.settings.longhorn.following.Store(false)
+	}()
 	return nil
+}
+
+// podEvent follows a pod in flight (flight.podEvent) and tracks again on
+// its node a pod bound after its entry lapsed, before the pod's next event.
+func (e *Extender) podEvent(ctx context.Context, pod *corev1.Pod, gone bool) {
+	later, lapsed := e.flight.podEvent(pod, gone)
+	e.adoptLater(ctx, later)
+	if !lapsed {
+		return
+	}
+	if _, err := e.adoptPod(ctx, pod, pod.Spec.NodeName, knownByBinding); err != nil {
+		ctrl.LoggerFrom(ctx).Info("A pod bound after its space lapsed does not fit its node", "pod", client.ObjectKeyFromObject(pod),
+			"node", pod.Spec.NodeName, "reason", err.Error())
+	}
 }
 
 // handler adapts fn, called with each object of Longhorn's namespace (or
@@ -93,7 +123,7 @@ func (e *Extender) handler(fn func(o client.Object, gone bool)) toolscache.Resou
 			return
 		}
 		switch o.(type) {
-		case *lhv1.Node, *dsv1.DiskSchedule:
+		case *lhv1.Node, *dsv1.DiskSchedule, *lhv1.Setting:
 			if o.GetNamespace() != e.opts.Namespace {
 				return
 			}

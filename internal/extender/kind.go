@@ -160,6 +160,13 @@ func replicasElsewhere(v podVolume, node string) int {
 	return max(n, 0)
 }
 
+// mayNeedRoomElsewhere reports whether v may have replicas to place off
+// some node (replicasElsewhere is above 0 for some node): roomElsewhere
+// has nothing to check for a pod without such a volume.
+func mayNeedRoomElsewhere(v podVolume) bool {
+	return v.DataLocality != lhv1.DataLocalityStrictLocal && v.NumberOfReplicas > 1
+}
+
 // roomElsewhere says why Longhorn could not place the replicas of vols
 // that go off node (replicasElsewhere) under its anti-affinity rules, or
 // "" when it could. nodes are every Longhorn node with its disks' ledger

@@ -136,6 +136,13 @@ func TestReplicasElsewhere(t *testing.T) {
 			if got := replicasElsewhere(v, "a"); got != tc.want {
 				t.Errorf("replicasElsewhere on node a = %d, want %d", got, tc.want)
 			}
+			// A volume the evaluator asks no room elsewhere for has none
+			// to place off any node.
+			for _, node := range []string{"a", "b", "c", "d"} {
+				if got := replicasElsewhere(v, node); got > 0 && !mayNeedRoomElsewhere(v) {
+					t.Errorf("replicasElsewhere on node %s = %d, but mayNeedRoomElsewhere is false", node, got)
+				}
+			}
 		})
 	}
 }

@@ -1,6 +1,7 @@
 package extender
 
 import (
+	"maps"
 	"sort"
 	"time"
 
@@ -64,18 +65,28 @@ func (f *inflight) key() string { return f.pod.Namespace + "/" + f.pod.Name }
 
 // overlay is the set of in-flight pods and the bytes they claim per disk.
 // It is not safe for concurrent use: the in-flight state (flight) guards
-// it with the lock its filters read the ledgers under.
+// it with the lock under which it keeps the view of the ledgers.
 type overlay struct {
 	byUID map[types.UID]*inflight
-	// perDisk is the bytes all entries claim on each disk UUID.
+	// byNode are the entries whose node is known, by node: a ledger's
+	// change and a disk's write look at its node's entries alone.
+	byNode map[string]map[types.UID]*inflight
+	// perDisk is the bytes all entries claim on each disk UUID. Once handed
+	// out by claims it is never changed: the next change edits a copy.
 	perDisk map[string]int64
+	// shared is set while perDisk is handed out (claims).
+	shared bool
+	// added counts the entries added: what pods in flight claim grows only
+	// when one is (narrowing and settling take claims away).
+	added uint64
 	// changed is closed, and replaced, whenever an entry narrows or drops, so
 	// that a filter waiting on the overlay looks again.
 	changed chan struct{}
 }
 
 func newOverlay() *overlay {
-	return &overlay{byUID: map[types.UID]*inflight{}, perDisk: map[string]int64{}, changed: make(chan struct{})}
+	return &overlay{byUID: map[types.UID]*inflight{}, byNode: map[string]map[types.UID]*inflight{}, perDisk: map[string]int64{},
+		changed: make(chan struct{})}
 }
 
 // len returns the number of entries.
@@ -87,10 +98,39 @@ func (o *overlay) get(uid types.UID) *inflight { return o.byUID[uid] }
 // demand returns the bytes in-flight pods claim on disk uuid.
 func (o *overlay) demand(uuid string) int64 { return o.perDisk[uuid] }
 
+// claims returns the bytes entries claim on each disk UUID, which stays as
+// it is whatever the overlay does next, so it can be read without the lock.
+func (o *overlay) claims() map[string]int64 {
+	o.shared = true
+	return o.perDisk
+}
+
+// within reports whether the entries claim no more on any disk that fits
+// packed a pod's volumes onto than claimed, an earlier claims, says: true
+// when no entry was added since, added being the count then.
+func (o *overlay) within(added uint64, claimed map[string]int64, fits map[string]fit) bool {
+	if o.added == added {
+		return true
+	}
+	for _, ft := range fits {
+		if !ft.OK {
+			continue
+		}
+		for _, disk := range ft.Assignment {
+			if o.perDisk[disk] > claimed[disk] {
+				return false
+			}
+		}
+	}
+	return true
+}
+
 // add records e, replacing an entry of the same pod.
 func (o *overlay) add(e *inflight) {
 	o.drop(e.uid)
 	o.byUID[e.uid] = e
+	o.index(e)
+	o.added++
 	o.count(e, 1)
 }
 
@@ -109,6 +149,7 @@ func (o *overlay) narrow(e *inflight, node, how string, now time.Time) bool {
 		return false
 	}
 	e.node, e.known, e.narrowed = node, how, now
+	o.index(e)
 	e.offered = map[string]fit{node: f}
 	e.pending = make(map[string]string, len(f.Assignment))
 	e.sizes = make(map[string]int64, len(f.Assignment))
@@ -129,13 +170,11 @@ func (o *overlay) settle(e *inflight, volume string) bool {
 	if !ok {
 		return false
 	}
-	o.perDisk[disk] -= e.sizes[volume]
-	if o.perDisk[disk] <= 0 {
-		delete(o.perDisk, disk)
-	}
+	o.claim(disk, -e.sizes[volume])
 	delete(e.pending, volume)
 	if len(e.pending) == 0 {
 		delete(o.byUID, e.uid)
+		o.unindex(e)
 	}
 	o.signal()
 	return len(e.pending) == 0
@@ -149,8 +188,42 @@ func (o *overlay) drop(uid types.UID) *inflight {
 	}
 	o.count(e, -1)
 	delete(o.byUID, uid)
+	o.unindex(e)
 	o.signal()
 	return e
+}
+
+// onNode returns the entries whose node is node, in a stable order.
+func (o *overlay) onNode(node string) []*inflight {
+	out := make([]*inflight, 0, len(o.byNode[node]))
+	for _, e := range o.byNode[node] {
+		out = append(out, e)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].uid < out[j].uid })
+	return out
+}
+
+// index records e under its node, once known.
+func (o *overlay) index(e *inflight) {
+	if e.node == "" {
+		return
+	}
+	on := o.byNode[e.node]
+	if on == nil {
+		on = map[types.UID]*inflight{}
+		o.byNode[e.node] = on
+	}
+	on[e.uid] = e
+}
+
+// unindex forgets e under its node.
+func (o *overlay) unindex(e *inflight) {
+	if on := o.byNode[e.node]; on != nil && on[e.uid] == e {
+		delete(on, e.uid)
+		if len(on) == 0 {
+			delete(o.byNode, e.node)
+		}
+	}
 }
 
 // entries returns every entry, in a stable order.
@@ -166,22 +239,30 @@ func (o *overlay) entries() []*inflight {
 // count adds (sign 1) or removes (sign -1) e's claims to perDisk: every
 // offered node's packing before the node is known, the pending volumes after.
 func (o *overlay) count(e *inflight, sign int64) {
-	add := func(disk string, size int64) {
-		o.perDisk[disk] += sign * size
-		if o.perDisk[disk] <= 0 {
-			delete(o.perDisk, disk)
-		}
-	}
 	if e.node != "" {
 		for v, disk := range e.pending {
-			add(disk, e.sizes[v])
+			o.claim(disk, sign*e.sizes[v])
 		}
 		return
 	}
 	for _, f := range e.offered {
 		for v, disk := range f.Assignment {
-			add(disk, f.Sizes[v])
+			o.claim(disk, sign*f.Sizes[v])
 		}
+	}
+}
+
+// claim adds size bytes (less when negative) to what entries claim on disk.
+func (o *overlay) claim(disk string, size int64) {
+	if size == 0 {
+		return
+	}
+	if o.shared {
+		o.perDisk, o.shared = maps.Clone(o.perDisk), false
+	}
+	o.perDisk[disk] += size
+	if o.perDisk[disk] <= 0 {
+		delete(o.perDisk, disk)
 	}
 }
 

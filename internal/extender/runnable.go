@@ -109,7 +109,7 @@ func (s *Server) Start(ctx context.Context) error {
 		case err != nil:
 			log.Error(err, "Reading the extender's settings")
 		case enabled && srv == nil:
-			srv, err = s.serve(ctx, tlsConfig)
+			srv, err = s.serve(logCtx, tlsConfig)
 			if err != nil {
 				log.Error(err, "Starting the scheduler extender", "address", s.opts.Addr)
 				break

@@ -1,11 +1,14 @@
 package extender
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
+	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -58,45 +61,75 @@ func NewHandler(d Decider, filterDuration Observer) http.Handler {
 type handler struct {
 	decider        Decider
 	filterDuration Observer
+	// lastFilter is the most recent filter request, as sent and decoded:
+	// kube-scheduler sends /prioritize the same ExtenderArgs when every
+	// node the filters were asked about passed them, and those are not
+	// decoded again.
+	lastFilter atomic.Pointer[extenderArgs]
 }
 
-// decodeArgs reads ExtenderArgs and returns the pod and its candidate node
-// names; nodeCache tells which of the two node forms was sent.
-func decodeArgs(w http.ResponseWriter, r *http.Request) (*extenderv1.ExtenderArgs, []string, bool, error) {
+// extenderArgs is one request's ExtenderArgs, as sent and decoded, with
+// its candidate node names; nodeCache tells which of the two node forms
+// was sent. Nothing changes it once decoded.
+type extenderArgs struct {
+	body      []byte
+	args      *extenderv1.ExtenderArgs
+	names     []string
+	nodeCache bool
+}
+
+// readArgs reads ExtenderArgs; a body equal to same's is same's, not
+// decoded again.
+func readArgs(w http.ResponseWriter, r *http.Request, same *extenderArgs) (*extenderArgs, error) {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBodyBytes))
+	if err != nil {
+		return nil, fmt.Errorf("decoding ExtenderArgs: %w", err)
+	}
+	if same != nil && bytes.Equal(body, same.body) {
+		return same, nil
+	}
+	return decodeArgs(body)
+}
+
+// decodeArgs decodes body, ExtenderArgs, and finds the pod and its
+// candidate node names.
+func decodeArgs(body []byte) (*extenderArgs, error) {
 	args := &extenderv1.ExtenderArgs{}
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxBodyBytes))
+	dec := json.NewDecoder(bytes.NewReader(body))
 	if err := dec.Decode(args); err != nil {
-		return nil, nil, false, fmt.Errorf("decoding ExtenderArgs: %w", err)
+		return nil, fmt.Errorf("decoding ExtenderArgs: %w", err)
 	}
 	if dec.More() {
-		return nil, nil, false, errors.New("decoding ExtenderArgs: trailing data after the JSON object")
+		return nil, errors.New("decoding ExtenderArgs: trailing data after the JSON object")
 	}
 	if args.Pod == nil {
-		return nil, nil, false, errors.New("ExtenderArgs.Pod is missing")
+		return nil, errors.New("ExtenderArgs.Pod is missing")
 	}
 	if args.Pod.Name == "" {
-		return nil, nil, false, errors.New("ExtenderArgs.Pod has no name")
+		return nil, errors.New("ExtenderArgs.Pod has no name")
 	}
 	switch {
 	case args.NodeNames != nil:
-		return args, append([]string(nil), *args.NodeNames...), true, nil
+		return &extenderArgs{body: body, args: args, names: append([]string(nil), *args.NodeNames...), nodeCache: true}, nil
 	case args.Nodes != nil:
 		names := make([]string, 0, len(args.Nodes.Items))
 		for i := range args.Nodes.Items {
 			names = append(names, args.Nodes.Items[i].Name)
 		}
-		return args, names, false, nil
+		return &extenderArgs{body: body, args: args, names: names}, nil
 	}
-	return nil, nil, false, errors.New("ExtenderArgs has neither NodeNames nor Nodes")
+	return nil, errors.New("ExtenderArgs has neither NodeNames nor Nodes")
 }
 
 func (h *handler) filter(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
-	args, names, nodeCache, err := decodeArgs(w, r)
+	req, err := readArgs(w, r, nil)
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
 	}
+	h.lastFilter.Store(req)
+	args, names := req.args, req.names
 	result := extenderv1.ExtenderFilterResult{}
 	passed, failed, err := h.decider.Filter(r.Context(), args.Pod, names)
 	if err != nil {
@@ -105,7 +138,7 @@ func (h *handler) filter(w http.ResponseWriter, r *http.Request) {
 		ctrl.LoggerFrom(r.Context()).Error(err, "Filtering nodes", "pod", args.Pod.Namespace+"/"+args.Pod.Name)
 	} else {
 		result.FailedNodes = failed
-		if nodeCache {
+		if req.nodeCache {
 			result.NodeNames = &passed
 		} else {
 			keep := map[string]bool{}
@@ -128,12 +161,13 @@ func (h *handler) filter(w http.ResponseWriter, r *http.Request) {
 }
 
 func (h *handler) prioritize(w http.ResponseWriter, r *http.Request) {
-	args, names, _, err := decodeArgs(w, r)
+	req, err := readArgs(w, r, h.lastFilter.Load())
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
 	}
-	scores, err := h.decider.Prioritize(r.Context(), args.Pod, names)
+	names := req.names
+	scores, err := h.decider.Prioritize(r.Context(), req.args.Pod, names)
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusInternalServerError)
 		return

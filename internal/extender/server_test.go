@@ -170,3 +170,58 @@ func FuzzFilterHandler(f *testing.F) {
 		}
 	})
 }
+
+// podsSeen is a Decider that records the pods it is given, in call order.
+type podsSeen struct {
+	stubDecider
+	pods []*corev1.Pod
+}
+
+func (p *podsSeen) Filter(ctx context.Context, pod *corev1.Pod, nodes []string) ([]string, map[string]string, error) {
+	p.pods = append(p.pods, pod)
+	return p.stubDecider.Filter(ctx, pod, nodes)
+}
+
+func (p *podsSeen) Prioritize(ctx context.Context, pod *corev1.Pod, nodes []string) (map[string]int64, error) {
+	p.pods = append(p.pods, pod)
+	return p.stubDecider.Prioritize(ctx, pod, nodes)
+}
+
+// TestPrioritizeReusesTheFiltersArgs: kube-scheduler sends /prioritize the
+// ExtenderArgs it sent /filter when every node passed; they are decoded
+// once. Other args are decoded afresh: another pod, or fewer nodes.
+func TestPrioritizeReusesTheFiltersArgs(t *testing.T) {
+	d := &podsSeen{}
+	h := NewHandler(d, nil)
+	args := func(pod string, nodes ...string) string {
+		body, _ := json.Marshal(extenderv1.ExtenderArgs{Pod: &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: pod, Namespace: "default"}},
+			NodeNames: &nodes})
+		return string(body)
+	}
+	hosts := func(rec *httptest.ResponseRecorder) string {
+		t.Helper()
+		var list extenderv1.HostPriorityList
+		if err := json.Unmarshal(rec.Body.Bytes(), &list); err != nil {
+			t.Fatalf("status %d: %s", rec.Code, rec.Body)
+		}
+		var out []string
+		for _, hp := range list {
+			out = append(out, hp.Host)
+		}
+		return strings.Join(out, ",")
+	}
+
+	post(t, h, "/filter", args("p", "a", "b"))
+	if got := hosts(post(t, h, "/prioritize", args("p", "a", "b"))); got != "a,b" {
+		t.Errorf("prioritize of the filter's args scored %s, want a,b", got)
+	}
+	if got := hosts(post(t, h, "/prioritize", args("p", "a"))); got != "a" {
+		t.Errorf("prioritize of fewer nodes scored %s, want a", got)
+	}
+	if got := hosts(post(t, h, "/prioritize", args("q", "a", "b"))); got != "a,b" {
+		t.Errorf("prioritize of another pod scored %s, want a,b", got)
+	}
+	if len(d.pods) != 4 || d.pods[1] != d.pods[0] || d.pods[2] == d.pods[0] || d.pods[3] == d.pods[0] || d.pods[3].Name != "q" {
+		t.Errorf("want the filter's pod reused by the first prioritize alone, then pod q; got %d pods: %v", len(d.pods), d.pods)
+	}
+}

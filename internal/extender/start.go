@@ -28,6 +28,7 @@ func (e *Extender) Start(ctx context.Context) error {
 	queue := workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
 		workqueue.TypedRateLimitingQueueConfig[string]{Name: "extender-reservations"})
 	e.fenceUntil.Store(&until)
+	e.background = ctx
 	e.flight.run(ctx, queue)
 	go func() {
 		<-ctx.Done()

@@ -18,30 +18,32 @@ import (
 	dsv1 "github.com/longhorn/diskschedule/api/v1beta2"
 	"github.com/longhorn/diskschedule/internal/ledger"
 	"github.com/longhorn/diskschedule/internal/metrics"
-	"github.com/longhorn/diskschedule/internal/placement"
-	"github.com/longhorn/diskschedule/internal/settings"
 )
 
 // flight is the extender's in-flight state, with its own lock: the view of
 // nodes and ledgers the filter reads, the pods in flight (the overlay), the
 // reservations written and not yet seen decided, and the pods whose entries
-// lapsed. The view is under the same lock as the overlay so that a ledger
-// change and the entries it settles are seen together: an entry drops only
-// once the view shows what replaces it. Its methods that take the lock are
-// the only way in; the others say they are called with it held. It does no
-// I/O of its own: what it reads of the cluster besides the informers'
-// objects it gets from its hooks.
+// lapsed. It is a bookkeeper: it decides nothing and reads nothing of the
+// cluster but the informers' objects it is given. The Extender takes a
+// snapshot of the view and the overlay (snapshot), evaluates it without
+// the lock (evaluate), and records a pod let through (track, adopt) only if
+// the pods in flight claim no more since on the disks it was packed onto,
+// else evaluates again: two pods never get the same bytes, and filters of
+// different pods evaluate at once. The view is under the same lock as the
+// overlay so that a ledger change and the entries it settles are seen
+// together: an entry drops only once the view shows what replaces it. Its
+// methods that take the lock are the only way in; the others say they are
+// called with it held.
 type flight struct {
 	clock   clock.PassiveClock
 	metrics *metrics.Extender
-	budget  int
-	hooks   flightHooks
 
-	mu      sync.Mutex
-	view    *view
-	overlay *overlay
-	// last is the filter's most recent answer, which prioritize reuses.
-	last lastFilter
+	mu sync.Mutex
+	// view is the current view; viewShared is set once a snapshot holds
+	// it, and the next event then edits a copy.
+	view       *view
+	viewShared bool
+	overlay    *overlay
 	// written are reservations written and not yet seen decided, by disk
 	// UUID then volume, for the metrics.
 	written map[string]map[string]string
@@ -55,31 +57,18 @@ type flight struct {
 	background context.Context
 }
 
-// flightHooks are what the in-flight state asks the Extender, which reads
-// the cluster through the manager's cache.
-type flightHooks struct {
-	// load returns the pod's volumes that need local space and the
-	// settings in effect. It is called with the lock held.
-	load func(ctx context.Context, pod *corev1.Pod) ([]podVolume, settings.Scheduling, error)
-	// waitingPod returns the pod a reservation of volume on ds was made
-	// for when that pod still needs it. It is called with the lock held.
-	waitingPod func(ctx context.Context, ds *dsv1.DiskSchedule, volume string, res dsv1.DiskScheduleReservation) (*corev1.Pod, bool)
-	// adoptLater tracks entry's pod on node afresh, in the background
-	// (ctx): the filter did not offer it that node. It is called with the
-	// lock held and must not wait for it.
-	adoptLater func(ctx context.Context, entry *inflight, node, how string)
-}
-
-// lastFilter is one pod's filter answer, for prioritize.
-type lastFilter struct {
-	uid  types.UID
-	vols []podVolume
-	fits map[string]fit
+// adoption is a pod to track afresh on a node the filter did not offer it
+// (Extender.adoptLater): it is given back to the caller, which reads the
+// pod and evaluates the node without the lock.
+type adoption struct {
+	pod       types.NamespacedName
+	uid       types.UID
+	node, how string
 }
 
 // newFlight returns an empty in-flight state.
-func newFlight(clk clock.PassiveClock, m *metrics.Extender, budget int, hooks flightHooks) *flight {
-	return &flight{clock: clk, metrics: m, budget: budget, hooks: hooks, view: newView(), overlay: newOverlay(),
+func newFlight(clk clock.PassiveClock, m *metrics.Extender) *flight {
+	return &flight{clock: clk, metrics: m, view: newView(), overlay: newOverlay(),
 		written: map[string]map[string]string{}, lapsed: map[types.UID]time.Time{}, background: context.Background()}
 }
 
@@ -98,45 +87,81 @@ func (f *flight) stop() {
 	f.writes = nil
 }
 
-// --- The filter and the prioritizer.
+// --- Snapshots for the evaluator, and the pods it lets through.
 
-// filter evaluates the candidates against the ledgers less the overlay,
-// records the pod in flight on the nodes it passed, and returns them. When
-// none passes, blocked counts the nodes the pod would fit without the
-// overlay, and changed is closed when the overlay next changes.
-func (f *flight) filter(pod *corev1.Pod, vols []podVolume, candidates []string, sched settings.Scheduling) (
-	passed []string, failed map[string]string, blocked int, changed <-chan struct{}) {
+// snapshot returns the view and the overlay as they are now, for an
+// evaluation without the lock. A pod's new scheduling cycle (drop, its UID)
+// first ends the pod's own entry, which its evaluation must not count.
+func (f *flight) snapshot(drop types.UID) *snapshot {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.overlay.drop(pod.UID) // a new scheduling cycle of the same pod
-	fits := f.evaluateAll(pod, vols, candidates, sched, withOverlay|withRoomElsewhere)
-	failed = map[string]string{}
-	for _, name := range candidates {
-		if ft := fits[name]; ft.OK {
-			passed = append(passed, name)
-		} else {
-			failed[name] = ft.Reason
+	if drop != "" {
+		f.overlay.drop(drop)
+	}
+	return f.snapshotLocked()
+}
+
+// snapshotLocked is snapshot with f.mu held.
+func (f *flight) snapshotLocked() *snapshot {
+	f.viewShared = true
+	return &snapshot{view: f.view, claimed: f.overlay.claims(), inFlight: f.overlay.len(),
+		added: f.overlay.added, changed: f.overlay.changed}
+}
+
+// editView returns the view for an event to edit: a copy when a snapshot
+// holds the current one. Called with f.mu held.
+func (f *flight) editView() *view {
+	if f.viewShared {
+		f.view, f.viewShared = f.view.clone(), false
+	}
+	return f.view
+}
+
+// track records pod in flight on the nodes where fits, evaluated on s with
+// the overlay, let it through and it needs new space. It records nothing,
+// and returns false, when fits no longer hold (the pods in flight claim
+// more than in s on a disk fits packed the pod onto): the caller evaluates
+// again.
+func (f *flight) track(s *snapshot, pod *corev1.Pod, fits map[string]fit) bool {
+	offered := needingSpace(fits)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if !f.overlay.within(s.added, s.claimed, fits) {
+		return false
+	}
+	if len(offered) == 0 {
+		return true
+	}
+	f.overlay.add(&inflight{
+		pod:      types.NamespacedName{Namespace: pod.Namespace, Name: pod.Name},
+		uid:      pod.UID,
+		claims:   claimNames(pod),
+		offered:  offered,
+		filtered: f.clock.Now(),
+	})
+	f.metrics.InFlight.Set(float64(f.overlay.len()))
+	return true
+}
+
+// needingSpace returns the verdicts of fits that let the pod through with
+// new space: fits itself when all do (nothing changes a verdict map).
+func needingSpace(fits map[string]fit) map[string]fit {
+	n := 0
+	for _, ft := range fits {
+		if ft.OK && len(ft.Assignment) > 0 {
+			n++
 		}
 	}
-	f.last = lastFilter{uid: pod.UID, vols: vols, fits: fits}
-	ctrl.LoggerFrom(f.background).V(1).Info("Filtered a pod", "pod", client.ObjectKeyFromObject(pod), "passed", passed, "failed", failed, "podsInFlight", f.overlay.len())
-	if len(passed) > 0 {
-		if sched.PodSchedulingTimeout > 0 {
-			f.track(pod, vols, fits)
-		}
-		return passed, failed, 0, nil
+	if n == len(fits) {
+		return fits
 	}
-	if f.overlay.len() == 0 {
-		return nil, failed, 0, nil
-	}
-	alone := f.evaluateAll(pod, vols, candidates, sched, withRoomElsewhere)
-	for _, name := range candidates {
-		if alone[name].OK {
-			blocked++
-			failed[name] += fmt.Sprintf(" (counting %d pods being scheduled whose space is not in the ledgers yet)", f.overlay.len())
+	out := make(map[string]fit, n)
+	for node, ft := range fits {
+		if ft.OK && len(ft.Assignment) > 0 {
+			out[node] = ft
 		}
 	}
-	return nil, failed, blocked, f.overlay.changed
+	return out
 }
 
 // forget drops the pod with uid from the overlay.
@@ -146,84 +171,6 @@ func (f *flight) forget(uid types.UID) {
 	f.overlay.drop(uid)
 }
 
-// lastFilter returns the filter's most recent answer.
-func (f *flight) lastFilter() lastFilter {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.last
-}
-
-// evaluate evaluates every candidate node from the view, as how says.
-func (f *flight) evaluate(pod *corev1.Pod, vols []podVolume, candidates []string, sched settings.Scheduling, how int) map[string]fit {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.evaluateAll(pod, vols, candidates, sched, how)
-}
-
-// track records pod in flight on the nodes where it fits and needs new
-// space. Called with f.mu held.
-func (f *flight) track(pod *corev1.Pod, vols []podVolume, fits map[string]fit) {
-	entry := &inflight{
-		pod:      types.NamespacedName{Namespace: pod.Namespace, Name: pod.Name},
-		uid:      pod.UID,
-		claims:   claimNames(pod),
-		offered:  map[string]fit{},
-		filtered: f.clock.Now(),
-	}
-	for node, ft := range fits {
-		if ft.OK && len(ft.Assignment) > 0 {
-			entry.offered[node] = ft
-		}
-	}
-	if len(entry.offered) == 0 {
-		return
-	}
-	f.overlay.add(entry)
-	f.metrics.InFlight.Set(float64(f.overlay.len()))
-}
-
-// What evaluateAll counts besides the ledgers and the pod's local volumes.
-const (
-	// withOverlay takes off what the pods in flight claim.
-	withOverlay = 1 << iota
-	// withRoomElsewhere fails a node where the pod's volumes fit when
-	// Longhorn would find no room for their other replicas (roomElsewhere).
-	withRoomElsewhere
-)
-
-// evaluateAll evaluates every candidate node from the view, as how says.
-// Called with f.mu held.
-func (f *flight) evaluateAll(pod *corev1.Pod, vols []podVolume, candidates []string, sched settings.Scheduling, how int) map[string]fit {
-	var claimed func(string) int64
-	if how&withOverlay != 0 && f.overlay.len() > 0 {
-		claimed = f.overlay.demand
-	}
-	var cluster []placement.Node // every Longhorn node, read once when needed
-	var seen placements
-	podKey := pod.Namespace + "/" + pod.Name
-	fits := make(map[string]fit, len(candidates))
-	for _, name := range candidates {
-		ft := evaluateReading(vols, f.view.reading(name), claimed, sched, podKey, f.budget)
-		if ft.Steps > 0 {
-			f.metrics.PackingSteps.Observe(float64(ft.Steps))
-			if !ft.Exact {
-				f.metrics.PackingFallbacks.Inc()
-			}
-		}
-		if ft.OK && how&withRoomElsewhere != 0 {
-			if cluster == nil {
-				cluster = f.view.placementNodes()
-				seen = newPlacements(cluster)
-			}
-			if why := roomElsewhere(vols, name, cluster, sched, seen); why != "" {
-				ft = fit{Reason: why}
-			}
-		}
-		fits[name] = ft
-	}
-	return fits
-}
-
 // --- The informers' events.
 
 // nodeEvent records Longhorn's node n, or forgets it when gone.
@@ -231,29 +178,33 @@ func (f *flight) nodeEvent(n *lhv1.Node, gone bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if gone {
-		f.view.deleteNode(n.Name)
+		f.editView().deleteNode(n.Name)
 		return
 	}
-	f.view.setNode(n)
+	f.editView().setNode(n)
 }
 
 // ledgerEvent records ds in the view, or forgets it when gone, and
-// settles what the change shows.
-func (f *flight) ledgerEvent(ds *dsv1.DiskSchedule, gone bool) {
+// settles what the change shows. waiting are, by volume, the pods bound to
+// ds's node whose reservations ds shows expired and which still need them
+// (Extender.waitingPods, read before the lock): they are held in flight
+// again (holdExpired).
+func (f *flight) ledgerEvent(ds *dsv1.DiskSchedule, gone bool, waiting map[string]*corev1.Pod) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if gone {
-		f.view.deleteLedger(ds.Name)
+		f.editView().deleteLedger(ds.Name)
 		return
 	}
-	f.view.setLedger(ds)
-	f.ledgerChanged(ds)
+	f.editView().setLedger(ds)
+	f.ledgerChanged(ds, waiting)
 }
 
 // ledgerChanged settles the overlay entries that ds now shows, counts the
-// decisions on reservations the extender wrote, and queues the disk again
-// while an entry still waits for a write there. Called with f.mu held.
-func (f *flight) ledgerChanged(ds *dsv1.DiskSchedule) {
+// decisions on reservations the extender wrote, holds again the expired
+// reservations of waiting, and queues the disk again while an entry still
+// waits for a write there. Called with f.mu held.
+func (f *flight) ledgerChanged(ds *dsv1.DiskSchedule, waiting map[string]*corev1.Pod) {
 	for volume, pod := range f.written[ds.Name] {
 		res, state, ok := ledger.ReservationOf(ds, volume)
 		switch {
@@ -264,23 +215,21 @@ func (f *flight) ledgerChanged(ds *dsv1.DiskSchedule) {
 			delete(f.written[ds.Name], volume)
 		}
 	}
-	for volume := range ds.Spec.Reservations {
-		if res, state, _ := ledger.ReservationOf(ds, volume); state == dsv1.ReservationStateExpired && res.Pod != "" {
-			f.holdExpired(ds, volume, res)
-		}
+	for volume, pod := range waiting {
+		f.holdExpired(ds, volume, pod)
 	}
-	waiting := false
-	for _, entry := range f.overlay.entries() {
-		if entry.node != ds.Spec.NodeID || entry.known == knownByNomination {
+	unwritten := false
+	for _, entry := range f.overlay.onNode(ds.Spec.NodeID) {
+		if entry.known == knownByNomination {
 			continue
 		}
 		f.settleShown(entry)
 		for volume, disk := range entry.pending {
 			_, placed := entry.replicas[volume]
-			waiting = waiting || (disk == ds.Name && !placed)
+			unwritten = unwritten || (disk == ds.Name && !placed)
 		}
 	}
-	if waiting && f.writes != nil {
+	if unwritten && f.writes != nil {
 		f.writes.Add(ds.Name)
 	}
 }
@@ -326,87 +275,79 @@ func (f *flight) settle(entry *inflight, volume string, held bool) {
 }
 
 // podEvent follows a pod in flight: its node once bound or nominated, its
-// end when deleted. A pod bound after its entry lapsed (kube-scheduler's
-// binding took longer than scheduler-extender-pod-scheduling-timeout) is
-// tracked again: its volumes are packed onto its node's disks and
-// reserved, under the same lock as the binding's event, so no filter sees
-// the space free meanwhile.
-func (f *flight) podEvent(pod *corev1.Pod, gone bool) {
+// end when deleted. It returns the pods to track afresh on a node the
+// filter did not offer them, and whether pod was bound after its entry
+// lapsed (kube-scheduler's binding took longer than
+// scheduler-extender-pod-scheduling-timeout): the caller then packs its
+// volumes onto its node's disks and tracks it there (Extender.podEvent)
+// before it handles the informer's next event; until then a filter sees
+// its space free, as it has since the entry lapsed.
+func (f *flight) podEvent(pod *corev1.Pod, gone bool) (later []adoption, lapsed bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	entry := f.overlay.get(pod.UID)
 	if entry == nil {
-		f.bindLapsed(pod, gone)
-		return
+		if _, ok := f.lapsed[pod.UID]; !ok || (pod.Spec.NodeName == "" && !gone && pod.DeletionTimestamp == nil) {
+			return nil, false
+		}
+		delete(f.lapsed, pod.UID) // bound or gone
+		return nil, !gone && pod.DeletionTimestamp == nil
 	}
 	switch {
 	case gone || pod.DeletionTimestamp != nil:
 		f.expire(entry, "deleted")
 	case pod.Spec.NodeName != "":
-		f.learn(entry, pod.Spec.NodeName, knownByBinding)
+		later = f.learn(entry, pod.Spec.NodeName, knownByBinding)
 	case entry.node != "":
 	case pod.Status.NominatedNodeName != "":
-		f.learn(entry, pod.Status.NominatedNodeName, knownByNomination)
+		later = f.learn(entry, pod.Status.NominatedNodeName, knownByNomination)
 	}
 	// A PodScheduled=False condition is no sign that the cycle the filter
 	// answered failed: kube-scheduler writes a failed cycle's condition
 	// asynchronously, so it can arrive after the filter of the pod's next
 	// cycle, which may be binding the pod. A failed cycle's entry ends with
 	// the pod's next filter or the pod-scheduling timeout.
-}
-
-// bindLapsed tracks a pod bound after its entry lapsed. Called with f.mu held.
-func (f *flight) bindLapsed(pod *corev1.Pod, gone bool) {
-	if _, lapsed := f.lapsed[pod.UID]; !lapsed || (pod.Spec.NodeName == "" && !gone && pod.DeletionTimestamp == nil) {
-		return
-	}
-	delete(f.lapsed, pod.UID)
-	if gone || pod.DeletionTimestamp != nil {
-		return
-	}
-	if err := f.adoptLocked(f.background, pod, pod.Spec.NodeName, knownByBinding); err != nil {
-		ctrl.LoggerFrom(f.background).Info("A pod bound after its space lapsed does not fit its node", "pod", client.ObjectKeyFromObject(pod),
-			"node", pod.Spec.NodeName, "reason", err.Error())
-	}
+	return later, false
 }
 
 // claimEvent learns the node of the pods in flight that use pvc once
-// kube-scheduler's volume binding selected a node for it.
-func (f *flight) claimEvent(pvc *corev1.PersistentVolumeClaim) {
+// kube-scheduler's volume binding selected a node for it. It returns the
+// pods to track afresh on a node the filter did not offer them.
+func (f *flight) claimEvent(pvc *corev1.PersistentVolumeClaim) (later []adoption) {
 	node := pvc.Annotations[annSelectedNode]
 	if node == "" {
-		return
+		return nil
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	for _, entry := range f.overlay.entries() {
 		if entry.pod.Namespace == pvc.Namespace && slices.Contains(entry.claims, pvc.Name) {
-			f.learn(entry, node, knownBySelectedNode)
+			later = append(later, f.learn(entry, node, knownBySelectedNode)...)
 		}
 	}
+	return later
 }
 
 // learn narrows entry to node and, unless node is only nominated, queues
 // the writes of its reservations. An entry that did not offer node, or was
-// narrowed to another node by a nomination, is dropped and its pod adopted
-// on node afresh. Called with f.mu held.
-func (f *flight) learn(entry *inflight, node, how string) {
+// narrowed to another node by a nomination, is dropped, and returned for
+// its pod to be adopted on node afresh. Called with f.mu held.
+func (f *flight) learn(entry *inflight, node, how string) []adoption {
 	if entry.node != "" && (entry.node == node || how == knownByNomination) {
 		if entry.known == knownByNomination && how != knownByNomination {
 			entry.known = how
 			f.queueWrites(entry)
 		}
-		return
+		return nil
 	}
+	afresh := []adoption{{pod: entry.pod, uid: entry.uid, node: node, how: how}}
 	if entry.node != "" {
 		f.overlay.drop(entry.uid)
-		f.hooks.adoptLater(f.background, entry, node, how)
-		return
+		return afresh
 	}
 	f.metrics.PodSchedulingWait.WithLabelValues("true").Observe(f.clock.Since(entry.filtered).Seconds())
 	if !f.overlay.narrow(entry, node, how, f.clock.Now()) {
-		f.hooks.adoptLater(f.background, entry, node, how)
-		return
+		return afresh
 	}
 	if how != knownByNomination {
 		f.settleShown(entry)
@@ -415,6 +356,7 @@ func (f *flight) learn(entry *inflight, node, how string) {
 		f.queueWrites(entry) // Bind writes its pod's reservations itself
 	}
 	f.metrics.InFlight.Set(float64(f.overlay.len()))
+	return nil
 }
 
 // expirePod drops the entry of the pod with uid, if any, whose pod will
@@ -457,7 +399,7 @@ func (f *flight) sweep(podScheduling time.Duration) {
 			delete(f.lapsed, uid)
 		}
 	}
-	for _, entry := range f.overlay.entries() {
+	for _, entry := range f.overlay.byUID { // in any order; expire deletes the entries it ends
 		switch {
 		case entry.node == "" && now.Sub(entry.filtered) > podScheduling:
 			f.expire(entry, "no-node")
@@ -471,19 +413,17 @@ func (f *flight) sweep(podScheduling time.Duration) {
 	}
 }
 
-// holdExpired keeps counting, in the overlay, the space of a reservation
-// that expired while its pod, bound to node, still waits for Longhorn to
-// place its volume's replica there, and queues it to be written again. The
-// ledger holds the reservation of a bound pod (DESIGN rule 6), so this
-// happens only when the pod bound after the decision that expired it. It
-// runs under the same lock as the view's update that shows the expiry, so
-// no filter sees the space free in between. Called with f.mu held.
-func (f *flight) holdExpired(ds *dsv1.DiskSchedule, volume string, res dsv1.DiskScheduleReservation) {
-	if f.writes == nil {
-		return
-	}
-	pod, ok := f.hooks.waitingPod(f.background, ds, volume, res)
-	if !ok {
+// holdExpired keeps counting, in the overlay, the space of volume's
+// reservation on ds that expired while pod, bound to ds's node, still
+// waits for Longhorn to place its volume's replica there, and queues it to
+// be written again. The ledger holds the reservation of a bound pod
+// (DESIGN rule 6), so this happens only when the pod bound after the
+// decision that expired it. It runs under the same lock as the view's
+// update that shows the expiry, so no filter sees the space free in
+// between. Called with f.mu held.
+func (f *flight) holdExpired(ds *dsv1.DiskSchedule, volume string, pod *corev1.Pod) {
+	res, state, ok := ledger.ReservationOf(ds, volume)
+	if f.writes == nil || !ok || state != dsv1.ReservationStateExpired || res.Pod != pod.Namespace+"/"+pod.Name {
 		return
 	}
 	if entry := f.overlay.get(pod.UID); entry != nil {
@@ -502,43 +442,45 @@ func (f *flight) holdExpired(ds *dsv1.DiskSchedule, volume string, res dsv1.Disk
 
 // --- Adoption of pods whose node kube-scheduler chose without this filter.
 
-// adopt tracks pod on node, which kube-scheduler chose without this
-// extender's answer being known (another cycle's, or another leader's): its
-// volumes that need new space there are packed onto the node's disks and
-// reserved like those of a filtered pod. It reports whether the pod is in
-// flight afterwards. ctx is for the hooks' reads.
-func (f *flight) adopt(ctx context.Context, pod *corev1.Pod, node, how string) (bool, error) {
+// adoptSnapshot ends the entry of the pod with uid and returns a snapshot
+// for adopting the pod on a node (Extender.adoptPod), or nil when its entry
+// already knows its node.
+func (f *flight) adoptSnapshot(uid types.UID) *snapshot {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	err := f.adoptLocked(ctx, pod, node, how)
-	return f.overlay.get(pod.UID) != nil, err
+	if cur := f.overlay.get(uid); cur != nil && cur.node != "" {
+		return nil
+	}
+	f.overlay.drop(uid)
+	return f.snapshotLocked()
 }
 
-// adoptLocked is adopt with f.mu held.
-func (f *flight) adoptLocked(ctx context.Context, pod *corev1.Pod, node, how string) error {
+// adopt tracks pod on node with its volumes packed there as ft, evaluated
+// on s with the overlay, unless its entry knows its node already. It
+// returns false, recording nothing, when ft no longer holds (as track), and
+// the pods to adopt afresh.
+func (f *flight) adopt(s *snapshot, pod *corev1.Pod, node, how string, ft fit) (bool, []adoption) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
 	if cur := f.overlay.get(pod.UID); cur != nil && cur.node != "" {
-		return nil
+		return true, nil
 	}
-	vols, sched, err := f.hooks.load(ctx, pod)
-	if err != nil || len(vols) == 0 {
-		return err
-	}
-	f.overlay.drop(pod.UID)
-	// The pod is on node already: its local space is reserved whatever room
-	// Longhorn finds for the other replicas.
-	fits := f.evaluateAll(pod, vols, []string{node}, sched, withOverlay)
-	ft := fits[node]
-	if !ft.OK {
-		return fmt.Errorf("its volumes do not fit on node %s: %s", node, ft.Reason)
-	}
-	if len(ft.Assignment) == 0 {
-		return nil
+	if !f.overlay.within(s.added, s.claimed, map[string]fit{node: ft}) {
+		return false, nil
 	}
 	entry := &inflight{pod: types.NamespacedName{Namespace: pod.Namespace, Name: pod.Name}, uid: pod.UID,
 		claims: claimNames(pod), offered: map[string]fit{node: ft}, filtered: f.clock.Now()}
 	f.overlay.add(entry)
-	f.learn(entry, node, how)
-	return nil
+	return true, f.learn(entry, node, how)
+}
+
+// following reports whether the pod with uid is in flight, and whether
+// its node is known.
+func (f *flight) following(uid types.UID) (tracked, known bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	entry := f.overlay.get(uid)
+	return entry != nil, entry != nil && entry.node != ""
 }
 
 // --- The reservation writer and the binder.
@@ -561,7 +503,7 @@ func (f *flight) wanted(disk string, binding types.UID) ([]want, *dsv1.DiskSched
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	var out []want
-	for _, entry := range f.overlay.entries() {
+	for _, entry := range f.overlay.byUID { // in any order: the wants are sorted below
 		if entry.node == "" || entry.known == knownByNomination || (entry.known == knownByBind && entry.uid != binding) {
 			continue
 		}
@@ -571,7 +513,12 @@ func (f *flight) wanted(disk string, binding types.UID) ([]want, *dsv1.DiskSched
 			}
 		}
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].volume < out[j].volume })
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].volume != out[j].volume {
+			return out[i].volume < out[j].volume
+		}
+		return out[i].pod < out[j].pod
+	})
 	return out, f.view.ledger(disk)
 }
 
@@ -623,17 +570,17 @@ func (f *flight) wrote(disk string, wants []want, plan reservationPlan, placed m
 
 // bindDisks narrows the pod's entry to node and returns the disks its
 // reservations go to (empty when it needs none), or nil when the pod is
-// not in flight.
-func (f *flight) bindDisks(uid types.UID, node string) []string {
+// not in flight, and the pods to adopt afresh.
+func (f *flight) bindDisks(uid types.UID, node string) ([]string, []adoption) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	entry := f.overlay.get(uid)
 	if entry == nil {
-		return nil
+		return nil, nil
 	}
-	f.learn(entry, node, knownByBind)
+	later := f.learn(entry, node, knownByBind)
 	if entry = f.overlay.get(uid); entry == nil || entry.node != node {
-		return nil
+		return nil, later
 	}
 	seen := map[string]bool{}
 	disks := []string{}
@@ -644,5 +591,5 @@ func (f *flight) bindDisks(uid types.UID, node string) []string {
 		}
 	}
 	sort.Strings(disks)
-	return disks
+	return disks, later
 }

@@ -21,15 +21,17 @@ import (
 )
 
 // flightFixture is an in-flight state over node-a, one 100Gi disk whose
-// ledger is node-a-uuid-1, with no API server: the test plays the
-// informers and the writer.
+// ledger is node-a-uuid-1, with the extender's decision over it and no API
+// server: the test plays the informers, the cache and the writer.
 type flightFixture struct {
 	t      *testing.T
 	clock  *clocktesting.FakeClock
+	ext    *Extender
 	flight *flight
 	queue  writeQueue
 	ledger *dsv1.DiskSchedule
-	// vols are the local volumes the load hook returns, by pod name.
+	// vols are the pods' local volumes as the cache would resolve them, by
+	// pod name.
 	vols map[string][]podVolume
 }
 
@@ -38,18 +40,10 @@ const flightDisk = "node-a-uuid-1"
 func newFlightFixture(t *testing.T, used int64) *flightFixture {
 	t.Helper()
 	ff := &flightFixture{t: t, clock: clocktesting.NewFakeClock(time.Now()), vols: map[string][]podVolume{}}
-	hooks := flightHooks{
-		load: func(_ context.Context, pod *corev1.Pod) ([]podVolume, settings.Scheduling, error) {
-			return ff.vols[pod.Name], settings.Default(), nil
-		},
-		waitingPod: func(context.Context, *dsv1.DiskSchedule, string, dsv1.DiskScheduleReservation) (*corev1.Pod, bool) {
-			return nil, false
-		},
-		adoptLater: func(context.Context, *inflight, string, string) {
-			t.Error("no pod in these tests goes to a node it was not offered")
-		},
-	}
-	ff.flight = newFlight(ff.clock, metrics.NewExtender(prometheus.NewRegistry()), packing.DefaultBudget, hooks)
+	m := metrics.NewExtender(prometheus.NewRegistry())
+	ff.ext = &Extender{opts: Options{Clock: ff.clock, Metrics: m, Budget: packing.DefaultBudget}, background: context.Background()}
+	ff.ext.flight = newFlight(ff.clock, m)
+	ff.flight = ff.ext.flight
 	ff.queue = workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[string]())
 	t.Cleanup(ff.queue.ShutDown)
 	ff.flight.run(context.Background(), ff.queue)
@@ -57,7 +51,7 @@ func newFlightFixture(t *testing.T, used int64) *flightFixture {
 	ff.flight.nodeEvent(n, false)
 	ff.ledger = ledgers[flightDisk]
 	ff.ledger.ResourceVersion = "1"
-	ff.flight.ledgerEvent(ff.ledger, false)
+	ff.flight.ledgerEvent(ff.ledger, false, nil)
 	return ff
 }
 
@@ -70,8 +64,26 @@ func (ff *flightFixture) pod(name string, size int64) *corev1.Pod {
 
 // filter filters pod on node-a.
 func (ff *flightFixture) filter(pod *corev1.Pod) ([]string, map[string]string, int) {
-	passed, failed, blocked, _ := ff.flight.filter(pod, ff.vols[pod.Name], []string{"node-a"}, settings.Default())
+	passed, failed, blocked, _ := ff.ext.decide(context.Background(), pod, ff.vols[pod.Name], []string{"node-a"}, settings.Default())
 	return passed, failed, blocked
+}
+
+// podEvent shows pod's new version to the in-flight state as the
+// extender's pod handler does (Extender.podEvent), with the pod's volumes
+// from vols: a pod bound after its entry lapsed is tracked again.
+func (ff *flightFixture) podEvent(pod *corev1.Pod) {
+	ff.t.Helper()
+	later, lapsed := ff.flight.podEvent(pod, false)
+	if lapsed {
+		_, again, err := ff.ext.adoptVolumes(pod, ff.vols[pod.Name], settings.Default(), pod.Spec.NodeName, knownByBinding)
+		if err != nil {
+			ff.t.Errorf("tracking pod %s again on node %s: %v", pod.Name, pod.Spec.NodeName, err)
+		}
+		later = append(later, again...)
+	}
+	if len(later) > 0 {
+		ff.t.Errorf("no pod in these tests goes to a node it was not offered: %+v", later)
+	}
 }
 
 // bound returns pod bound to node-a.
@@ -104,7 +116,7 @@ func (ff *flightFixture) setLedger(ds *dsv1.DiskSchedule) {
 	ds = ds.DeepCopy()
 	ds.ResourceVersion += "1"
 	ff.ledger = ds
-	ff.flight.ledgerEvent(ds, false)
+	ff.flight.ledgerEvent(ds, false, nil)
 }
 
 // inFlight returns how many pods are in flight.
@@ -128,7 +140,7 @@ func TestFlightCountsAPodUntilTheLedgerShowsIt(t *testing.T) {
 		t.Fatalf("pod b must be blocked by pod a in flight: passed %v, blocked %d, failed %v", passed, blocked, failed)
 	}
 
-	ff.flight.podEvent(bound(a), false)
+	ff.podEvent(bound(a))
 	if ff.queue.Len() != 1 {
 		t.Fatalf("pod a's binding must queue its disk's write, queue holds %d", ff.queue.Len())
 	}
@@ -162,9 +174,9 @@ func TestFlightRefusal(t *testing.T) {
 	full.Status.StorageScheduled = 80 * gi
 	ff.setLedger(full)
 
-	ff.flight.podEvent(bound(a), false)
-	if disks := ff.flight.bindDisks(c.UID, "node-a"); len(disks) != 1 || disks[0] != flightDisk {
-		t.Fatalf("pod c's Bind writes to %v, want [%s]", disks, flightDisk)
+	ff.podEvent(bound(a))
+	if disks, later := ff.flight.bindDisks(c.UID, "node-a"); len(disks) != 1 || disks[0] != flightDisk || len(later) != 0 {
+		t.Fatalf("pod c's Bind writes to %v, want [%s], and adopts %+v afresh, want none", disks, flightDisk, later)
 	}
 	refused := ff.write(c.UID)
 	if len(refused) != 1 || refused[0].pod != "ns/c" {
@@ -205,7 +217,7 @@ func TestFlightSweepThenBoundLate(t *testing.T) {
 		t.Fatalf("past the timeout pod a no longer counts; %d pods in flight", n)
 	}
 
-	ff.flight.podEvent(bound(a), false)
+	ff.podEvent(bound(a))
 	ff.flight.mu.Lock()
 	entry := ff.flight.overlay.get(a.UID)
 	ff.flight.mu.Unlock()
@@ -214,5 +226,94 @@ func TestFlightSweepThenBoundLate(t *testing.T) {
 	}
 	if ff.queue.Len() != 1 {
 		t.Errorf("pod a bound late must queue its disk's write, queue holds %d", ff.queue.Len())
+	}
+}
+
+// question returns what pod's filter asks on node-a, counting the pods in
+// flight.
+func (ff *flightFixture) question(pod *corev1.Pod) question {
+	return question{pod: pod.Namespace + "/" + pod.Name, vols: ff.vols[pod.Name], candidates: []string{"node-a"},
+		sched: settings.Default(), how: withOverlay, budget: packing.DefaultBudget}
+}
+
+// TestFlightTracksOnlyWhatStillFits: two filters evaluate the same
+// snapshot at once, each finding 100Gi free for its 60Gi. The first to
+// record its pod in flight wins; the second is refused, since the pods in
+// flight now claim more on the disk it was packed onto, and its filter,
+// evaluated again, is blocked by the first pod.
+func TestFlightTracksOnlyWhatStillFits(t *testing.T) {
+	ff := newFlightFixture(t, 0)
+	a, b := ff.pod("a", 60*gi), ff.pod("b", 60*gi)
+	s := ff.flight.snapshot("")
+	fitsA, fitsB := evaluate(s, ff.question(a)), evaluate(s, ff.question(b))
+	if !fitsA["node-a"].OK || !fitsB["node-a"].OK {
+		t.Fatalf("on the snapshot both pods fit node-a alone: %+v, %+v", fitsA, fitsB)
+	}
+	if !ff.flight.track(s, a, fitsA) {
+		t.Fatal("pod a, the first recorded, must be tracked")
+	}
+	if ff.flight.track(s, b, fitsB) {
+		t.Fatal("pod b's verdict from before pod a was tracked must be refused")
+	}
+	if n := ff.inFlight(); n != 1 {
+		t.Fatalf("only pod a is in flight; %d pods are", n)
+	}
+	if passed, failed, blocked := ff.filter(b); len(passed) != 0 || blocked != 1 || !strings.Contains(failed["node-a"], "counting 1 pods") {
+		t.Errorf("pod b, evaluated again, must be blocked by pod a: passed %v, blocked %d, failed %v", passed, blocked, failed)
+	}
+}
+
+// TestFlightTracksAcrossChangesThatTakeNothing: what happened since a
+// snapshot does not refuse a verdict when it takes none of the space the
+// pod was packed onto: a pod tracked on another disk, a pod that left.
+func TestFlightTracksAcrossChangesThatTakeNothing(t *testing.T) {
+	ff := newFlightFixture(t, 0)
+	a, b, c := ff.pod("a", 30*gi), ff.pod("b", 30*gi), ff.pod("c", 30*gi)
+	if passed, failed, _ := ff.filter(a); len(passed) != 1 {
+		t.Fatalf("pod a must fit node-a: %v", failed)
+	}
+	s := ff.flight.snapshot("")
+	fitsB := evaluate(s, ff.question(b))
+	// Meanwhile pod a's cycle ends and pod c is tracked on a disk of another
+	// node only.
+	ff.flight.forget(a.UID)
+	elsewhere := fit{OK: true, Assignment: map[string]string{"vol-c": "node-b-uuid-1"}, Sizes: map[string]int64{"vol-c": 30 * gi}}
+	if !ff.flight.track(ff.flight.snapshot(""), c, map[string]fit{"node-b": elsewhere}) {
+		t.Fatal("pod c must be tracked on node-b")
+	}
+	if !ff.flight.track(s, b, fitsB) {
+		t.Error("pod b's verdict must stand: nothing since its snapshot claims more on node-a's disk")
+	}
+}
+
+// TestFlightSnapshotIsNotChangedByEvents: a snapshot handed to an
+// evaluation keeps the ledgers and the claims it was taken with, whatever
+// the informers and the filters do next; the next snapshot shows them.
+func TestFlightSnapshotIsNotChangedByEvents(t *testing.T) {
+	ff := newFlightFixture(t, 0)
+	a, b := ff.pod("a", 60*gi), ff.pod("b", 30*gi)
+	before := ff.flight.snapshot("")
+	full := ff.ledger.DeepCopy()
+	full.Status.StorageScheduled = 80 * gi
+	ff.setLedger(full)
+	if passed, failed, _ := ff.filter(b); len(passed) != 0 || !strings.Contains(failed["node-a"], "20Gi") {
+		t.Fatalf("pod b does not fit the 20Gi left: passed %v, failed %v", passed, failed)
+	}
+	ff.flight.mu.Lock()
+	ff.flight.overlay.add(offer("x", "vol-x", 10*gi, "node-a"))
+	ff.flight.mu.Unlock()
+
+	if ft := evaluate(before, ff.question(a))["node-a"]; !ft.OK || ft.Free != 40*gi {
+		t.Errorf("on the snapshot taken before, pod a fits the empty disk with 40Gi left: %+v", ft)
+	}
+	if before.inFlight != 0 || len(before.claimed) != 0 {
+		t.Errorf("the snapshot taken before counts no pod in flight: %d, %v", before.inFlight, before.claimed)
+	}
+	after := ff.flight.snapshot("")
+	if ft := evaluate(after, ff.question(a))["node-a"]; ft.OK || !strings.Contains(ft.Reason, "20Gi") {
+		t.Errorf("on a snapshot taken after, pod a does not fit the 20Gi left: %+v", ft)
+	}
+	if after.inFlight != 1 || after.claimed["node-a-d"] != 10*gi {
+		t.Errorf("a snapshot taken after counts pod x in flight: %d, %v", after.inFlight, after.claimed)
 	}
 }

@@ -2,7 +2,9 @@ package extender
 
 import (
 	"fmt"
+	"maps"
 	"sort"
+	"sync"
 
 	lhv1 "github.com/longhorn/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -15,35 +17,80 @@ import (
 // view is what the filter reads of the cluster's disks: Longhorn's Nodes
 // and the DiskSchedules by node, kept from informer events so a filter
 // reads maps instead of listing every Node and ledger. The objects are the
-// informer's own and are never modified. Like the overlay it is guarded by
-// the in-flight state's lock (flight), so a ledger change and the overlay
-// entries it settles are seen together.
+// informer's own and are never modified.
+//
+// The in-flight state (flight) keeps the current view under its lock, with
+// the overlay, so that a ledger change and the overlay entries it settles
+// are seen together. A view it has handed to an evaluation (flight.snapshot)
+// is never changed again: the next event edits a copy (copy on write), so
+// evaluations read it without a lock. A node's readings are made from its
+// nodeView, which no event changes either (an event replaces it), once, by
+// whichever evaluation first needs them.
 type view struct {
-	nodes map[string]*lhv1.Node
-	// ledgers are the DiskSchedules by node, then by disk UUID.
-	ledgers map[string]map[string]*dsv1.DiskSchedule
+	// nodes are Longhorn's nodes with their ledgers, by node name; a node
+	// whose ledgers are seen before Longhorn's node has no node yet.
+	nodes map[string]*nodeView
 	// nodeOf maps each ledger's disk UUID to its node.
 	nodeOf map[string]string
-	// read caches each node's reading (readNode) until its Longhorn node or
-	// one of its ledgers changes.
-	read map[string]*nodeReading
+	// cluster is every Longhorn node as placement sees it, made once per
+	// view that an evaluation reads.
+	cluster *clusterMemo
+}
+
+// nodeView is one node of a view: Longhorn's node and its ledgers, never
+// changed once in a view, and its reading, made once when first read.
+type nodeView struct {
+	// node is Longhorn's node, or nil when only its ledgers are known.
+	node *lhv1.Node
+	// ledgers are its DiskSchedules by disk UUID.
+	ledgers map[string]*dsv1.DiskSchedule
+
+	once sync.Once
+	read *nodeReading
+}
+
+// clusterMemo is a view's placementNodes, made once.
+type clusterMemo struct {
+	once  sync.Once
+	nodes []placement.Node
 }
 
 func newView() *view {
-	return &view{nodes: map[string]*lhv1.Node{}, ledgers: map[string]map[string]*dsv1.DiskSchedule{},
-		nodeOf: map[string]string{}, read: map[string]*nodeReading{}}
+	return &view{nodes: map[string]*nodeView{}, nodeOf: map[string]string{}, cluster: &clusterMemo{}}
 }
+
+// clone returns a copy of v that events may edit: it shares v's nodeViews,
+// which no edit changes.
+func (v *view) clone() *view {
+	return &view{nodes: maps.Clone(v.nodes), nodeOf: maps.Clone(v.nodeOf), cluster: &clusterMemo{}}
+}
+
+// edited forgets what was made from v before an edit. Only a view no
+// evaluation holds is edited.
+func (v *view) edited() { v.cluster = &clusterMemo{} }
 
 // setNode records Longhorn's node n.
 func (v *view) setNode(n *lhv1.Node) {
-	v.nodes[n.Name] = n
-	delete(v.read, n.Name)
+	var ledgers map[string]*dsv1.DiskSchedule
+	if old := v.nodes[n.Name]; old != nil {
+		ledgers = old.ledgers
+	}
+	v.nodes[n.Name] = &nodeView{node: n, ledgers: ledgers}
+	v.edited()
 }
 
-// deleteNode forgets Longhorn's node name.
+// deleteNode forgets Longhorn's node name; its ledgers stay.
 func (v *view) deleteNode(name string) {
-	delete(v.nodes, name)
-	delete(v.read, name)
+	old := v.nodes[name]
+	if old == nil {
+		return
+	}
+	if len(old.ledgers) == 0 {
+		delete(v.nodes, name)
+	} else {
+		v.nodes[name] = &nodeView{ledgers: old.ledgers}
+	}
+	v.edited()
 }
 
 // setLedger records ds under its node.
@@ -51,63 +98,80 @@ func (v *view) setLedger(ds *dsv1.DiskSchedule) {
 	if old, ok := v.nodeOf[ds.Name]; ok && old != ds.Spec.NodeID {
 		v.deleteLedger(ds.Name)
 	}
-	byDisk := v.ledgers[ds.Spec.NodeID]
-	if byDisk == nil {
-		byDisk = map[string]*dsv1.DiskSchedule{}
-		v.ledgers[ds.Spec.NodeID] = byDisk
+	cur := v.nodes[ds.Spec.NodeID]
+	next := &nodeView{}
+	if cur != nil {
+		next.node = cur.node
+		next.ledgers = maps.Clone(cur.ledgers)
 	}
-	byDisk[ds.Name] = ds
+	if next.ledgers == nil {
+		next.ledgers = map[string]*dsv1.DiskSchedule{}
+	}
+	next.ledgers[ds.Name] = ds
+	v.nodes[ds.Spec.NodeID] = next
 	v.nodeOf[ds.Name] = ds.Spec.NodeID
-	delete(v.read, ds.Spec.NodeID)
+	v.edited()
 }
 
 // deleteLedger forgets the ledger of disk uuid.
 func (v *view) deleteLedger(uuid string) {
-	node, ok := v.nodeOf[uuid]
+	name, ok := v.nodeOf[uuid]
 	if !ok {
 		return
 	}
-	delete(v.ledgers[node], uuid)
-	if len(v.ledgers[node]) == 0 {
-		delete(v.ledgers, node)
-	}
 	delete(v.nodeOf, uuid)
-	delete(v.read, node)
+	if cur := v.nodes[name]; cur != nil {
+		ledgers := maps.Clone(cur.ledgers)
+		delete(ledgers, uuid)
+		if cur.node == nil && len(ledgers) == 0 {
+			delete(v.nodes, name)
+		} else {
+			v.nodes[name] = &nodeView{node: cur.node, ledgers: ledgers}
+		}
+	}
+	v.edited()
 }
 
 // ledger returns the ledger of disk uuid, or nil.
 func (v *view) ledger(uuid string) *dsv1.DiskSchedule {
-	return v.ledgers[v.nodeOf[uuid]][uuid]
+	if n := v.nodes[v.nodeOf[uuid]]; n != nil {
+		return n.ledgers[uuid]
+	}
+	return nil
 }
 
-// reading returns node name's reading, computed once per change of its
-// Longhorn node or ledgers; nil when Longhorn has no such node.
+// reading returns node name's reading, made once per change of its
+// Longhorn node or ledgers; nil when Longhorn has no such node. It is safe
+// for concurrent use on a view no event edits any more.
 func (v *view) reading(name string) *nodeReading {
-	if r, ok := v.read[name]; ok {
-		return r
-	}
 	n := v.nodes[name]
-	if n == nil {
+	if n == nil || n.node == nil {
 		return nil
 	}
-	r := readNode(n, v.ledgers[name])
-	v.read[name] = r
-	return r
+	n.once.Do(func() { n.read = readNode(n.node, n.ledgers) })
+	return n.read
 }
 
 // placementNodes returns every Longhorn node as placement sees it, with its
-// disks' space as their ledgers count it, sorted by name.
+// disks' space as their ledgers count it, sorted by name. It is made once
+// per view, and is safe for concurrent use on a view no event edits any
+// more.
 func (v *view) placementNodes() []placement.Node {
-	names := make([]string, 0, len(v.nodes))
-	for name := range v.nodes {
-		names = append(names, name)
-	}
-	sort.Strings(names)
-	out := make([]placement.Node, 0, len(names))
-	for _, name := range names {
-		out = append(out, v.reading(name).placement)
-	}
-	return out
+	m := v.cluster
+	m.once.Do(func() {
+		names := make([]string, 0, len(v.nodes))
+		for name, n := range v.nodes {
+			if n.node != nil {
+				names = append(names, name)
+			}
+		}
+		sort.Strings(names)
+		m.nodes = make([]placement.Node, 0, len(names))
+		for _, name := range names {
+			m.nodes = append(m.nodes, v.reading(name).placement)
+		}
+	})
+	return m.nodes
 }
 
 // nodeReading is what the filter needs of one node whatever the pod: the

@@ -79,7 +79,10 @@ func (v *podVolume) placementVolume() *lhv1.Volume {
 	return &lhv1.Volume{Spec: lhv1.VolumeSpec{Size: v.Size, DataEngine: v.DataEngine, DiskSelector: v.DiskSelector}}
 }
 
-// resolver finds a pod's Longhorn volumes through the manager's cache.
+// resolver finds a pod's Longhorn volumes through the manager's cache. It
+// only reads what it gets, so it reads the cache's own objects, without
+// the cache's deep copy (client.UnsafeDisableDeepCopy), and keeps only
+// values and slices it never changes.
 type resolver struct {
 	client    client.Reader
 	namespace string
@@ -118,7 +121,7 @@ func (r *resolver) localVolumes(ctx context.Context, pod *corev1.Pod, sched sett
 // Volume; unbound with a Longhorn StorageClass → sized from its request.
 func (r *resolver) claimVolume(ctx context.Context, namespace, claimName string) (podVolume, bool, error) {
 	pvc := &corev1.PersistentVolumeClaim{}
-	if err := r.client.Get(ctx, types.NamespacedName{Namespace: namespace, Name: claimName}, pvc); err != nil {
+	if err := r.client.Get(ctx, types.NamespacedName{Namespace: namespace, Name: claimName}, pvc, client.UnsafeDisableDeepCopy); err != nil {
 		if apierrors.IsNotFound(err) {
 			return podVolume{}, false, fmt.Errorf("persistentvolumeclaim %s/%s not found", namespace, claimName)
 		}
@@ -126,7 +129,7 @@ func (r *resolver) claimVolume(ctx context.Context, namespace, claimName string)
 	}
 	if pvc.Spec.VolumeName != "" {
 		pv := &corev1.PersistentVolume{}
-		if err := r.client.Get(ctx, types.NamespacedName{Name: pvc.Spec.VolumeName}, pv); err != nil {
+		if err := r.client.Get(ctx, types.NamespacedName{Name: pvc.Spec.VolumeName}, pv, client.UnsafeDisableDeepCopy); err != nil {
 			return podVolume{}, false, fmt.Errorf("getting persistentvolume %s: %w", pvc.Spec.VolumeName, err)
 		}
 		if pv.Spec.CSI == nil || pv.Spec.CSI.Driver != CSIDriver {
@@ -138,7 +141,7 @@ func (r *resolver) claimVolume(ctx context.Context, namespace, claimName string)
 		return podVolume{}, false, nil
 	}
 	sc := &storagev1.StorageClass{}
-	if err := r.client.Get(ctx, types.NamespacedName{Name: *pvc.Spec.StorageClassName}, sc); err != nil {
+	if err := r.client.Get(ctx, types.NamespacedName{Name: *pvc.Spec.StorageClassName}, sc, client.UnsafeDisableDeepCopy); err != nil {
 		if apierrors.IsNotFound(err) {
 			return podVolume{}, false, nil
 		}
@@ -166,7 +169,7 @@ func (r *resolver) claimVolume(ctx context.Context, namespace, claimName string)
 // replicas (looked up by the replicas' spec.volumeName).
 func (r *resolver) longhornVolume(ctx context.Context, name string) (podVolume, bool, error) {
 	vol := &lhv1.Volume{}
-	if err := r.client.Get(ctx, types.NamespacedName{Namespace: r.namespace, Name: name}, vol); err != nil {
+	if err := r.client.Get(ctx, types.NamespacedName{Namespace: r.namespace, Name: name}, vol, client.UnsafeDisableDeepCopy); err != nil {
 		if apierrors.IsNotFound(err) {
 			return podVolume{}, false, fmt.Errorf("longhorn volume %s not found", name)
 		}
@@ -176,7 +179,8 @@ func (r *resolver) longhornVolume(ctx context.Context, name string) (podVolume, 
 		DiskSelector: vol.Spec.DiskSelector, ReplicaNodes: map[string]bool{}, HealthyNodes: map[string]bool{}, kind: volumeKind(vol),
 		Shared: vol.Spec.AccessMode == lhv1.AccessModeReadWriteMany && !vol.Spec.Migratable}
 	replicas := &lhv1.ReplicaList{}
-	if err := r.client.List(ctx, replicas, client.InNamespace(r.namespace), client.MatchingFields{index.ReplicaByVolume: name}); err != nil {
+	if err := r.client.List(ctx, replicas, client.InNamespace(r.namespace), client.MatchingFields{index.ReplicaByVolume: name},
+		client.UnsafeDisableDeepCopy); err != nil {
 		return podVolume{}, false, fmt.Errorf("listing the replicas of volume %s: %w", name, err)
 	}
 	for i := range replicas.Items {

@@ -60,7 +60,7 @@ var (
 	podCount     = flag.Int("schedulerbench.pods", 1000, "Pods (each with its own claim) scheduled in each phase.")
 	logDir       = flag.String("schedulerbench.logs", "", "Keep etcd's, kube-apiserver's and kube-scheduler's logs in this directory (default: discard them).")
 	phaseTimeout = flag.Duration("schedulerbench.timeout", 10*time.Minute, "How long a phase's pods may take to be bound.")
-	cpuProfile   = flag.String("schedulerbench.cpuprofile", "", "Write a CPU profile of this process (the manager and the simulated Longhorn) while each phase's pods are scheduled, to <dir>/<phase>.pprof.")
+	cpuProfile   = flag.String("schedulerbench.cpuprofile", "", "Write a CPU profile of this process (the manager and the simulated Longhorn) while each phase's pods are scheduled, to <dir>/<phase>.pprof, and what it allocated meanwhile (<dir>/<phase>-allocs.pprof, from <dir>/<phase>-allocs-start.pprof).")
 )
 
 // TestMain discards the in-process controllers' logs when benchmarks run,
@@ -410,8 +410,10 @@ func runPhase(b *testing.B, ctx context.Context, sb *sandbox.Sandbox, c client.W
 // -schedulerbench.cpuprofile's directory, named after phase, one of
 // kube-apiserver for the phase's first 4 seconds (its /debug/pprof, into
 // <phase>-kube-apiserver.pprof), and records lock contention; it returns
-// the function that stops them and writes <phase>-mutex.pprof. Without the
-// flag it does nothing.
+// the function that stops them and writes <phase>-mutex.pprof. The
+// process's allocations so far are written to <phase>-allocs-start.pprof
+// now and to <phase>-allocs.pprof then: what the phase allocated is their
+// difference (go tool pprof -diff_base). Without the flag it does nothing.
 func startProfile(b *testing.B, ctx context.Context, sb *sandbox.Sandbox, phase string) (stop func()) {
 	b.Helper()
 	if *cpuProfile == "" {
@@ -420,6 +422,7 @@ func startProfile(b *testing.B, ctx context.Context, sb *sandbox.Sandbox, phase 
 	if err := os.MkdirAll(*cpuProfile, 0o755); err != nil {
 		b.Fatal(err)
 	}
+	writeProfile(b, "allocs", filepath.Join(*cpuProfile, phase+"-allocs-start.pprof"))
 	f, err := os.Create(filepath.Join(*cpuProfile, phase+".pprof"))
 	if err != nil {
 		b.Fatal(err)
@@ -449,6 +452,7 @@ func startProfile(b *testing.B, ctx context.Context, sb *sandbox.Sandbox, phase 
 			b.Error(err)
 		}
 		writeProfile(b, "mutex", filepath.Join(*cpuProfile, phase+"-mutex.pprof"))
+		writeProfile(b, "allocs", filepath.Join(*cpuProfile, phase+"-allocs.pprof"))
 		runtime.SetMutexProfileFraction(0)
 		if err := <-apiserver; err != nil {
 			b.Error(err)
