@@ -3,6 +3,7 @@ package gate
 import (
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -57,6 +58,9 @@ const DefaultControllerName = "diskschedule-gate-certificates"
 type Certificate struct {
 	mu      sync.RWMutex
 	current *tls.Certificate
+	// roots is the CA of the current version, for the replicas' probes of
+	// each other (ClientTLS).
+	roots   *x509.CertPool
 	version string
 	opts    TLS
 	secret  types.NamespacedName
@@ -192,10 +196,33 @@ func (c *Certificate) load(s *corev1.Secret) error {
 	if err := writeFileAtomic(filepath.Join(c.opts.CertDir, corev1.TLSPrivateKeyKey), key); err != nil {
 		return err
 	}
+	var roots *x509.CertPool
+	if ca := s.Data[caCertKey]; len(ca) > 0 {
+		roots = x509.NewCertPool()
+		if !roots.AppendCertsFromPEM(ca) {
+			return fmt.Errorf("parsing the CA of Secret %s", c.secret)
+		}
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.current, c.version = &pair, s.ResourceVersion
+	c.current, c.roots, c.version = &pair, roots, s.ResourceVersion
 	return nil
+}
+
+// caCertKey is the key of the CA in the gate's Secret, as the rotator
+// writes it.
+const caCertKey = "ca.crt"
+
+// ClientTLS returns the configuration a replica calls another replica's
+// gate with: the gate's CA as currently kept, and the name every replica's
+// certificate is issued for; nil until a CA is loaded.
+func (c *Certificate) ClientTLS() *tls.Config {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	if c.roots == nil {
+		return nil
+	}
+	return &tls.Config{RootCAs: c.roots, ServerName: c.opts.DNSName, MinVersion: tls.VersionTLS12}
 }
 
 // GetCertificate serves the current certificate (tls.Config.GetCertificate).

@@ -20,10 +20,20 @@
 // leaseDurationSeconds: a leader that stops renewing is taken for gone
 // long before its Lease expires, which is what a killed leader looks like.
 // A late renewal of a live leader makes its replicas' gates wait a little
-// (requirement.NoLeaderWait) for the renewal rather than deny. A leader
-// killed just after a renewal still counts as deciding for the whole
-// window; the gate does not wait that long for it: a holder that decides
-// nothing on any ledger for 2 s (longer when its
-// recent decisions were slow) while a request waits counts as not deciding
-// there too (internal/requirement).
+// (requirement.NoLeaderWait) for the renewal rather than deny.
+//
+// A leader killed just after a renewal would still count as deciding for
+// the whole window, so a replica whose write has waited NoLeaderWait
+// without a decision asks the holder itself (Lease.Suspect): the
+// leader-election identity names the address the holder's gate serves on
+// (Identity: "<pod>_<uuid>@<pod IP>:<gate port>"), and every gate answers
+// ProbePath (Handler) over the gate's own TLS, saying whether it is that
+// holder and sees its own renewals on time. A refused connection (nothing
+// listens there: the process is gone) or an answer that it is not the
+// holder makes the holder count as not deciding until its next renewal
+// is seen; a timeout or any other failure says nothing, and the holder is
+// judged by its renewals and, in internal/requirement, by its silence (no
+// decision on any ledger for 2 s, longer when its recent decisions were
+// slow, while a request waits). One holder is probed at most every
+// 250 ms, one probe at a time, so a burst of waiting writes makes one call.
 package leader

@@ -39,6 +39,19 @@ type Lease struct {
 	news chan struct{}
 	// synced reports whether the cache delivered the Lease's state.
 	synced func() bool
+
+	// self is this replica's identity, and probe asks a holder that is
+	// not self whether it still decides (nil: never asked).
+	self  string
+	probe func(ctx context.Context, holder string) (Verdict, error)
+	// probing is the holder a probe is under way for; probed is when the
+	// last probe of probedHolder began, and gone whether it found that
+	// holder gone.
+	probing      bool
+	probedHolder string
+	probed       time.Time
+	gone         bool
+	goneWhy      string
 }
 
 // NewLease returns the follower of the Lease named name: its leader renews
@@ -51,17 +64,100 @@ func NewLease(name string, renewEvery time.Duration, clk clock.PassiveClock, log
 	return &Lease{name: name, renewEvery: renewEvery, clock: clk, log: log, news: make(chan struct{})}
 }
 
+// WithProbe makes l ask a holder other than self whether it still decides
+// when Suspect is called (Prober.Probe); self is this replica's identity.
+func (l *Lease) WithProbe(self string, probe func(ctx context.Context, holder string) (Verdict, error)) *Lease {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.self, l.probe = self, probe
+	return l
+}
+
 // Deciding reports whether a leader decides now, until when it counts as
 // deciding should no news come (zero when it does not decide), and a
-// channel closed at the Lease's next change.
+// channel closed at the Lease's next change or probe verdict.
 func (l *Lease) Deciding() (bool, time.Time, <-chan struct{}) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	until := l.seen.Add(window(l.renewEvery, l.duration))
-	if !deciding(l.holder, until, l.clock.Now()) {
+	if !deciding(l.holder, until, l.clock.Now()) || l.probedGone() {
 		return false, time.Time{}, l.news
 	}
 	return true, until, l.news
+}
+
+// Why says why no leader decides, in words: no holder, a holder whose
+// renewals stopped (and since when), or one found gone at its address.
+func (l *Lease) Why() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	now := l.clock.Now()
+	switch {
+	case l.holder == "":
+		return fmt.Sprintf("the leader-election Lease %s has no holder", l.name)
+	case l.probedGone():
+		return fmt.Sprintf("the Lease's holder %s is gone: %s", l.holder, l.goneWhy)
+	case !deciding(l.holder, l.seen.Add(window(l.renewEvery, l.duration)), now):
+		return fmt.Sprintf("the Lease's holder %s stopped renewing it: no renewal seen for %s (it renews every %s)",
+			l.holder, now.Sub(l.seen).Round(time.Millisecond), l.renewEvery)
+	default:
+		return fmt.Sprintf("the Lease's holder %s renews it", l.holder)
+	}
+}
+
+// probedGone reports whether the last probe found the current holder gone
+// and no renewal was seen since it began. Called with mu held.
+func (l *Lease) probedGone() bool {
+	return l.gone && l.probedHolder == l.holder && !l.seen.After(l.probed)
+}
+
+// minProbeInterval is how often, at most, one holder is probed.
+const minProbeInterval = 250 * time.Millisecond
+
+// Suspect asks the holder, in the background, whether it still decides,
+// when a write has waited without a decision: a holder found gone stops
+// counting as deciding until its next renewal, and Deciding's channel is
+// closed when the verdict is in. It does nothing when this replica holds
+// the Lease, no probe is set, one is under way, or the holder was probed
+// less than minProbeInterval ago.
+func (l *Lease) Suspect() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	now := l.clock.Now()
+	if l.probe == nil || l.holder == "" || l.holder == l.self || l.probing ||
+		(l.probedHolder == l.holder && now.Sub(l.probed) < minProbeInterval) {
+		return
+	}
+	holder := l.holder
+	l.probing, l.probedHolder, l.probed, l.gone = true, holder, now, false
+	go func() {
+		verdict, err := l.probe(context.Background(), holder)
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		l.probing = false
+		if l.probedHolder != holder {
+			return
+		}
+		l.gone = verdict == Gone
+		if l.gone {
+			l.goneWhy = fmt.Sprint(err)
+			l.log.Info("The Lease's holder is gone: writes are answered without waiting for its renewal to lapse",
+				"lease", l.name, "holder", holder, "reason", err)
+			close(l.news)
+			l.news = make(chan struct{})
+		} else if err != nil {
+			l.log.V(1).Info("Probing the Lease's holder", "lease", l.name, "holder", holder, "verdict", verdict, "reason", err)
+		}
+	}()
+}
+
+// heldBy reports whether identity holds the Lease and counts as deciding
+// on this replica's view.
+func (l *Lease) heldBy(identity string) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	until := l.seen.Add(window(l.renewEvery, l.duration))
+	return l.holder == identity && deciding(l.holder, until, l.clock.Now())
 }
 
 // deciding is the rule: a holder whose renewal was seen recently enough

@@ -34,6 +34,7 @@ import (
 	"github.com/longhorn/diskschedule/internal/controller/mirror"
 	"github.com/longhorn/diskschedule/internal/extender"
 	"github.com/longhorn/diskschedule/internal/gate"
+	"github.com/longhorn/diskschedule/internal/leader"
 	"github.com/longhorn/diskschedule/internal/settings"
 )
 
@@ -129,11 +130,31 @@ func New(cfg *rest.Config, s *runtime.Scheme, opts Options) (ctrl.Manager, error
 			return nil, err
 		}
 	}
-	mgr, err := ctrl.NewManager(cfg, managerOptions(s, opts, cert))
+	mgrOpts := managerOptions(s, opts, cert)
+	var lock *leaseLock
+	if opts.LeaderElection && cert != nil {
+		// The gate on every replica follows the Lease; the identity names
+		// where this replica's gate serves, so the others can ask it
+		// whether it still decides (internal/leader).
+		name, err := replicaName()
+		if err != nil {
+			return nil, err
+		}
+		if lock, err = newLeaseLock(cfg, opts, leader.Identity(name, gateAddress(opts))); err != nil {
+			return nil, err
+		}
+		mgrOpts.LeaderElectionResourceLockInterface = lock
+	}
+	mgr, err := ctrl.NewManager(cfg, mgrOpts)
 	if err != nil {
 		return nil, fmt.Errorf("creating the manager: %w", err)
 	}
-	if err := setup(mgr, opts, cert); err != nil {
+	identity := ""
+	if lock != nil {
+		lock.events.set(mgr.GetEventRecorderFor(lock.identity)) //nolint:staticcheck // resourcelock records with the old events API
+		identity = lock.identity
+	}
+	if err := setup(mgr, opts, cert, identity); err != nil {
 		return nil, err
 	}
 	return mgr, nil
@@ -209,7 +230,7 @@ func managerOptions(s *runtime.Scheme, opts Options, cert *gate.Certificate) ctr
 	if cert != nil {
 		port := opts.Gate.Port
 		if port == 0 {
-			port = 9443
+			port = defaultGatePort
 		}
 		mgrOpts.WebhookServer = webhook.NewServer(webhook.Options{
 			Host: opts.Gate.Host, Port: port, CertDir: opts.Gate.TLS.CertDir,

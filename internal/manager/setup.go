@@ -27,8 +27,10 @@ import (
 	"github.com/longhorn/diskschedule/internal/podmutator"
 )
 
-// setup registers the indexes, the controllers, the extender and the health checks.
-func setup(mgr ctrl.Manager, opts Options, cert *gate.Certificate) error {
+// setup registers the indexes, the controllers, the extender and the
+// health checks; identity is this replica's leader-election identity when
+// its gate follows the Lease.
+func setup(mgr ctrl.Manager, opts Options, cert *gate.Certificate, identity string) error {
 	if err := index.Register(context.Background(), mgr.GetFieldIndexer()); err != nil {
 		return err
 	}
@@ -80,6 +82,11 @@ func setup(mgr ctrl.Manager, opts Options, cert *gate.Certificate) error {
 		var lease *leader.Lease
 		if opts.LeaderElection {
 			lease = leader.NewLease(opts.LeaderElectionID, opts.RetryPeriod, clock.RealClock{}, mgr.GetLogger().WithName("leader"))
+			if identity != "" {
+				prober := &leader.Prober{TLS: cert.ClientTLS}
+				lease.WithProbe(identity, prober.Probe)
+				mgr.GetWebhookServer().Register(leader.ProbePath, leader.Handler(identity, lease))
+			}
 		}
 		g := gate.New(mgr, metrics.NewGate(ctrlmetrics.Registry), opts.Namespace, opts.Gate.DecisionTimeout, lease)
 		if err := g.SetupWithManager(mgr); err != nil {

@@ -35,7 +35,12 @@
 // waits NoLeaderWait for one, then is denied with ErrNoLeader's words; one
 // written before the leader went is answered likewise and put back or
 // kept as any undecided request. The Lease says a leader is gone only a
-// renewal window after its last renewal, so a holder also counts as not
+// renewal window after its last renewal, so once a request has waited
+// NoLeaderWait without a decision on any ledger the holder is asked
+// itself (Leader.Suspect, internal/leader's probe of its gate): a holder
+// whose address refuses the call, or answers that it is not the holder,
+// no longer counts as deciding, and the write is answered at once. A
+// holder that cannot be asked (no address, a timeout) also counts as not
 // deciding once a waiting request has seen no decision on any ledger
 // (Waiter.LastDecision) for 2 s (minSilence), or for three times the slowest
 // decision of the last 30 s when that is longer (at most 6 s): a live

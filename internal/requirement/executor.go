@@ -54,6 +54,13 @@ type Leader interface {
 	// as deciding should no news come, and a channel closed at the next
 	// news of the leader.
 	Deciding() (deciding bool, until time.Time, news <-chan struct{})
+	// Why says, in words, why no leader decides (when Deciding is false).
+	Why() string
+	// Suspect asks, in the background, whether the holder still decides,
+	// when a write has waited NoLeaderWait without a decision; a holder
+	// found gone no longer counts as deciding, and the news channel is
+	// closed when the answer is in.
+	Suspect()
 }
 
 // cleanupTimeout bounds putting back what a refused write requested.
@@ -409,7 +416,7 @@ func (e *Executor) awaitLeader(ctx context.Context, disk string, start time.Time
 		}
 		left := NoLeaderWait - e.clock.Since(start)
 		if left <= 0 {
-			return fmt.Errorf("not asked of the ledger of disk %s: %w", disk, noLeader(e.clock.Since(start)))
+			return fmt.Errorf("not asked of the ledger of disk %s: %w", disk, noLeader(e.clock.Since(start), e.leader.Why()))
 		}
 		wake := e.clock.NewTimer(left)
 		select {
@@ -423,10 +430,9 @@ func (e *Executor) awaitLeader(ctx context.Context, disk string, start time.Time
 	}
 }
 
-// noLeader is ErrNoLeader after waiting waited.
-func noLeader(waited time.Duration) error {
-	return fmt.Errorf("%w after %s: the leader-election Lease has no holder, or its holder stopped renewing it",
-		ErrNoLeader, waited.Round(time.Millisecond))
+// noLeader is ErrNoLeader after waiting waited, for the reason why.
+func noLeader(waited time.Duration, why string) error {
+	return fmt.Errorf("%w after %s: %s", ErrNoLeader, waited.Round(time.Millisecond), why)
 }
 
 // leaderNews returns ErrNoLeader once a request waiting since start has
@@ -455,7 +461,7 @@ func (e *Executor) leaderNews(start time.Time) (<-chan struct{}, clock.Timer, er
 	if !deciding {
 		left := NoLeaderWait - now.Sub(start)
 		if left <= 0 {
-			return nil, nil, noLeader(now.Sub(start))
+			return nil, nil, noLeader(now.Sub(start), e.leader.Why())
 		}
 		return news, e.clock.NewTimer(left), nil
 	}
@@ -463,12 +469,21 @@ func (e *Executor) leaderNews(start time.Time) (<-chan struct{}, clock.Timer, er
 	if last := e.waiter.LastDecision(); last.After(silent) {
 		silent = last
 	}
-	left := e.pace.silence(now) - now.Sub(silent)
+	quiet := now.Sub(silent)
+	left := e.pace.silence(now) - quiet
 	if left <= 0 {
 		return nil, nil, fmt.Errorf("%w: no decision on any ledger for the last %s of the %s this write waited; the Lease's holder may be gone, still taking over, or stalled",
-			ErrNoLeader, now.Sub(silent).Round(time.Millisecond), now.Sub(start).Round(time.Millisecond))
+			ErrNoLeader, quiet.Round(time.Millisecond), now.Sub(start).Round(time.Millisecond))
 	}
-	return news, e.clock.NewTimer(min(left, until.Sub(now))), nil
+	wake := min(left, until.Sub(now))
+	if quiet >= NoLeaderWait {
+		// Ask the holder itself: one that is gone is answered for at
+		// once, without waiting out its silence or its renewal window.
+		e.leader.Suspect()
+	} else {
+		wake = min(wake, NoLeaderWait-quiet)
+	}
+	return news, e.clock.NewTimer(wake), nil
 }
 
 // stopped is a timer that never fires.

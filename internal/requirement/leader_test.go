@@ -26,6 +26,10 @@ type fakeLeader struct {
 	deciding bool
 	until    time.Time
 	news     chan struct{}
+	// goneWhenAsked makes Suspect find the holder gone, as a probe
+	// refused at its address does.
+	goneWhenAsked bool
+	suspected     int
 }
 
 func newFakeLeader(deciding bool, until time.Time) *fakeLeader {
@@ -36,6 +40,25 @@ func (l *fakeLeader) Deciding() (bool, time.Time, <-chan struct{}) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.deciding && l.clk.Now().Before(l.until), l.until, l.news
+}
+
+func (l *fakeLeader) Why() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.suspected > 0 && l.goneWhenAsked {
+		return "the Lease's holder is gone: connection refused"
+	}
+	return "the Lease's holder stopped renewing it"
+}
+
+func (l *fakeLeader) Suspect() {
+	l.mu.Lock()
+	l.suspected++
+	gone := l.goneWhenAsked && l.deciding
+	l.mu.Unlock()
+	if gone {
+		l.set(false, time.Time{})
+	}
 }
 
 // set changes the leader's state and tells the waiters.
@@ -89,11 +112,18 @@ func TestNoLeaderIsAnsweredAtOnce(t *testing.T) {
 	}{
 		{name: "no leader: denied after NoLeaderWait, nothing written",
 			leader: func() *fakeLeader { return newFakeLeader(false, time.Time{}) },
-			step:   NoLeaderWait, want: ResultNoLeader, words: "its holder stopped renewing it"},
+			step:   NoLeaderWait, want: ResultNoLeader, words: "holder stopped renewing it"},
 		{name: "a leader that stops renewing: denied when its window ends",
 			leader: func() *fakeLeader { return newFakeLeader(true, start.Add(1500*time.Millisecond)) },
 			then:   func(_ *fakeLeader, _ *clocktesting.FakeClock, w *Waiter) { decideElsewhere(w) },
-			step:   1500 * time.Millisecond, want: ResultNoLeader, words: "its holder stopped renewing it", written: true},
+			step:   1500 * time.Millisecond, want: ResultNoLeader, words: "holder stopped renewing it", written: true},
+		{name: "a holder found gone when asked: denied after NoLeaderWait, not its window or minSilence",
+			leader: func() *fakeLeader {
+				l := newFakeLeader(true, start.Add(time.Hour))
+				l.goneWhenAsked = true
+				return l
+			},
+			step: NoLeaderWait, want: ResultNoLeader, words: "is gone: connection refused", written: true},
 		{name: "a leader that decides nothing: denied after minSilence",
 			leader: func() *fakeLeader { return newFakeLeader(true, start.Add(time.Hour)) },
 			step:   minSilence, want: ResultNoLeader, words: "no decision on any ledger for the last 2s of the 2s this write waited", written: true},

@@ -116,6 +116,25 @@ type write struct {
 	held     time.Duration
 	code     int
 	noLeader bool
+	// why is, for a write refused for no leader, how the gate knew
+	// (noLeaderReason).
+	why string
+}
+
+// noLeaderReason names how the gate knew no leader decides, from its
+// denial's words.
+func noLeaderReason(body []byte) string {
+	for _, r := range []struct{ words, why string }{
+		{"is gone:", "holder gone when asked"},
+		{"stopped renewing it", "renewals stopped"},
+		{"has no holder", "no holder"},
+		{"no decision on any ledger", "no decision seen"},
+	} {
+		if bytes.Contains(body, []byte(r.words)) {
+			return r.why
+		}
+	}
+	return "other"
 }
 
 // writeLog times every replica write of the writers.
@@ -139,6 +158,9 @@ func (l *writeLog) wrap(rt http.RoundTripper) http.RoundTripper {
 				_ = resp.Body.Close()
 				resp.Body = io.NopCloser(bytes.NewReader(body))
 				w.noLeader = bytes.Contains(body, []byte("no leader is deciding"))
+				if w.noLeader {
+					w.why = noLeaderReason(body)
+				}
 			}
 		}
 		l.mu.Lock()
@@ -151,6 +173,9 @@ func (l *writeLog) wrap(rt http.RoundTripper) http.RoundTripper {
 // figures are one run's measurements.
 type figures struct {
 	writes, denied, noLeader, volumes, placed int
+	// noLeaderWhy counts the writes refused for no leader by how the gate
+	// knew.
+	noLeaderWhy map[string]int
 	// held is the longest any write was held, heldNoLeader the longest a
 	// write answered for no leader was; heldFrom is when the longest began,
 	// after the failover's start.
@@ -356,6 +381,10 @@ func testGateDuringFailover(t *testing.T, kill bool) {
 		}
 		if w.noLeader {
 			f.noLeader++
+			if f.noLeaderWhy == nil {
+				f.noLeaderWhy = map[string]int{}
+			}
+			f.noLeaderWhy[w.why]++
 			f.heldNoLeader = max(f.heldNoLeader, w.held)
 		}
 		if w.held > heldBound {
@@ -374,8 +403,8 @@ func testGateDuringFailover(t *testing.T, kill bool) {
 	if len(helds) > 0 {
 		f.heldP99 = helds[len(helds)*99/100]
 	}
-	t.Logf("figures: %d volumes streamed, %d placed; %d writes, %d refused, %d of them for no leader; longest write held %s (began %s after the failover began), p99 %s, longest held for no leader %s; Lease changed hands after %s; longest stall of a volume that began during the failover %s (%s)",
-		f.volumes, f.placed, f.writes, f.denied, f.noLeader, f.held.Round(time.Millisecond), f.heldFrom.Round(time.Millisecond),
+	t.Logf("figures: %d volumes streamed, %d placed; %d writes, %d refused, %d of them for no leader %v; longest write held %s (began %s after the failover began), p99 %s, longest held for no leader %s; Lease changed hands after %s; longest stall of a volume that began during the failover %s (%s)",
+		f.volumes, f.placed, f.writes, f.denied, f.noLeader, f.noLeaderWhy, f.held.Round(time.Millisecond), f.heldFrom.Round(time.Millisecond),
 		f.heldP99.Round(time.Millisecond), f.heldNoLeader.Round(time.Millisecond), takeover.Round(time.Millisecond),
 		f.stall.Round(time.Millisecond), f.stallVolume)
 
@@ -395,6 +424,12 @@ func testGateDuringFailover(t *testing.T, kill bool) {
 	}
 	if kill && f.noLeader == 0 {
 		t.Errorf("no write was refused for no leader while the killed leader's Lease ran out: the stream did not reach the gate then")
+	}
+	// The killed leader's gate no longer answers at its address: the
+	// follower's gate, asking it once a write waited, knows it is gone
+	// before its renewal window or its silence runs out.
+	if kill && f.noLeaderWhy["holder gone when asked"] == 0 {
+		t.Errorf("no write was refused because the killed holder was found gone at its address: %v", f.noLeaderWhy)
 	}
 	if f.placed == 0 {
 		t.Error("no volume was placed")
