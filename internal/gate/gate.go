@@ -60,6 +60,17 @@ type Gate struct {
 	timeout  time.Duration
 	// watching is set once DiskSchedule updates wake waiting requests.
 	watching atomic.Bool
+	// onDenied, when set, is told of every write denied (OnDenied).
+	onDenied func(obj client.Object, message string, at time.Time)
+}
+
+// OnDenied makes the gate call f, without waiting, for every write it
+// denies (not dry runs or malformed requests): the Longhorn object as
+// written, the denial's words and when. Tests and the sandbox measure
+// from it how long a denial stalls a volume. Call before the manager
+// starts.
+func (g *Gate) OnDenied(f func(obj client.Object, message string, at time.Time)) {
+	g.onDenied = f
 }
 
 // New returns the gate of mgr for Longhorn's namespace; timeout bounds
@@ -175,6 +186,9 @@ func (g *Gate) handler(kind string, newObject func() client.Object,
 			obj := newObject()
 			if err := g.decoder.DecodeRaw(req.Object, obj); err == nil {
 				g.recorder.Eventf(obj, nil, corev1.EventTypeWarning, "DiskScheduleDenied", "Admit", "%s", a.Message)
+				if g.onDenied != nil {
+					g.onDenied(obj, a.Message, start.Add(elapsed))
+				}
 			}
 		}
 		return a.Response()

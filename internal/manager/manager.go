@@ -77,6 +77,10 @@ type Options struct {
 	// ExtenderBindAddress is where the kube-scheduler extender listens (on the
 	// leader, while scheduler-extender-enabled is true); "" disables it.
 	ExtenderBindAddress string
+	// OnGateDenied, when set, is called without waiting for every write
+	// the gate denies on this replica (gate.Gate.OnDenied): the sandbox's
+	// tests measure stalls from it.
+	OnGateDenied func(obj client.Object, message string, at time.Time)
 	// AdvertiseIP is this manager's pod IP, written into the extender
 	// Service's EndpointSlice when it leads; "" leaves the EndpointSlice alone.
 	AdvertiseIP string

@@ -89,6 +89,9 @@ func setup(mgr ctrl.Manager, opts Options, cert *gate.Certificate, identity stri
 			}
 		}
 		g := gate.New(mgr, metrics.NewGate(ctrlmetrics.Registry), opts.Namespace, opts.Gate.DecisionTimeout, lease)
+		if opts.OnGateDenied != nil {
+			g.OnDenied(opts.OnGateDenied)
+		}
 		if err := g.SetupWithManager(mgr); err != nil {
 			return err
 		}

@@ -14,6 +14,7 @@ import (
 	"sync"
 	"time"
 
+	lhv1 "github.com/longhorn/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -111,6 +112,8 @@ type Options struct {
 	// simlonghorn.Options.OnRefusedWrite: called, without blocking, for every
 	// replica write the API server refused (the gate's denials among them),
 	// with its time, so tests measure how long a denial stalls a volume.
+	// With LonghornControllers, Longhorn's own controllers write the
+	// replicas, and it is called for every replica write the gate denies.
 	OnRefusedWrite func(simlonghorn.RefusedWrite)
 	// SecondaryScheduler is the sandbox's --secondary-scheduler=true: a
 	// second kube-scheduler process with the profile diskschedule-scheduler
@@ -610,6 +613,11 @@ func (s *Sandbox) startOneManager(name string, hook ManagerHook) error {
 		NodeName:           hostname(),
 		SecondaryScheduler: s.opts.SecondaryScheduler,
 	}
+	if s.opts.OnRefusedWrite != nil && s.opts.LonghornControllers && !s.opts.LonghornNodesOnly {
+		// Longhorn's own controllers write the replicas: their refused
+		// writes are the gate's denials.
+		opts.OnGateDenied = refusedReplicaWrite(s.opts.OnRefusedWrite)
+	}
 	if s.opts.Extender {
 		port, err := controlplane.FreePort()
 		if err != nil {
@@ -651,6 +659,22 @@ func (s *Sandbox) startOneManager(name string, hook ManagerHook) error {
 		s.progress("started %s (metrics at http://%s/metrics, no extender)", name, opts.MetricsBindAddress)
 	}
 	return nil
+}
+
+// refusedReplicaWrite reports the gate's denials of Replica writes to
+// report, as the simulated Longhorn reports its refused writes.
+func refusedReplicaWrite(report func(simlonghorn.RefusedWrite)) func(client.Object, string, time.Time) {
+	return func(obj client.Object, message string, at time.Time) {
+		r, ok := obj.(*lhv1.Replica)
+		if !ok {
+			return
+		}
+		report(simlonghorn.RefusedWrite{
+			Volume: r.Spec.VolumeName, Replica: r.Name,
+			Write: fmt.Sprintf("scheduling it to node %q disk %q", r.Spec.NodeID, r.Spec.DiskID),
+			Err:   errors.New(message), At: at,
+		})
+	}
 }
 
 // hostname returns this machine's name, or "sandbox".

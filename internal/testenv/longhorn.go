@@ -268,6 +268,9 @@ type VolumeFixture struct {
 	BackingImage string
 	// DataLocality is spec.dataLocality; disabled (Longhorn's default) when "".
 	DataLocality lhv1.DataLocality
+	// DiskSelector is spec.diskSelector: the disk tags a replica's disk
+	// must carry.
+	DiskSelector []string
 }
 
 // Volume returns a Longhorn Volume as longhorn-manager v1.12 writes it,
@@ -285,6 +288,10 @@ func Volume(namespace, name string, f VolumeFixture) *lhv1.Volume {
 	if f.NodeID != "" {
 		state, robustness = lhv1.VolumeStateAttached, lhv1.VolumeRobustnessHealthy
 	}
+	diskSelector := f.DiskSelector
+	if diskSelector == nil {
+		diskSelector = []string{}
+	}
 	return &lhv1.Volume{
 		TypeMeta:   metav1.TypeMeta{APIVersion: lhv1.SchemeGroupVersion.String(), Kind: "Volume"},
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace, Finalizers: []string{"longhorn.io"}},
@@ -293,7 +300,7 @@ func Volume(namespace, name string, f VolumeFixture) *lhv1.Volume {
 			RestoreVolumeRecurringJob: lhv1.RestoreVolumeRecurringJobDefault,
 			DataLocality:              locality, StaleReplicaTimeout: 30, NodeID: f.NodeID,
 			Image: EngineImage, BackingImage: f.BackingImage,
-			DiskSelector: []string{}, NodeSelector: []string{},
+			DiskSelector: diskSelector, NodeSelector: []string{},
 			RevisionCounterDisabled:     true,
 			UnmapMarkSnapChainRemoved:   lhv1.UnmapMarkSnapChainRemovedIgnored,
 			ReplicaSoftAntiAffinity:     lhv1.ReplicaSoftAntiAffinityDefault,
@@ -339,6 +346,9 @@ type ReplicaFixture struct {
 	BackingImage string
 	// DataLocality is spec.dataLocality; disabled (Longhorn's default) when "".
 	DataLocality lhv1.DataLocality
+	// DiskSelector is spec.diskSelector: the disk tags a replica's disk
+	// must carry.
+	DiskSelector []string
 }
 
 // Replica returns a Longhorn Replica as longhorn-manager v1.12 writes it.

@@ -227,7 +227,7 @@ func attack(t *testing.T, sb *sandbox.Sandbox, seed int64, restart func()) *run 
 	defer cancel()
 	cfg := sb.AdminConfig()
 	cfg.QPS, cfg.Burst = 500, 1000
-	c := watchingClient(t, sb)
+	c := sandboxtest.WatchingClient(t, sb)
 	limits, names := disks(ctx, t, c, len(topology().Nodes))
 	r := &run{limits: limits, peak: map[string]int64{}, names: names}
 	pods, err := replicawriter.StartPods(ctx, cfg, sandbox.Namespace, podNodes()...)

@@ -5,8 +5,6 @@ import (
 	"flag"
 	"fmt"
 	"sort"
-	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -15,7 +13,6 @@ import (
 	eventsv1 "k8s.io/api/events/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/watch"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	dsv1 "github.com/longhorn/diskschedule/api/v1beta2"
@@ -90,14 +87,14 @@ func longhornRace(t *testing.T, withGate bool, i int) longhornResult {
 	}()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	c := watchingClient(t, sb)
+	c := sandboxtest.WatchingClient(t, sb)
 	limits, names := disks(ctx, t, c, len(topology().Nodes))
 	r := longhornResult{run: &run{limits: limits, peak: map[string]int64{}, names: names}}
 	stop, err := watchReplicas(ctx, t, c, r.run)
 	if err != nil {
 		t.Fatal(err)
 	}
-	stopRefusals, err := watchRefusals(ctx, c)
+	stopRefusals, err := sandboxtest.WatchRefusals(ctx, c)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -106,8 +103,8 @@ func longhornRace(t *testing.T, withGate bool, i int) longhornResult {
 	for v := range volumes {
 		vols = append(vols, fmt.Sprintf("race-%d-%02d", i, v))
 	}
-	created := createLonghornVolumes(ctx, t, c, vols, size)
-	resolved, placed := waitDecided(ctx, t, c, created)
+	created := sandboxtest.CreateVolumes(ctx, t, c, vols, testenv.VolumeFixture{Size: size, Replicas: 1})
+	resolved, placed := sandboxtest.WaitDecided(ctx, t, c, created, 4*time.Minute)
 	stop()
 	first := stopRefusals()
 	waitQuiet(ctx, t, c, r.run)
@@ -130,63 +127,6 @@ func longhornRace(t *testing.T, withGate bool, i int) longhornResult {
 	}
 	settle(t, sb.Client())
 	return r
-}
-
-// watchRefusals follows the ledgers and records, per volume, when one of
-// its replica requests was first rejected; stop ends the watch and returns
-// them.
-func watchRefusals(ctx context.Context, c client.WithWatch) (stop func() map[string]time.Time, _ error) {
-	list := &dsv1.DiskScheduleList{}
-	if err := c.List(ctx, list, client.InNamespace(sandbox.Namespace)); err != nil {
-		return nil, err
-	}
-	w, err := c.Watch(ctx, &dsv1.DiskScheduleList{}, client.InNamespace(sandbox.Namespace), &client.ListOptions{Raw: &metav1.ListOptions{ResourceVersion: list.ResourceVersion}})
-	if err != nil {
-		return nil, err
-	}
-	var mu sync.Mutex
-	first := map[string]time.Time{}
-	// Longhorn names a volume's replicas <volume>-r-<random>.
-	replicaVolume := func(name string) string {
-		if i := strings.LastIndex(name, "-r-"); i > 0 {
-			return name[:i]
-		}
-		return ""
-	}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for ev := range w.ResultChan() {
-			ds, ok := ev.Object.(*dsv1.DiskSchedule)
-			if !ok || ev.Type == watch.Deleted {
-				continue
-			}
-			now := time.Now()
-			for name, st := range ds.Status.Replicas {
-				if st.State != dsv1.RequestStateRejected {
-					continue
-				}
-				if vol := replicaVolume(name); vol != "" {
-					mu.Lock()
-					if _, seen := first[vol]; !seen {
-						first[vol] = now
-					}
-					mu.Unlock()
-				}
-			}
-		}
-	}()
-	return func() map[string]time.Time {
-		w.Stop()
-		<-done
-		mu.Lock()
-		defer mu.Unlock()
-		out := make(map[string]time.Time, len(first))
-		for k, v := range first {
-			out[k] = v
-		}
-		return out
-	}, nil
 }
 
 // percentiles returns the median and the largest of ds (zero when empty).
@@ -229,7 +169,7 @@ func TestReservationYieldsToLonghornsControllers(t *testing.T) {
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	c := watchingClient(t, sb)
+	c := sandboxtest.WatchingClient(t, sb)
 
 	// The pod's volume, best-effort, which Longhorn places only once it is
 	// attached; the pod, bound to node-1; and the reservation the extender
@@ -269,8 +209,8 @@ func TestReservationYieldsToLonghornsControllers(t *testing.T) {
 	for v := range volumes {
 		vols = append(vols, fmt.Sprintf("more-%02d", v))
 	}
-	created := createLonghornVolumes(ctx, t, c, vols, size)
-	resolved, placed := waitDecided(ctx, t, c, created)
+	created := sandboxtest.CreateVolumes(ctx, t, c, vols, testenv.VolumeFixture{Size: size, Replicas: 1})
+	resolved, placed := sandboxtest.WaitDecided(ctx, t, c, created, 4*time.Minute)
 	open := map[string]time.Duration{}
 	for name, at := range resolved {
 		open[name] = at.Sub(created[name])
@@ -311,118 +251,4 @@ func TestReservationYieldsToLonghornsControllers(t *testing.T) {
 		t.Errorf("no %s Event on pod default/held", diskschedule.ReasonReservationYielded)
 	}
 	settle(t, sb.Client())
-}
-
-// watchingClient is an administrator's client of sb that can watch, at
-// rates that keep the test's own reads from being throttled.
-func watchingClient(t *testing.T, sb *sandbox.Sandbox) client.WithWatch {
-	t.Helper()
-	cfg := sb.AdminConfig()
-	cfg.QPS, cfg.Burst = 500, 1000
-	c, err := client.NewWithWatch(cfg, client.Options{Scheme: sb.Scheme()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c
-}
-
-// createLonghornVolumes creates Volumes of the given names, one replica of size
-// each and data locality disabled, as Longhorn's API creates them, all at
-// once, and returns when each was created.
-func createLonghornVolumes(ctx context.Context, t *testing.T, c client.Client, names []string, size int64) map[string]time.Time {
-	t.Helper()
-	created := map[string]time.Time{}
-	var mu sync.Mutex
-	var wg sync.WaitGroup
-	for _, name := range names {
-		wg.Go(func() {
-			vol := testenv.Volume(sandbox.Namespace, name, testenv.VolumeFixture{Size: size, Replicas: 1})
-			if err := c.Create(ctx, vol); err != nil {
-				t.Errorf("creating volume %s: %v", name, err)
-				return
-			}
-			mu.Lock()
-			created[name] = time.Now()
-			mu.Unlock()
-		})
-	}
-	wg.Wait()
-	return created
-}
-
-// waitDecided waits until every volume of created is placed or told by
-// Longhorn's volume controller that it cannot be (Scheduled=False), and
-// returns when each was first seen so (polled every 100 ms) and how many
-// were placed.
-func waitDecided(ctx context.Context, t *testing.T, c client.Client, created map[string]time.Time) (map[string]time.Time, int) {
-	t.Helper()
-	resolved := map[string]time.Time{}
-	placed := 0
-	testenv.Eventually(t, ctx, 4*time.Minute, "every volume placed or Scheduled=False", func(ctx context.Context) (bool, string, error) {
-		states, err := volumeStates(ctx, c)
-		if err != nil {
-			return false, "", err
-		}
-		placed = 0
-		var open []string
-		for name := range created {
-			switch states[name] {
-			case "placed":
-				placed++
-			case "unschedulable":
-			default:
-				open = append(open, name)
-				continue
-			}
-			if _, ok := resolved[name]; !ok {
-				resolved[name] = time.Now()
-			}
-		}
-		sort.Strings(open)
-		return len(open) == 0, fmt.Sprintf("%d placed, still open: %v", placed, open), nil
-	}, testenv.Every(100*time.Millisecond))
-	return resolved, placed
-}
-
-// volumeStates says of every Volume whether its replicas are all placed
-// ("placed"), Longhorn's volume controller reports Scheduled=False
-// ("unschedulable"), or neither ("").
-func volumeStates(ctx context.Context, c client.Client) (map[string]string, error) {
-	vols := &lhv1.VolumeList{}
-	if err := c.List(ctx, vols, client.InNamespace(sandbox.Namespace)); err != nil {
-		return nil, err
-	}
-	reps := &lhv1.ReplicaList{}
-	if err := c.List(ctx, reps, client.InNamespace(sandbox.Namespace)); err != nil {
-		return nil, err
-	}
-	onDisk := map[string]int{}
-	for _, rep := range reps.Items {
-		if rep.Spec.DiskID != "" {
-			onDisk[rep.Spec.VolumeName]++
-		}
-	}
-	out := map[string]string{}
-	for _, v := range vols.Items {
-		switch {
-		case onDisk[v.Name] >= v.Spec.NumberOfReplicas:
-			out[v.Name] = "placed"
-		case unschedulable(&v):
-			out[v.Name] = "unschedulable"
-		default:
-			out[v.Name] = ""
-		}
-	}
-	return out, nil
-}
-
-// unschedulable reports whether Longhorn's volume controller wrote
-// Scheduled=False for v.
-func unschedulable(v *lhv1.Volume) bool {
-	for _, cond := range v.Status.Conditions {
-		if cond.Type == lhv1.VolumeConditionTypeScheduled && cond.Status == lhv1.ConditionStatusFalse {
-			return true
-		}
-	}
-	return false
 }

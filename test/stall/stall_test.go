@@ -277,29 +277,62 @@ type env struct {
 	rec *recorder
 }
 
-// TestStalls measures, with Longhorn's own scheduler placing, how long the
-// gate's denials stall volumes: in a race for the disks, on a full
-// cluster, behind a reservation on the disk Longhorn picks, and next to a
-// backing image whose real size is below its size.
+// TestStalls measures, with longhorn-manager v1.12.0's own controllers
+// placing (the sandbox's --longhorn-controllers: one longhorn-manager per
+// node, each with its own datastore, work queues and retries), how long
+// the gate's denials stall volumes: in a race for the disks, on a full
+// cluster, and behind a reservation on the disk Longhorn picks.
 func TestStalls(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a control plane")
 	}
-	e := start(t)
+	e := start(t, true)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	lw, err := scenario.WatchLedgers(ctx, e.c, sandbox.Namespace)
 	if err != nil {
 		t.Fatal(err)
 	}
-
 	t.Run("race", func(t *testing.T) { raceCase(ctx, t, e) })
 	t.Run("full cluster", func(t *testing.T) { fullCase(ctx, t, e) })
 	t.Run("reservation", func(t *testing.T) { reservationCase(ctx, t, e) })
-	t.Run("backing image", func(t *testing.T) { imageCase(ctx, t, e) })
-	t.Run("migration clone on a full disk", func(t *testing.T) { cloneCase(ctx, t, e) })
-	t.Run("pending expansion", func(t *testing.T) { expansionCase(ctx, t, e) })
+	finish(ctx, t, e, lw)
+}
 
+// TestSimulatedStalls measures, on the simulated Longhorn (Longhorn's own
+// scheduler placing from three simulated longhorn-manager pods), the
+// cases whose Longhorn paths the sandbox's Longhorn controllers do not run
+// in these forms: a backing image whose real size is below its size, a
+// migration clone written on a full disk, and an expansion pending next
+// to a new volume.
+func TestSimulatedStalls(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a control plane")
+	}
+	e := start(t, false)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	lw, err := scenario.WatchLedgers(ctx, e.c, sandbox.Namespace)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Run("backing image", func(t *testing.T) { imageCase(ctx, t, e) })
+	t.Run("migration clone on a full disk", func(t *testing.T) {
+		// The race's disks, filled: 16 × 100Gi on 4 × 400Gi.
+		if placed := waitSettled(ctx, t, e.rec, createVolumes(ctx, t, e.c, "race", 16, 100*gib, tagRace, ""), 2*time.Minute); placed != 16 {
+			t.Fatalf("%d of 16 volumes placed on the race's disks", placed)
+		}
+		cloneCase(ctx, t, e)
+	})
+	t.Run("pending expansion", func(t *testing.T) { expansionCase(ctx, t, e) })
+	finish(ctx, t, e, lw)
+}
+
+// finish checks what every run of cases must end with: no ledger version
+// broke the invariant, no disk ever held more than its limit, and every
+// ledger settles on what is persisted.
+func finish(ctx context.Context, t *testing.T, e *env, lw *scenario.LedgerWatch) {
+	t.Helper()
 	_, versions, violations, err := lw.Stop(ctx)
 	if err != nil {
 		t.Errorf("the ledger watch: %v", err)
@@ -317,18 +350,19 @@ func TestStalls(t *testing.T) {
 	settle(ctx, t, e.c)
 }
 
-// start starts the sandbox with the gate registered and the simulated
-// Longhorn placing, the recorder receiving its refused writes, and the
-// watches.
-func start(t *testing.T) *env {
+// start starts the sandbox with the gate registered and Longhorn's own
+// controllers placing (longhorn) or the simulated Longhorn, the recorder
+// receiving the refused replica writes, and the watches.
+func start(t *testing.T, longhorn bool) *env {
 	t.Helper()
 	rec := newRecorder()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	sb := sandboxtest.Start(t, sandboxtest.Options{Sandbox: sandbox.Options{
-		Topology:       topology(),
-		OnRefusedWrite: rec.refusedWrite,
-	}})
+		Topology:            topology(),
+		OnRefusedWrite:      rec.refusedWrite,
+		LonghornControllers: longhorn,
+	}, KeepLogs: true})
 	cfg := sb.AdminConfig()
 	cfg.QPS, cfg.Burst = 500, 1000
 	c, err := client.NewWithWatch(cfg, client.Options{Scheme: sb.Scheme()})
