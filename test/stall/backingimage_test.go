@@ -206,8 +206,8 @@ func TestBackingImageFirstStartStall(t *testing.T) {
 		t.Fatal(err)
 	}
 	st, ok := ds.Status.BackingImages[image]
-	if !ok || st.State != dsv1.RequestStateScheduled || st.ScheduledSize != bi.Status.RealSize {
-		t.Errorf("the copy of %s on %s: ledger %+v, want scheduled at the image's real size %d", image, disk, st, bi.Status.RealSize)
+	if !ok || st.State != dsv1.RequestStateScheduled || st.ScheduledSize != bi.Status.RealSize || strings.HasPrefix(st.Message, "adopted") {
+		t.Errorf("the copy of %s on %s: ledger %+v, want granted (not adopted) at the image's real size %d", image, disk, st, bi.Status.RealSize)
 	}
 	if meta.IsStatusConditionTrue(ds.Status.Conditions, dsv1.DiskScheduleConditionOvercommitted) {
 		t.Errorf("disk %s is overcommitted: %s of limit %s", disk, resource.NewQuantity(ds.Status.StorageScheduled, resource.BinarySI), resource.NewQuantity(ds.Status.StorageLimit, resource.BinarySI))
