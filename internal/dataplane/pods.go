@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/longhorn/longhorn-manager/engineapi"
 	lhtypes "github.com/longhorn/longhorn-manager/types"
@@ -33,9 +34,16 @@ type PodServices struct {
 	nodes     map[string]bool
 	log       logrus.FieldLogger
 
+	// store is the informer's cache of the pods.
+	store cache.Store
+
 	mu      sync.Mutex
 	serving map[types.UID]*podService
 }
+
+// retryInterval is how long PodServices waits before it tries again to
+// serve a pod it could not (its address still held by a pod that went).
+const retryInterval = time.Second
 
 // podService is one pod's service while it serves.
 type podService struct {
@@ -67,6 +75,7 @@ func (ps *PodServices) Run(ctx context.Context) error {
 	factory := informers.NewSharedInformerFactoryWithOptions(ps.kube, 0, informers.WithNamespace(ps.namespace),
 		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = labels.NewSelector().Add(*req).String() }))
 	inf := factory.Core().V1().Pods().Informer()
+	ps.store = inf.GetStore()
 	if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(o any) { ps.sync(ctx, o) },
 		UpdateFunc: func(_, o any) { ps.sync(ctx, o) },
@@ -115,7 +124,15 @@ func (ps *PodServices) sync(ctx context.Context, o any) {
 		return
 	}
 	if err := ps.start(ctx, pod); err != nil {
-		ps.log.WithError(err).Errorf("Cannot serve pod %s on %s", pod.Name, pod.Status.PodIP)
+		ps.log.WithError(err).Warnf("Cannot serve pod %s on %s yet, trying again in %s", pod.Name, pod.Status.PodIP, retryInterval)
+		time.AfterFunc(retryInterval, func() {
+			if ctx.Err() != nil {
+				return
+			}
+			if o, ok, err := ps.store.Get(pod); err == nil && ok {
+				ps.sync(ctx, o)
+			}
+		})
 	}
 }
 
