@@ -101,9 +101,16 @@ func run() error {
 		return err
 	}
 	controllers := longhornmanager.Controllers
-	opts := longhornmanager.Options{DataPlane: dp != nil, InstanceManagerImage: *imImage}
+	opts := longhornmanager.Options{DataPlane: dp != nil, InstanceManagerImage: *imImage, BackingImageManagerImage: *bimImage}
 	if dp != nil {
 		controllers = append(slices.Clone(controllers), longhornmanager.DataPlaneControllers...)
+		// The backing-image manager and data source pods Longhorn creates
+		// serve at their own IPs.
+		go func() {
+			if err := dataplane.NewPodServices(pod.Kube, *namespace, dp, log).Run(ctx); err != nil {
+				log.WithError(err).Error("The backing-image pods' services stopped")
+			}
+		}()
 		for _, n := range names {
 			if err := longhornmanager.CreateManagerPod(ctx, pod.Kube, *namespace, n, *managerImage, dp.DiskRoot); err != nil {
 				return err

@@ -22,8 +22,35 @@
 //   - the disk service (8502): its version and health, for the v1
 //     filesystem disks Longhorn reads with statfs itself.
 //
+// PodServices serves, on the IP of each running pod Longhorn creates for
+// them (the sandbox's kubelet gives each its own), until the pod goes:
+//
+//   - a backing-image manager (BackingImageManager, gRPC, port 8000, on
+//     the module's generated bimrpc definitions; API version 3, that of
+//     backing-image-manager v1.12): Fetch takes an image's first file over
+//     from the data source at the address it is given (its sizes and
+//     checksum read from the data source, which is then asked to
+//     transfer), Sync copies a file from the manager at the address it is
+//     given (reading it there with Get), each file ready at once; Get,
+//     List, Delete and Watch (a message on every change) answer from the
+//     files held; VersionGet answers the API version;
+//   - a backing-image data source (DataSource, HTTP, port 8000, what
+//     bimclient.DataSourceClient calls): GET /v1/file reports the file,
+//     POST /v1/file?action=transfer marks it taken over (ready). The file
+//     is read from the pod's command line (--name, --uuid, --source-type,
+//     --checksum, --parameters): a download, restore, clone or export is
+//     ready for transfer at once, at the size its size parameter declares
+//     (SourceParamSize, a quantity; an export's volume-size; otherwise
+//     DefaultBackingImageSize), its real size SourceParamRealSize or the
+//     size.
+//
 // What it does not: no data is stored or moved (no block device, no
-// snapshot, backup, restore or clone does anything), the v2 (SPDK) data
-// engine is refused, and an instance never fails: a node going down is the
-// sandbox stopping that node's instance manager.
+// snapshot, backup, restore or clone does anything; no backing-image file
+// is downloaded, written, uploaded, exported or checksummed, and a file's
+// checksum is made up from its name, UUID and size unless one is
+// expected), the v2 (SPDK) data engine is refused, the backing-image
+// manager refuses PrepareDownload, Send and backups and its files never
+// fail, a data source of type upload stays pending (nothing is uploaded),
+// and an instance never fails: a node going down is the sandbox stopping
+// that node's instance manager.
 package dataplane

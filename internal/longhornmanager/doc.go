@@ -6,7 +6,9 @@
 // NewEngineController) with Longhorn's own work queues, backoff, ownership
 // and resyncs; with the simulated data plane (Options.DataPlane) also its
 // node, instance manager, volume attachment, rebuilding, eviction and
-// expansion controllers and its Kubernetes PV, node and pod controllers;
+// expansion controllers, its backing image, backing image manager and
+// backing image data source controllers, and its Kubernetes PV, node and
+// pod controllers;
 // Longhorn's REST API (its api package over manager.VolumeManager), which
 // the sandbox's CSI resizer calls as Longhorn's CSI driver does; and
 // Longhorn's admission webhooks (its webhook/server package's mutators and
@@ -24,8 +26,9 @@
 // operations in the process rather than join /host/proc's namespaces); and
 // the Attacher, which plays kube-controller-manager's attach-detach
 // controller and the CSI external-attacher with Longhorn's own
-// VolumeManager.Attach and Detach. The instance managers Longhorn's
-// controllers reach are internal/dataplane's. The engine image is still an
+// VolumeManager.Attach and Detach. The instance managers, backing-image
+// managers and backing-image data sources Longhorn's controllers reach are
+// internal/dataplane's. The engine image is still an
 // object the simulation keeps deployed: Longhorn's engine image controller
 // runs the engine binary from the host's /engine-binaries.
 //

@@ -27,6 +27,7 @@ var DataPlaneControllers = []string{
 	"longhorn-node", "longhorn-instance-manager", "longhorn-volume-attachment",
 	"longhorn-volume-rebuilding", "longhorn-volume-eviction", "longhorn-volume-expansion",
 	"longhorn-kubernetes-pv", "longhorn-kubernetes-node", "longhorn-kubernetes-pod",
+	"longhorn-backing-image", "longhorn-backing-image-manager", "longhorn-backing-image-data-source",
 }
 
 // ServiceAccount is longhorn-manager's service account, which the pods it
@@ -41,6 +42,9 @@ type Options struct {
 	// InstanceManagerImage is the default instance manager image, which
 	// Longhorn's node controller gives the InstanceManagers it creates.
 	InstanceManagerImage string
+	// BackingImageManagerImage is the default backing-image manager image,
+	// which Longhorn's backing image controllers run their pods with.
+	BackingImageManagerImage string
 }
 
 // runner is a Longhorn controller: its workers run until stop closes.
@@ -152,6 +156,9 @@ func dataPlaneControllers(log logrus.FieldLogger, pod *longhornpod.Pod, scheme *
 	}
 	pods, err := controller.NewKubernetesPodController(log, ds, scheme, kube, node)
 	if err := add("Kubernetes pod", pods, err); err != nil {
+		return nil, err
+	}
+	if err := addBackingImageControllers(log, pod, scheme, namespace, node, opts, proxyConns, add); err != nil {
 		return nil, err
 	}
 	return out, nil

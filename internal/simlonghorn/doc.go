@@ -63,7 +63,11 @@
 //     controller, so kube-controller-manager's node lifecycle controller
 //     keeps the node Ready and untainted; pods Running once their Longhorn
 //     volumes are attached and have a running replica; and the end of pod
-//     deletion.
+//     deletion. With Options.NodeIPs a pod gets its node's IP, except
+//     Longhorn's backing-image manager, data source and share manager pods,
+//     which get one of their own from the top of the nodes' /24 (pods.go),
+//     and a pod with a TCP readiness probe is ready once its port answers
+//     on its IP.
 //   - provisioner.go: the Longhorn CSI driver behind the CSI
 //     external-provisioner, built on sig-storage-lib-external-provisioner:
 //     a claim kube-controller-manager's PV controller hands to

@@ -8,6 +8,7 @@ import (
 	lhv1 "github.com/longhorn/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
 	corev1 "k8s.io/api/core/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
@@ -30,9 +31,12 @@ const nodeStatusReportFrequency = 5 * time.Minute
 // node's Lease is nodeLeases' job.
 type kubelet struct {
 	sim *sim
+	// ips hands out the IPs of pods that get one of their own (pods.go).
+	ips *podIPs
 }
 
 func (k *kubelet) setup(mgr ctrl.Manager) error {
+	k.ips = newPodIPs(k.sim.nodeIPs)
 	simulated := predicate.NewPredicateFuncs(func(o client.Object) bool { return k.sim.nodeByName[o.GetName()] != nil })
 	if err := ctrl.NewControllerManagedBy(mgr).Named("simlonghorn-kubelet-node").
 		For(&corev1.Node{}, builder.WithPredicates(simulated)).
@@ -124,6 +128,9 @@ func setNodeReady(node *corev1.Node, allocatable corev1.ResourceList, now metav1
 func (k *kubelet) reconcilePod(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 	pod := &corev1.Pod{}
 	if err := k.sim.client.Get(ctx, req.NamespacedName, pod); err != nil {
+		if apierrors.IsNotFound(err) && k.ips != nil {
+			k.ips.release(req.NamespacedName)
+		}
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
 	if k.sim.nodeByName[pod.Spec.NodeName] == nil {
@@ -136,6 +143,9 @@ func (k *kubelet) reconcilePod(ctx context.Context, req reconcile.Request) (reco
 		}
 		return reconcile.Result{}, nil
 	}
+	if pod.Status.Phase == corev1.PodRunning {
+		return k.probeReadiness(ctx, pod)
+	}
 	if pod.Status.Phase != corev1.PodPending && pod.Status.Phase != "" {
 		return reconcile.Result{}, nil
 	}
@@ -143,18 +153,17 @@ func (k *kubelet) reconcilePod(ctx context.Context, req reconcile.Request) (reco
 	if err != nil || !ready {
 		return reconcile.Result{}, err
 	}
-	base := pod.DeepCopy()
-	setPodRunning(pod, metav1.Now())
-	if ip := k.sim.nodeIPs[pod.Spec.NodeName]; ip != "" {
-		pod.Status.HostIP, pod.Status.PodIP = ip, ip
-		pod.Status.HostIPs = []corev1.HostIP{{IP: ip}}
-		pod.Status.PodIPs = []corev1.PodIP{{IP: ip}}
+	ip, err := k.podIP(pod)
+	if err != nil {
+		return reconcile.Result{}, err
 	}
+	base := pod.DeepCopy()
+	setPodStarted(pod, k.sim.nodeIPs[pod.Spec.NodeName], ip, metav1.Now())
 	if err := k.sim.client.Status().Patch(ctx, pod, client.StrategicMergeFrom(base)); err != nil {
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
-	ctrl.LoggerFrom(ctx).Info("Started the pod", "pod", klog.KObj(pod), "node", pod.Spec.NodeName)
-	return reconcile.Result{}, nil
+	ctrl.LoggerFrom(ctx).Info("Started the pod", "pod", klog.KObj(pod), "node", pod.Spec.NodeName, "ip", ip)
+	return k.probeReadiness(ctx, pod)
 }
 
 // volumesReady reports whether every claim of the pod is bound and every

@@ -102,7 +102,8 @@ type Options struct {
 	LonghornControllers bool
 	// NodeIPs, when set, are the nodes' addresses (their kubelets report
 	// them as InternalIP, and give them to the pods they run, as to a host
-	// network pod) where the sandbox's simulated data plane serves each
+	// network pod, except the Longhorn pods that get an IP of their own:
+	// pods.go) where the sandbox's simulated data plane serves each
 	// node's instance manager (internal/dataplane). Longhorn's own node and
 	// instance manager controllers then keep the Longhorn Nodes' status and
 	// the InstanceManagers: the simulated node controller does not run and

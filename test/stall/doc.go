@@ -20,4 +20,14 @@
 // version, a watch of every Replica checks that no disk ever holds more
 // than its limit, and at the end every ledger settles on what is
 // persisted.
+//
+// TestDiskEvictionStall, TestExpansionStall and
+// TestBackingImageFirstStartStall run on longhorn-manager v1.12.0's own
+// controllers and the simulated data plane instead (longhorn_test.go,
+// backingimage_test.go): each stall runs from the request (the disk's
+// eviction, the claim's update, the pod's creation) to what Longhorn
+// reports done; for a backing-image volume's first start on a disk without
+// the image's copy, to the pod running with the copy, which the gate asked
+// of the ledger at the image's realSize when Longhorn's replica controller
+// added the disk to the image, ready on the replica's disk.
 package stall

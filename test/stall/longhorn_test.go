@@ -46,6 +46,8 @@ const evictionBound = 60 * time.Second
 type longhornEnv struct {
 	c       client.WithWatch
 	ledgers *scenario.LedgerWatch
+	// logs is the sandbox's log directory.
+	logs string
 }
 
 // startLonghorn starts a sandbox of three nodes with one 400Gi disk each
@@ -90,7 +92,7 @@ func startLonghorn(t *testing.T) *longhornEnv {
 		}
 		t.Logf("%d ledger versions watched, %d broke the invariant", versions, len(violations))
 	})
-	return &longhornEnv{c: c, ledgers: lw}
+	return &longhornEnv{c: c, ledgers: lw, logs: logs}
 }
 
 // runPod runs a pod on a claim of size of the default class (one replica,
