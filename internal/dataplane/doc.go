@@ -22,8 +22,16 @@
 //   - the disk service (8502): its version and health, for the v1
 //     filesystem disks Longhorn reads with statfs itself.
 //
+// A node going down is its instance manager stopping (Listeners.Stop): its
+// ports refuse connections from then on, and the engines of the other
+// instance managers on its Network find the replicas it ran in error (in
+// their next replica list) and cannot add them, as longhorn-engine finds a
+// replica whose connection failed. Nothing is written to the API server:
+// longhorn-manager finds the node down through Kubernetes, as it does when
+// a node dies.
+//
 // What it does not: no data is stored or moved (no block device, no
 // snapshot, backup, restore or clone does anything), the v2 (SPDK) data
-// engine is refused, and an instance never fails: a node going down is the
-// sandbox stopping that node's instance manager.
+// engine is refused, an instance never fails on its own, and a stopped
+// instance manager does not come back.
 package dataplane
