@@ -63,7 +63,9 @@
 //     controller, so kube-controller-manager's node lifecycle controller
 //     keeps the node Ready and untainted; pods Running once their Longhorn
 //     volumes are attached and have a running replica; and the end of pod
-//     deletion.
+//     deletion. The kubelet of a node that went down (Options.Outages,
+//     outage.go) does none of this any more, so node lifecycle marks the
+//     node NotReady as for a node that died.
 //   - provisioner.go: the Longhorn CSI driver behind the CSI
 //     external-provisioner, built on sig-storage-lib-external-provisioner:
 //     a claim kube-controller-manager's PV controller hands to
