@@ -17,4 +17,18 @@
 // version, a watch of every Replica checks that no disk ever holds more
 // than its limit, and at the end every ledger settles on what is
 // persisted.
+//
+// The cases of longhorn_test.go run on longhorn-manager v1.12.0's own
+// controllers over the simulated data plane instead: a disk's eviction
+// (TestDiskEvictionStall), a claim's expansion (TestExpansionStall), and a
+// replica rebuilt after its node goes down (TestNodeDownRebuildStall: the
+// sandbox's StopNode stops the node's kubelet, instance manager and
+// longhorn-manager, and the test sets Longhorn's
+// replica-replenishment-wait-interval to 90 s through its Setting, as an
+// operator would, from its default of 600 s). Each stall runs from the
+// request, or the node's going down, to what Longhorn reports done, and is
+// bounded by Longhorn's and Kubernetes' own periods (same document, "Stalls
+// on Longhorn's own controllers"); the same watch checks every ledger's
+// invariant, and every ledger settles on what Longhorn persisted, the
+// ledgers of a down node not Ready.
 package stall
