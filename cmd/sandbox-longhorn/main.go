@@ -2,8 +2,9 @@
 // for the sandbox (internal/longhornmanager): Longhorn's admission webhooks,
 // registered with the API server, and one longhorn-manager per node, each
 // with its own datastore and controller ID, running Longhorn's volume,
-// replica and engine controllers, until it is signalled. The sandbox starts
-// it as a process of its own: Longhorn's controller package and the CSI
+// replica and engine controllers, until it is signalled. With
+// --control-socket it also takes a node down on the sandbox's request
+// (control.go). The sandbox starts it as a process of its own: Longhorn's controller package and the CSI
 // external-provisioner the sandbox's simulated driver is built on register
 // the same Kubernetes feature gates differently, so they cannot share one
 // process (as in a cluster, where they never do).
@@ -49,6 +50,7 @@ func run() error {
 	usableFile := flag.String("usable-file", "", "Written once Longhorn's webhooks see the default engine image deployed, so that volumes can be created.")
 	readyFile := flag.String("ready-file", "", "Written, with the controllers' names, once the webhooks are registered and every controller started.")
 	dataPlaneFile := flag.String("data-plane", "", "A JSON file of the simulated data plane (internal/dataplane.Plan): each node's instance manager address and disks. When set, the disks are mounted in the process's own mount namespace, each node's instance manager serves, and Longhorn's node, instance manager, attachment and Kubernetes controllers run too.")
+	controlSocket := flag.String("control-socket", "", "A Unix socket where the sandbox asks for a node to go down (POST /nodes/{name}/stop): its instance manager and its longhorn-manager stop.")
 	flag.Parse()
 	if *kubeconfig == "" || *nodes == "" {
 		return errors.New("--kubeconfig and --nodes are required")
@@ -64,9 +66,10 @@ func run() error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	log := logrus.StandardLogger()
+	running := newNodes(log)
 	var dp *dataplane.Plan
 	if *dataPlaneFile != "" {
-		if dp, err = startDataPlane(ctx, *dataPlaneFile, log); err != nil {
+		if dp, err = startDataPlane(ctx, *dataPlaneFile, running, log); err != nil {
 			return err
 		}
 	}
@@ -118,10 +121,21 @@ func run() error {
 		}
 	}
 	for _, n := range names {
-		if _, err := longhornmanager.Start(ctx, cfg, *namespace, n, log, opts); err != nil {
+		// Each longhorn-manager runs until the process ends or its node
+		// goes down.
+		managerCtx, stopManager := context.WithCancel(ctx)
+		defer stopManager()
+		if _, err := longhornmanager.Start(managerCtx, cfg, *namespace, n, log, opts); err != nil {
 			return err
 		}
+		running.get(n).stopManager = stopManager
 		log.Infof("Started longhorn-manager of node %s: %s", n, strings.Join(controllers, ", "))
+	}
+	if *controlSocket != "" {
+		if err := serveControl(ctx, *controlSocket, running); err != nil {
+			return err
+		}
+		log.Infof("Taking nodes down on request at %s", *controlSocket)
 	}
 	if dp != nil {
 		attacher, err := longhornmanager.NewAttacher(pod, log)
@@ -157,9 +171,9 @@ func run() error {
 }
 
 // startDataPlane mounts the data plane's disks, makes longhorn-manager's host
-// operations run here, and serves each node's instance manager until ctx
-// ends.
-func startDataPlane(ctx context.Context, file string, log logrus.FieldLogger) (*dataplane.Plan, error) {
+// operations run here, and serves each node's instance manager, all on one
+// dataplane.Network, until ctx ends or the node goes down (running).
+func startDataPlane(ctx context.Context, file string, running *nodes, log logrus.FieldLogger) (*dataplane.Plan, error) {
 	dp, err := dataplane.ReadPlan(file)
 	if err != nil {
 		return nil, err
@@ -168,11 +182,13 @@ func startDataPlane(ctx context.Context, file string, log logrus.FieldLogger) (*
 		return nil, err
 	}
 	longhornmanager.RunOnThisHost()
+	network := dataplane.NewNetwork()
 	for _, n := range dp.Nodes {
-		ls, err := dataplane.NewInstanceManager(n.IP).Listen()
+		ls, err := network.InstanceManager(n.IP).Listen()
 		if err != nil {
 			return nil, fmt.Errorf("node %s: %w", n.Name, err)
 		}
+		running.get(n.Name).instanceManager = ls
 		go func() {
 			if err := ls.Serve(ctx); err != nil {
 				log.WithError(err).Errorf("The instance manager of node %s stopped", n.Name)

@@ -21,12 +21,20 @@ import (
 // would write for it once its pod runs.
 func start(t *testing.T) *lhv1.InstanceManager {
 	t.Helper()
+	im, _ := startOn(t, dataplane.NewNetwork())
+	return im
+}
+
+// startOn is start on network n; it also returns the instance manager's
+// listeners.
+func startOn(t *testing.T, n *dataplane.Network) (*lhv1.InstanceManager, *dataplane.Listeners) {
+	t.Helper()
 	var ls *dataplane.Listeners
 	var ip string
 	for range 20 {
 		ip = fmt.Sprintf("127.%d.%d.%d", 100+rand.IntN(100), rand.IntN(256), 1+rand.IntN(254))
 		var err error
-		if ls, err = dataplane.NewInstanceManager(ip).Listen(); err == nil {
+		if ls, err = n.InstanceManager(ip).Listen(); err == nil {
 			break
 		}
 		if _, ok := err.(*net.OpError); !ok {
@@ -53,7 +61,7 @@ func start(t *testing.T) *lhv1.InstanceManager {
 			APIVersion:    engineapi.UnknownInstanceManagerAPIVersion,
 			APIMinVersion: engineapi.UnknownInstanceManagerAPIVersion,
 		},
-	}
+	}, ls
 }
 
 // TestLonghornsClientsRunAVolume drives the simulated instance manager with
@@ -174,5 +182,92 @@ func TestLonghornsClientsRunAVolume(t *testing.T) {
 	}
 	if list, err = c.InstanceList(); err != nil || len(list) != 0 {
 		t.Fatalf("%d instances left (%v), want none", len(list), err)
+	}
+}
+
+// TestStoppedInstanceManager stops the instance manager of a node that
+// holds a replica, as a node going down stops it: its ports refuse
+// Longhorn's clients, and the engine on another node, on the same network,
+// finds that replica in error (longhorn-manager's volume controller then
+// marks it failed) and cannot add another replica of the stopped node,
+// while its replica on a node that still serves stays RW.
+func TestStoppedInstanceManager(t *testing.T) {
+	n := dataplane.NewNetwork()
+	engineIM, _ := startOn(t, n)
+	downIM, down := startOn(t, n)
+	clients := map[*lhv1.InstanceManager]*engineapi.InstanceManagerClient{}
+	for _, im := range []*lhv1.InstanceManager{engineIM, downIM} {
+		im.Status.APIVersion, im.Status.APIMinVersion = 7, 1
+		im.Status.ProxyAPIVersion, im.Status.ProxyAPIMinVersion = 6, 1
+		c, err := engineapi.NewInstanceManagerClient(im, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		clients[im] = c
+	}
+	const size = 10 << 30
+	replica := func(im *lhv1.InstanceManager, name string) string {
+		t.Helper()
+		r := &lhv1.Replica{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: lhv1.ReplicaSpec{
+			InstanceSpec:      lhv1.InstanceSpec{VolumeName: "vol", VolumeSize: size, DataEngine: lhv1.DataEngineTypeV1, Image: "longhornio/longhorn-engine:v1.12.0"},
+			DataDirectoryName: name,
+		}}
+		p, err := clients[im].ReplicaInstanceCreate(&engineapi.ReplicaInstanceCreateRequest{Replica: r, DiskName: "disk-1", DataPath: "/data/replicas/" + name, EngineCLIAPIVersion: 11})
+		if err != nil {
+			t.Fatalf("replica %s: %v", name, err)
+		}
+		return fmt.Sprintf("%s:%d", im.Status.IP, p.Status.PortStart)
+	}
+	local, remote, more := replica(engineIM, "vol-r-1"), replica(downIM, "vol-r-2"), replica(downIM, "vol-r-3")
+	e := &lhv1.Engine{ObjectMeta: metav1.ObjectMeta{Name: "vol-e-0"}, Spec: lhv1.EngineSpec{
+		InstanceSpec: lhv1.InstanceSpec{VolumeName: "vol", VolumeSize: size, DataEngine: lhv1.DataEngineTypeV1, Image: "longhornio/longhorn-engine:v1.12.0"},
+		Frontend:     lhv1.VolumeFrontendBlockDev,
+	}, Status: lhv1.EngineStatus{CurrentReplicaAddressMap: map[string]string{"vol-r-1": local, "vol-r-2": remote}}}
+	p, err := clients[engineIM].EngineInstanceCreate(&engineapi.EngineInstanceCreateRequest{Engine: e, VolumeFrontend: lhv1.VolumeFrontendBlockDev, EngineCLIAPIVersion: 11})
+	if err != nil {
+		t.Fatalf("engine: %v", err)
+	}
+	e.Status.IP, e.Status.StorageIP, e.Status.Port = engineIM.Status.IP, engineIM.Status.IP, int(p.Status.PortStart)
+	proxy, err := engineapi.NewEngineClientProxy(engineIM, logrus.StandardLogger(), lhutil.NewAtomicCounter(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer proxy.Close()
+	modes := func() map[string]lhv1.ReplicaMode {
+		t.Helper()
+		rs, err := proxy.ReplicaList(e)
+		if err != nil {
+			t.Fatalf("ReplicaList: %v", err)
+		}
+		out := map[string]lhv1.ReplicaMode{}
+		for url, r := range rs {
+			out[engineapi.GetAddressFromBackendReplicaURL(url)] = r.Mode
+		}
+		return out
+	}
+	if got := modes(); got[local] != lhv1.ReplicaModeRW || got[remote] != lhv1.ReplicaModeRW {
+		t.Fatalf("replicas %v before the stop; want both RW", got)
+	}
+
+	down.Stop()
+	down.Stop() // a second Stop does nothing
+	if got := modes(); len(got) != 2 || got[local] != lhv1.ReplicaModeRW || got[remote] != lhv1.ReplicaModeERR {
+		t.Fatalf("replicas %v after the stop; want %s RW and %s ERR", got, local, remote)
+	}
+	if err := proxy.ReplicaAdd(e, "vol-r-3", engineapi.GetBackendReplicaURL(more), false, false, nil, 30, 60); err == nil {
+		t.Fatalf("ReplicaAdd of a replica of the stopped instance manager succeeded")
+	}
+	if got := modes(); len(got) != 2 || got[remote] != lhv1.ReplicaModeERR {
+		t.Fatalf("replicas %v after the refused ReplicaAdd; want vol-r-3 absent and %s still ERR", got, remote)
+	}
+	if _, err := clients[downIM].InstanceList(); err == nil {
+		t.Fatal("the stopped instance manager still answers InstanceList")
+	}
+	if err := proxy.ReplicaRemove(e, engineapi.GetBackendReplicaURL(remote), "vol-r-2"); err != nil {
+		t.Fatalf("ReplicaRemove: %v", err)
+	}
+	if got := modes(); len(got) != 1 || got[local] != lhv1.ReplicaModeRW {
+		t.Fatalf("replicas %v after removing the failed one; want %s alone, RW", got, local)
 	}
 }

@@ -44,6 +44,14 @@
 //     DefaultBackingImageSize), its real size SourceParamRealSize or the
 //     size.
 //
+// A node going down is its instance manager stopping (Listeners.Stop): its
+// ports refuse connections from then on, and the engines of the other
+// instance managers on its Network find the replicas it ran in error (in
+// their next replica list) and cannot add them, as longhorn-engine finds a
+// replica whose connection failed. Nothing is written to the API server:
+// longhorn-manager finds the node down through Kubernetes, as it does when
+// a node dies.
+//
 // What it does not: no data is stored or moved (no block device, no
 // snapshot, backup, restore or clone does anything; no backing-image file
 // is downloaded, written, uploaded, exported or checksummed, and a file's
@@ -51,6 +59,6 @@
 // expected), the v2 (SPDK) data engine is refused, the backing-image
 // manager refuses PrepareDownload, Send and backups and its files never
 // fail, a data source of type upload stays pending (nothing is uploaded),
-// and an instance never fails: a node going down is the sandbox stopping
-// that node's instance manager.
+// an instance never fails on its own, and a stopped instance manager does
+// not come back.
 package dataplane

@@ -187,11 +187,17 @@ func (p *proxy) BackupRestoreStatus(_ context.Context, req *imrpc.ProxyEngineReq
 	return &imrpc.EngineBackupRestoreStatusProxyResponse{Status: map[string]*imrpc.EngineBackupRestoreStatus{}}, nil
 }
 
-// ReplicaList answers the engine's replicas and their modes.
+// ReplicaList answers the engine's replicas and their modes. A replica
+// whose instance manager stopped is in error from then on, as
+// longhorn-engine marks a replica whose connection failed; it stays so
+// until it is removed.
 func (p *proxy) ReplicaList(_ context.Context, req *imrpc.ProxyEngineRequest) (*imrpc.EngineReplicaListProxyResponse, error) {
 	var list []*enginerpc.ControllerReplica
 	err := p.withEngine(req, false, func(e *engine) error {
 		for _, addr := range e.addresses() {
+			if !p.im.net.reachable(addr) {
+				e.replicas[addr] = enginerpc.ReplicaMode_ERR
+			}
 			list = append(list, &enginerpc.ControllerReplica{
 				Address: &enginerpc.ReplicaAddress{Address: addr, InstanceName: e.names[addr]},
 				Mode:    e.replicas[addr],
@@ -206,11 +212,15 @@ func (p *proxy) ReplicaList(_ context.Context, req *imrpc.ProxyEngineRequest) (*
 }
 
 // ReplicaAdd rebuilds a replica at once: it is RW when the call returns,
-// as a finished rebuild leaves it.
+// as a finished rebuild leaves it. A replica whose instance manager
+// stopped cannot be reached: the call fails and the engine is unchanged.
 func (p *proxy) ReplicaAdd(_ context.Context, req *imrpc.EngineReplicaAddRequest) (*emptypb.Empty, error) {
 	addr := req.GetReplicaAddress()
 	if addr == "" {
 		return nil, status.Error(codes.InvalidArgument, "missing replica address")
+	}
+	if !p.im.net.reachable(addr) {
+		return nil, status.Errorf(codes.Unavailable, "cannot connect to replica %s: connection refused", addr)
 	}
 	err := p.withEngine(req.GetProxyEngineRequest(), true, func(e *engine) error {
 		e.replicas[addr] = enginerpc.ReplicaMode_RW

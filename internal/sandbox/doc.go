@@ -23,4 +23,9 @@
 // and keep each node's Lease with the kubelet's own lease controller
 // (k8s.io/component-helpers), so node lifecycle sees them alive as it would
 // see kwok's nodes.
+//
+// With Longhorn's own controllers, Sandbox.StopNode takes a node down as a
+// node dies: its kubelet stops, and sandbox-longhorn, asked over a Unix
+// socket in the sandbox's directory, stops the node's instance manager and
+// longhorn-manager.
 package sandbox

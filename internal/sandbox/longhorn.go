@@ -2,12 +2,17 @@ package sandbox
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"net"
+	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -58,8 +63,10 @@ func (s *Sandbox) startLonghornControllers(ctx context.Context) error {
 	if err := s.dataPlane.Write(plan); err != nil {
 		return err
 	}
+	s.longhornControl = filepath.Join(s.workDir, "longhorn-control.sock")
 	args := []string{"--kubeconfig", kubeconfig, "--namespace", Namespace, "--nodes", strings.Join(nodes, ","), "--ready-file", ready, "--usable-file", s.longhornUsable,
-		"--engine-image", simlonghorn.EngineImage, "--instance-manager-image", simlonghorn.InstanceManagerImage, "--data-plane", plan}
+		"--engine-image", simlonghorn.EngineImage, "--instance-manager-image", simlonghorn.InstanceManagerImage, "--data-plane", plan,
+		"--control-socket", s.longhornControl}
 	last := &tail{max: 4096}
 	// Its own mount namespace holds the data plane's disks.
 	if s.longhorn, err = controlplane.StartProcess("sandbox-longhorn", bin, args, io.MultiWriter(out, last), controlplane.OwnMountNamespace()); err != nil {
@@ -180,3 +187,45 @@ func newDataPlane(topology *Topology) (*dataplane.Plan, error) {
 // DataPlane returns the simulated data plane Longhorn's controllers reach:
 // each node's address and disks; nil without Longhorn's controllers.
 func (s *Sandbox) DataPlane() *dataplane.Plan { return s.dataPlane }
+
+// StopNode takes node down as a node dies, with Longhorn's own controllers
+// (Options.LonghornControllers): its kubelet stops (no Lease renewal, no
+// node or pod status: simlonghorn.Outages), its instance manager stops
+// answering (its ports refuse connections, and the engines of the other
+// nodes find the replicas it ran in error: dataplane.Listeners.Stop) and
+// its longhorn-manager stops (sandbox-longhorn's control socket). Nothing
+// is written to the API server: kube-controller-manager's node lifecycle
+// controller marks the node NotReady once NodeMonitorGracePeriod passed
+// without a Lease renewal, and Longhorn's controllers on the other nodes
+// react as they do to a node that died. Longhorn's webhooks and REST API
+// keep serving. The node stays down until the sandbox stops; stopping it
+// again does nothing more. It returns once the node is down.
+func (s *Sandbox) StopNode(ctx context.Context, node string) error {
+	if s.longhorn == nil || s.outages == nil {
+		return errors.New("a node going down is simulated with Longhorn's own controllers only (Options.LonghornControllers)")
+	}
+	if !slices.ContainsFunc(s.opts.Topology.Nodes, func(n Node) bool { return n.Name == node }) {
+		return fmt.Errorf("no node %s in the topology", node)
+	}
+	s.outages.Stop(node)
+	c := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		var d net.Dialer
+		return d.DialContext(ctx, "unix", s.longhornControl)
+	}}}
+	defer c.CloseIdleConnections()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://sandbox-longhorn/nodes/"+url.PathEscape(node)+"/stop", nil)
+	if err != nil {
+		return err
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		return fmt.Errorf("taking node %s down in sandbox-longhorn: %w", node, err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("taking node %s down in sandbox-longhorn: %s: %s", node, resp.Status, strings.TrimSpace(string(body)))
+	}
+	s.progress("node %s is down: its kubelet, instance manager and longhorn-manager stopped", node)
+	return nil
+}

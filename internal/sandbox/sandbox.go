@@ -165,6 +165,10 @@ type Sandbox struct {
 	// dataPlane is the simulated data plane Longhorn's controllers reach
 	// (nil without them).
 	dataPlane *dataplane.Plan
+	// longhornControl is sandbox-longhorn's control socket (StopNode);
+	// outages the nodes whose kubelets StopNode stopped.
+	longhornControl string
+	outages         *simlonghorn.Outages
 
 	runners []*runner
 	// managers are the runners of the managers, in Options.Managers order;
@@ -529,6 +533,7 @@ func (s *Sandbox) startLonghorn(ctx context.Context) error {
 			nodeIPs[n.Name] = n.IP
 		}
 		longhornAPI = s.dataPlane.APIURL()
+		s.outages = simlonghorn.NewOutages()
 		// Longhorn's webhooks first, so that the simulation's start-up
 		// objects pass Longhorn's mutators and validators as in a cluster.
 		if err := s.startLonghornControllers(ctx); err != nil {
@@ -545,6 +550,7 @@ func (s *Sandbox) startLonghorn(ctx context.Context) error {
 		NodeLeaseDuration:    nodeLeaseDuration(s.opts.NodeMonitorGracePeriod),
 		CapacityPollInterval: s.opts.CapacityPollInterval,
 		OnRefusedWrite:       s.opts.OnRefusedWrite,
+		Outages:              s.outages,
 	})
 	if err != nil {
 		return err

@@ -67,7 +67,9 @@
 //     Longhorn's backing-image manager, data source and share manager pods,
 //     which get one of their own from the top of the nodes' /24 (pods.go),
 //     and a pod with a TCP readiness probe is ready once its port answers
-//     on its IP.
+//     on its IP. The kubelet of a node that went down (Options.Outages,
+//     outage.go) does none of this any more, so node lifecycle marks the
+//     node NotReady as for a node that died.
 //   - provisioner.go: the Longhorn CSI driver behind the CSI
 //     external-provisioner, built on sig-storage-lib-external-provisioner:
 //     a claim kube-controller-manager's PV controller hands to

@@ -28,7 +28,8 @@ const nodeStatusReportFrequency = 5 * time.Minute
 
 // kubelet plays the kubelet of every simulated node: the Kubernetes Node's
 // status and its heartbeat, pod status and the end of pod deletion. The
-// node's Lease is nodeLeases' job.
+// node's Lease is nodeLeases' job. The kubelet of a node that went down
+// (Options.Outages) does nothing more.
 type kubelet struct {
 	sim *sim
 	// ips hands out the IPs of pods that get one of their own (pods.go).
@@ -66,6 +67,9 @@ func (k *kubelet) setup(mgr ctrl.Manager) error {
 // remove. It writes with Update, so a change made meanwhile conflicts and
 // is looked at again.
 func (k *kubelet) reconcileNode(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	if k.sim.outages.Down(req.Name) {
+		return reconcile.Result{}, nil
+	}
 	node := &corev1.Node{}
 	if err := k.sim.client.Get(ctx, req.NamespacedName, node); err != nil {
 		return reconcile.Result{}, client.IgnoreNotFound(err)
@@ -133,7 +137,7 @@ func (k *kubelet) reconcilePod(ctx context.Context, req reconcile.Request) (reco
 		}
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
-	if k.sim.nodeByName[pod.Spec.NodeName] == nil {
+	if k.sim.nodeByName[pod.Spec.NodeName] == nil || k.sim.outages.Down(pod.Spec.NodeName) {
 		return reconcile.Result{}, nil
 	}
 	if !pod.DeletionTimestamp.IsZero() {

@@ -44,7 +44,8 @@ func newNodeLeases(mgr ctrl.Manager, s *sim, duration time.Duration) (*nodeLease
 	return &nodeLeases{sim: s, client: cs, duration: duration}, nil
 }
 
-// Start renews every simulated node's Lease until ctx ends.
+// Start renews every simulated node's Lease until ctx ends or the node goes
+// down (Options.Outages).
 func (l *nodeLeases) Start(ctx context.Context) error {
 	log := ctrl.LoggerFrom(ctx).WithName("simlonghorn-node-lease")
 	ctx = klog.NewContext(ctx, log)
@@ -56,7 +57,19 @@ func (l *nodeLeases) Start(ctx context.Context) error {
 	for _, n := range l.sim.nodes {
 		c := lease.NewController(clock.RealClock{}, l.client, n.Name, seconds, nil, l.duration/4,
 			n.Name, corev1.NamespaceNodeLease, l.setNodeOwner(ctx, n.Name))
-		wg.Go(func() { c.Run(ctx) })
+		wg.Go(func() {
+			ctx, cancel := context.WithCancel(ctx)
+			defer cancel()
+			go func() {
+				select {
+				case <-l.sim.outages.stopped(n.Name):
+					log.Info("The node went down: its lease is no longer renewed", "node", n.Name)
+					cancel()
+				case <-ctx.Done():
+				}
+			}()
+			c.Run(ctx)
+		})
 	}
 	log.Info("Renewing the simulated nodes' leases", "nodes", len(l.sim.nodes), "leaseDuration", l.duration)
 	wg.Wait()

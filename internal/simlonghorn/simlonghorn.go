@@ -132,6 +132,9 @@ type Options struct {
 	// refreshes every CSIStorageCapacity object it publishes; zero is
 	// DefaultCapacityPollInterval, the external-provisioner's default.
 	CapacityPollInterval time.Duration
+	// Outages, when set, are the nodes that went down: their kubelets
+	// stop (Outages.Stop). Nil keeps every node up.
+	Outages *Outages
 }
 
 // NodeSpec is one simulated node: a Kubernetes Node and a Longhorn Node.
@@ -286,6 +289,8 @@ type sim struct {
 	nodeIPs map[string]string
 	// longhornAPI is Options.LonghornAPI.
 	longhornAPI string
+	// outages is Options.Outages.
+	outages *Outages
 }
 
 // RefusedWrite is a replica write the API server refused.
@@ -307,7 +312,7 @@ func newSim(mgr ctrl.Manager, opts Options) (*sim, error) {
 	}
 	s := &sim{
 		client: mgr.GetClient(), namespace: opts.Namespace, allocatable: opts.Allocatable, onRefused: opts.OnRefusedWrite,
-		nodeIPs: opts.NodeIPs, longhornAPI: opts.LonghornAPI, nodeByName: map[string]*NodeSpec{}, diskNode: map[string]string{},
+		nodeIPs: opts.NodeIPs, longhornAPI: opts.LonghornAPI, outages: opts.Outages, nodeByName: map[string]*NodeSpec{}, diskNode: map[string]string{},
 	}
 	if s.allocatable == nil {
 		s.allocatable = DefaultAllocatable()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -691,17 +692,18 @@ func imageCase(ctx context.Context, t *testing.T, e *env) {
 }
 
 // settle waits until every ledger equals what Longhorn persisted on its
-// disk (replicas at volumeSize, backing-image copies at realSize) and has
-// nothing pending.
-func settle(ctx context.Context, t *testing.T, c client.Client) {
+// disk (replicas at volumeSize, backing-image copies at realSize), has
+// nothing pending, and is Ready, except the ledgers of the down nodes,
+// which must say their node is not Ready (rule 8).
+func settle(ctx context.Context, t *testing.T, c client.Client, down ...string) {
 	t.Helper()
 	testenv.Eventually(t, ctx, 90*time.Second, "the ledgers settle on what is persisted", func(ctx context.Context) (bool, string, error) {
-		off, err := unsettled(ctx, c)
+		off, err := unsettled(ctx, c, down...)
 		return off == "" && err == nil, off, err
 	}, testenv.Every(200*time.Millisecond), testenv.RetryErrors())
 }
 
-func unsettled(ctx context.Context, c client.Client) (string, error) {
+func unsettled(ctx context.Context, c client.Client, down ...string) (string, error) {
 	replicas := &lhv1.ReplicaList{}
 	if err := c.List(ctx, replicas, client.InNamespace(sandbox.Namespace)); err != nil {
 		return "", err
@@ -724,6 +726,11 @@ func unsettled(ctx context.Context, c client.Client) (string, error) {
 	for i := range list.Items {
 		ds := &list.Items[i]
 		ready := meta.IsStatusConditionTrue(ds.Status.Conditions, dsv1.DiskScheduleConditionReady)
+		if slices.Contains(down, ds.Spec.NodeID) {
+			// A down node's disk takes no new placement; what it holds stays.
+			c := meta.FindStatusCondition(ds.Status.Conditions, dsv1.DiskScheduleConditionReady)
+			ready = c != nil && c.Status == metav1.ConditionFalse && c.Reason == dsv1.DiskScheduleReasonNodeNotReady
+		}
 		if ds.Status.StorageScheduled != persisted[ds.Name] || ledger.PendingCount(ds) != 0 || !ready {
 			off = append(off, fmt.Sprintf("%s/%s: ledger %s (%d pending, ready %t), persisted %s", ds.Spec.NodeID, ds.Spec.Name,
 				ledger.Bytes(ds.Status.StorageScheduled), ledger.PendingCount(ds), ready, ledger.Bytes(persisted[ds.Name])))

@@ -24,11 +24,17 @@ import (
 // returns the claim, the pod and the volume's name.
 func RunPod(ctx context.Context, t testing.TB, c client.Client, name, size string) (*corev1.PersistentVolumeClaim, *corev1.Pod, string) {
 	t.Helper()
+	return RunPodOfClass(ctx, t, c, name, size, sandbox.StorageClassName)
+}
+
+// RunPodOfClass is RunPod with a claim of the named StorageClass.
+func RunPodOfClass(ctx context.Context, t testing.TB, c client.Client, name, size, class string) (*corev1.PersistentVolumeClaim, *corev1.Pod, string) {
+	t.Helper()
 	pvc := &corev1.PersistentVolumeClaim{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: name},
 		Spec: corev1.PersistentVolumeClaimSpec{
 			AccessModes:      []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
-			StorageClassName: ptr.To(sandbox.StorageClassName),
+			StorageClassName: ptr.To(class),
 			Resources:        corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse(size)}},
 		},
 	}

@@ -1,0 +1,111 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/sirupsen/logrus"
+
+	"github.com/longhorn/diskschedule/internal/dataplane"
+)
+
+// node is what runs in this process for one sandbox node: its instance
+// manager and its longhorn-manager.
+type node struct {
+	// instanceManager is the node's instance manager (nil without the
+	// data plane).
+	instanceManager *dataplane.Listeners
+	// stopManager stops the node's longhorn-manager: its controllers and
+	// its datastore's informers.
+	stopManager context.CancelFunc
+}
+
+// nodes are the sandbox's nodes by name, as far as this process runs them.
+type nodes struct {
+	mu     sync.Mutex
+	byName map[string]*node
+	log    logrus.FieldLogger
+}
+
+func newNodes(log logrus.FieldLogger) *nodes {
+	return &nodes{byName: map[string]*node{}, log: log}
+}
+
+// get returns name's node, adding it when it is new.
+func (ns *nodes) get(name string) *node {
+	ns.mu.Lock()
+	defer ns.mu.Unlock()
+	n := ns.byName[name]
+	if n == nil {
+		n = &node{}
+		ns.byName[name] = n
+	}
+	return n
+}
+
+// stop takes name down as a node dies: its instance manager stops (its
+// ports refuse connections, and the engines of other nodes find its
+// replicas in error) and its longhorn-manager stops (its controllers'
+// workers and its informers; the monitors Longhorn's controllers started
+// keep their goroutines, but reach only the stopped instance manager and
+// the stopped controllers' queues). Nothing is written to the API server:
+// the other nodes' longhorn-managers find the node down through Kubernetes.
+// Longhorn's webhooks and REST API, served in this process by a datastore
+// of their own, keep serving, as in a cluster a Service sends them to a
+// longhorn-manager on a live node. A stopped node stays down.
+func (ns *nodes) stop(name string) error {
+	ns.mu.Lock()
+	n := ns.byName[name]
+	ns.mu.Unlock()
+	if n == nil {
+		return fmt.Errorf("no node %s", name)
+	}
+	start := time.Now()
+	if n.instanceManager != nil {
+		n.instanceManager.Stop()
+	}
+	if n.stopManager != nil {
+		n.stopManager()
+	}
+	ns.log.Infof("Node %s is down: its instance manager and longhorn-manager stopped in %s", name, time.Since(start).Round(time.Millisecond))
+	return nil
+}
+
+// serveControl serves the sandbox's requests on a Unix socket at path until
+// ctx ends: POST /nodes/{name}/stop takes the node down (nodes.stop) and
+// answers once it is. A socket in the sandbox's own directory rather than a
+// port: no port has to be found, and only who may write that directory
+// can ask. It returns once the socket listens.
+func serveControl(ctx context.Context, path string, ns *nodes) error {
+	_ = os.Remove(path)
+	l, err := net.Listen("unix", path)
+	if err != nil {
+		return fmt.Errorf("the control socket: %w", err)
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /nodes/{name}/stop", func(w http.ResponseWriter, r *http.Request) {
+		if err := ns.stop(r.PathValue("name")); err != nil {
+			http.Error(w, err.Error(), http.StatusNotFound)
+			return
+		}
+		_, _ = fmt.Fprintf(w, "node %s is down\n", r.PathValue("name"))
+	})
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	go func() {
+		<-ctx.Done()
+		_ = srv.Close()
+		_ = os.Remove(path)
+	}()
+	go func() {
+		if err := srv.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			ns.log.WithError(err).Error("The control socket stopped serving")
+		}
+	}()
+	return nil
+}
