@@ -17,4 +17,11 @@
 // version, a watch of every Replica checks that no disk ever holds more
 // than its limit, and at the end every ledger settles on what is
 // persisted.
+//
+// TestDiskEvictionStall, TestExpansionStall and TestLiveMigrationStall run
+// on longhorn-manager v1.12.0's own controllers and the simulated data
+// plane (longhorn_test.go, migration_test.go): live migration runs on
+// Longhorn's code, a migratable volume's second attachment on another node
+// starting it and the first's removal confirming it, with the gate and the
+// mirror meeting the migration replicas Longhorn creates.
 package stall
