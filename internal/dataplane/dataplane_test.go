@@ -155,6 +155,12 @@ func TestLonghornsClientsRunAVolume(t *testing.T) {
 	if got := replicaModes(); len(got) != 2 || got[url("vol-r-3")] != lhv1.ReplicaModeRW || got[url("vol-r-2")] != lhv1.ReplicaModeRW {
 		t.Fatalf("replicas %v after rebuilding vol-r-3 and removing vol-r-1; want vol-r-2 and vol-r-3 RW", got)
 	}
+	// An engine started with replicas and a frontend serves its endpoint
+	// at once, as longhorn-engine's controller starts its frontend with
+	// them; starting it again changes nothing.
+	if v, err := proxy.VolumeGet(e); err != nil || v.Endpoint != "/dev/longhorn/vol" {
+		t.Fatalf("VolumeGet before VolumeFrontendStart: %+v, %v; want endpoint /dev/longhorn/vol", v, err)
+	}
 	if err := proxy.VolumeFrontendStart(e); err != nil {
 		t.Fatalf("VolumeFrontendStart: %v", err)
 	}

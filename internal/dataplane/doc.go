@@ -17,8 +17,14 @@
 //     started with (each in mode RW), a replica added is rebuilt at once
 //     (RW when ReplicaAdd returns), one removed is gone; the volume's size
 //     is the engine's --size until VolumeExpand sets a new one; its
-//     frontend starts on request; the snapshot chain is the volume head
-//     alone; purge, clone, rebuild and restore have nothing in progress;
+//     frontend starts with it when it is started with replicas, as
+//     longhorn-engine's controller starts it, or on request; the snapshot
+//     chain is the volume head alone; purge, clone, rebuild and restore
+//     have nothing in progress. A live migration asks nothing more: its
+//     engine on the target node is an engine started with the migration
+//     replicas, each an instance of its own in the disk and data directory
+//     of a replica of the volume (no data is kept, so a shared directory is
+//     nothing to the instance manager);
 //   - the disk service (8502): its version and health, for the v1
 //     filesystem disks Longhorn reads with statfs itself.
 //

@@ -148,6 +148,10 @@ func parseEngine(spec *imrpc.InstanceSpec) (*engine, error) {
 			e.snapshotMaxSize, _ = strconv.ParseInt(value(), 10, 64)
 		}
 	}
+	// longhorn-engine's controller starts its frontend as it starts with
+	// its replicas (controller.Start), so an engine given both serves its
+	// endpoint once it runs.
+	e.started = e.frontend != "" && len(e.replicas) > 0
 	return e, nil
 }
 

@@ -26,7 +26,10 @@ import (
 // API, whose handler is VolumeManager.Attach with the csi-attacher type and
 // the VolumeAttachment's name as the attachment ID; ControllerUnpublish is
 // VolumeManager.Detach). Longhorn's volume attachment controller then
-// attaches the volume from the tickets.
+// attaches the volume from the tickets. A volume whose pods run on two
+// nodes has a ticket on each: for a migratable volume that starts Longhorn's
+// live migration (as KubeVirt's target virt-launcher pod does), and the
+// first pod's end, its ticket removed, confirms it.
 type Attacher struct {
 	pod     *longhornpod.Pod
 	volumes *manager.VolumeManager

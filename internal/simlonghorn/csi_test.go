@@ -141,7 +141,30 @@ func TestVolumeFor(t *testing.T) {
 		t.Errorf("default reclaim policy = %s", pv.Spec.PersistentVolumeReclaimPolicy)
 	}
 
-	for _, params := range []map[string]string{{"numberOfReplicas": "two"}, {"dataLocality": "nearby"}} {
+	// A ReadWriteMany claim's volume is shared (rwx), and migratable when
+	// its class says so; a ReadWriteOnce claim's is never migratable.
+	class.Parameters = map[string]string{"migratable": "true"}
+	for _, tt := range []struct {
+		mode           corev1.PersistentVolumeAccessMode
+		wantAccess     lhv1.AccessMode
+		wantMigratable bool
+	}{
+		{corev1.ReadWriteMany, lhv1.AccessModeReadWriteMany, true},
+		{corev1.ReadWriteOnce, lhv1.AccessModeReadWriteOnce, false},
+	} {
+		pvc.Spec.AccessModes = []corev1.PersistentVolumeAccessMode{tt.mode}
+		vol, err := simlonghorn.VolumeFor(pvc, class, "longhorn-system")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if vol.Spec.AccessMode != tt.wantAccess || vol.Spec.Migratable != tt.wantMigratable {
+			t.Errorf("a %s claim of a migratable class: access mode %s, migratable %t; want %s, %t",
+				tt.mode, vol.Spec.AccessMode, vol.Spec.Migratable, tt.wantAccess, tt.wantMigratable)
+		}
+	}
+	pvc.Spec.AccessModes = []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce}
+
+	for _, params := range []map[string]string{{"numberOfReplicas": "two"}, {"dataLocality": "nearby"}, {"migratable": "maybe"}} {
 		class.Parameters = params
 		if _, err := simlonghorn.VolumeFor(pvc, class, "longhorn-system"); err == nil {
 			t.Errorf("VolumeFor accepted %v", params)

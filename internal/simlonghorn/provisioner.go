@@ -3,6 +3,7 @@ package simlonghorn
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -157,7 +158,10 @@ func VolumeName(pvc *corev1.PersistentVolumeClaim) string { return "pvc-" + stri
 // webhook fill in: the claim's request rounded up to 2 MiB, shaped by the
 // class parameters (numberOfReplicas defaults to 3, dataLocality to
 // disabled), frontend blockdev, data engine v1, every policy override
-// "ignored".
+// "ignored". A claim that asks for ReadWriteMany gets a shared (rwx)
+// volume, which a class whose migratable parameter is true makes
+// migratable, as Longhorn's CSI driver does (csi/util.go getVolumeOptions:
+// migratable only with rwx).
 func VolumeFor(pvc *corev1.PersistentVolumeClaim, class *storagev1.StorageClass, namespace string) (*lhv1.Volume, error) {
 	size, ok := pvc.Spec.Resources.Requests[corev1.ResourceStorage]
 	if !ok || size.Sign() <= 0 {
@@ -211,6 +215,16 @@ func VolumeFor(pvc *corev1.PersistentVolumeClaim, class *storagev1.StorageClass,
 		default:
 			return nil, fmt.Errorf("storage class %s: parameter %s %q is not a data locality", class.Name, ParamDataLocality, v)
 		}
+	}
+	if slices.Contains(pvc.Spec.AccessModes, corev1.ReadWriteMany) {
+		vol.Spec.AccessMode = lhv1.AccessModeReadWriteMany
+	}
+	if v := params[ParamMigratable]; v != "" {
+		migratable, err := strconv.ParseBool(v)
+		if err != nil {
+			return nil, fmt.Errorf("storage class %s: parameter %s %q is not a boolean", class.Name, ParamMigratable, v)
+		}
+		vol.Spec.Migratable = migratable && vol.Spec.AccessMode == lhv1.AccessModeReadWriteMany
 	}
 	return vol, nil
 }

@@ -37,6 +37,9 @@ const (
 	ParamNodeSelector     = "nodeSelector"
 	ParamDiskSelector     = "diskSelector"
 	ParamBackingImage     = "backingImage"
+	// ParamMigratable makes a ReadWriteMany claim's volume migratable
+	// (Longhorn's live migration, as KubeVirt uses it).
+	ParamMigratable = "migratable"
 )
 
 // SourceParamSize is the BackingImage source parameter that declares the

@@ -21,19 +21,24 @@
 // than its limit, and at the end every ledger settles on what is
 // persisted.
 //
-// The cases of longhorn_test.go and backingimage_test.go run on
+// The cases of longhorn_test.go, backingimage_test.go and
+// migration_test.go run on
 // longhorn-manager v1.12.0's own controllers over the simulated data
 // plane instead: a disk's eviction (TestDiskEvictionStall), a claim's
 // expansion (TestExpansionStall), a replica rebuilt after its node goes
 // down (TestNodeDownRebuildStall: the sandbox's StopNode stops the node's
 // kubelet, instance manager and longhorn-manager, and the test sets
 // Longhorn's replica-replenishment-wait-interval to 90 s through its
-// Setting, as an operator would, from its default of 600 s), and a
+// Setting, as an operator would, from its default of 600 s), a
 // backing-image volume's first start on a disk without the image's copy
 // (TestBackingImageFirstStartStall: to the pod running with the copy,
 // which the gate asked of the ledger at the image's realSize when
 // Longhorn's replica controller added the disk to the image, ready on the
-// replica's disk). Each stall runs from the request, the node's going
+// replica's disk), and a live migration (TestLiveMigrationStall,
+// migration_test.go: a migratable volume's second attachment on another
+// node starting it and the first's removal confirming it, with the gate
+// and the mirror meeting the migration replicas Longhorn creates). Each
+// stall runs from the request, the node's going
 // down or the pod's creation to what Longhorn reports done, and is
 // bounded by Longhorn's and Kubernetes' own periods (same document,
 // "Stalls on Longhorn's own controllers"); the same watch checks every
