@@ -20,6 +20,7 @@ import (
 
 	dsv1 "github.com/longhorn/diskschedule/api/v1beta2"
 	"github.com/longhorn/diskschedule/internal/dataplane"
+	"github.com/longhorn/diskschedule/internal/ledger"
 	"github.com/longhorn/diskschedule/internal/sandbox"
 	"github.com/longhorn/diskschedule/internal/simlonghorn"
 	"github.com/longhorn/diskschedule/internal/testenv"
@@ -168,7 +169,7 @@ func TestBackingImageFirstStartStall(t *testing.T) {
 		}
 		_, asked := bi.Spec.DiskFileSpecMap[disk]
 		seen("copy in the image's spec", asked)
-		g, err := e.grantedCopy(ctx, disk, image)
+		g, err := e.grantedOf(ctx, disk, ledger.BackingImage, image)
 		if err != nil {
 			return false, "", err
 		}
@@ -278,18 +279,4 @@ func (e *longhornEnv) tagNode(ctx context.Context, t *testing.T, node, tag strin
 	if err := e.c.Update(ctx, n); err != nil {
 		t.Fatal(err)
 	}
-}
-
-// grantedCopy returns what disk's ledger grants the copy of image (zero
-// when it holds nothing for it).
-func (e *longhornEnv) grantedCopy(ctx context.Context, disk, image string) (int64, error) {
-	ds := &dsv1.DiskSchedule{}
-	if err := e.c.Get(ctx, client.ObjectKey{Namespace: sandbox.Namespace, Name: disk}, ds); err != nil {
-		return 0, err
-	}
-	st, ok := ds.Status.BackingImages[image]
-	if !ok || st.State != dsv1.RequestStateScheduled {
-		return 0, nil
-	}
-	return st.ScheduledSize, nil
 }

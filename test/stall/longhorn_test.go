@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	dsv1 "github.com/longhorn/diskschedule/api/v1beta2"
+	"github.com/longhorn/diskschedule/internal/ledger"
 	"github.com/longhorn/diskschedule/internal/sandbox"
 	"github.com/longhorn/diskschedule/internal/scenario"
 	"github.com/longhorn/diskschedule/internal/simlonghorn"
@@ -192,14 +193,20 @@ func (e *longhornEnv) replicas(ctx context.Context, t *testing.T, vol string) []
 // granted returns what disk's ledger grants replica (zero when it holds
 // nothing for it).
 func (e *longhornEnv) granted(ctx context.Context, disk, replica string) (int64, error) {
+	return e.grantedOf(ctx, disk, ledger.Replica, replica)
+}
+
+// grantedOf returns what disk's ledger grants the request of kind named
+// name (zero when it holds nothing for it, or disk is "": not placed).
+func (e *longhornEnv) grantedOf(ctx context.Context, disk string, kind ledger.Kind, name string) (int64, error) {
 	if disk == "" {
-		return 0, nil // not placed
+		return 0, nil
 	}
 	ds := &dsv1.DiskSchedule{}
 	if err := e.c.Get(ctx, client.ObjectKey{Namespace: sandbox.Namespace, Name: disk}, ds); err != nil {
 		return 0, err
 	}
-	st, ok := ds.Status.Replicas[replica]
+	st, ok := (*ledger.Decisions(&ds.Status, kind))[name]
 	if !ok || st.State != dsv1.RequestStateScheduled {
 		return 0, nil
 	}
