@@ -106,12 +106,7 @@ func startLonghorn(t *testing.T) *longhornEnv {
 	}
 	logs := t.TempDir()
 	sb := sandboxtest.Start(t, sandboxtest.Options{Sandbox: sandbox.Options{Topology: topo, LonghornControllers: true, LogDir: logs}})
-	cfg := sb.AdminConfig()
-	cfg.QPS, cfg.Burst = 500, 1000
-	c, err := client.NewWithWatch(cfg, client.Options{Scheme: sb.Scheme()})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := sandboxtest.WatchingClient(t, sb)
 	wctx, wcancel := context.WithCancel(context.Background())
 	lw, err := scenario.WatchLedgers(wctx, c, sandbox.Namespace)
 	if err != nil {

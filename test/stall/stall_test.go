@@ -358,12 +358,7 @@ func start(t *testing.T, longhorn bool) *env {
 		OnRefusedWrite:      rec.refusedWrite,
 		LonghornControllers: longhorn,
 	}, KeepLogs: true})
-	cfg := sb.AdminConfig()
-	cfg.QPS, cfg.Burst = 500, 1000
-	c, err := client.NewWithWatch(cfg, client.Options{Scheme: sb.Scheme()})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := sandboxtest.WatchingClient(t, sb)
 	list := &dsv1.DiskScheduleList{}
 	if err := c.List(ctx, list, client.InNamespace(sandbox.Namespace)); err != nil {
 		t.Fatal(err)
