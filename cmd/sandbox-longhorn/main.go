@@ -46,6 +46,7 @@ func run() error {
 	engineImage := flag.String("engine-image", "longhornio/longhorn-engine:v1.12.0", "The default engine image.")
 	imImage := flag.String("instance-manager-image", "longhornio/longhorn-instance-manager:v1.12.0", "The default instance manager image.")
 	bimImage := flag.String("backing-image-manager-image", "longhornio/backing-image-manager:v1.12.0", "The default backing-image manager image.")
+	smImage := flag.String("share-manager-image", "longhornio/longhorn-share-manager:v1.12.0", "The share manager image, which Longhorn's volume controller gives the share managers of RWX volumes.")
 	supportBundleImage := flag.String("support-bundle-manager-image", "longhornio/support-bundle-kit:v0.0.79", "The support bundle manager image.")
 	usableFile := flag.String("usable-file", "", "Written once Longhorn's webhooks see the default engine image deployed, so that volumes can be created.")
 	readyFile := flag.String("ready-file", "", "Written, with the controllers' names, once the webhooks are registered and every controller started.")
@@ -68,8 +69,9 @@ func run() error {
 	log := logrus.StandardLogger()
 	running := newNodes(log)
 	var dp *dataplane.Plan
+	var ims dataplane.NodeInstanceManagers
 	if *dataPlaneFile != "" {
-		if dp, err = startDataPlane(ctx, *dataPlaneFile, running, log); err != nil {
+		if dp, ims, err = startDataPlane(ctx, *dataPlaneFile, running, log); err != nil {
 			return err
 		}
 	}
@@ -104,14 +106,15 @@ func run() error {
 		return err
 	}
 	controllers := longhornmanager.Controllers
-	opts := longhornmanager.Options{DataPlane: dp != nil, InstanceManagerImage: *imImage, BackingImageManagerImage: *bimImage}
+	opts := longhornmanager.Options{DataPlane: dp != nil, InstanceManagerImage: *imImage, BackingImageManagerImage: *bimImage, ShareManagerImage: *smImage}
 	if dp != nil {
 		controllers = append(slices.Clone(controllers), longhornmanager.DataPlaneControllers...)
-		// The backing-image manager and data source pods Longhorn creates
-		// serve at their own IPs.
+		// The backing-image manager, data source and share manager pods
+		// Longhorn creates serve at their own IPs; a share manager finds
+		// its volume's device on its node's instance manager.
 		go func() {
-			if err := dataplane.NewPodServices(pod.Kube, *namespace, dp, log).Run(ctx); err != nil {
-				log.WithError(err).Error("The backing-image pods' services stopped")
+			if err := dataplane.NewPodServices(pod.Kube, *namespace, dp, ims, log).Run(ctx); err != nil {
+				log.WithError(err).Error("The services of Longhorn's pods stopped")
 			}
 		}()
 		for _, n := range names {
@@ -172,22 +175,26 @@ func run() error {
 
 // startDataPlane mounts the data plane's disks, makes longhorn-manager's host
 // operations run here, and serves each node's instance manager, all on one
-// dataplane.Network, until ctx ends or the node goes down (running).
-func startDataPlane(ctx context.Context, file string, running *nodes, log logrus.FieldLogger) (*dataplane.Plan, error) {
+// dataplane.Network, until ctx ends or the node goes down (running). It
+// returns the plan and the instance managers by node.
+func startDataPlane(ctx context.Context, file string, running *nodes, log logrus.FieldLogger) (*dataplane.Plan, dataplane.NodeInstanceManagers, error) {
 	dp, err := dataplane.ReadPlan(file)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if err := longhornmanager.MountDisks(dp.DiskRoot, dp.Disks()); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	longhornmanager.RunOnThisHost()
 	network := dataplane.NewNetwork()
+	ims := dataplane.NodeInstanceManagers{}
 	for _, n := range dp.Nodes {
-		ls, err := network.InstanceManager(n.IP).Listen()
+		im := network.InstanceManager(n.IP)
+		ls, err := im.Listen()
 		if err != nil {
-			return nil, fmt.Errorf("node %s: %w", n.Name, err)
+			return nil, nil, fmt.Errorf("node %s: %w", n.Name, err)
 		}
+		ims[n.Name] = im
 		running.get(n.Name).instanceManager = ls
 		go func() {
 			if err := ls.Serve(ctx); err != nil {
@@ -196,5 +203,5 @@ func startDataPlane(ctx context.Context, file string, running *nodes, log logrus
 		}()
 		log.Infof("Serving node %s's instance manager at %s, with %d disks", n.Name, n.IP, len(n.Disks))
 	}
-	return dp, nil
+	return dp, ims, nil
 }

@@ -48,7 +48,24 @@
 //     ready for transfer at once, at the size its size parameter declares
 //     (SourceParamSize, a quantity; an export's volume-size; otherwise
 //     DefaultBackingImageSize), its real size SourceParamRealSize or the
-//     size.
+//     size;
+//   - a share manager (ShareManager, longhorn-share-manager v1.12's daemon
+//     in the pod Longhorn's share manager controller creates for an RWX
+//     volume: gRPC on port 9600, on the module's generated smrpc
+//     definitions and gRPC health): it looks for its volume's block device
+//     on its node (an engine of the volume running on the node's instance
+//     manager with its block-device frontend started: BlockDevices) at its
+//     start and every ShareManagerDeviceCheckInterval (5 s), as the daemon
+//     does, and once it is there holds the volume exported and its NFS
+//     server listening on NFSPort (2049) on the pod's IP, where the
+//     sandbox's kubelet probes it for the pod's readiness (the pod's own
+//     probe, cat /var/run/ganesha.pid, passes once NFS-Ganesha runs). It
+//     answers what longhorn-manager calls: Mount and Unmount (its share
+//     manager controller; nothing before the NFS server runs), the health
+//     check (serving while exported: its Kubernetes pod controller's
+//     IsServing), FilesystemTrim (its API) and FilesystemResize (its CSI
+//     node server), both refused as the daemon refuses them without the
+//     device or the mount, and doing nothing otherwise.
 //
 // A node going down is its instance manager stopping (Listeners.Stop): its
 // ports refuse connections from then on, and the engines of the other
@@ -59,12 +76,17 @@
 // a node dies.
 //
 // What it does not: no data is stored or moved (no block device, no
-// snapshot, backup, restore or clone does anything; no backing-image file
+// snapshot, backup, restore or clone does anything; no NFS is served on a
+// share manager's NFS port, which accepts connections and closes them,
+// nothing is mounted, formatted, encrypted, trimmed or resized, and a
+// share manager takes no lease for RWX fast failover; no backing-image file
 // is downloaded, written, uploaded, exported or checksummed, and a file's
 // checksum is made up from its name, UUID and size unless one is
 // expected), the v2 (SPDK) data engine is refused, the backing-image
 // manager refuses PrepareDownload, Send and backups and its files never
 // fail, a data source of type upload stays pending (nothing is uploaded),
-// an instance never fails on its own, and a stopped instance manager does
+// an instance never fails on its own, a share manager's export never fails
+// on its own (its device going away does not end it, where the daemon's
+// health check would end the pod), and a stopped instance manager does
 // not come back.
 package dataplane

@@ -24,14 +24,15 @@ import (
 
 // PodServices serves the data plane Longhorn reaches at the IPs of pods it
 // creates on the plan's nodes: for each running backing-image manager pod,
-// a BackingImageManager, and for each running backing-image data source
-// pod, a DataSource, on the pod's IP (which the sandbox's kubelet gives
-// each such pod of its own), until the pod goes, as the container in the
-// pod would serve.
+// a BackingImageManager, for each running backing-image data source pod, a
+// DataSource, and for each running share manager pod, a ShareManager, on
+// the pod's IP (which the sandbox's kubelet gives each such pod of its
+// own), until the pod goes, as the container in the pod would serve.
 type PodServices struct {
 	kube      kubernetes.Interface
 	namespace string
 	nodes     map[string]bool
+	devices   BlockDevices
 	log       logrus.FieldLogger
 
 	// store is the informer's cache of the pods.
@@ -53,17 +54,18 @@ type podService struct {
 }
 
 // NewPodServices returns the services of the pods in namespace on plan's
-// nodes.
-func NewPodServices(kube kubernetes.Interface, namespace string, plan *Plan, log logrus.FieldLogger) *PodServices {
+// nodes; a share manager finds its volume's block device on its node in
+// devices (never, when nil).
+func NewPodServices(kube kubernetes.Interface, namespace string, plan *Plan, devices BlockDevices, log logrus.FieldLogger) *PodServices {
 	nodes := map[string]bool{}
 	for _, n := range plan.Nodes {
 		nodes[n.Name] = true
 	}
-	return &PodServices{kube: kube, namespace: namespace, nodes: nodes, log: log, serving: map[types.UID]*podService{}}
+	return &PodServices{kube: kube, namespace: namespace, nodes: nodes, devices: devices, log: log, serving: map[types.UID]*podService{}}
 }
 
 // servedComponents are the pods' Longhorn components PodServices serves.
-var servedComponents = []string{lhtypes.LonghornLabelBackingImageManager, lhtypes.LonghornLabelBackingImageDataSource}
+var servedComponents = []string{lhtypes.LonghornLabelBackingImageManager, lhtypes.LonghornLabelBackingImageDataSource, lhtypes.LonghornLabelShareManager}
 
 // Run watches the pods and serves them until ctx ends, then stops every
 // service.
@@ -150,6 +152,14 @@ func (ps *PodServices) start(ctx context.Context, pod *corev1.Pod) error {
 			return err
 		}
 		port, serve = engineapi.BackingImageDataSourceDefaultPort, NewDataSource(spec).Serve
+	case lhtypes.LonghornLabelShareManager:
+		volume, err := shareManagerVolume(pod)
+		if err != nil {
+			return err
+		}
+		node := pod.Spec.NodeName
+		device := func() bool { return ps.devices != nil && ps.devices.BlockDevice(node, volume) }
+		port, serve = engineapi.ShareManagerDefaultPort, NewShareManager(volume, device).Serve
 	default:
 		return nil
 	}
@@ -184,6 +194,23 @@ func (ps *PodServices) stop(uid types.UID) {
 	svc.cancel()
 	<-svc.done
 	ps.log.Infof("Stopped serving pod %s at %s", uid, svc.ip)
+}
+
+// shareManagerVolume reads the volume a share manager pod exports from its
+// command line (daemon --volume NAME), as longhorn-share-manager does.
+func shareManagerVolume(pod *corev1.Pod) (string, error) {
+	for _, c := range pod.Spec.Containers {
+		args := append(append([]string{}, c.Command...), c.Args...)
+		for i, a := range args {
+			if v, ok := strings.CutPrefix(a, "--volume="); ok {
+				return v, nil
+			}
+			if a == "--volume" && i+1 < len(args) {
+				return args[i+1], nil
+			}
+		}
+	}
+	return "", fmt.Errorf("share manager pod %s names no --volume", pod.Name)
 }
 
 // dataSourceSpec reads a backing-image data source pod's command line

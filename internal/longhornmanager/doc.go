@@ -7,8 +7,8 @@
 // and resyncs; with the simulated data plane (Options.DataPlane) also its
 // node, instance manager, volume attachment, rebuilding, eviction and
 // expansion controllers, its backing image, backing image manager and
-// backing image data source controllers, and its Kubernetes PV, node and
-// pod controllers;
+// backing image data source controllers, its share manager controller, and
+// its Kubernetes PV, node and pod controllers;
 // Longhorn's REST API (its api package over manager.VolumeManager), which
 // the sandbox's CSI resizer calls as Longhorn's CSI driver does; and
 // Longhorn's admission webhooks (its webhook/server package's mutators and
@@ -27,8 +27,8 @@
 // the Attacher, which plays kube-controller-manager's attach-detach
 // controller and the CSI external-attacher with Longhorn's own
 // VolumeManager.Attach and Detach. The instance managers, backing-image
-// managers and backing-image data sources Longhorn's controllers reach are
-// internal/dataplane's. The engine image is still an
+// managers, backing-image data sources and share managers Longhorn's
+// controllers reach are internal/dataplane's. The engine image is still an
 // object the simulation keeps deployed: Longhorn's engine image controller
 // runs the engine binary from the host's /engine-binaries.
 //

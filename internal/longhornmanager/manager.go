@@ -28,6 +28,7 @@ var DataPlaneControllers = []string{
 	"longhorn-volume-rebuilding", "longhorn-volume-eviction", "longhorn-volume-expansion",
 	"longhorn-kubernetes-pv", "longhorn-kubernetes-node", "longhorn-kubernetes-pod",
 	"longhorn-backing-image", "longhorn-backing-image-manager", "longhorn-backing-image-data-source",
+	"longhorn-share-manager",
 }
 
 // ServiceAccount is longhorn-manager's service account, which the pods it
@@ -45,6 +46,11 @@ type Options struct {
 	// BackingImageManagerImage is the default backing-image manager image,
 	// which Longhorn's backing image controllers run their pods with.
 	BackingImageManagerImage string
+	// ShareManagerImage is the share manager image (longhorn-manager's
+	// --share-manager-image), which Longhorn's volume controller gives the
+	// ShareManager of each RWX volume and its share manager controller
+	// runs the share manager pod with.
+	ShareManagerImage string
 }
 
 // runner is a Longhorn controller: its workers run until stop closes.
@@ -82,7 +88,7 @@ func Start(ctx context.Context, cfg *rest.Config, namespace, node string, log lo
 	log = log.WithField("node", node)
 	ds := pod.DataStore
 	proxyConns := lhutil.NewAtomicCounter()
-	volumes, err := controller.NewVolumeController(log, ds, scheme, kube, namespace, node, "", proxyConns)
+	volumes, err := controller.NewVolumeController(log, ds, scheme, kube, namespace, node, opts.ShareManagerImage, proxyConns)
 	if err != nil {
 		return nil, fmt.Errorf("longhorn-manager on %s: volume controller: %w", node, err)
 	}
@@ -159,6 +165,14 @@ func dataPlaneControllers(log logrus.FieldLogger, pod *longhornpod.Pod, scheme *
 		return nil, err
 	}
 	if err := addBackingImageControllers(log, pod, scheme, namespace, node, opts, proxyConns, add); err != nil {
+		return nil, err
+	}
+	// Longhorn's share manager controller: a share manager pod per RWX
+	// volume in use, which the sandbox's kube-scheduler places and its
+	// kubelet runs, and internal/dataplane's PodServices serves; the
+	// volume attached on that pod's node.
+	shareManagers, err := controller.NewShareManagerController(log, ds, scheme, kube, namespace, node, ServiceAccount)
+	if err := add("share manager", shareManagers, err); err != nil {
 		return nil, err
 	}
 	return out, nil
