@@ -62,12 +62,19 @@
 //     (Options.NodeLeaseDuration, 40s by default) by the kubelet's own lease
 //     controller, so kube-controller-manager's node lifecycle controller
 //     keeps the node Ready and untainted; pods Running once their Longhorn
-//     volumes are attached and have a running replica; and the end of pod
+//     volumes are attached to their node and have a running replica (with
+//     Options.LonghornControllers, an RWX volume that is not migratable
+//     once it is attached on its share manager's node and its share
+//     manager runs with its endpoint set, as Longhorn's CSI node server
+//     waits for before it mounts the share); and the end of pod
 //     deletion. With Options.NodeIPs a pod gets its node's IP, except
 //     Longhorn's backing-image manager, data source and share manager pods,
 //     which get one of their own from the top of the nodes' /24 (pods.go),
 //     and a pod with a TCP readiness probe is ready once its port answers
-//     on its IP. The kubelet of a node that went down (Options.Outages,
+//     on its IP; a share manager pod's probe (cat /var/run/ganesha.pid,
+//     true once NFS-Ganesha runs) is run as a TCP probe of its NFS port
+//     (2049), where the simulated share manager (internal/dataplane)
+//     listens once its NFS server runs. The kubelet of a node that went down (Options.Outages,
 //     outage.go) does none of this any more, so node lifecycle marks the
 //     node NotReady as for a node that died.
 //   - provisioner.go: the Longhorn CSI driver behind the CSI

@@ -172,7 +172,12 @@ func (k *kubelet) reconcilePod(ctx context.Context, req reconcile.Request) (reco
 
 // volumesReady reports whether every claim of the pod is bound and every
 // Longhorn volume among them is attached to the pod's node with a running
-// replica, as a volume must be before the kubelet can mount it.
+// replica, as a volume must be before the kubelet can mount it. With
+// Longhorn's share manager controller (sim.shareManagers), an RWX volume
+// that is not migratable is attached on its share manager's node instead,
+// and is ready once its share is available there (shareAvailable), as
+// Longhorn's CSI node server waits for before it mounts the share's NFS
+// endpoint.
 func (k *kubelet) volumesReady(ctx context.Context, pod *corev1.Pod) (bool, error) {
 	for _, claim := range claimNames(pod) {
 		pvc := &corev1.PersistentVolumeClaim{}
@@ -190,7 +195,11 @@ func (k *kubelet) volumesReady(ctx context.Context, pod *corev1.Pod) (bool, erro
 		if err := k.sim.client.Get(ctx, client.ObjectKey{Namespace: k.sim.namespace, Name: name}, vol); err != nil {
 			return false, client.IgnoreNotFound(err)
 		}
-		if vol.Status.CurrentNodeID != pod.Spec.NodeName || vol.Status.State != lhv1.VolumeStateAttached {
+		if k.sim.shareManagers && sharedVolume(vol) {
+			if !shareAvailable(vol) {
+				return false, nil
+			}
+		} else if vol.Status.CurrentNodeID != pod.Spec.NodeName || vol.Status.State != lhv1.VolumeStateAttached {
 			return false, nil
 		}
 		replicas := &lhv1.ReplicaList{}
@@ -206,6 +215,21 @@ func (k *kubelet) volumesReady(ctx context.Context, pod *corev1.Pod) (bool, erro
 		}
 	}
 	return true, nil
+}
+
+// sharedVolume reports whether vol is served by a share manager: RWX and
+// not migratable (Longhorn's isRegularRWXVolume).
+func sharedVolume(vol *lhv1.Volume) bool {
+	return vol.Spec.AccessMode == lhv1.AccessModeReadWriteMany && !vol.Spec.Migratable
+}
+
+// shareAvailable reports whether the share of an RWX volume can be mounted,
+// as Longhorn v1.12.0's CSI node server requires before it mounts it
+// (csi/node_server.go NodeStageVolume): the volume attached (on its share
+// manager's node, whichever that is) and its share manager running with
+// its endpoint set (isVolumeShareAvailable).
+func shareAvailable(vol *lhv1.Volume) bool {
+	return vol.Status.State == lhv1.VolumeStateAttached && vol.Status.ShareState == lhv1.ShareManagerStateRunning && vol.Status.ShareEndpoint != ""
 }
 
 // setPodRunning sets the status a kubelet reports once every container started.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -128,12 +129,30 @@ func (k *kubelet) podIP(pod *corev1.Pod) (string, error) {
 	return k.sim.nodeIPs[pod.Spec.NodeName], nil
 }
 
-// tcpReadinessPort returns the port of the first container's TCP readiness
-// probe, 0 when it has none.
+// ganeshaPIDFile is the file Longhorn's share manager pods' readiness probe
+// reads (cat /var/run/ganesha.pid): NFS-Ganesha writes it once it runs.
+const ganeshaPIDFile = "/var/run/ganesha.pid"
+
+// nfsPort is where NFS-Ganesha serves NFS in a share manager pod, the port
+// of the Service Longhorn's share manager controller creates for it.
+const nfsPort = 2049
+
+// tcpReadinessPort returns the port the kubelet connects to on the pod's IP
+// to probe its readiness, 0 when it has no probe it can run that way: the
+// port of the first container's TCP readiness probe, or, for the exec probe
+// Longhorn gives its share manager pods (cat of ganeshaPIDFile, which
+// passes once NFS-Ganesha runs, serving NFS), the NFS port: the sandbox's
+// kubelet runs no command in a container, and the simulated share manager
+// (internal/dataplane) listens there once its NFS server runs.
 func tcpReadinessPort(pod *corev1.Pod) int {
 	for _, c := range pod.Spec.Containers {
-		if p := c.ReadinessProbe; p != nil && p.TCPSocket != nil {
+		p := c.ReadinessProbe
+		switch {
+		case p == nil:
+		case p.TCPSocket != nil:
 			return p.TCPSocket.Port.IntValue()
+		case p.Exec != nil && slices.Equal(p.Exec.Command, []string{"cat", ganeshaPIDFile}):
+			return nfsPort
 		}
 	}
 	return 0

@@ -73,16 +73,27 @@ func TestPodIPs(t *testing.T) {
 }
 
 // TestSetPodStarted: a started pod runs at its IP on its host's, ready at
-// once unless it has a TCP readiness probe to pass first.
+// once unless it has a TCP readiness probe to pass first, or the probe of
+// Longhorn's share manager pods (cat /var/run/ganesha.pid), which the
+// kubelet runs as a TCP probe of the NFS port.
 func TestSetPodStarted(t *testing.T) {
 	probed := &corev1.Pod{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", ReadinessProbe: &corev1.Probe{
 		ProbeHandler: corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{Port: intstr.FromInt(8000)}},
 	}}}}}
+	shareManager := &corev1.Pod{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "share-manager", ReadinessProbe: &corev1.Probe{
+		ProbeHandler: corev1.ProbeHandler{Exec: &corev1.ExecAction{Command: []string{"cat", "/var/run/ganesha.pid"}}},
+	}}}}}
+	otherExec := &corev1.Pod{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", ReadinessProbe: &corev1.Probe{
+		ProbeHandler: corev1.ProbeHandler{Exec: &corev1.ExecAction{Command: []string{"true"}}},
+	}}}}}
 	plain := &corev1.Pod{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c"}}}}
+	if port := tcpReadinessPort(shareManager); port != 2049 {
+		t.Errorf("the share manager pod is probed at port %d, want NFS's 2049", port)
+	}
 	for _, tc := range []struct {
 		pod   *corev1.Pod
 		ready bool
-	}{{probed, false}, {plain, true}} {
+	}{{probed, false}, {shareManager, false}, {otherExec, true}, {plain, true}} {
 		setPodStarted(tc.pod, "127.1.1.1", "127.1.1.254", metav1.Now())
 		if tc.pod.Status.Phase != corev1.PodRunning || tc.pod.Status.HostIP != "127.1.1.1" || tc.pod.Status.PodIP != "127.1.1.254" {
 			t.Errorf("status %+v", tc.pod.Status)

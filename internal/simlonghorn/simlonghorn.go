@@ -294,6 +294,11 @@ type sim struct {
 	longhornAPI string
 	// outages is Options.Outages.
 	outages *Outages
+	// shareManagers is whether Longhorn's share manager controller serves
+	// RWX volumes (Options.LonghornControllers): a pod then uses such a
+	// volume through its share manager's endpoint, as Longhorn's CSI node
+	// server mounts it, not attached on its own node.
+	shareManagers bool
 }
 
 // RefusedWrite is a replica write the API server refused.
@@ -316,6 +321,7 @@ func newSim(mgr ctrl.Manager, opts Options) (*sim, error) {
 	s := &sim{
 		client: mgr.GetClient(), namespace: opts.Namespace, allocatable: opts.Allocatable, onRefused: opts.OnRefusedWrite,
 		nodeIPs: opts.NodeIPs, longhornAPI: opts.LonghornAPI, outages: opts.Outages, nodeByName: map[string]*NodeSpec{}, diskNode: map[string]string{},
+		shareManagers: opts.LonghornControllers,
 	}
 	if s.allocatable == nil {
 		s.allocatable = DefaultAllocatable()
