@@ -25,27 +25,28 @@ import (
 )
 
 // rwxBound bounds an RWX claim's pod, from its creation to running, by
-// Longhorn's own periods:
-//   - Longhorn's share manager controller does not watch VolumeAttachments
-//     (controller/share_manager_controller.go:96-126 of longhorn-manager
-//     v1.12.0: share managers, volumes, share-manager pods), so it may see
-//     the pod's csi-attacher ticket only at the volume's next change or at
-//     its informers' resync, 30 s (longhornpod.Resync, as longhorn-manager's
-//     informer factories); then it creates the share manager pod and, once
-//     kube-scheduler placed it, its own attachment ticket on the pod's node
-//     (share_manager_controller.go:520-564), all on watches;
-//   - the volume attaches there once Longhorn's engine monitor polled its
-//     engine (EnginePollInterval, 5 s: controller/engine_controller.go);
+// Longhorn's own periods (longhorn-manager v1.12.0's files unless named):
+//   - Longhorn's share manager controller does not watch VolumeAttachments,
+//     only share managers, volumes and share-manager pods, and only its
+//     ShareManager handler resyncs (controller/share_manager_controller.go:101-126;
+//     the informers' period is 30 s, util/client/client.go:95): it may see
+//     the pod's csi-attacher ticket only at the volume's next change or that
+//     resync. It then creates the share manager pod and, once
+//     kube-scheduler placed it, its own attachment ticket on that pod's
+//     node (share_manager_controller.go:520-564), each on a watch;
+//   - the volume is attached there once Longhorn's engine monitor polled
+//     its engine (EnginePollInterval, 5 s: controller/engine_controller.go:58);
 //   - the share manager's daemon looks for the volume's device every 5 s
-//     (longhorn-share-manager v1.12.0 pkg/server/share_manager.go:31,
-//     waitBetweenChecks) and starts NFS-Ganesha when it is there; the
-//     kubelet's readiness probe then passes (the sandbox's kubelet probes
-//     every 100 ms; a kubelet's period for this probe is 5 s after 3 s,
-//     datastore/kubernetes.go:42-44), and the share manager controller
-//     writes the share running with its endpoint
-//     (share_manager_controller.go:441-480, 959-975), which the volume
-//     controller copies to the volume (controller/volume_controller.go:6119-6121)
-//     and the pod's kubelet waits for, as Longhorn's CSI node server does.
+//     (longhorn-share-manager v1.12.0 pkg/server/share_manager.go:32,
+//     waitBetweenChecks) and starts NFS-Ganesha once it is there; the pod's
+//     readiness probe then passes (the sandbox's kubelet probes every
+//     100 ms; a kubelet runs this probe every 5 s after 3 s,
+//     datastore/kubernetes.go:42-44, which a cluster adds), and the share
+//     manager controller writes the share running with its endpoint on the
+//     pod's event (share_manager_controller.go:441-479, 980-990), which the
+//     volume controller copies to the volume
+//     (controller/volume_controller.go:6122-6123) and the pod's kubelet
+//     waits for, as Longhorn's CSI node server does.
 //
 // 30 s + 5 s + 5 s, and 15 s more for a loaded machine.
 const rwxBound = 30*time.Second + 5*time.Second + 5*time.Second + 15*time.Second
