@@ -21,8 +21,8 @@
 // than its limit, and at the end every ledger settles on what is
 // persisted.
 //
-// The cases of longhorn_test.go, backingimage_test.go and
-// migration_test.go run on
+// The cases of longhorn_test.go, backingimage_test.go, migration_test.go
+// and rwx_test.go run on
 // longhorn-manager v1.12.0's own controllers over the simulated data
 // plane instead: a disk's eviction (TestDiskEvictionStall), a claim's
 // expansion (TestExpansionStall), a replica rebuilt after its node goes
@@ -37,7 +37,11 @@
 // replica's disk), and a live migration (TestLiveMigrationStall,
 // migration_test.go: a migratable volume's second attachment on another
 // node starting it and the first's removal confirming it, with the gate
-// and the mirror meeting the migration replicas Longhorn creates). Each
+// and the mirror meeting the migration replicas Longhorn creates), and an
+// RWX claim's pod (TestRWXStall, rwx_test.go: Longhorn's share manager
+// controller attaching the volume on its share manager's node, the pod
+// running once the share runs with its endpoint; the extender reserving
+// nothing for the volume). Each
 // stall runs from the request, the node's going
 // down or the pod's creation to what Longhorn reports done, and is
 // bounded by Longhorn's and Kubernetes' own periods (same document,
