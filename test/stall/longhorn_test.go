@@ -98,14 +98,19 @@ type longhornEnv struct {
 // on Longhorn's own controllers, and the ledger watch; at the end of the
 // test no ledger broke its invariant and every ledger settled on what is
 // persisted (not Ready on a node the test took down, Ready elsewhere).
-func startLonghorn(t *testing.T) *longhornEnv {
+// Each of opts changes the sandbox's options (e.g. Extender).
+func startLonghorn(t *testing.T, opts ...func(*sandbox.Options)) *longhornEnv {
 	t.Helper()
 	topo := &sandbox.Topology{}
 	for i := 1; i <= 3; i++ {
 		topo.Nodes = append(topo.Nodes, sandbox.Node{Name: fmt.Sprintf("node-%d", i), Disks: []sandbox.Disk{{Name: "disk-1", Size: 400 * gib}}})
 	}
 	logs := t.TempDir()
-	sb := sandboxtest.Start(t, sandboxtest.Options{Sandbox: sandbox.Options{Topology: topo, LonghornControllers: true, LogDir: logs}})
+	so := sandbox.Options{Topology: topo, LonghornControllers: true, LogDir: logs}
+	for _, o := range opts {
+		o(&so)
+	}
+	sb := sandboxtest.Start(t, sandboxtest.Options{Sandbox: so})
 	c := sandboxtest.WatchingClient(t, sb)
 	wctx, wcancel := context.WithCancel(context.Background())
 	lw, err := scenario.WatchLedgers(wctx, c, sandbox.Namespace)

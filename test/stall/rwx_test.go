@@ -165,7 +165,8 @@ func TestRWXStall(t *testing.T) {
 		t.Skip("starts a control plane")
 	}
 	t.Parallel()
-	e := startLonghorn(t)
+	// kube-scheduler calls the extender for the pods that ask for it.
+	e := startLonghorn(t, func(o *sandbox.Options) { o.Extender = true })
 	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 	defer cancel()
 	const (
