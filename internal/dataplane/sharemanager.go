@@ -3,7 +3,6 @@ package dataplane
 import (
 	"context"
 	"errors"
-	"fmt"
 	"net"
 	"strconv"
 	"sync"
@@ -113,21 +112,23 @@ func (m *ShareManager) Serve(ctx context.Context, l net.Listener) error {
 
 // run waits for the device, then starts the NFS server on ip, as the
 // daemon's Run loop does: a look at once, then one every
-// ShareManagerDeviceCheckInterval.
+// ShareManagerDeviceCheckInterval. An NFS port still held (by the share
+// manager of a pod that had this IP and is stopping) is tried again at the
+// next look.
 func (m *ShareManager) run(ctx context.Context, ip string) error {
+	var l net.Listener
 	for {
 		if m.device() {
-			break
+			var err error
+			if l, err = net.Listen("tcp", net.JoinHostPort(ip, strconv.Itoa(NFSPort))); err == nil {
+				break
+			}
 		}
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-time.After(ShareManagerDeviceCheckInterval):
 		}
-	}
-	l, err := net.Listen("tcp", net.JoinHostPort(ip, strconv.Itoa(NFSPort)))
-	if err != nil {
-		return fmt.Errorf("share manager of %s: the NFS server: %w", m.volume, err)
 	}
 	m.mu.Lock()
 	m.nfs, m.exported = l, true
