@@ -12,6 +12,7 @@ import (
 	lhtypes "github.com/longhorn/longhorn-manager/types"
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
@@ -157,9 +158,10 @@ func (e *longhornEnv) setDiskScheduling(ctx context.Context, t *testing.T, node 
 // Longhorn writes the share running with its endpoint: the pod runs within
 // rwxBound of its creation. The extender asks nothing of the pod's node for
 // the volume (DESIGN §6): the pod goes to a node that cannot hold a
-// replica, and no ledger ever holds a reservation for the volume; every
-// ledger's invariant is watched, and every ledger settles on what Longhorn
-// persisted.
+// replica, and no ledger ever holds a reservation for the volume. When the
+// pod goes, Longhorn stops the share manager, deletes its pod and detaches
+// the volume. Every ledger's invariant is watched, and every ledger settles
+// on what Longhorn persisted.
 func TestRWXStall(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a control plane")
@@ -302,6 +304,32 @@ func TestRWXStall(t *testing.T) {
 	if len(seen) > 0 {
 		t.Errorf("the extender reserved space for the RWX volume %s, which Longhorn attaches on its share manager's node:\n%s", vol, strings.Join(seen, "\n"))
 	}
+
+	// The pod goes: its csi-attacher ticket is removed, and Longhorn stops
+	// the share manager (Unmount, its ticket removed, its pod deleted) and
+	// detaches the volume.
+	if err := e.c.Delete(ctx, pod); err != nil {
+		t.Fatal(err)
+	}
+	stopped := time.Now()
+	testenv.Eventually(t, ctx, 2*rwxBound, "the share manager stopped, its pod gone and the volume detached", func(ctx context.Context) (bool, string, error) {
+		sm := &lhv1.ShareManager{}
+		if err := e.c.Get(ctx, client.ObjectKey{Namespace: sandbox.Namespace, Name: vol}, sm); err != nil {
+			return false, "", err
+		}
+		err := e.c.Get(ctx, client.ObjectKeyFromObject(smPod), &corev1.Pod{})
+		smPodGone := apierrors.IsNotFound(err)
+		if err != nil && !smPodGone {
+			return false, "", err
+		}
+		if err := e.c.Get(ctx, client.ObjectKey{Namespace: sandbox.Namespace, Name: vol}, &v); err != nil {
+			return false, "", err
+		}
+		return sm.Status.State == lhv1.ShareManagerStateStopped && smPodGone && v.Status.State == lhv1.VolumeStateDetached,
+			fmt.Sprintf("share manager %s, its pod gone %t, volume %s", sm.Status.State, smPodGone, v.Status.State), nil
+	}, testenv.RetryErrors())
+	t.Logf("the pod deleted: share manager stopped, its pod gone and the volume detached in %s", time.Since(stopped).Round(10*time.Millisecond))
+
 	// The operator lets node-1's disk take replicas again: its ledger is
 	// Ready, and the ledgers settle.
 	e.setDiskScheduling(ctx, t, podNode, true)
