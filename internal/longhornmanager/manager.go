@@ -52,8 +52,8 @@ var DataPlaneControllers = []string{
 //     datastore's UpdateReplica labels the replica with that diskID, so they
 //     agree. syncReplicaEvictionRequested sets spec.evictionRequested only
 //     when the node or disk asks for eviction, or the Kubernetes node is
-//     cordoned under the node drain policy, which nothing does in this
-//     mode. It reads Volumes: its snapshot hashing acts on a volume whose
+//     cordoned under the node drain policy, which none of the suites in
+//     this mode does. It reads Volumes: its snapshot hashing acts on a volume whose
 //     status.ownerID is its node, and without a volume controller no
 //     volume has an owner.
 //   - The instance manager controller writes InstanceManagers (status,
