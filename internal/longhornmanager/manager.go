@@ -53,9 +53,9 @@ var DataPlaneControllers = []string{
 //     agree. syncReplicaEvictionRequested sets spec.evictionRequested only
 //     when the node or disk asks for eviction, or the Kubernetes node is
 //     cordoned under the node drain policy, which none of the suites in
-//     this mode does. It reads Volumes: its snapshot hashing acts on a volume whose
-//     status.ownerID is its node, and without a volume controller no
-//     volume has an owner.
+//     this mode does. It reads Volumes: its snapshot hashing acts on a
+//     volume whose status.ownerID is its node, and without a volume
+//     controller no volume has an owner.
 //   - The instance manager controller writes InstanceManagers (status,
 //     from the instance manager's gRPC API), their pods and
 //     PodDisruptionBudgets, and Orphans of instances no Engine or Replica
