@@ -2,7 +2,8 @@
 // for the sandbox (internal/longhornmanager): Longhorn's admission webhooks,
 // registered with the API server, and one longhorn-manager per node, each
 // with its own datastore and controller ID, running Longhorn's volume,
-// replica and engine controllers, until it is signalled. With
+// replica and engine controllers (with --nodes-only only its node, instance
+// manager and Kubernetes node controllers), until it is signalled. With
 // --control-socket it also takes a node down on the sandbox's request
 // (control.go). The sandbox starts it as a process of its own: Longhorn's controller package and the CSI
 // external-provisioner the sandbox's simulated driver is built on register
@@ -52,9 +53,13 @@ func run() error {
 	readyFile := flag.String("ready-file", "", "Written, with the controllers' names, once the webhooks are registered and every controller started.")
 	dataPlaneFile := flag.String("data-plane", "", "A JSON file of the simulated data plane (internal/dataplane.Plan): each node's instance manager address and disks. When set, the disks are mounted in the process's own mount namespace, each node's instance manager serves (and the backing-image and share manager pods Longhorn creates), and Longhorn's node, instance manager, attachment, backing image, share manager and Kubernetes controllers run too.")
 	controlSocket := flag.String("control-socket", "", "A Unix socket where the sandbox asks for a node to go down (POST /nodes/{name}/stop): its instance manager and its longhorn-manager stop.")
+	nodesOnly := flag.Bool("nodes-only", false, "With --data-plane, run only Longhorn's node, instance manager and Kubernetes node controllers (longhornmanager.NodeControllers): Longhorn Nodes, their disks' status and the instance managers are Longhorn's, and nothing of Longhorn's creates, places or runs volumes and replicas; no REST API, no attacher.")
 	flag.Parse()
 	if *kubeconfig == "" || *nodes == "" {
 		return errors.New("--kubeconfig and --nodes are required")
+	}
+	if *nodesOnly && *dataPlaneFile == "" {
+		return errors.New("--nodes-only needs --data-plane")
 	}
 	cfg, err := clientcmd.BuildConfigFromFlags("", *kubeconfig)
 	if err != nil {
@@ -106,8 +111,11 @@ func run() error {
 		return err
 	}
 	controllers := longhornmanager.Controllers
-	opts := longhornmanager.Options{DataPlane: dp != nil, InstanceManagerImage: *imImage, BackingImageManagerImage: *bimImage, ShareManagerImage: *smImage}
-	if dp != nil {
+	opts := longhornmanager.Options{DataPlane: dp != nil, NodesOnly: *nodesOnly, InstanceManagerImage: *imImage, BackingImageManagerImage: *bimImage, ShareManagerImage: *smImage}
+	switch {
+	case *nodesOnly:
+		controllers = longhornmanager.NodeControllers
+	case dp != nil:
 		controllers = append(slices.Clone(controllers), longhornmanager.DataPlaneControllers...)
 		// The backing-image manager, data source and share manager pods
 		// Longhorn creates serve at their own IPs; a share manager finds
@@ -117,6 +125,9 @@ func run() error {
 				log.WithError(err).Error("The services of Longhorn's pods stopped")
 			}
 		}()
+	}
+	if dp != nil {
+		// Longhorn's node controller finds its node's longhorn-manager pod.
 		for _, n := range names {
 			if err := longhornmanager.CreateManagerPod(ctx, pod.Kube, *namespace, n, *managerImage, dp.DiskRoot); err != nil {
 				return err
@@ -140,7 +151,7 @@ func run() error {
 		}
 		log.Infof("Taking nodes down on request at %s", *controlSocket)
 	}
-	if dp != nil {
+	if dp != nil && !*nodesOnly {
 		attacher, err := longhornmanager.NewAttacher(pod, log)
 		if err != nil {
 			return err

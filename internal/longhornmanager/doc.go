@@ -7,8 +7,10 @@
 // and resyncs; with the simulated data plane (Options.DataPlane) also its
 // node, instance manager, volume attachment, rebuilding, eviction and
 // expansion controllers, its backing image, backing image manager and
-// backing image data source controllers, its share manager controller, and
-// its Kubernetes PV, node and pod controllers;
+// backing image data source controllers, its share manager controller,
+// and its Kubernetes PV, node and pod controllers; or, with Options.NodesOnly, its node, instance manager
+// and Kubernetes node controllers alone (NodeControllers: Longhorn's Nodes,
+// disks and instance managers, while a test's own writers place replicas);
 // Longhorn's REST API (its api package over manager.VolumeManager), which
 // the sandbox's CSI resizer calls as Longhorn's CSI driver does; and
 // Longhorn's admission webhooks (its webhook/server package's mutators and

@@ -31,6 +31,47 @@ var DataPlaneControllers = []string{
 	"longhorn-share-manager",
 }
 
+// NodeControllers names the only longhorn-manager controllers a Manager
+// runs with Options.NodesOnly: those that keep the Longhorn Node, its
+// disks' status and its instance managers as Longhorn does, and nothing
+// that creates, places, starts or changes volumes and replicas.
+//
+// What they write, in longhorn-manager v1.12.0's code, and why none of it
+// is a Volume or Replica a test's own writers (internal/testenv/
+// replicawriter) create and place:
+//
+//   - The node controller (controller.NewNodeController, with its disk,
+//     environment-check and snapshot monitors) writes its Node's status
+//     (conditions; each disk's status from statfs and longhorn-disk.cfg,
+//     storageScheduled and scheduledReplica counted from the replicas
+//     labelled with the disk's UUID), the node's InstanceManagers, Orphans
+//     of unknown replica directories, and BackingImages' disk maps. It
+//     writes a Replica in two places only. syncDiskStatus rewrites a
+//     replica's spec.nodeID and spec.diskPath when they differ from the
+//     node and path of the disk its longhorndiskuuid label names: Longhorn's
+//     scheduler sets nodeID, diskID and diskPath from one disk, and the
+//     datastore's UpdateReplica labels the replica with that diskID, so they
+//     agree. syncReplicaEvictionRequested sets spec.evictionRequested only
+//     when the node or disk asks for eviction, or the Kubernetes node is
+//     cordoned under the node drain policy, which none of the suites in
+//     this mode does. It reads Volumes: its snapshot hashing acts on a
+//     volume whose status.ownerID is its node, and without a volume
+//     controller no volume has an owner.
+//   - The instance manager controller writes InstanceManagers (status,
+//     from the instance manager's gRPC API), their pods and
+//     PodDisruptionBudgets, and Orphans of instances no Engine or Replica
+//     names; it only reads Replicas and Engines (for the budget and the
+//     orphans). No instance runs: no replica or engine controller starts
+//     one.
+//   - The Kubernetes node controller writes the Longhorn Node's spec
+//     (default disks on labelled nodes, default tags) or deletes a Longhorn
+//     Node whose Kubernetes Node is gone.
+//
+// The engine image stays the simulation's object (see the package doc),
+// and the Settings and default BackupTarget Longhorn's daemon writes at
+// start are Initialize's.
+var NodeControllers = []string{"longhorn-node", "longhorn-instance-manager", "longhorn-kubernetes-node"}
+
 // ServiceAccount is longhorn-manager's service account, which the pods it
 // creates (instance managers, share managers) run as.
 const ServiceAccount = "longhorn-service-account"
@@ -40,6 +81,12 @@ type Options struct {
 	// DataPlane also runs DataPlaneControllers: the node's instance manager
 	// answers (internal/dataplane) and its disks are mounted (MountDisks).
 	DataPlane bool
+	// NodesOnly, with DataPlane, runs NodeControllers alone: the node's
+	// Longhorn Node, disks and instance managers are Longhorn's, and
+	// nothing of Longhorn's creates, places or runs volumes and replicas
+	// (the sandbox's --simulated-longhorn=false, where a test's own writers
+	// place replicas with Longhorn's scheduler and datastore).
+	NodesOnly bool
 	// InstanceManagerImage is the default instance manager image, which
 	// Longhorn's node controller gives the InstanceManagers it creates.
 	InstanceManagerImage string
@@ -73,6 +120,9 @@ type Manager struct {
 // longhorn-manager's service account may do all it does), waits for its
 // datastore's caches, starts its controllers and runs them until ctx ends.
 func Start(ctx context.Context, cfg *rest.Config, namespace, node string, log logrus.FieldLogger, opts Options) (*Manager, error) {
+	if opts.NodesOnly && !opts.DataPlane {
+		return nil, fmt.Errorf("longhorn-manager on %s: its node controllers alone need the data plane", node)
+	}
 	pod, err := longhornpod.New(cfg, namespace, node, lhtypes.KubeAPIQPS, lhtypes.KubeAPIBurst)
 	if err != nil {
 		return nil, err
@@ -80,6 +130,20 @@ func Start(ctx context.Context, cfg *rest.Config, namespace, node string, log lo
 	if err := pod.Start(ctx); err != nil {
 		return nil, err
 	}
+	controllers, err := build(pod, namespace, node, log, opts)
+	if err != nil {
+		return nil, err
+	}
+	// The controllers registered their handlers on informers that already
+	// run: a shared informer hands a late handler everything it holds.
+	for _, c := range controllers {
+		go c.Run(Workers, ctx.Done())
+	}
+	return &Manager{Pod: pod}, nil
+}
+
+// build builds the controllers opts asks for over pod's datastore.
+func build(pod *longhornpod.Pod, namespace, node string, log logrus.FieldLogger, opts Options) ([]runner, error) {
 	kube := pod.Kube
 	scheme := runtime.NewScheme()
 	if err := lhv1.SchemeBuilder.AddToScheme(scheme); err != nil {
@@ -88,6 +152,13 @@ func Start(ctx context.Context, cfg *rest.Config, namespace, node string, log lo
 	log = log.WithField("node", node)
 	ds := pod.DataStore
 	proxyConns := lhutil.NewAtomicCounter()
+	if opts.NodesOnly {
+		var out []runner
+		if err := nodeControllers(log, pod, scheme, namespace, node, opts, proxyConns, collect(&out)); err != nil {
+			return nil, fmt.Errorf("longhorn-manager on %s: %w", node, err)
+		}
+		return out, nil
+	}
 	volumes, err := controller.NewVolumeController(log, ds, scheme, kube, namespace, node, opts.ShareManagerImage, proxyConns)
 	if err != nil {
 		return nil, fmt.Errorf("longhorn-manager on %s: volume controller: %w", node, err)
@@ -109,31 +180,45 @@ func Start(ctx context.Context, cfg *rest.Config, namespace, node string, log lo
 		}
 		controllers = append(controllers, more...)
 	}
-	// The controllers registered their handlers on informers that already
-	// run: a shared informer hands a late handler everything it holds.
-	for _, c := range controllers {
-		go c.Run(Workers, ctx.Done())
+	return controllers, nil
+}
+
+// adder adds a controller built by one of Longhorn's constructors, or
+// returns its error.
+type adder func(name string, c runner, err error) error
+
+// collect returns an adder appending to out.
+func collect(out *[]runner) adder {
+	return func(name string, c runner, err error) error {
+		if err != nil {
+			return fmt.Errorf("%s controller: %w", name, err)
+		}
+		*out = append(*out, c)
+		return nil
 	}
-	return &Manager{Pod: pod}, nil
+}
+
+// nodeControllers builds the controllers of NodeControllers.
+func nodeControllers(log logrus.FieldLogger, pod *longhornpod.Pod, scheme *runtime.Scheme, namespace, node string, opts Options, proxyConns lhutil.Counter, add adder) error {
+	ds, kube := pod.DataStore, pod.Kube
+	nodes, err := controller.NewNodeController(log, ds, scheme, kube, namespace, node, opts.InstanceManagerImage)
+	if err := add("node", nodes, err); err != nil {
+		return err
+	}
+	ims, err := controller.NewInstanceManagerController(log, ds, scheme, kube, namespace, node, ServiceAccount, proxyConns)
+	if err := add("instance manager", ims, err); err != nil {
+		return err
+	}
+	kubeNodes, err := controller.NewKubernetesNodeController(log, ds, scheme, kube, node)
+	return add("Kubernetes node", kubeNodes, err)
 }
 
 // dataPlaneControllers builds the controllers of DataPlaneControllers.
 func dataPlaneControllers(log logrus.FieldLogger, pod *longhornpod.Pod, scheme *runtime.Scheme, namespace, node string, opts Options, proxyConns lhutil.Counter) ([]runner, error) {
 	ds, kube := pod.DataStore, pod.Kube
 	var out []runner
-	add := func(name string, c runner, err error) error {
-		if err != nil {
-			return fmt.Errorf("%s controller: %w", name, err)
-		}
-		out = append(out, c)
-		return nil
-	}
-	nodes, err := controller.NewNodeController(log, ds, scheme, kube, namespace, node, opts.InstanceManagerImage)
-	if err := add("node", nodes, err); err != nil {
-		return nil, err
-	}
-	ims, err := controller.NewInstanceManagerController(log, ds, scheme, kube, namespace, node, ServiceAccount, proxyConns)
-	if err := add("instance manager", ims, err); err != nil {
+	add := collect(&out)
+	if err := nodeControllers(log, pod, scheme, namespace, node, opts, proxyConns, add); err != nil {
 		return nil, err
 	}
 	attachments, err := controller.NewLonghornVolumeAttachmentController(log, ds, scheme, kube, node, namespace)
@@ -154,10 +239,6 @@ func dataPlaneControllers(log logrus.FieldLogger, pod *longhornpod.Pod, scheme *
 	}
 	pvs, err := controller.NewKubernetesPVController(log, ds, scheme, kube, node)
 	if err := add("Kubernetes PV", pvs, err); err != nil {
-		return nil, err
-	}
-	kubeNodes, err := controller.NewKubernetesNodeController(log, ds, scheme, kube, node)
-	if err := add("Kubernetes node", kubeNodes, err); err != nil {
 		return nil, err
 	}
 	pods, err := controller.NewKubernetesPodController(log, ds, scheme, kube, node)

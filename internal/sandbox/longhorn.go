@@ -31,8 +31,10 @@ const longhornCommand = "github.com/longhorn/diskschedule/cmd/sandbox-longhorn"
 
 // startLonghornControllers builds and starts sandbox-longhorn: Longhorn's
 // own admission webhooks and one longhorn-manager per node running
-// Longhorn's volume, replica and engine controllers. It returns once the
-// webhooks are registered and the controllers started.
+// Longhorn's controllers on the simulated data plane (with
+// LonghornNodesOnly, --nodes-only: its node, instance manager and
+// Kubernetes node controllers alone). It returns once the webhooks are
+// registered and the controllers started.
 func (s *Sandbox) startLonghornControllers(ctx context.Context) error {
 	bin := s.opts.LonghornBinary
 	if bin == "" {
@@ -67,6 +69,9 @@ func (s *Sandbox) startLonghornControllers(ctx context.Context) error {
 	args := []string{"--kubeconfig", kubeconfig, "--namespace", Namespace, "--nodes", strings.Join(nodes, ","), "--ready-file", ready, "--usable-file", s.longhornUsable,
 		"--engine-image", simlonghorn.EngineImage, "--instance-manager-image", simlonghorn.InstanceManagerImage, "--data-plane", plan,
 		"--control-socket", s.longhornControl}
+	if s.opts.LonghornNodesOnly {
+		args = append(args, "--nodes-only")
+	}
 	last := &tail{max: 4096}
 	// Its own mount namespace holds the data plane's disks.
 	if s.longhorn, err = controlplane.StartProcess("sandbox-longhorn", bin, args, io.MultiWriter(out, last), controlplane.OwnMountNamespace()); err != nil {

@@ -47,14 +47,21 @@ type Options struct {
 	Extender bool
 	// LonghornNodesOnly is the sandbox's --simulated-longhorn=false: the
 	// topology's Longhorn Nodes and disks exist and report their space, but
-	// nothing creates or places replicas.
+	// nothing creates or places replicas. With LonghornControllers the
+	// Nodes, their disks' status (storageScheduled, scheduledReplica) and
+	// the instance managers are kept by longhorn-manager v1.12.0's own
+	// node, instance manager and Kubernetes node controllers on the
+	// simulated data plane (longhornmanager.NodeControllers), behind
+	// Longhorn's own admission webhooks; without it, by the simulated node
+	// controller.
 	LonghornNodesOnly bool
-	// LonghornControllers runs longhorn-manager v1.12.0's own volume,
-	// replica and engine controllers, one longhorn-manager per node, and
-	// Longhorn's own admission webhooks (internal/longhornmanager) instead
-	// of the simulated volume controller: volumes are created, given
-	// engines and replicas, and placed by Longhorn's own code, and stay
-	// detached (nothing runs Longhorn's instances yet).
+	// LonghornControllers runs longhorn-manager v1.12.0's own control
+	// plane, one longhorn-manager per node, and Longhorn's own admission
+	// webhooks (internal/longhornmanager) on the simulated data plane
+	// (internal/dataplane) instead of the simulated volume controller:
+	// volumes are created, given engines and replicas, placed, attached,
+	// rebuilt and expanded by Longhorn's own code. With LonghornNodesOnly,
+	// only what keeps the nodes runs (see there).
 	LonghornControllers bool
 	// LonghornBinary is the sandbox-longhorn command that runs Longhorn's
 	// own controllers; "" builds it into the repository's bin directory
@@ -521,10 +528,12 @@ func (s *Sandbox) startLonghorn(ctx context.Context) error {
 		return err
 	}
 	simlonghorn.LogLonghornTo(longhornLog)
+	// own: Longhorn's own controllers create and place volumes and
+	// replicas; with LonghornNodesOnly they keep the nodes alone.
 	own := s.opts.LonghornControllers && !s.opts.LonghornNodesOnly
 	var nodeIPs map[string]string
 	longhornAPI := ""
-	if own {
+	if s.opts.LonghornControllers {
 		if s.dataPlane, err = newDataPlane(s.opts.Topology); err != nil {
 			return err
 		}
@@ -532,7 +541,9 @@ func (s *Sandbox) startLonghorn(ctx context.Context) error {
 		for _, n := range s.dataPlane.Nodes {
 			nodeIPs[n.Name] = n.IP
 		}
-		longhornAPI = s.dataPlane.APIURL()
+		if own {
+			longhornAPI = s.dataPlane.APIURL()
+		}
 		s.outages = simlonghorn.NewOutages()
 		// Longhorn's webhooks first, so that the simulation's start-up
 		// objects pass Longhorn's mutators and validators as in a cluster.
@@ -558,6 +569,10 @@ func (s *Sandbox) startLonghorn(ctx context.Context) error {
 	s.run("the simulated Longhorn", mgr)
 	if own {
 		s.progress("started the simulated Longhorn: %d nodes with %d disks, CSI, kubelets", len(s.opts.Topology.Nodes), s.opts.Topology.DiskCount())
+		return nil
+	}
+	if s.opts.LonghornControllers {
+		s.progress("started the simulated Longhorn: %d nodes with %d disks, kubelets, no replica placement", len(s.opts.Topology.Nodes), s.opts.Topology.DiskCount())
 		return nil
 	}
 	if s.opts.LonghornNodesOnly {

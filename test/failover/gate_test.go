@@ -220,9 +220,12 @@ func testGateDuringFailover(t *testing.T, kill bool) {
 	defer cancel()
 	members := []*gateMember{{index: 0}, {index: 1}}
 	sb := sandboxtest.Start(t, sandboxtest.Options{Sandbox: sandbox.Options{
-		Topology:          fourDisks(),
-		LonghornNodesOnly: true,
-		Managers:          []sandbox.ManagerHook{members[0].configure, members[1].configure},
+		Topology: fourDisks(),
+		// Longhorn's own node controllers keep the nodes; the writers
+		// below place the replicas.
+		LonghornNodesOnly:   true,
+		LonghornControllers: true,
+		Managers:            []sandbox.ManagerHook{members[0].configure, members[1].configure},
 	}, KeepLogs: true})
 	c := sb.Client()
 

@@ -103,11 +103,13 @@ func (r *run) over() []string {
 	return out
 }
 
-// startSandbox starts a sandbox on the nodes and disks of topo whose
-// simulated Longhorn runs the nodes only (Longhorn Nodes with their disks'
-// status kept by the node controller, the instance managers and the engine
-// image Longhorn's scheduler requires) and no volume controller, whose part
-// the test's writers play with Longhorn's own code, with managers managers.
+// startSandbox starts a sandbox on the nodes and disks of topo where
+// Longhorn runs the nodes only: Longhorn Nodes with their disks' status, and
+// the instance managers, kept by longhorn-manager's own node, instance
+// manager and Kubernetes node controllers on the simulated data plane, and
+// the engine image Longhorn's scheduler requires; no volume controller,
+// whose part the test's writers play with Longhorn's own code; with
+// managers managers.
 // The sandbox's logs are kept when the test fails.
 func startSandbox(t *testing.T, topo *sandbox.Topology, managers int, withGate bool) *sandbox.Sandbox {
 	t.Helper()
@@ -117,10 +119,11 @@ func startSandbox(t *testing.T, topo *sandbox.Topology, managers int, withGate b
 	}
 	return sandboxtest.Start(t, sandboxtest.Options{
 		Sandbox: sandbox.Options{
-			Topology:          topo,
-			LonghornNodesOnly: true,
-			NoGate:            !withGate,
-			Managers:          hooks,
+			Topology:            topo,
+			LonghornNodesOnly:   true,
+			LonghornControllers: true,
+			NoGate:              !withGate,
+			Managers:            hooks,
 		},
 		KeepLogs: true,
 	})

@@ -10,10 +10,13 @@ import (
 	"time"
 
 	lhv1 "github.com/longhorn/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
+	lhtypes "github.com/longhorn/longhorn-manager/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	dsv1 "github.com/longhorn/diskschedule/api/v1beta2"
+	"github.com/longhorn/diskschedule/internal/ledger"
 	"github.com/longhorn/diskschedule/internal/sandbox"
+	"github.com/longhorn/diskschedule/internal/simlonghorn"
 	"github.com/longhorn/diskschedule/internal/testenv"
 )
 
@@ -61,6 +64,11 @@ func twoThousandReplicasOnOneDisk(t *testing.T, withGate bool) {
 		for {
 			r := testenv.Replica(sandbox.Namespace, vol+"-r-1", testenv.ReplicaFixture{Volume: vol, Size: gib,
 				NodeID: "node-1", DiskName: "disk-1", DiskID: uuid})
+			// As Longhorn's datastore writes a replica it placed: the
+			// disk's path on its node and its disk UUID label, by which
+			// Longhorn's node controller counts it on the disk.
+			r.Spec.DiskPath = simlonghorn.DiskPath("node-1", "disk-1")
+			r.Labels[lhtypes.LonghornDiskUUIDKey] = uuid
 			err := testenv.CreateLonghorn(ctx, c, r)
 			if err == nil {
 				return nil
@@ -74,6 +82,7 @@ func twoThousandReplicasOnOneDisk(t *testing.T, withGate bool) {
 	t.Logf("%d replicas created in %s; %d writes answered that no leader was deciding, and retried", bigDiskReplicas, time.Since(start).Round(time.Millisecond), noLeader.Load())
 	waitLedgerOf(ctx, t, c, uuid, bigDiskReplicas)
 	t.Logf("the mirror adopted them %s after the first was created", time.Since(start).Round(time.Millisecond))
+	logLonghornsCount(ctx, t, c)
 	settle(t, c)
 
 	// Longhorn deletes a replica, cleans its data up and then drops its
@@ -97,6 +106,7 @@ func twoThousandReplicasOnOneDisk(t *testing.T, withGate bool) {
 	})
 	waitLedgerOf(ctx, t, c, uuid, bigDiskReplicas/2)
 	t.Logf("%d replicas deleted and released in %s", bigDiskReplicas/2, time.Since(start).Round(time.Millisecond))
+	logLonghornsCount(ctx, t, c)
 	settle(t, c)
 }
 
@@ -140,4 +150,18 @@ func waitLedgerOf(ctx context.Context, t *testing.T, c client.Client, uuid strin
 	testenv.WaitLedger(t, ctx, c, sandbox.Namespace, uuid, 10*time.Minute, fmt.Sprintf("exactly %d replicas of 1Gi granted", n), func(ds *dsv1.DiskSchedule) bool {
 		return len(ds.Spec.Replicas) == n && ds.Status.StorageScheduled == int64(n)*gib && ds.Status.ObservedGeneration == ds.Generation
 	}, testenv.Every(500*time.Millisecond))
+}
+
+// logLonghornsCount logs what Longhorn's node controller counts on node-1's
+// disk-1 now.
+func logLonghornsCount(ctx context.Context, t *testing.T, c client.Client) {
+	t.Helper()
+	n := &lhv1.Node{}
+	if err := c.Get(ctx, client.ObjectKey{Namespace: sandbox.Namespace, Name: "node-1"}, n); err != nil {
+		t.Logf("getting Longhorn Node node-1: %v", err)
+		return
+	}
+	if d := n.Status.DiskStatus["disk-1"]; d != nil {
+		t.Logf("Longhorn's node controller counts %d replicas, %s scheduled, on node-1's disk-1", len(d.ScheduledReplica), ledger.Bytes(d.StorageScheduled))
+	}
 }

@@ -45,8 +45,8 @@ const (
 	oneDiskTag = "gatebench-one"
 )
 
-// cluster is one of the benchmark's two sandboxes: a simulated Longhorn
-// running the nodes only and the manager, with the gate registered or not,
+// cluster is one of the benchmark's two sandboxes: Longhorn running the
+// nodes only and the manager, with the gate registered or not,
 // and the longhorn-manager pods whose volume controllers the benchmark's
 // writers play with Longhorn's own code.
 type cluster struct {
@@ -81,8 +81,10 @@ func topology() *sandbox.Topology {
 }
 
 // startCluster starts a sandbox of the topology with Longhorn's Nodes only
-// (their disks' status kept by the simulated node controller, the instance
-// managers and engine image Longhorn's scheduler requires), with the gate
+// (their disks' status and the instance managers kept by longhorn-manager's
+// own node, instance manager and Kubernetes node controllers on the
+// simulated data plane, and the engine image Longhorn's scheduler
+// requires), with the gate
 // registered or not, and managerPods longhorn-manager pods on its first
 // nodes.
 func startCluster(ctx context.Context, name string, gate bool) (*cluster, error) {
@@ -93,14 +95,15 @@ func startCluster(ctx context.Context, name string, gate bool) (*cluster, error)
 	}
 	topo := topology()
 	sb, err := sandbox.Start(ctx, sandbox.Options{
-		Topology:          topo,
-		LonghornNodesOnly: true,
-		NoGate:            !gate,
-		ConfigDir:         filepath.Join(testenv.RepoRoot(), "config"),
-		AssetsDir:         testenv.AssetsDir(),
-		LogDir:            logs,
-		Out:               out,
-		ReadyTimeout:      5 * time.Minute,
+		Topology:            topo,
+		LonghornNodesOnly:   true,
+		LonghornControllers: true,
+		NoGate:              !gate,
+		ConfigDir:           filepath.Join(testenv.RepoRoot(), "config"),
+		AssetsDir:           testenv.AssetsDir(),
+		LogDir:              logs,
+		Out:                 out,
+		ReadyTimeout:        5 * time.Minute,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("starting the sandbox %s: %w\n%s", name, err, out.String())

@@ -1,7 +1,11 @@
 // Package replicawriter plays Longhorn's volume controllers for the tests
 // and benchmarks that place replicas themselves (test/gate,
-// internal/bench/gatebench) against a sandbox whose simulated Longhorn runs
-// the nodes only: the writers are Longhorn v1.12.0's own code.
+// internal/bench/gatebench) against a sandbox whose Longhorn runs the nodes
+// only (sandbox.Options LonghornNodesOnly with LonghornControllers:
+// longhorn-manager's own node, instance manager and Kubernetes node
+// controllers keep the Nodes, their disks' status and the instance managers,
+// and none of its controllers acts on the volumes and replicas written
+// here): the writers are Longhorn v1.12.0's own code.
 //
 // StartPods starts longhorn-manager pods (simlonghorn.StartLonghornManager:
 // Longhorn's own datastore.DataStore with informers of its own, so each
