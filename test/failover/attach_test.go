@@ -34,11 +34,12 @@ import (
 // more (the attach/detach controller's VolumeAttachment, the CSI attacher,
 // Longhorn's engine), so the extender's reservation, written as soon as the
 // pod's node is known, is granted well before Longhorn places a replica of
-// a best-effort volume there, and the handoff gives it to that replica. The
-// simulated Longhorn attaches within milliseconds of the binding and places
-// the local replica before the extender has looked: the extender then finds
-// the replica's request holding the space and reserves nothing, so no
-// reservation is ever in flight when the leader stops. attachDelay gives
+// a best-effort volume there, and the handoff gives it to that replica. In
+// the sandbox nothing stands between the binding and the attach (its
+// attacher hands Longhorn's VolumeManager the ticket at once), so Longhorn
+// may place the local replica before the extender has looked: the extender
+// then finds the replica's request holding the space and reserves nothing,
+// and no reservation is in flight when the leader stops. attachDelay gives
 // the attach its time back.
 const attachLatency = 500 * time.Millisecond
 

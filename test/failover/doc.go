@@ -16,11 +16,14 @@
 //
 // A reservation is in flight between the extender granting it and Longhorn
 // placing the volume's replica on the pod's node, which for a best-effort
-// volume waits for the attach. The simulated Longhorn attaches within
-// milliseconds of the binding, where a cluster's attach path takes a second
-// or more; a validating webhook served by the tests makes each attach take
-// attachLatency, so the leader stops while reservations are granted and not
-// yet handed over, as it would in a cluster.
+// volume waits for the attach. In the sandbox, where longhorn-manager
+// v1.12.0's own controllers attach and place on a simulated data plane,
+// nothing stands between the binding and the attach, where a cluster's
+// attach path takes a second or more; a validating webhook served by the
+// tests makes each attach take attachLatency, so the leader stops while
+// reservations are granted and not yet handed over, as it would in a
+// cluster. TestGateDuringFailover runs beside Longhorn's own node
+// controllers, with its own writers placing replicas.
 //
 // The tests start etcd, kube-apiserver, kube-controller-manager and
 // kube-scheduler; they need the binaries of `make controlplane` (or
