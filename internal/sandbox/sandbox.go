@@ -49,12 +49,13 @@ type Options struct {
 	// topology's Longhorn Nodes and disks exist and report their space, but
 	// nothing creates or places replicas.
 	LonghornNodesOnly bool
-	// LonghornControllers runs longhorn-manager v1.12.0's own volume,
-	// replica and engine controllers, one longhorn-manager per node, and
-	// Longhorn's own admission webhooks (internal/longhornmanager) instead
-	// of the simulated volume controller: volumes are created, given
-	// engines and replicas, and placed by Longhorn's own code, and stay
-	// detached (nothing runs Longhorn's instances yet).
+	// LonghornControllers runs longhorn-manager v1.12.0's own control
+	// plane, one longhorn-manager per node, and Longhorn's own admission
+	// webhooks (internal/longhornmanager) on the simulated data plane
+	// (internal/dataplane) instead of the simulated volume controller:
+	// volumes are created, given engines and replicas, placed, attached,
+	// rebuilt and expanded by Longhorn's own code. The sandbox command's
+	// --longhorn-controllers, true there by default.
 	LonghornControllers bool
 	// LonghornBinary is the sandbox-longhorn command that runs Longhorn's
 	// own controllers; "" builds it into the repository's bin directory
