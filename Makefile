@@ -66,7 +66,7 @@ test: verify vet controlplane sandbox-longhorn ## Check generated files, vet, an
 SANDBOX_ARGS ?=
 
 .PHONY: sandbox
-sandbox: controlplane sandbox-longhorn ## Run etcd, kube-apiserver, kube-controller-manager, kube-scheduler (with the extender), the manager and a simulated Longhorn locally until ^C; flags in SANDBOX_ARGS.
+sandbox: controlplane sandbox-longhorn ## Run etcd, kube-apiserver, kube-controller-manager, kube-scheduler (with the extender), the manager and Longhorn (longhorn-manager v1.12.0's own controllers on a simulated data plane) locally until ^C; flags in SANDBOX_ARGS.
 	KUBEBUILDER_ASSETS="$(TEST_ASSETS)" go run ./cmd/sandbox $(SANDBOX_ARGS)
 
 DEMO_ARGS ?=

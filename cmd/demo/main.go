@@ -8,9 +8,9 @@
 // is today), and prints how full each disk got either way. It starts one
 // sandbox per topology of config/sandbox in turn, and one more without the
 // gate (real etcd, kube-apiserver, kube-controller-manager and kube-scheduler
-// processes, the manager and the simulated Longhorn in-process, and for the
-// claims beyond capacity longhorn-manager's own controllers in a process of
-// their own), and stops each before the next. Run it from the repository's root (make demo);
+// processes, the manager in-process, and longhorn-manager v1.12.0's own
+// controllers in a process of their own on a simulated data plane), and
+// stops each before the next. Run it from the repository's root (make demo);
 // -scenarios runs only some scenarios, and starts only their sandboxes.
 //
 // It exits 0 when every scenario ran, whatever the pods did without the
@@ -89,7 +89,7 @@ func run() error {
 	fs := flag.NewFlagSet("demo", flag.ExitOnError)
 	var o options
 	fs.StringVar(&o.configDir, "config-dir", "config", "The repository's config directory (CRDs, the deployment's RBAC and the sandbox topologies).")
-	fs.StringVar(&o.logDir, "log-dir", filepath.Join("bin", "demo"), "Where to write the logs of the control plane (one directory per topology) and of the in-process components (manager.log).")
+	fs.StringVar(&o.logDir, "log-dir", filepath.Join("bin", "demo"), "Where to write the logs of the control plane (one directory per sandbox, named after its topology and scenarios) and of the in-process components (manager.log).")
 	fs.DurationVar(&o.timeout, "timeout", 2*time.Minute, "How long any one wait (for pods, volumes, ledgers) may take before the demo gives up.")
 	scenarios := fs.String("scenarios", "all", "The scenarios to run, separated by commas: "+strings.Join(scenarioNames(), ", ")+"; or all. Only the sandboxes they need start.")
 	if err := fs.Parse(os.Args[1:]); err != nil {
@@ -170,17 +170,17 @@ type namedRun struct {
 	run  func(context.Context, *cluster) error
 }
 
-// plan is the demo's sandboxes, in order, with their scenarios. The claims
-// beyond capacity run twice, in a sandbox with the gate and in one without,
-// both placed by longhorn-manager's own controllers.
+// plan is the demo's sandboxes, in order, with their scenarios, each on
+// longhorn-manager's own controllers. The claims beyond capacity run twice,
+// in a sandbox with the gate and in one without.
 func (d *demo) plan() []step {
 	return []step{
-		{topology: "topology.yaml", runs: []namedRun{{"race", d.race}, {"restart", d.restart}}},
+		{topology: "topology.yaml", longhorn: true, runs: []namedRun{{"race", d.race}, {"restart", d.restart}}},
 		{topology: "topology.yaml", longhorn: true, runs: []namedRun{{"claims", d.claimsGated}}},
 		{topology: "topology.yaml", noGate: true, longhorn: true, runs: []namedRun{{"claims", d.claimsUngated}}},
-		{topology: "multi-disk.yaml", runs: []namedRun{{"multi-pvc", d.multiPVC}}},
-		{topology: "drain.yaml", runs: []namedRun{{"drain", d.drain}}},
-		{topology: "topology.yaml", secondary: true, runs: []namedRun{{"opt-in", d.optIn}}},
+		{topology: "multi-disk.yaml", longhorn: true, runs: []namedRun{{"multi-pvc", d.multiPVC}}},
+		{topology: "drain.yaml", longhorn: true, runs: []namedRun{{"drain", d.drain}}},
+		{topology: "topology.yaml", secondary: true, longhorn: true, runs: []namedRun{{"opt-in", d.optIn}}},
 	}
 }
 
@@ -199,8 +199,6 @@ func (s step) selected(chosen map[string]bool) []namedRun {
 type cluster struct {
 	sb *sandbox.Sandbox
 	c  client.WithWatch
-	// longhorn says the sandbox runs longhorn-manager's own controllers.
-	longhorn bool
 }
 
 // withSandbox starts a sandbox with the step's topology file, with the
@@ -220,7 +218,14 @@ func (d *demo) withSandbox(ctx context.Context, s step, runs []namedRun) (retErr
 		gate, logName = gate+" and the second scheduler", logName+"-secondary-scheduler"
 	}
 	if s.longhorn {
-		gate, logName = gate+", longhorn-manager's own controllers placing", logName+"-longhorn"
+		gate = gate + ", longhorn-manager's own controllers"
+	} else {
+		gate, logName = gate+", the simulated longhorn-manager", logName+"-simulated"
+	}
+	// Several sandboxes share a topology: each logs under the scenarios it
+	// runs too.
+	for _, r := range runs {
+		logName += "-" + r.name
 	}
 	d.progress("starting a sandbox with %s (%s), %s", topologyFile, describe(topo), gate)
 	d.ungated = d.ungated || noGate
@@ -247,7 +252,7 @@ func (d *demo) withSandbox(ctx context.Context, s step, runs []namedRun) (retErr
 	if err != nil {
 		return err
 	}
-	cl := &cluster{sb: sb, c: c, longhorn: s.longhorn}
+	cl := &cluster{sb: sb, c: c}
 	for _, r := range runs {
 		if err := r.run(ctx, cl); err != nil {
 			return err
@@ -383,14 +388,6 @@ func (d *demo) claims(ctx context.Context, cl *cluster, namespace string) (*clai
 		d.broken = append(d.broken, namespace+": "+v)
 	}
 	run := &claimsRun{res: res, refused: after - before}
-	if cl.longhorn {
-		// Longhorn's replica controller removes a deleted replica only once
-		// its instance manager says the instance is gone, and nothing
-		// answers the instance manager's API in the sandbox yet: the claims
-		// stay with the sandbox, which is stopped next.
-		d.progress("%s: leaving the claims to the sandbox's end (Longhorn deletes a replica only through its instance manager, which the sandbox does not run yet)", namespace)
-		return run, nil
-	}
 	return run, d.cleanup(ctx, cl, o)
 }
 

@@ -26,7 +26,8 @@ func (d *demo) section(title string, what ...string) {
 func (d *demo) intro() {
 	fmt.Fprint(d.out, `diskschedule demo: the Longhorn scheduler extender's test plan
 
-Each pod scenario runs twice in the same simulated cluster: once with pods
+Every sandbox runs longhorn-manager v1.12.0's own controllers, unmodified, on
+a simulated data plane. Each pod scenario runs twice in the same sandbox: once with pods
 that ask for the longhorn.io/scheduler-extender resource, so kube-scheduler
 asks the extender which nodes can hold their volumes, and once without it, so
 kube-scheduler decides alone. The claims beyond capacity (scenario 3) run
@@ -40,9 +41,10 @@ limit" is what the ledger granted of what the disk may hold, "granted/
 rejected" counts the replica requests it granted and refused during the run
 (a refused request lost a race for the space and is placed again elsewhere),
 and "reserved" counts the reservations the extender made for pods it placed.
-In this sandbox a volume is attached the moment its pod is bound, so the
-volume controller often asks for the space before the extender reserves it;
-either way the space is counted once.
+Longhorn places a best-effort volume's replica only once the volume is
+attached, after its pod is bound, so the extender's reservation usually
+comes first and Longhorn's placement takes it over; either way the space is
+counted once.
 
 `)
 }
@@ -416,18 +418,48 @@ func (d *demo) reportDrain(with, without scenario.DrainResult) {
 		"cordoned). Every node is uncordoned, then node-1 is drained as kubectl drain does it:",
 		"cordoned, its pods evicted through the eviction API, and the StatefulSet controller",
 		"re-creates them. Their volumes can follow them only to node-2, the other 400Gi node;",
-		"on a 99Gi node a pod runs, but its data stays behind on node-1. Pods per node before",
-		"and after the drain, and each disk's ledger after it:")
+		"on a 99Gi node a pod runs, but its data stays behind on node-1, and Longhorn then",
+		"keeps node-1's instance manager, through its PodDisruptionBudget, so the drain does",
+		"not end while node-1 holds a volume's last replica. Pods per node before and after",
+		"the drain, and each disk's ledger after it:")
 	d.beforeAfter(with.Before, with.After, without.Before, without.After)
 	fmt.Fprintln(d.out)
 	d.extenderFacts(
 		[3]string{"pods whose data stayed on another node", fmt.Sprint(len(with.After.RemoteData)), fmt.Sprint(len(without.After.RemoteData))},
 		[3]string{"time until every moved pod runs", seconds(with.After.TimeToAllRunning), seconds(without.After.TimeToAllRunning)},
 		[3]string{"time until the StatefulSet is ready again", seconds(with.After.TimeToReady), seconds(without.After.TimeToReady)},
+		[3]string{"time until the drain ended", drainEnded(with), drainEnded(without)},
 		[3]string{"ledger versions watched; over the limit", ledgerWatch(both(with.Before, with.After)), ledgerWatch(both(without.Before, without.After))},
 	)
-	d.summaries = append(d.summaries, fmt.Sprintf("Drain: with the extender the pods went %s, %d with data left behind; without it %s, %d with data left behind.",
-		placement(with.After), len(with.After.RemoteData), placement(without.After), len(without.After.RemoteData)))
+	for _, r := range []struct {
+		what string
+		res  scenario.DrainResult
+	}{{"with the extender", with}, {"without the extender", without}} {
+		for _, b := range r.res.Blocked {
+			fmt.Fprintf(d.out, "\nThe drain %s left %s\n", r.what, b)
+		}
+	}
+	d.summaries = append(d.summaries, fmt.Sprintf("Drain: with the extender the pods went %s, %d with data left behind, the drain %s; without it %s, %d with data left behind, the drain %s.",
+		placement(with.After), len(with.After.RemoteData), drainSummary(with), placement(without.After), len(without.After.RemoteData), drainSummary(without)))
+}
+
+// drainEnded is how long the drain took, or that it did not end.
+func drainEnded(res scenario.DrainResult) string {
+	if len(res.Blocked) > 0 {
+		return "did not end"
+	}
+	return seconds(res.Drained)
+}
+
+// drainSummary says whether the drain ended, and when.
+func drainSummary(res scenario.DrainResult) string {
+	switch len(res.Blocked) {
+	case 0:
+		return "ended after " + seconds(res.Drained)
+	case 1:
+		return "held by one pod"
+	}
+	return fmt.Sprintf("held by %d pods", len(res.Blocked))
 }
 
 // placement lists the nodes that got pods: "4 to node-2" or "2 to node-2, 1 to node-3".

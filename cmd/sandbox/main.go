@@ -1,9 +1,10 @@
 // Command sandbox runs a whole diskschedule cluster on this machine: etcd,
 // kube-apiserver, kube-controller-manager and kube-scheduler (with the
-// diskschedule extender) as local processes, the manager, the disk
-// monitors and a simulated data plane in-process, the nodes and disks of a
-// topology file. It runs until interrupted. Run it from the repository's
-// root (make sandbox).
+// diskschedule extender) as local processes, the manager in-process,
+// longhorn-manager v1.12.0's own controllers in a process of their own on a
+// simulated data plane (--longhorn-controllers, the default), the nodes and
+// disks of a topology file. It runs until interrupted. Run it from the
+// repository's root (make sandbox).
 package main
 
 import (
@@ -38,7 +39,7 @@ func run() error {
 	extenderBind := fs.Bool("extender-bind", false, "With --extender, kube-scheduler binds the pods the extender manages through its /bind (bindVerb), so their reservations are written before the binding.")
 	gate := fs.Bool("gate", true, "Register the admission gate, so Longhorn's space-taking writes ask the ledger; false runs Longhorn as it is today.")
 	simulated := fs.Bool("simulated-longhorn", true, "Run the simulated Longhorn's volume, replica and CSI controllers; false: the topology's Longhorn Nodes and disks exist and report their space, but nothing creates or places replicas; with --longhorn-controllers, longhorn-manager's own node, instance manager and Kubernetes node controllers keep them, and none of its other controllers run.")
-	longhornControllers := fs.Bool("longhorn-controllers", false, "Run longhorn-manager v1.12.0's own control plane (one longhorn-manager per node: its volume, replica, engine, node, instance manager, attachment, eviction, rebuilding, expansion and Kubernetes controllers, its REST API and admission webhooks) on a simulated data plane (per node an instance manager answering Longhorn's gRPC API on a loopback address, and disks as filesystems of their sizes) instead of the simulated volume controller: volumes are created, placed, attached, rebuilt and expanded by Longhorn's code.")
+	longhornControllers := fs.Bool("longhorn-controllers", true, "Run longhorn-manager v1.12.0's own control plane (one longhorn-manager per node: its volume, replica, engine, node, instance manager, attachment, eviction, rebuilding, expansion, backing image, share manager and Kubernetes controllers, its REST API and admission webhooks) on a simulated data plane (per node an instance manager answering Longhorn's gRPC API on a loopback address, and disks as filesystems of their sizes): volumes are created, placed, attached, rebuilt and expanded by Longhorn's code. false: the project's simulation of longhorn-manager (internal/simlonghorn) places replicas with Longhorn's scheduler and attaches volumes instead.")
 	secondary := fs.Bool("secondary-scheduler", false, "Run a second kube-scheduler with the profile diskschedule-scheduler and the extender (the chart's scheduler.enabled), and tell the pod opt-in webhook it exists: pods with a Longhorn claim in namespaces labelled diskschedule.longhorn.io/extender=enabled are sent to it.")
 	logDir := fs.String("log-dir", "", "Where to write the etcd, kube-apiserver, kube-controller-manager and kube-scheduler logs; default: the kubeconfig's directory.")
 	configDir := fs.String("config-dir", "config", "The repository's config directory (CRDs and the deployment's RBAC).")

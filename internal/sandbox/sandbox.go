@@ -61,7 +61,8 @@ type Options struct {
 	// (internal/dataplane) instead of the simulated volume controller:
 	// volumes are created, given engines and replicas, placed, attached,
 	// rebuilt and expanded by Longhorn's own code. With LonghornNodesOnly,
-	// only what keeps the nodes runs (see there).
+	// only what keeps the nodes runs (see there). The sandbox command's
+	// --longhorn-controllers, true there by default.
 	LonghornControllers bool
 	// LonghornBinary is the sandbox-longhorn command that runs Longhorn's
 	// own controllers; "" builds it into the repository's bin directory

@@ -564,9 +564,21 @@ func replicasOf(objs objects, volume string) []*lhv1.Replica {
 // unsettled says why a volume is not settled yet, or "". A volume is
 // settled when Longhorn's volume controller has reported its Scheduled
 // condition, no replica of it is being deleted, every placed replica is
-// granted by its disk's ledger and running, no surplus replica waits for
-// removal next to a local one, and an unplaced replica (one kept for data
-// locality where its node has no room) has been reported unschedulable.
+// granted by its disk's ledger, running and marked healthy, no surplus
+// replica waits for removal next to a local one, and an unplaced replica
+// (one kept for data locality where its node has no room) has been
+// reported unschedulable.
+//
+// Longhorn marks a replica healthy (spec.healthyAt) once its engine has
+// reported it RW (longhorn-manager v1.12.0 controller/volume_controller.go,
+// ReconcileEngineReplicaState, line 869), which its engine monitor learns at
+// its first poll, EnginePollInterval (5 s) after the engine started
+// (controller/engine_controller.go, lines 58 and 955): the volume is
+// attached and its pod runs before that. Until then Longhorn holds the
+// replica for one that never held data: a drain of its node does not wait
+// for it (controller/instance_manager_controller.go,
+// canDeleteInstanceManagerPDB, line 1454), and the volume cannot be
+// salvaged from it (controller/volume_controller.go, line 1841).
 func unsettled(v *lhv1.Volume, replicas []*lhv1.Replica, ledgers objects) string {
 	sched, _ := conditions.Longhorn(v.Status.Conditions, lhv1.VolumeConditionTypeScheduled)
 	if sched.Status == "" {
@@ -593,6 +605,12 @@ func unsettled(v *lhv1.Volume, replicas []*lhv1.Replica, ledgers objects) string
 		if r.Status.CurrentState != lhv1.InstanceStateRunning {
 			return fmt.Sprintf("replica %s is %q", r.Name, r.Status.CurrentState)
 		}
+		if r.Spec.HealthyAt == "" {
+			return fmt.Sprintf("replica %s runs but its engine has not reported it healthy yet", r.Name)
+		}
+	}
+	if why := noLocalReplicaYet(v, replicas); why != "" {
+		return why
 	}
 	switch {
 	case local && placed > v.Spec.NumberOfReplicas:
@@ -603,6 +621,27 @@ func unsettled(v *lhv1.Volume, replicas []*lhv1.Replica, ledgers objects) string
 		return fmt.Sprintf("%d replicas placed, wants %d", placed, v.Spec.NumberOfReplicas)
 	}
 	return ""
+}
+
+// noLocalReplicaYet says why an attached best-effort volume waits for a
+// replica on its node, or "". Once such a volume is healthy with no
+// replica on its engine's node, placed or asked for there
+// (spec.hardNodeAffinity), Longhorn's volume controller creates one
+// (longhorn-manager v1.12.0 controller/volume_controller.go, lines 948-953,
+// hasLocalReplicaOnSameNodeAsEngine): until then the volume looks settled
+// with its replicas elsewhere, as it does after its pod moved.
+func noLocalReplicaYet(v *lhv1.Volume, replicas []*lhv1.Replica) string {
+	node := v.Status.CurrentNodeID
+	if v.Spec.DataLocality != lhv1.DataLocalityBestEffort || v.Status.State != lhv1.VolumeStateAttached ||
+		v.Status.FrontendDisabled || node == "" {
+		return ""
+	}
+	for _, r := range replicas {
+		if r.Spec.NodeID == node || r.Spec.HardNodeAffinity == node {
+			return ""
+		}
+	}
+	return fmt.Sprintf("attached on %s with no replica there yet (best-effort data locality)", node)
 }
 
 // longhornNodes returns the names of the Longhorn nodes, sorted.

@@ -75,7 +75,24 @@ func TestUnsettled(t *testing.T) {
 		}
 		r.Spec.VolumeName, r.Spec.VolumeSize, r.Spec.NodeID = "vol", 100*gi, node
 		r.Status.CurrentState = state
+		if state == lhv1.InstanceStateRunning {
+			r.Spec.HealthyAt = "2026-11-27T10:00:00Z"
+		}
 		return r
+	}
+	notHealthyYet := func(r *lhv1.Replica) *lhv1.Replica {
+		r.Spec.HealthyAt = ""
+		return r
+	}
+	pinnedTo := func(node string, r *lhv1.Replica) *lhv1.Replica {
+		r.Spec.HardNodeAffinity = node
+		return r
+	}
+	// bestEffort is vol with best-effort data locality, attached on its node.
+	bestEffort := func(v *lhv1.Volume) *lhv1.Volume {
+		v.Spec.DataLocality = lhv1.DataLocalityBestEffort
+		v.Status.State, v.Status.CurrentNodeID = lhv1.VolumeStateAttached, v.Spec.NodeID
+		return v
 	}
 	ledgers := objects{}
 	for _, d := range []struct{ uuid, node, replica string }{{"d1", "node-1", "local"}, {"d2", "node-2", "remote"}} {
@@ -94,6 +111,12 @@ func TestUnsettled(t *testing.T) {
 	}{
 		{"local and running", vol("node-1", lhv1.ConditionStatusTrue, ""), []*lhv1.Replica{replica("local", "node-1", "d1", running)}, true},
 		{"not running yet", vol("node-1", lhv1.ConditionStatusTrue, ""), []*lhv1.Replica{replica("local", "node-1", "d1", "")}, false},
+		{"running, not reported healthy yet", vol("node-1", lhv1.ConditionStatusTrue, ""), []*lhv1.Replica{notHealthyYet(replica("local", "node-1", "d1", running))}, false},
+		{"best-effort, attached, its replica elsewhere, no local one asked for yet", bestEffort(vol("node-1", lhv1.ConditionStatusTrue, "")),
+			[]*lhv1.Replica{replica("remote", "node-2", "d2", running)}, false},
+		{"best-effort, attached, its local replica reported unschedulable", bestEffort(vol("node-1", lhv1.ConditionStatusFalse, lhv1.VolumeConditionReasonReplicaSchedulingFailure)),
+			[]*lhv1.Replica{replica("remote", "node-2", "d2", running), pinnedTo("node-1", replica("pinned", "", "", ""))}, true},
+		{"best-effort, attached, local", bestEffort(vol("node-1", lhv1.ConditionStatusTrue, "")), []*lhv1.Replica{replica("local", "node-1", "d1", running)}, true},
 		{"not granted", vol("node-1", lhv1.ConditionStatusTrue, ""), []*lhv1.Replica{replica("other", "node-1", "d1", running)}, false},
 		{"remote kept, local replica reported unschedulable", vol("node-1", lhv1.ConditionStatusFalse, lhv1.VolumeConditionReasonReplicaSchedulingFailure),
 			[]*lhv1.Replica{replica("remote", "node-2", "d2", running), replica("pinned", "", "", "")}, true},

@@ -45,6 +45,9 @@ var longhornOutOfRange = regexp.MustCompile("failed to schedule .* more bytes to
 // physical space" do not match, so Longhorn's CSI driver answers its own
 // capacity refusal Internal and the external resizer retries it.
 func ControllerExpandError(err error) error {
+	if _, ok := status.FromError(err); ok {
+		return err // answered before Longhorn's API was asked
+	}
 	if longhornOutOfRange.MatchString(err.Error()) {
 		return status.Errorf(codes.OutOfRange, "%v", err)
 	}
@@ -365,7 +368,10 @@ func (r *resizer) replicasExpanded(ctx context.Context, vol *lhv1.Volume) (bool,
 // driver does in ControllerExpandVolume: its Longhorn API client's
 // Volume.ActionExpand, answered by longhorn-manager's API handler, which is
 // Longhorn's VolumeManager.Expand (its own expansion checks, then the
-// volume's update, where the admission gate decides).
+// volume's update, where the admission gate decides). As that driver, it
+// expands only a volume with one engine, detached or attached
+// (csi/controller_server.go, lines 1372-1377), answering
+// InvalidArgument or FailedPrecondition otherwise.
 func expandThroughAPI(url, name string, size int64) error {
 	c, err := longhornclient.NewRancherClient(&longhornclient.ClientOpts{Url: url, Timeout: apiTimeout})
 	if err != nil {
@@ -377,6 +383,12 @@ func expandThroughAPI(url, name string, size int64) error {
 	}
 	if vol == nil {
 		return fmt.Errorf("volume %s missing", name)
+	}
+	if len(vol.Controllers) != 1 {
+		return status.Errorf(codes.InvalidArgument, "volume %s invalid controller count %v", name, len(vol.Controllers))
+	}
+	if vol.State != string(lhv1.VolumeStateDetached) && vol.State != string(lhv1.VolumeStateAttached) {
+		return status.Errorf(codes.FailedPrecondition, "volume %s invalid state %v for controller volume expansion", name, vol.State)
 	}
 	if _, err := c.Volume.ActionExpand(vol, &longhornclient.ExpandInput{Size: strconv.FormatInt(size, 10)}); err != nil {
 		return err

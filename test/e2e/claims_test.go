@@ -20,9 +20,13 @@ import (
 )
 
 // claimWithGrantedReplica creates a 10Gi ReadWriteOnce claim of class and
-// waits until it is bound and its volume's one replica is placed on a disk
-// and granted there by the disk's ledger at 10Gi; it returns the claim and
-// the replica.
+// waits until it is bound, its volume's one replica is placed on a disk
+// and granted there by the disk's ledger at 10Gi, and Longhorn reports the
+// volume detached; it returns the claim and the replica. A new volume goes
+// from creating through detaching to detached (longhorn-manager v1.12.0
+// controller/volume_controller.go, reconcileAttachDetachStateMachine, lines
+// 2049-2064), and Longhorn's CSI driver expands only a volume detached or
+// attached (csi/controller_server.go, ControllerExpandVolume, line 1375).
 func claimWithGrantedReplica(t *testing.T, ctx context.Context, c client.Client, namespace, name, class string) (*corev1.PersistentVolumeClaim, lhv1.Replica) {
 	t.Helper()
 	pvc := &corev1.PersistentVolumeClaim{
@@ -58,7 +62,14 @@ func claimWithGrantedReplica(t *testing.T, ctx context.Context, c client.Client,
 			return false, "", err
 		}
 		st := ds.Status.Replicas[rep.Name]
-		return st.State == dsv1.RequestStateScheduled && st.ScheduledSize == 10<<30, fmt.Sprintf("ledger entry %+v", st), nil
+		if st.State != dsv1.RequestStateScheduled || st.ScheduledSize != 10<<30 {
+			return false, fmt.Sprintf("ledger entry %+v", st), nil
+		}
+		vol := &lhv1.Volume{}
+		if err := c.Get(ctx, client.ObjectKey{Namespace: sandbox.Namespace, Name: pvc.Spec.VolumeName}, vol); err != nil {
+			return false, "", err
+		}
+		return vol.Status.State == lhv1.VolumeStateDetached, fmt.Sprintf("volume %q", vol.Status.State), nil
 	}, testenv.Every(200*time.Millisecond), testenv.RetryErrors())
 	return pvc, rep
 }

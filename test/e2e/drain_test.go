@@ -3,8 +3,10 @@ package e2e_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 
+	"github.com/longhorn/diskschedule/internal/sandbox"
 	"github.com/longhorn/diskschedule/internal/scenario"
 )
 
@@ -16,8 +18,15 @@ const drainRepetitions = 3
 // each starts on node-1 (the others cordoned). Every node is uncordoned,
 // then node-1 is drained through the eviction API and the StatefulSet
 // controller re-creates the pods: through the extender all four pods move to node-2, the only
-// other node whose disk can hold their volumes, and their data follows
-// them. Without the extender where the pods go is only logged.
+// other node whose disk can hold their volumes, their data follows them,
+// and the drain ends. Without the extender where the pods go is only
+// logged, and the drain ends exactly when every pod's data followed it:
+// Longhorn keeps node-1's instance manager, through its
+// PodDisruptionBudget, while node-1 holds the last healthy replica of a
+// volume (longhorn-manager v1.12.0 controller/instance_manager_controller.go,
+// canDeleteInstanceManagerPDB, line 1458, with the default node-drain-policy
+// block-if-contains-last-replica), which is so of a volume whose pod went to
+// a 99Gi node.
 func TestDrain(t *testing.T) {
 	cl := startSandbox(t, "drain.yaml")
 	ctx := context.Background()
@@ -44,6 +53,11 @@ func TestDrain(t *testing.T) {
 			if len(res.After.RemoteData) > 0 {
 				t.Errorf("after the drain, pods whose data did not follow them: %v", res.After.RemoteData)
 			}
+			if len(res.Blocked) > 0 {
+				t.Errorf("the drain of node-1 did not end: %v", res.Blocked)
+			} else {
+				t.Logf("the drain of node-1 ended after %s", res.Drained)
+			}
 			for _, row := range res.After.Ledgers {
 				want := int64(0)
 				if row.Node == "node-2" {
@@ -65,11 +79,28 @@ func TestDrain(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		t.Logf("without the extender: before the drain %s, after it %s (pods per node); %d pods' data stayed behind",
-			res.Before.Distribution(), res.After.Distribution(), len(res.After.RemoteData))
+		t.Logf("without the extender: before the drain %s, after it %s (pods per node); %d pods' data stayed behind; drain ended after %s, left %v",
+			res.Before.Distribution(), res.After.Distribution(), len(res.After.RemoteData), res.Drained, res.Blocked)
 		checkRan(t, "before the drain", res.Before)
 		checkRan(t, "after the drain", res.After)
+		switch {
+		case len(res.After.RemoteData) == 0 && len(res.Blocked) > 0:
+			t.Errorf("every pod's data followed it, yet the drain of node-1 did not end: %v", res.Blocked)
+		case len(res.After.RemoteData) > 0 && !blockedByInstanceManager(res.Blocked):
+			t.Errorf("node-1 keeps the only replica of the volumes of %v, yet its instance manager was evicted (left: %v)", res.After.RemoteData, res.Blocked)
+		}
 		checkLedgers(t, "before the drain", res.Before)
 		checkLedgers(t, "after the drain", res.After)
 	})
+}
+
+// blockedByInstanceManager reports whether a drain left an instance
+// manager pod of Longhorn's, its eviction refused.
+func blockedByInstanceManager(blocked []string) bool {
+	for _, b := range blocked {
+		if strings.HasPrefix(b, sandbox.Namespace+"/instance-manager-") && strings.Contains(b, "eviction refused") {
+			return true
+		}
+	}
+	return false
 }

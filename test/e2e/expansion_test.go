@@ -24,6 +24,7 @@ import (
 	"github.com/longhorn/diskschedule/internal/sandbox"
 	"github.com/longhorn/diskschedule/internal/simlonghorn"
 	"github.com/longhorn/diskschedule/internal/testenv"
+	"github.com/longhorn/diskschedule/internal/testenv/sandboxtest"
 )
 
 // expansionGrace is the manager's --gate-grace in TestExpansion: how long
@@ -32,9 +33,10 @@ import (
 // such a grant, so it ends by itself this long after it was decided.
 const expansionGrace = 10 * time.Second
 
-// TestExpansion expands a claim through its PVC with the simulated CSI
-// external resizer, which runs Longhorn's own expansion check before it
-// grows the volume, as Longhorn's API does, and the real gate:
+// TestExpansion expands a claim through its PVC with the sandbox's CSI
+// external resizer, which grows the volume through Longhorn's own API, as
+// Longhorn's CSI driver does (Longhorn's expansion check, then the
+// volume's update, where the real gate decides):
 //
 //   - A refusal that ends by itself: a racing placement holds a grant on
 //     the replica's disk that no Longhorn write backs yet (a request of
@@ -43,12 +45,11 @@ const expansionGrace = 10 * time.Second
 //     gate refuses the growth in words CSI answers Internal, the claim is
 //     never marked infeasible, and once the mirror releases the grant the
 //     resizer's own retries expand the claim.
-//   - An expansion beyond the disk: Longhorn's own check refuses it before
-//     the gate is asked, in words ("disk … does not have sufficient
-//     physical space for expansion", "cannot schedule … more bytes to
-//     disk") that Longhorn's CSI driver answers Internal, with its numbers,
-//     so the claim is not marked infeasible either; the gate receives no
-//     call for it.
+//   - An expansion beyond the disk: Longhorn's own claim validator refuses
+//     the claim's update, in its words ("disk … does not have sufficient
+//     physical space for expansion") with its numbers, before the resizer
+//     or the gate sees it; the claim keeps its size and is not marked
+//     infeasible, and the gate receives no call for it.
 func TestExpansion(t *testing.T) {
 	var metricsAddr string
 	cl := startSandbox(t, "topology.yaml", func(o *sandbox.Options) {
@@ -172,40 +173,34 @@ func TestExpansion(t *testing.T) {
 		t.Errorf("ledger entry of %s: %+v, want 20Gi scheduled", rep.Name, st)
 	}
 
-	// Beyond the disk: 2Ti on a 400Gi disk. Longhorn's own check refuses
-	// it before any write, with Longhorn's numbers; CSI answers Internal.
+	// Beyond the disk: 2Ti on a 400Gi disk. Longhorn's own claim validator
+	// refuses the claim's update itself, before the resizer or any
+	// Longhorn object sees it, in Longhorn's words with its numbers
+	// (longhorn-manager v1.12.0 webhook/resources/persistentvolumeclaim/
+	// validator.go, lines 42-97: CheckReplicasSizeExpansion, answered
+	// Forbidden): its physical space check refuses first ("disk … does
+	// not have sufficient physical space for expansion: … left=… <
+	// minimal=…"), before its scheduling space check ("cannot schedule …
+	// more bytes to disk …"). The gate receives no call for it.
 	gateCalls, err := gateVolumeCalls(ctx, metricsAddr)
 	if err != nil {
 		t.Fatal(err)
 	}
-	huge := resource.MustParse("2Ti")
-	testenv.SetClaimRequest(t, c, pvc, huge)
-	// Longhorn's check names the disk and its numbers: here its physical
-	// space check refuses first ("disk … does not have sufficient physical
-	// space for expansion: … left=… < minimal=…"), before its scheduling
-	// space check ("cannot schedule … more bytes to disk …").
 	longhornWords := fmt.Sprintf("error while CheckReplicasSizeExpansion for volume %s: disk %s does not have sufficient physical space for expansion: physical free space would drop below minimal",
 		pvc.Spec.VolumeName, rep.Spec.DiskID)
-	testenv.Eventually(t, ctx, 30*time.Second, "Longhorn's own check refuses the expansion beyond the disk", func(ctx context.Context) (bool, string, error) {
-		if err := c.Get(ctx, client.ObjectKeyFromObject(pvc), pvc); err != nil {
-			return false, "", err
-		}
-		if err := notInfeasible(); err != nil {
-			return false, "", err
-		}
-		cond := conditions.Claim(pvc, corev1.PersistentVolumeClaimControllerResizeError)
-		if cond == nil {
-			return false, fmt.Sprintf("conditions %+v", pvc.Status.Conditions), nil
-		}
-		refusal = cond.Message
-		return strings.Contains(refusal, longhornWords), refusal, nil
-	}, testenv.Every(100*time.Millisecond), testenv.RetryErrors())
-	t.Logf("Longhorn's refusal: %s", refusal)
-	if !strings.Contains(refusal, "code = Internal") || strings.Contains(refusal, "failed to schedule") {
-		t.Errorf("Longhorn's own refusal %q is not answered Internal", refusal)
+	_, err = sandboxtest.SetClaimRequest(ctx, c, pvc, "2Ti")
+	if err == nil || !strings.Contains(err.Error(), longhornWords) {
+		t.Fatalf("expanding the claim to 2Ti on a 400Gi disk: got %v, want Longhorn's claim validator's refusal %q", err, longhornWords)
 	}
-	if status := pvc.Status.AllocatedResourceStatuses[corev1.ResourceStorage]; status != corev1.PersistentVolumeClaimControllerResizeInProgress {
-		t.Errorf("allocatedResourceStatuses[storage] %q, want %q: retried", status, corev1.PersistentVolumeClaimControllerResizeInProgress)
+	t.Logf("Longhorn's refusal: %v", err)
+	if err := c.Get(ctx, client.ObjectKeyFromObject(pvc), pvc); err != nil {
+		t.Fatal(err)
+	}
+	if request := pvc.Spec.Resources.Requests[corev1.ResourceStorage]; request.Cmp(grown) != 0 {
+		t.Errorf("the claim requests %s after the refused update, want 20Gi", request.String())
+	}
+	if err := notInfeasible(); err != nil {
+		t.Error(err)
 	}
 	if after, err := gateVolumeCalls(ctx, metricsAddr); err != nil || after != gateCalls {
 		t.Errorf("the gate answered %v volume writes, %v before the expansion beyond the disk (%v): Longhorn's check refuses first", after, gateCalls, err)

@@ -76,7 +76,7 @@ func bestEffortClass() *storagev1.StorageClass {
 }
 
 // TestVolumeKinds runs pods through the real kube-scheduler and the
-// extender, with the simulated Longhorn placing replicas: a claim of
+// extender, with Longhorn's own controllers placing replicas: a claim of
 // Longhorn's default class (3 replicas, data locality disabled) takes no
 // space on the pod's node, so its pod runs on a node whose disk cannot
 // hold it and nothing is reserved for it; a best-effort claim of 2

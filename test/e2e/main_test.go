@@ -1,8 +1,9 @@
 // Package e2e_test runs the Longhorn scheduler extender's test plan end to
 // end: each test starts the sandbox (real etcd, kube-apiserver,
 // kube-controller-manager and kube-scheduler processes, kube-scheduler
-// configured with the extender, the manager under its generated RBAC, the
-// simulated Longhorn) with the plan's topology, runs a scenario of
+// configured with the extender, the manager under its generated RBAC,
+// longhorn-manager v1.12.0's own controllers on the simulated data plane)
+// with the plan's topology, runs a scenario of
 // internal/scenario several times, and asserts on where the pods went and
 // what the ledgers granted.
 //
@@ -24,7 +25,7 @@ import (
 
 var bindThroughExtender = flag.Bool("e2e.bind", false, "Benchmarks: kube-scheduler binds the extender's pods through its /bind.")
 
-var managerLog = flag.String("manager-log", "", "Write the in-process manager's and the simulated Longhorn's logs to this file (default: discard them).")
+var managerLog = flag.String("manager-log", "", "Write the in-process manager's and the sandbox's simulated cluster's logs to this file (default: discard them; Longhorn's own controllers log to longhorn-controllers.log in the sandbox's log directory).")
 
 func TestMain(m *testing.M) { os.Exit(run(m)) }
 

@@ -32,12 +32,12 @@ func startSandbox(t testing.TB, topologyFile string, adjust ...func(*sandbox.Opt
 	if err != nil {
 		t.Fatal(err)
 	}
-	opts := sandbox.Options{Topology: topo, Extender: true}
+	opts := sandbox.Options{Topology: topo, Extender: true, LonghornControllers: true}
 	for _, a := range adjust {
 		a(&opts)
 	}
 	t.Logf("starting the sandbox with %s", topologyFile)
-	sb := sandboxtest.Start(t, sandboxtest.Options{Sandbox: opts, Strict: true})
+	sb := sandboxtest.Start(t, sandboxtest.Options{Sandbox: opts, Strict: true, KeepLogs: true})
 	c, err := client.NewWithWatch(sb.AdminConfig(), client.Options{Scheme: sb.Scheme()})
 	if err != nil {
 		t.Fatal(err)
