@@ -206,19 +206,25 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 		controllers = append(controllers, &nodeController{sim: s})
 	}
 	if opts.PlaceReplicas {
-		names := make([]string, 0, len(s.nodes))
-		for _, n := range s.nodes {
-			names = append(names, n.Name)
-		}
-		pods := opts.ManagerPods
-		if pods == 0 {
-			pods = DefaultManagerPods
-		}
-		if s.pods, err = newManagerPods(mgr.GetConfig(), s.namespace, names, pods); err != nil {
-			return err
-		}
-		if err := mgr.Add(s.pods); err != nil {
-			return fmt.Errorf("adding the simulated longhorn-manager pods: %w", err)
+		// The simulated volume and backing-image controllers and the
+		// resizer without Longhorn's API place and check with these pods'
+		// schedulers; beside Longhorn's own controllers and API nothing
+		// does, and their informers would only cost the sandbox's CPU.
+		if !opts.LonghornControllers || opts.LonghornAPI == "" {
+			names := make([]string, 0, len(s.nodes))
+			for _, n := range s.nodes {
+				names = append(names, n.Name)
+			}
+			pods := opts.ManagerPods
+			if pods == 0 {
+				pods = DefaultManagerPods
+			}
+			if s.pods, err = newManagerPods(mgr.GetConfig(), s.namespace, names, pods); err != nil {
+				return err
+			}
+			if err := mgr.Add(s.pods); err != nil {
+				return fmt.Errorf("adding the simulated longhorn-manager pods: %w", err)
+			}
 		}
 		capacity := &capacityPublisher{sim: s, pollInterval: opts.CapacityPollInterval}
 		controllers = append(controllers,
