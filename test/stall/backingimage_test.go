@@ -137,6 +137,7 @@ func TestBackingImageFirstStartStall(t *testing.T) {
 	}
 
 	over, overVol := e.firstStart(ctx, t, image, "over-limit", targets[1], overSize)
+	running := time.Now()
 	if over == first || over == disk {
 		t.Fatalf("the replica of the volume that fills its disk went to %s, which holds another copy: the case needs a disk of its own", over)
 	}
@@ -190,6 +191,8 @@ func TestBackingImageFirstStartStall(t *testing.T) {
 		}
 		return done, strings.Join(off, "; "), nil
 	}, testenv.Every(200*time.Millisecond))
+	t.Logf("Longhorn's node controller counted %s on %s/%s within %s of the pod running", ledger.Bytes(overSize+copySize), targets[1], over,
+		time.Since(running).Round(100*time.Millisecond))
 }
 
 // firstStart runs a pod on name, a claim of size of the image on node (a
