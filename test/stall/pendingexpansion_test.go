@@ -194,7 +194,7 @@ func pendingExpansion(ctx, wctx context.Context, t *testing.T, e *longhornEnv, r
 		if expandErr != nil {
 			t.Errorf("the claim's expansion was refused (%v), yet the new volume was not placed", expandErr)
 		}
-		testenv.Eventually(t, ctx, pendingExpansionBound, "the claim at 300Gi, its replica granted 300Gi and counted so by Longhorn", func(ctx context.Context) (bool, string, error) {
+		testenv.Eventually(t, ctx, longhornStallBound, "the claim at 300Gi, its replica granted 300Gi and counted so by Longhorn", func(ctx context.Context) (bool, string, error) {
 			if err := e.c.Get(ctx, client.ObjectKeyFromObject(pvc), pvc); err != nil {
 				return false, "", err
 			}
@@ -224,7 +224,7 @@ func pendingExpansion(ctx, wctx context.Context, t *testing.T, e *longhornEnv, r
 		if expandErr != nil {
 			why = expandErr.Error()
 		} else {
-			testenv.Eventually(t, ctx, pendingExpansionBound, "the claim's expansion refused", func(ctx context.Context) (bool, string, error) {
+			testenv.Eventually(t, ctx, longhornStallBound, "the claim's expansion refused", func(ctx context.Context) (bool, string, error) {
 				if err := e.c.Get(ctx, client.ObjectKeyFromObject(pvc), pvc); err != nil {
 					return false, "", err
 				}
