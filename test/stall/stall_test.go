@@ -18,7 +18,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	dsv1 "github.com/longhorn/diskschedule/api/v1beta2"
@@ -63,27 +62,16 @@ var reservationTimeout = flag.Duration("reservation-timeout", defaultReservation
 const (
 	tagRace    = "race"
 	tagReserve = "reserve"
-	tagImage   = "image"
-	tagExpand  = "expand"
 )
 
 // topology: four nodes with a 400Gi disk each for the race and the full
-// cluster, a 200Gi disk on node-1 for the reservation, a 400Gi disk on
-// node-2 and one on node-4 for the backing image and a 400Gi disk on
-// node-3 for the pending expansion.
+// cluster, and a 200Gi disk on node-1 for the reservation.
 func topology() *sandbox.Topology {
 	t := &sandbox.Topology{}
 	for i := 1; i <= 4; i++ {
 		n := sandbox.Node{Name: fmt.Sprintf("node-%d", i), Disks: []sandbox.Disk{{Name: "disk-1", Size: 400 * gib, Tags: []string{tagRace}}}}
-		switch i {
-		case 1:
+		if i == 1 {
 			n.Disks = append(n.Disks, sandbox.Disk{Name: "disk-2", Size: 200 * gib, Tags: []string{tagReserve}})
-		case 2:
-			n.Disks = append(n.Disks, sandbox.Disk{Name: "disk-2", Size: 400 * gib, Tags: []string{tagImage}})
-		case 3:
-			n.Disks = append(n.Disks, sandbox.Disk{Name: "disk-2", Size: 400 * gib, Tags: []string{tagExpand}})
-		case 4:
-			n.Disks = append(n.Disks, sandbox.Disk{Name: "disk-2", Size: 400 * gib, Tags: []string{tagImage}})
 		}
 		t.Nodes = append(t.Nodes, n)
 	}
@@ -91,7 +79,8 @@ func topology() *sandbox.Topology {
 }
 
 // recorder collects what the stalls are measured from: the refused
-// replica writes (the simulated Longhorn's OnRefusedWrite) and, from
+// replica writes (the gate's denials, through the sandbox's
+// OnRefusedWrite) and, from
 // watches, when each volume's replica was first persisted with a disk and
 // when its Scheduled=False status was written.
 type recorder struct {
@@ -287,7 +276,7 @@ func TestStalls(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a control plane")
 	}
-	e := start(t, true)
+	e := start(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	lw, err := scenario.WatchLedgers(ctx, e.c, sandbox.Namespace)
@@ -297,29 +286,6 @@ func TestStalls(t *testing.T) {
 	t.Run("race", func(t *testing.T) { raceCase(ctx, t, e) })
 	t.Run("full cluster", func(t *testing.T) { fullCase(ctx, t, e) })
 	t.Run("reservation", func(t *testing.T) { reservationCase(ctx, t, e) })
-	finish(ctx, t, e, lw)
-}
-
-// TestSimulatedStalls measures, on the simulated Longhorn (Longhorn's own
-// scheduler placing from three simulated longhorn-manager pods), the
-// cases not yet measured in these forms on the sandbox's Longhorn
-// controllers: a backing image whose copy does not fit beside its
-// replica's volume (adopted over the limit), and an expansion pending next
-// to a new volume. (A live migration's replicas, which share their
-// replicas' data directories, are TestLiveMigrationStall's.)
-func TestSimulatedStalls(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts a control plane")
-	}
-	e := start(t, false)
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	lw, err := scenario.WatchLedgers(ctx, e.c, sandbox.Namespace)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Run("backing image", func(t *testing.T) { imageCase(ctx, t, e) })
-	t.Run("pending expansion", func(t *testing.T) { expansionCase(ctx, t, e) })
 	finish(ctx, t, e, lw)
 }
 
@@ -346,9 +312,9 @@ func finish(ctx context.Context, t *testing.T, e *env, lw *scenario.LedgerWatch)
 }
 
 // start starts the sandbox with the gate registered and Longhorn's own
-// controllers placing (longhorn) or the simulated Longhorn, the recorder
-// receiving the refused replica writes, and the watches.
-func start(t *testing.T, longhorn bool) *env {
+// controllers placing, the recorder receiving the gate's denials of
+// replica writes, and the watches.
+func start(t *testing.T) *env {
 	t.Helper()
 	rec := newRecorder()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
@@ -356,7 +322,7 @@ func start(t *testing.T, longhorn bool) *env {
 	sb := sandboxtest.Start(t, sandboxtest.Options{Sandbox: sandbox.Options{
 		Topology:            topology(),
 		OnRefusedWrite:      rec.refusedWrite,
-		LonghornControllers: longhorn,
+		LonghornControllers: true,
 	}, KeepLogs: true})
 	c := sandboxtest.WatchingClient(t, sb)
 	list := &dsv1.DiskScheduleList{}
@@ -379,12 +345,9 @@ func start(t *testing.T, longhorn bool) *env {
 // createVolumes creates n one-replica Longhorn Volumes of size on the
 // disks tagged tag, as the Longhorn CSI driver creates them for claims
 // (simlonghorn.VolumeFor), all at once, and returns their names.
-func createVolumes(ctx context.Context, t *testing.T, c client.Client, prefix string, n int, size int64, tag, image string) []string {
+func createVolumes(ctx context.Context, t *testing.T, c client.Client, prefix string, n int, size int64, tag string) []string {
 	t.Helper()
 	params := map[string]string{simlonghorn.ParamNumberOfReplicas: "1", simlonghorn.ParamDiskSelector: tag}
-	if image != "" {
-		params[simlonghorn.ParamBackingImage] = image
-	}
 	class := &storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: prefix}, Provisioner: "driver.longhorn.io", Parameters: params}
 	vols := make([]*lhv1.Volume, n)
 	for i := range vols {
@@ -487,7 +450,7 @@ func unschedulable(ctx context.Context, t *testing.T, c client.Client, volumes [
 // stall ends at Longhorn's next view of the disk; the 16 that do not fit
 // end with Longhorn's own Scheduled=False.
 func raceCase(ctx context.Context, t *testing.T, e *env) {
-	vols := createVolumes(ctx, t, e.c, "race", 32, 100*gib, tagRace, "")
+	vols := createVolumes(ctx, t, e.c, "race", 32, 100*gib, tagRace)
 	placed := waitSettled(ctx, t, e.rec, vols, 2*time.Minute)
 	report(t, e.rec, vols, nextView)
 	if placed != 16 {
@@ -502,7 +465,7 @@ func raceCase(ctx context.Context, t *testing.T, e *env) {
 // find no candidate in Longhorn's own scheduler, which says so in their
 // Scheduled condition; the gate refuses nothing (or only transiently).
 func fullCase(ctx context.Context, t *testing.T, e *env) {
-	vols := createVolumes(ctx, t, e.c, "full", 8, 100*gib, tagRace, "")
+	vols := createVolumes(ctx, t, e.c, "full", 8, 100*gib, tagRace)
 	placed := waitSettled(ctx, t, e.rec, vols, time.Minute)
 	report(t, e.rec, vols, nextView)
 	if placed != 0 {
@@ -539,7 +502,7 @@ func reservationCase(ctx context.Context, t *testing.T, e *env) {
 	}
 	waitReservation(ctx, t, e.c, uuid, holder, dsv1.ReservationStateScheduled)
 
-	vols := createVolumes(ctx, t, e.c, "reserve", 1, 100*gib, tagReserve, "")
+	vols := createVolumes(ctx, t, e.c, "reserve", 1, 100*gib, tagReserve)
 	placed := waitSettled(ctx, t, e.rec, vols, *reservationTimeout+3*resync)
 	ss := report(t, e.rec, vols, reservationBound)
 	if placed != 1 {
@@ -584,100 +547,6 @@ func waitReservation(ctx context.Context, t *testing.T, c client.Client, uuid, n
 	testenv.WaitLedger(t, ctx, c, sandbox.Namespace, uuid, 2*time.Minute, fmt.Sprintf("reservation %s %s", name, state), func(ds *dsv1.DiskSchedule) bool {
 		return ds.Status.Reservations[name].State == state
 	}, testenv.Every(100*time.Millisecond))
-}
-
-// imageCase, in Longhorn's order: a backing image of 200Gi whose file
-// takes 20Gi (realSize) gets its first copy (minNumberOfCopies) on one of
-// the two 400Gi disks tagged image; a 390Gi volume of the image is placed on
-// the other, Longhorn's scheduler counting the volume's size alone, and its
-// replica, once granted and persisted, asks for the copy there as
-// Longhorn's replica controller does when it starts it. The copy does not
-// fit the limit (390Gi + 20Gi > 400Gi) and is adopted over it as Longhorn
-// counts it (Overcommitted=True), rather than refused, so the replica can
-// start, and nothing stalls. The test writes the copy's disk into the image
-// as Longhorn's replica controller does (the volume has no pod, so the
-// sandbox's Longhorn never attaches it).
-func imageCase(ctx context.Context, t *testing.T, e *env) {
-	bi := &lhv1.BackingImage{
-		ObjectMeta: metav1.ObjectMeta{Name: "sparse", Namespace: sandbox.Namespace},
-		Spec: lhv1.BackingImageSpec{
-			SourceType: lhv1.BackingImageDataSourceTypeDownload,
-			SourceParameters: map[string]string{"url": "https://cloud-images.example/sparse.qcow2",
-				simlonghorn.SourceParamSize: "200Gi", simlonghorn.SourceParamRealSize: "20Gi"},
-			MinNumberOfCopies: 1, DiskSelector: []string{tagImage}, NodeSelector: []string{},
-			DataEngine: lhv1.DataEngineTypeV1,
-		},
-	}
-	if err := e.c.Create(ctx, bi); err != nil {
-		t.Fatal(err)
-	}
-	var first string
-	testenv.Eventually(t, ctx, time.Minute, "the image's first copy is counted at its real size 20Gi", func(ctx context.Context) (bool, string, error) {
-		if err := e.c.Get(ctx, client.ObjectKeyFromObject(bi), bi); err != nil {
-			return false, "", err
-		}
-		for uuid := range bi.Spec.DiskFileSpecMap {
-			first = uuid
-		}
-		if len(bi.Spec.DiskFileSpecMap) != 1 {
-			return false, fmt.Sprintf("copies %v", bi.Spec.DiskFileSpecMap), nil
-		}
-		ds := &dsv1.DiskSchedule{}
-		if err := e.c.Get(ctx, client.ObjectKey{Namespace: sandbox.Namespace, Name: first}, ds); err != nil {
-			return false, "", err
-		}
-		return ds.Status.StorageScheduled == 20*gib, "ledger " + ledger.Bytes(ds.Status.StorageScheduled), nil
-	}, testenv.Every(100*time.Millisecond))
-	vols := createVolumes(ctx, t, e.c, "image", 1, 390*gib, tagImage, "sparse")
-	placed := waitSettled(ctx, t, e.rec, vols, time.Minute)
-	ss := report(t, e.rec, vols, nextView)
-	if placed != 1 {
-		t.Fatalf("the volume of the image was not placed: 390Gi fit in the empty 400Gi disk as Longhorn counts it")
-	}
-	if len(ss) != 0 {
-		t.Errorf("%d volumes stalled by denials of the copy their replica needs to start", len(ss))
-	}
-	// The replica, granted and persisted, asks for the copy as Longhorn's
-	// replica controller does when it starts it (controller/replica_controller.go:
-	// the disk added to spec.diskFileSpecMap with an Update), through the gate.
-	var rep lhv1.Replica
-	testenv.Eventually(t, ctx, time.Minute, "the volume's replica is persisted", func(ctx context.Context) (bool, string, error) {
-		reps := &lhv1.ReplicaList{}
-		if err := e.c.List(ctx, reps, client.InNamespace(sandbox.Namespace), client.MatchingLabels{simlonghorn.LabelVolume: vols[0]}); err != nil {
-			return false, "", err
-		}
-		if len(reps.Items) != 1 || reps.Items[0].Spec.DiskID == "" {
-			return false, fmt.Sprintf("%d replicas", len(reps.Items)), nil
-		}
-		rep = reps.Items[0]
-		return true, "", nil
-	}, testenv.Every(100*time.Millisecond), testenv.RetryErrors())
-	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		if err := e.c.Get(ctx, client.ObjectKeyFromObject(bi), bi); err != nil {
-			return err
-		}
-		bi.Spec.DiskFileSpecMap[rep.Spec.DiskID] = &lhv1.BackingImageDiskFileSpec{DataEngine: lhv1.DataEngineTypeV1}
-		return e.c.Update(ctx, bi)
-	})
-	if err != nil {
-		t.Fatalf("the copy replica %s needs to start on disk %s was refused: %v", rep.Name, rep.Spec.DiskID, err)
-	}
-	if rep.Spec.DiskID == first {
-		t.Fatalf("the replica went to the disk of the image's first copy, %s: Longhorn counted 20Gi + 390Gi there", first)
-	}
-	// The replica asked for the copy after it was granted; the ledger
-	// adopted it over the limit rather than refuse it.
-	ds := testenv.WaitLedger(t, ctx, e.c, sandbox.Namespace, rep.Spec.DiskID, time.Minute, "the copy adopted over the limit", func(ds *dsv1.DiskSchedule) bool {
-		st := ds.Status.BackingImages["sparse"]
-		return st.State == dsv1.RequestStateScheduled && st.ScheduledSize == 20*gib
-	}, testenv.Every(100*time.Millisecond))
-	if ds.Status.StorageScheduled != 410*gib || !meta.IsStatusConditionTrue(ds.Status.Conditions, dsv1.DiskScheduleConditionOvercommitted) {
-		t.Errorf("ledger %s of limit %s, conditions %+v: want 410Gi, Overcommitted=True", ledger.Bytes(ds.Status.StorageScheduled),
-			ledger.Bytes(ds.Status.StorageLimit), ds.Status.Conditions)
-	}
-	if msg := ds.Status.BackingImages["sparse"].Message; !strings.Contains(msg, "adopted over the limit: replica "+rep.Name) {
-		t.Errorf("the copy's decision says %q, want it adopted for the starting replica %s", msg, rep.Name)
-	}
 }
 
 // settle waits until every ledger equals what Longhorn persisted on its
@@ -751,53 +620,4 @@ func persistedData(replicas []lhv1.Replica) map[string]int64 {
 		out[d.disk] += size
 	}
 	return out
-}
-
-// expansionCase: a 200Gi volume on the 400Gi disk tagged expand grows to
-// 300Gi, and a 150Gi volume that only that disk matches is created at the
-// same moment. The gate grants the growth when the volume's spec.size
-// grows; Longhorn counts it once its volume controller has written the new
-// size into the replica and its node controller has counted that (the
-// pending expansion of docs/accounting-differences.md). A placement Longhorn
-// makes from the older count is denied, and the stall ends at Longhorn's
-// next view of the disk: 300Gi scheduled, no room for 150Gi, Longhorn's own
-// Scheduled=False. The disk never holds more than its limit.
-func expansionCase(ctx context.Context, t *testing.T, e *env) {
-	grown := createVolumes(ctx, t, e.c, "expand", 1, 200*gib, tagExpand, "")
-	if placed := waitSettled(ctx, t, e.rec, grown, 2*time.Minute); placed != 1 {
-		t.Fatalf("the 200Gi volume was not placed")
-	}
-	v := &lhv1.Volume{}
-	if err := e.c.Get(ctx, client.ObjectKey{Namespace: sandbox.Namespace, Name: grown[0]}, v); err != nil {
-		t.Fatal(err)
-	}
-	patch := client.MergeFrom(v.DeepCopy())
-	v.Spec.Size = 300 * gib
-	// Longhorn's CSI driver expands a volume by raising its spec.size.
-	if err := e.c.Patch(ctx, v, patch); err != nil {
-		t.Fatalf("expanding volume %s to 300Gi: %v", v.Name, err)
-	}
-	late := createVolumes(ctx, t, e.c, "expand-late", 1, 150*gib, tagExpand, "")
-	if placed := waitSettled(ctx, t, e.rec, late, nextView+resync); placed != 0 {
-		t.Errorf("the 150Gi volume was placed next to the 300Gi one on a 400Gi disk")
-	}
-	report(t, e.rec, late, nextView)
-	if n := unschedulable(ctx, t, e.c, late); n != 1 {
-		t.Errorf("the 150Gi volume must end with Longhorn's own Scheduled=False, %d of 1 do", n)
-	}
-	uuid := sandbox.DiskUUID("node-3", "disk-2")
-	if got, err := testenv.Poll(ctx, nextView, func(ctx context.Context) (bool, string, error) {
-		reps := &lhv1.ReplicaList{}
-		if err := e.c.List(ctx, reps, client.InNamespace(sandbox.Namespace)); err != nil {
-			return false, "", err
-		}
-		for _, r := range reps.Items {
-			if r.Spec.VolumeName == grown[0] && r.Spec.DiskID == uuid {
-				return r.Spec.VolumeSize == 300*gib, fmt.Sprintf("volumeSize %d", r.Spec.VolumeSize), nil
-			}
-		}
-		return false, "no replica on the disk", nil
-	}, testenv.Every(200*time.Millisecond)); err != nil {
-		t.Errorf("the grown volume's replica never reached 300Gi on its disk: %v (%s)", err, got)
-	}
 }
