@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -25,6 +26,7 @@ import (
 	"github.com/longhorn/diskschedule/internal/sandbox"
 	"github.com/longhorn/diskschedule/internal/simlonghorn"
 	"github.com/longhorn/diskschedule/internal/testenv"
+	"github.com/longhorn/diskschedule/internal/testenv/sandboxtest"
 )
 
 // migrationBound bounds a live migration's stall, from the second
@@ -156,21 +158,8 @@ func newDiskWatch() *diskWatch {
 // Longhorn's namespace until ctx ends.
 func (w *diskWatch) start(ctx context.Context, t *testing.T, c client.WithWatch) {
 	t.Helper()
-	for _, list := range []client.ObjectList{&dsv1.DiskScheduleList{}, &lhv1.ReplicaList{}, &lhv1.NodeList{}, &corev1.EventList{}} {
-		wi, err := c.Watch(ctx, list, client.InNamespace(sandbox.Namespace))
-		if err != nil {
-			t.Fatalf("watching %T: %v", list, err)
-		}
-		go func() {
-			<-ctx.Done()
-			wi.Stop()
-		}()
-		go func() {
-			for ev := range wi.ResultChan() {
-				w.see(ev.Object, ev.Type == "DELETED")
-			}
-		}()
-	}
+	sandboxtest.WatchEach(ctx, t, c, func(obj runtime.Object, deleted bool, _ time.Time) { w.see(obj, deleted) },
+		&dsv1.DiskScheduleList{}, &lhv1.ReplicaList{}, &lhv1.NodeList{}, &corev1.EventList{})
 }
 
 func (w *diskWatch) see(obj any, deleted bool) {

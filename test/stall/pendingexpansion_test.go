@@ -14,6 +14,7 @@ import (
 	storagev1 "k8s.io/api/storage/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -337,44 +338,31 @@ type diskTimeline struct {
 func watchDisk(ctx context.Context, t *testing.T, c client.WithWatch, vol, disk, late string) *diskTimeline {
 	t.Helper()
 	tl := &diskTimeline{steps: map[string]time.Time{}, ch: make(chan struct{}, 1)}
-	for _, list := range []client.ObjectList{&lhv1.VolumeList{}, &lhv1.EngineList{}, &lhv1.ReplicaList{}, &lhv1.NodeList{}} {
-		w, err := c.Watch(ctx, list, client.InNamespace(sandbox.Namespace))
-		if err != nil {
-			t.Fatalf("watching %T: %v", list, err)
-		}
-		go func() {
-			<-ctx.Done()
-			w.Stop()
-		}()
-		go func() {
-			for ev := range w.ResultChan() {
-				at := time.Now()
-				switch o := ev.Object.(type) {
-				case *lhv1.Volume:
-					if o.Name == vol && o.Spec.Size == 300*gib {
-						tl.at(stepGrown, at)
-					}
-				case *lhv1.Engine:
-					if o.Spec.VolumeName == late {
-						tl.at(stepEngine, at)
-					}
-				case *lhv1.Replica:
-					if o.Spec.VolumeName == vol && o.Spec.DiskID == disk && o.Spec.VolumeSize == 300*gib {
-						tl.at("replica at 300Gi", at)
-					}
-					if o.Spec.VolumeName == late {
-						tl.at(stepReplica, at)
-					}
-				case *lhv1.Node:
-					for _, d := range o.Status.DiskStatus {
-						if d.DiskUUID == disk && d.StorageScheduled == 300*gib {
-							tl.at(stepCounted, at)
-						}
-					}
+	sandboxtest.WatchEach(ctx, t, c, func(obj runtime.Object, _ bool, at time.Time) {
+		switch o := obj.(type) {
+		case *lhv1.Volume:
+			if o.Name == vol && o.Spec.Size == 300*gib {
+				tl.at(stepGrown, at)
+			}
+		case *lhv1.Engine:
+			if o.Spec.VolumeName == late {
+				tl.at(stepEngine, at)
+			}
+		case *lhv1.Replica:
+			if o.Spec.VolumeName == vol && o.Spec.DiskID == disk && o.Spec.VolumeSize == 300*gib {
+				tl.at("replica at 300Gi", at)
+			}
+			if o.Spec.VolumeName == late {
+				tl.at(stepReplica, at)
+			}
+		case *lhv1.Node:
+			for _, d := range o.Status.DiskStatus {
+				if d.DiskUUID == disk && d.StorageScheduled == 300*gib {
+					tl.at(stepCounted, at)
 				}
 			}
-		}()
-	}
+		}
+	}, &lhv1.VolumeList{}, &lhv1.EngineList{}, &lhv1.ReplicaList{}, &lhv1.NodeList{})
 	return tl
 }
 

@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -163,30 +164,14 @@ func scheduled(v *lhv1.Volume) lhv1.ConditionStatus {
 
 // watch follows Replica and Volume events until ctx ends.
 func (r *recorder) watch(ctx context.Context, t *testing.T, c client.WithWatch) {
-	for _, list := range []client.ObjectList{&lhv1.ReplicaList{}, &lhv1.VolumeList{}} {
-		w, err := c.Watch(ctx, list, client.InNamespace(sandbox.Namespace))
-		if err != nil {
-			t.Fatalf("watching %T: %v", list, err)
+	sandboxtest.WatchEach(ctx, t, c, func(obj runtime.Object, deleted bool, at time.Time) {
+		switch o := obj.(type) {
+		case *lhv1.Replica:
+			r.replica(o, deleted, at)
+		case *lhv1.Volume:
+			r.volume(o, at)
 		}
-		go func() {
-			<-ctx.Done()
-			w.Stop()
-		}()
-		go func() {
-			for ev := range w.ResultChan() {
-				at := time.Now()
-				switch o := ev.Object.(type) {
-				case *lhv1.Replica:
-					r.replica(o, ev.Type == "DELETED", at)
-				case *lhv1.Volume:
-					r.volume(o, at)
-				}
-			}
-			if ctx.Err() == nil {
-				t.Errorf("the %T watch ended early", list)
-			}
-		}()
-	}
+	}, &lhv1.ReplicaList{}, &lhv1.VolumeList{})
 }
 
 // stall is one volume's stall.

@@ -11,6 +11,7 @@ import (
 
 	lhv1 "github.com/longhorn/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -200,4 +201,30 @@ func replicaVolume(name string) string {
 		return name[:i]
 	}
 	return ""
+}
+
+// WatchEach watches each kind of lists in the sandbox's namespace until ctx
+// ends, calling see with every object as it arrives, whether the event
+// deleted it, and when it arrived; see runs on one goroutine per kind. A
+// watch that ends before ctx fails the test.
+func WatchEach(ctx context.Context, t testing.TB, c client.WithWatch, see func(obj runtime.Object, deleted bool, at time.Time), lists ...client.ObjectList) {
+	t.Helper()
+	for _, list := range lists {
+		w, err := c.Watch(ctx, list, client.InNamespace(sandbox.Namespace))
+		if err != nil {
+			t.Fatalf("watching %T: %v", list, err)
+		}
+		go func() {
+			<-ctx.Done()
+			w.Stop()
+		}()
+		go func() {
+			for ev := range w.ResultChan() {
+				see(ev.Object, ev.Type == watch.Deleted, time.Now())
+			}
+			if ctx.Err() == nil {
+				t.Errorf("the %T watch ended early", list)
+			}
+		}()
+	}
 }
