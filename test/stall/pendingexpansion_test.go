@@ -19,7 +19,6 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	dsv1 "github.com/longhorn/diskschedule/api/v1beta2"
 	"github.com/longhorn/diskschedule/internal/ledger"
 	"github.com/longhorn/diskschedule/internal/sandbox"
 	"github.com/longhorn/diskschedule/internal/simlonghorn"
@@ -80,20 +79,9 @@ func TestPendingExpansionStall(t *testing.T) {
 	e := startLonghorn(t, func(o *sandbox.Options) { o.OnRefusedWrite = rec.refusedWrite })
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
-	list := &dsv1.DiskScheduleList{}
-	if err := e.c.List(ctx, list, client.InNamespace(sandbox.Namespace)); err != nil {
-		t.Fatal(err)
-	}
-	limits := map[string]int64{}
-	for _, ds := range list.Items {
-		limits[ds.Name] = ds.Status.StorageLimit
-	}
-	rec.mu.Lock()
-	rec.limits = limits
-	rec.mu.Unlock()
+	rec.follow(ctx, t, e.c)
 	wctx, wcancel := context.WithCancel(context.Background())
 	t.Cleanup(wcancel)
-	rec.watch(wctx, t, e.c)
 
 	t.Run("with the claim's expansion", func(t *testing.T) { pendingExpansion(ctx, wctx, t, e, rec, "claim", "node-1") })
 	t.Run("with the volume's growth", func(t *testing.T) { pendingExpansion(ctx, wctx, t, e, rec, "growth", "node-2") })

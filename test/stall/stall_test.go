@@ -310,6 +310,14 @@ func start(t *testing.T) *env {
 		LonghornControllers: true,
 	}, KeepLogs: true})
 	c := sandboxtest.WatchingClient(t, sb)
+	rec.follow(ctx, t, c)
+	return &env{sb: sb, c: c, rec: rec}
+}
+
+// follow reads the disks' limits from their ledgers and watches Replicas
+// and Volumes until the test ends.
+func (r *recorder) follow(ctx context.Context, t *testing.T, c client.WithWatch) {
+	t.Helper()
 	list := &dsv1.DiskScheduleList{}
 	if err := c.List(ctx, list, client.InNamespace(sandbox.Namespace)); err != nil {
 		t.Fatal(err)
@@ -318,13 +326,12 @@ func start(t *testing.T) *env {
 	for _, ds := range list.Items {
 		limits[ds.Name] = ds.Status.StorageLimit
 	}
-	rec.mu.Lock()
-	rec.limits = limits
-	rec.mu.Unlock()
+	r.mu.Lock()
+	r.limits = limits
+	r.mu.Unlock()
 	wctx, wcancel := context.WithCancel(context.Background())
 	t.Cleanup(wcancel)
-	rec.watch(wctx, t, c)
-	return &env{sb: sb, c: c, rec: rec}
+	r.watch(wctx, t, c)
 }
 
 // createVolumes creates n one-replica Longhorn Volumes of size on the
