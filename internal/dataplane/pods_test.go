@@ -16,10 +16,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	k8stypes "k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/longhorn/diskschedule/internal/dataplane"
+	"github.com/longhorn/diskschedule/internal/testenv"
 )
 
 // freeLoopbackIP returns a loopback address where nothing listens on port.
@@ -78,12 +78,11 @@ func TestPodServices(t *testing.T) {
 		}
 		return c
 	}
-	err := wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+	if state, err := testenv.Poll(ctx, 10*time.Second, func(context.Context) (bool, string, error) {
 		_, _, err := manager(bimIP).VersionGet()
-		return err == nil, nil
-	})
-	if err != nil {
-		t.Fatalf("the backing-image manager pod is not served: %v", err)
+		return err == nil, fmt.Sprint(err), nil
+	}, testenv.Every(20*time.Millisecond)); err != nil {
+		t.Fatalf("the backing-image manager pod is not served: %v (last: %s)", err, state)
 	}
 	info, err := engineapi.NewBackingImageDataSourceClient(dsIP).Get()
 	if err != nil {
@@ -99,11 +98,10 @@ func TestPodServices(t *testing.T) {
 	if err := kube.CoreV1().Pods(ns).Delete(ctx, bim.Name, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	err = wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+	if _, err := testenv.Poll(ctx, 10*time.Second, func(context.Context) (bool, string, error) {
 		_, _, err := manager(bimIP).VersionGet()
-		return err != nil, nil
-	})
-	if err != nil {
+		return err != nil, "", nil
+	}, testenv.Every(20*time.Millisecond)); err != nil {
 		t.Errorf("the deleted pod is still served: %v", err)
 	}
 }

@@ -16,10 +16,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	k8stypes "k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/longhorn/diskschedule/internal/dataplane"
+	"github.com/longhorn/diskschedule/internal/testenv"
 )
 
 // TestShareManager: a share manager pod, running with an IP of its own on
@@ -93,11 +93,11 @@ func TestShareManager(t *testing.T) {
 	}
 	defer c.Close()
 	// The share manager serves its gRPC service at once.
-	err = wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
-		return c.Mount() == nil, nil
-	})
-	if err != nil {
-		t.Fatalf("the share manager pod is not served: %v", err)
+	if state, err := testenv.Poll(ctx, 10*time.Second, func(context.Context) (bool, string, error) {
+		err := c.Mount()
+		return err == nil, fmt.Sprint(err), nil
+	}, testenv.Every(20*time.Millisecond)); err != nil {
+		t.Fatalf("the share manager pod is not served: %v (last: %s)", err, state)
 	}
 	if err := c.Unmount(); err != nil {
 		t.Errorf("Unmount before the NFS server runs: %v", err)
@@ -150,15 +150,16 @@ func TestShareManager(t *testing.T) {
 		t.Fatalf("no block device of %s on the node of its running engine", volume)
 	}
 	start := time.Now()
-	err = wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 2*dataplane.ShareManagerDeviceCheckInterval, true, func(context.Context) (bool, error) {
+	state, err := testenv.Poll(ctx, 2*dataplane.ShareManagerDeviceCheckInterval, func(context.Context) (bool, string, error) {
 		conn, err := net.DialTimeout("tcp", nfs, time.Second)
 		if err != nil {
-			return false, nil
+			return false, err.Error(), nil
 		}
 		_ = conn.Close()
-		return true, nil
+		return true, "", nil
 	})
 	if err != nil {
+		err = fmt.Errorf("%w (last: %s)", err, state)
 		t.Fatalf("the NFS server does not listen once the volume's device exists: %v", err)
 	}
 	t.Logf("the NFS server listens %s after the device appeared", time.Since(start).Round(time.Millisecond))
