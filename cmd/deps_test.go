@@ -8,12 +8,12 @@ import (
 
 // longhornAPITypes is the only package of longhorn-manager the manager may
 // import (DESIGN §3.1): Longhorn's own Go types. Its scheduler, datastore and
-// everything under them belong to the sandbox's simulated Longhorn.
+// everything under them belong to the sandbox's Longhorn.
 const longhornAPITypes = "github.com/longhorn/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
 
 // TestManagerImportsNoLonghornCode lists the manager binary's packages with
 // the go command and fails on any longhorn-manager package other than its
-// API types and what they import, and on the simulated Longhorn.
+// API types and what they import, and on the sandbox's simulated cluster.
 func TestManagerImportsNoLonghornCode(t *testing.T) {
 	allowed := map[string]bool{}
 	for _, p := range goListDeps(t, longhornAPITypes) {

@@ -158,10 +158,7 @@ type step struct {
 	// secondary starts the sandbox with the second scheduler
 	// (--secondary-scheduler=true).
 	secondary bool
-	// longhorn starts the sandbox with longhorn-manager's own controllers
-	// (--longhorn-controllers=true).
-	longhorn bool
-	runs     []namedRun
+	runs      []namedRun
 }
 
 // namedRun is a scenario run in a sandbox, by the scenario's name.
@@ -175,12 +172,12 @@ type namedRun struct {
 // in a sandbox with the gate and in one without.
 func (d *demo) plan() []step {
 	return []step{
-		{topology: "topology.yaml", longhorn: true, runs: []namedRun{{"race", d.race}, {"restart", d.restart}}},
-		{topology: "topology.yaml", longhorn: true, runs: []namedRun{{"claims", d.claimsGated}}},
-		{topology: "topology.yaml", noGate: true, longhorn: true, runs: []namedRun{{"claims", d.claimsUngated}}},
-		{topology: "multi-disk.yaml", longhorn: true, runs: []namedRun{{"multi-pvc", d.multiPVC}}},
-		{topology: "drain.yaml", longhorn: true, runs: []namedRun{{"drain", d.drain}}},
-		{topology: "topology.yaml", secondary: true, longhorn: true, runs: []namedRun{{"opt-in", d.optIn}}},
+		{topology: "topology.yaml", runs: []namedRun{{"race", d.race}, {"restart", d.restart}}},
+		{topology: "topology.yaml", runs: []namedRun{{"claims", d.claimsGated}}},
+		{topology: "topology.yaml", noGate: true, runs: []namedRun{{"claims", d.claimsUngated}}},
+		{topology: "multi-disk.yaml", runs: []namedRun{{"multi-pvc", d.multiPVC}}},
+		{topology: "drain.yaml", runs: []namedRun{{"drain", d.drain}}},
+		{topology: "topology.yaml", secondary: true, runs: []namedRun{{"opt-in", d.optIn}}},
 	}
 }
 
@@ -217,11 +214,6 @@ func (d *demo) withSandbox(ctx context.Context, s step, runs []namedRun) (retErr
 	if s.secondary {
 		gate, logName = gate+" and the second scheduler", logName+"-secondary-scheduler"
 	}
-	if s.longhorn {
-		gate = gate + ", longhorn-manager's own controllers"
-	} else {
-		gate, logName = gate+", the simulated longhorn-manager", logName+"-simulated"
-	}
 	// Several sandboxes share a topology: each logs under the scenarios it
 	// runs too.
 	for _, r := range runs {
@@ -233,7 +225,7 @@ func (d *demo) withSandbox(ctx context.Context, s step, runs []namedRun) (retErr
 	logDir := filepath.Join(d.opts.logDir, logName)
 	sb, err := sandbox.Start(ctx, sandbox.Options{
 		Topology: topo, Extender: true, NoGate: noGate, ConfigDir: d.opts.configDir, LogDir: logDir,
-		SecondaryScheduler: s.secondary, LonghornControllers: s.longhorn,
+		SecondaryScheduler: s.secondary,
 	})
 	if err != nil {
 		return fmt.Errorf("starting the sandbox with %s (logs in %s): %w", topologyFile, logDir, err)

@@ -99,11 +99,10 @@ func TestPlanSelects(t *testing.T) {
 	var sandboxes []string
 	for _, s := range d.plan() {
 		if runs := s.selected(chosen); len(runs) > 0 {
-			sandboxes = append(sandboxes, s.topology+map[bool]string{true: " without the gate", false: ""}[s.noGate]+
-				map[bool]string{true: " with Longhorn's controllers", false: ""}[s.longhorn])
+			sandboxes = append(sandboxes, s.topology+map[bool]string{true: " without the gate", false: ""}[s.noGate])
 		}
 	}
-	want := "topology.yaml with Longhorn's controllers, topology.yaml without the gate with Longhorn's controllers"
+	want := "topology.yaml, topology.yaml without the gate"
 	if got := strings.Join(sandboxes, ", "); got != want {
 		t.Errorf("sandboxes for the claims: %s, want %s", got, want)
 	}

@@ -1,9 +1,8 @@
 // Command sandbox runs a whole diskschedule cluster on this machine: etcd,
 // kube-apiserver, kube-controller-manager and kube-scheduler (with the
 // diskschedule extender) as local processes, the manager in-process,
-// longhorn-manager v1.12.0's own controllers in a process of their own on a
-// simulated data plane (--longhorn-controllers, the default), the nodes and
-// disks of a topology file. It runs until interrupted. Run it from the
+// longhorn-manager v1.12.0's own control plane in a process of their own on
+// a simulated data plane, the nodes and disks of a topology file. It runs until interrupted. Run it from the
 // repository's root (make sandbox).
 package main
 
@@ -38,8 +37,7 @@ func run() error {
 	extender := fs.Bool("extender", true, "Register the diskschedule extender with kube-scheduler and enable it.")
 	extenderBind := fs.Bool("extender-bind", false, "With --extender, kube-scheduler binds the pods the extender manages through its /bind (bindVerb), so their reservations are written before the binding.")
 	gate := fs.Bool("gate", true, "Register the admission gate, so Longhorn's space-taking writes ask the ledger; false runs Longhorn as it is today.")
-	simulated := fs.Bool("simulated-longhorn", true, "Run the simulated Longhorn's volume, replica and CSI controllers; false: the topology's Longhorn Nodes and disks exist and report their space, but nothing creates or places replicas; with --longhorn-controllers, longhorn-manager's own node, instance manager and Kubernetes node controllers keep them, and none of its other controllers run.")
-	longhornControllers := fs.Bool("longhorn-controllers", true, "Run longhorn-manager v1.12.0's own control plane (one longhorn-manager per node: its volume, replica, engine, node, instance manager, attachment, eviction, rebuilding, expansion, backing image, share manager and Kubernetes controllers, its REST API and admission webhooks) on a simulated data plane (per node an instance manager answering Longhorn's gRPC API on a loopback address, and disks as filesystems of their sizes): volumes are created, placed, attached, rebuilt and expanded by Longhorn's code. false: the project's simulation of longhorn-manager (internal/simlonghorn) places replicas with Longhorn's scheduler and attaches volumes instead.")
+	simulated := fs.Bool("simulated-longhorn", true, "Run longhorn-manager v1.12.0's own control plane (one longhorn-manager per node: its volume, replica, engine, node, instance manager, attachment, eviction, rebuilding, expansion, backing image, share manager and Kubernetes controllers, its REST API and admission webhooks) on a simulated data plane (per node an instance manager answering Longhorn's gRPC API on a loopback address, and disks as filesystems of their sizes), with the cluster's CSI driver: volumes are created, placed, attached, rebuilt and expanded by Longhorn's code. false: the topology's Longhorn Nodes and disks exist and report their space, kept by longhorn-manager's own node, instance manager and Kubernetes node controllers, but nothing creates or places replicas.")
 	secondary := fs.Bool("secondary-scheduler", false, "Run a second kube-scheduler with the profile diskschedule-scheduler and the extender (the chart's scheduler.enabled), and tell the pod opt-in webhook it exists: pods with a Longhorn claim in namespaces labelled diskschedule.longhorn.io/extender=enabled are sent to it.")
 	logDir := fs.String("log-dir", "", "Where to write the etcd, kube-apiserver, kube-controller-manager and kube-scheduler logs; default: the kubeconfig's directory.")
 	configDir := fs.String("config-dir", "config", "The repository's config directory (CRDs and the deployment's RBAC).")
@@ -60,7 +58,7 @@ func run() error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	sb, err := sandbox.Start(ctx, sandbox.Options{
-		Topology: t, Extender: *extender, ExtenderBind: *extenderBind, NoGate: !*gate, LonghornNodesOnly: !*simulated, LonghornControllers: *longhornControllers, KubeconfigPath: *kubeconfig,
+		Topology: t, Extender: *extender, ExtenderBind: *extenderBind, NoGate: !*gate, LonghornNodesOnly: !*simulated, KubeconfigPath: *kubeconfig,
 		ConfigDir: *configDir, LogDir: *logDir, Out: os.Stdout, SecondaryScheduler: *secondary,
 	})
 	if err != nil {

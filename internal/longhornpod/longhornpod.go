@@ -1,7 +1,7 @@
 // Package longhornpod builds what one longhorn-manager pod reads through:
 // Longhorn v1.12.0's own datastore.DataStore over informers of its own on
-// the API server, so each pod's view is as stale as a real pod's. The
-// sandbox's simulated Longhorn places replicas from it, and
+// the API server, so each pod's view is as stale as a real pod's. The test
+// writers of internal/testenv/replicawriter place replicas from it, and
 // internal/longhornmanager runs Longhorn's own controllers and webhooks over
 // it. It imports no Longhorn controller, so it links into either.
 package longhornpod

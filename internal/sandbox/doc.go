@@ -9,23 +9,24 @@
 // DiskSchedule's; the RBAC, Services and ConfigMap of config/default; the
 // manager in-process under the manager's own ServiceAccount identity and
 // generated role, so a missing RBAC marker fails here as it would in a
-// cluster; and the simulated Longhorn of package simlonghorn, which plays
-// longhorn-manager v1.12, its CSI driver and the nodes' kubelets. The
-// simulated cluster is described by a Topology file.
+// cluster; longhorn-manager v1.12.0's own control plane (cmd/sandbox-longhorn,
+// internal/longhornmanager) on the simulated data plane (internal/dataplane);
+// and the simulated cluster around it of package simlonghorn: the nodes'
+// kubelets and Longhorn's CSI driver's provisioner, capacity and resizer.
+// The cluster is described by a Topology file.
 //
-// The nodes and their pods are the simulated Longhorn's kubelets, not
+// The nodes and their pods are the simulated cluster's kubelets, not
 // sigs.k8s.io/kwok, although kwok (v0.8.0) builds here from Go modules: a
 // kubelet starts a pod only once its Longhorn volumes are attached to the
 // pod's node with a running replica, which is what makes the time until a
 // StatefulSet is ready mean something, and kwok's stages select on the pod
 // alone, so they cannot wait for another object. The kubelets run in the
-// simulated Longhorn's manager and cache, with no further process to start,
+// simulated cluster's manager and cache, with no further process to start,
 // and keep each node's Lease with the kubelet's own lease controller
 // (k8s.io/component-helpers), so node lifecycle sees them alive as it would
 // see kwok's nodes.
 //
-// With Longhorn's own controllers, Sandbox.StopNode takes a node down as a
-// node dies: its kubelet stops, and sandbox-longhorn, asked over a Unix
+// Sandbox.StopNode takes a node down as a node dies: its kubelet stops, and sandbox-longhorn, asked over a Unix
 // socket in the sandbox's directory, stops the node's instance manager and
 // longhorn-manager.
 package sandbox

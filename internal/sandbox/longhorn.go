@@ -2,7 +2,6 @@ package sandbox
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -150,12 +149,9 @@ func (t *tail) String() string {
 }
 
 // waitLonghornUsable waits until Longhorn's webhooks see the default engine
-// image deployed (the simulated Longhorn creates it), so that Longhorn
+// image deployed (the simulated cluster creates it), so that Longhorn
 // accepts new volumes.
 func (s *Sandbox) waitLonghornUsable(ctx context.Context) error {
-	if s.longhorn == nil {
-		return nil
-	}
 	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, s.opts.ReadyTimeout, true, func(context.Context) (bool, error) {
 		_, err := os.Stat(s.longhornUsable)
 		return err == nil, nil
@@ -190,11 +186,10 @@ func newDataPlane(topology *Topology) (*dataplane.Plan, error) {
 }
 
 // DataPlane returns the simulated data plane Longhorn's controllers reach:
-// each node's address and disks; nil without Longhorn's controllers.
+// each node's address and disks.
 func (s *Sandbox) DataPlane() *dataplane.Plan { return s.dataPlane }
 
-// StopNode takes node down as a node dies, with Longhorn's own controllers
-// (Options.LonghornControllers): its kubelet stops (no Lease renewal, no
+// StopNode takes node down as a node dies: its kubelet stops (no Lease renewal, no
 // node or pod status: simlonghorn.Outages), its instance manager stops
 // answering (its ports refuse connections, and the engines of the other
 // nodes find the replicas it ran in error: dataplane.Listeners.Stop) and
@@ -206,9 +201,6 @@ func (s *Sandbox) DataPlane() *dataplane.Plan { return s.dataPlane }
 // keep serving. The node stays down until the sandbox stops; stopping it
 // again does nothing more. It returns once the node is down.
 func (s *Sandbox) StopNode(ctx context.Context, node string) error {
-	if s.longhorn == nil || s.outages == nil {
-		return errors.New("a node going down is simulated with Longhorn's own controllers only (Options.LonghornControllers)")
-	}
 	if !slices.ContainsFunc(s.opts.Topology.Nodes, func(n Node) bool { return n.Name == node }) {
 		return fmt.Errorf("no node %s in the topology", node)
 	}

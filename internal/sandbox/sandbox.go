@@ -15,6 +15,7 @@ import (
 	"time"
 
 	lhv1 "github.com/longhorn/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
+	"github.com/sirupsen/logrus"
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -47,23 +48,18 @@ type Options struct {
 	Extender bool
 	// LonghornNodesOnly is the sandbox's --simulated-longhorn=false: the
 	// topology's Longhorn Nodes and disks exist and report their space, but
-	// nothing creates or places replicas. With LonghornControllers the
-	// Nodes, their disks' status (storageScheduled, scheduledReplica) and
-	// the instance managers are kept by longhorn-manager v1.12.0's own
-	// node, instance manager and Kubernetes node controllers on the
-	// simulated data plane (longhornmanager.NodeControllers), behind
-	// Longhorn's own admission webhooks; without it, by the simulated node
-	// controller.
+	// nothing creates or places replicas. The Nodes, their disks' status
+	// (storageScheduled, scheduledReplica) and the instance managers are
+	// kept by longhorn-manager v1.12.0's own node, instance manager and
+	// Kubernetes node controllers on the simulated data plane
+	// (longhornmanager.NodeControllers), behind Longhorn's own admission
+	// webhooks. Without it, longhorn-manager v1.12.0's whole control plane
+	// runs, one longhorn-manager per node, with Longhorn's own admission
+	// webhooks and REST API (internal/longhornmanager) on the simulated
+	// data plane (internal/dataplane): volumes are created, given engines
+	// and replicas, placed, attached, rebuilt and expanded by Longhorn's
+	// own code.
 	LonghornNodesOnly bool
-	// LonghornControllers runs longhorn-manager v1.12.0's own control
-	// plane, one longhorn-manager per node, and Longhorn's own admission
-	// webhooks (internal/longhornmanager) on the simulated data plane
-	// (internal/dataplane) instead of the simulated volume controller:
-	// volumes are created, given engines and replicas, placed, attached,
-	// rebuilt and expanded by Longhorn's own code. With LonghornNodesOnly,
-	// only what keeps the nodes runs (see there). The sandbox command's
-	// --longhorn-controllers, true there by default.
-	LonghornControllers bool
 	// LonghornBinary is the sandbox-longhorn command that runs Longhorn's
 	// own controllers; "" builds it into the repository's bin directory
 	// (the parent of ConfigDir), which go build leaves alone when it is up
@@ -107,7 +103,7 @@ type Options struct {
 	// extender manages through its /bind (bindVerb), so the extender knows
 	// a pod's node the moment it is chosen.
 	ExtenderBind bool
-	// CapacityPollInterval is how often the simulated Longhorn's CSI
+	// CapacityPollInterval is how often the simulated cluster's CSI
 	// external-provisioner refreshes the CSIStorageCapacity objects; zero is
 	// its default, a minute.
 	CapacityPollInterval time.Duration
@@ -116,13 +112,12 @@ type Options struct {
 	// follows the leader, say. The sandbox then waits until any manager's
 	// extender answers.
 	ExtenderURL string
-	// OnRefusedWrite is the simulated Longhorn's
-	// simlonghorn.Options.OnRefusedWrite: called, without blocking, for every
-	// replica write the API server refused (the gate's denials among them),
-	// with its time, so tests measure how long a denial stalls a volume.
-	// With LonghornControllers, Longhorn's own controllers write the
-	// replicas, and it is called for every replica write the gate denies.
-	OnRefusedWrite func(simlonghorn.RefusedWrite)
+	// OnRefusedWrite is called, without blocking, for every replica write
+	// of Longhorn's own controllers the gate denies, with its time:
+	// Longhorn only logs them, so tests measure how long a denial stalls a
+	// volume through it. Not with LonghornNodesOnly, where no controller of
+	// Longhorn's writes replicas.
+	OnRefusedWrite func(RefusedWrite)
 	// SecondaryScheduler is the sandbox's --secondary-scheduler=true: a
 	// second kube-scheduler process with the profile diskschedule-scheduler
 	// (config/scheduler/secondary's configuration, run as its
@@ -221,7 +216,7 @@ func (r *runner) stop() error {
 }
 
 // Start starts a sandbox and returns once it is ready: kube-scheduler is
-// healthy, every disk's DiskSchedule is Ready (so the simulated Longhorn's
+// healthy, every disk's DiskSchedule is Ready (so the simulated cluster's
 // nodes, the node and DiskSchedule controllers and the kubelets all work)
 // and, with the extender, the extender answers. ctx bounds the start only:
 // the sandbox runs until Stop. On error, whatever was started is stopped
@@ -420,7 +415,7 @@ func (s *Sandbox) install(ctx context.Context) error {
 			return fmt.Errorf("creating StorageClass %s: %w", class.Name, err)
 		}
 	}
-	// Before the simulated Longhorn starts, which creates the setting at
+	// Before the simulated cluster starts, which creates the setting at
 	// Longhorn's default (false) only when it is missing.
 	if err := s.admin.Create(ctx, capacityTracking()); err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("turning on Longhorn's %s: %w", simlonghorn.SettingCSIStorageCapacityTracking, err)
@@ -520,66 +515,55 @@ func (s *Sandbox) fail(err error) {
 	})
 }
 
-// startLonghorn runs the simulated Longhorn (longhorn-manager v1.12, its
-// CSI driver and the nodes' kubelets) in its own manager with the
+// startLonghorn runs Longhorn: longhorn-manager v1.12.0's own control
+// plane in sandbox-longhorn on the simulated data plane, and the simulated
+// cluster around it (the nodes' kubelets and Leases, the CSI driver's
+// provisioner, capacity and resizer) in its own manager with the
 // administrator's credentials, like the components it stands in for.
 func (s *Sandbox) startLonghorn(ctx context.Context) error {
 	longhornLog, err := s.logFile("longhorn-manager.log")
 	if err != nil {
 		return err
 	}
-	simlonghorn.LogLonghornTo(longhornLog)
-	// own: Longhorn's own controllers create and place volumes and
-	// replicas; with LonghornNodesOnly they keep the nodes alone.
-	own := s.opts.LonghornControllers && !s.opts.LonghornNodesOnly
-	var nodeIPs map[string]string
+	// Longhorn's own code in this process (its API client, a test's
+	// replica writers) logs through logrus's standard logger, which
+	// belongs to the process.
+	logrus.SetOutput(longhornLog)
+	if s.dataPlane, err = newDataPlane(s.opts.Topology); err != nil {
+		return err
+	}
+	nodeIPs := map[string]string{}
+	for _, n := range s.dataPlane.Nodes {
+		nodeIPs[n.Name] = n.IP
+	}
 	longhornAPI := ""
-	if s.opts.LonghornControllers {
-		if s.dataPlane, err = newDataPlane(s.opts.Topology); err != nil {
-			return err
-		}
-		nodeIPs = map[string]string{}
-		for _, n := range s.dataPlane.Nodes {
-			nodeIPs[n.Name] = n.IP
-		}
-		if own {
-			longhornAPI = s.dataPlane.APIURL()
-		}
-		s.outages = simlonghorn.NewOutages()
-		// Longhorn's webhooks first, so that the simulation's start-up
-		// objects pass Longhorn's mutators and validators as in a cluster.
-		if err := s.startLonghornControllers(ctx); err != nil {
-			return err
-		}
+	if !s.opts.LonghornNodesOnly {
+		longhornAPI = s.dataPlane.APIURL()
+	}
+	s.outages = simlonghorn.NewOutages()
+	// Longhorn's webhooks first, so that the simulation's start-up objects
+	// pass Longhorn's mutators and validators as in a cluster.
+	if err := s.startLonghornControllers(ctx); err != nil {
+		return err
 	}
 	mgr, err := simlonghorn.NewManager(s.adminConfig, s.scheme, simlonghorn.Options{
 		Namespace:            Namespace,
 		Nodes:                s.opts.Topology.Longhorn(),
-		PlaceReplicas:        !s.opts.LonghornNodesOnly,
-		LonghornControllers:  own,
+		CSI:                  !s.opts.LonghornNodesOnly,
 		NodeIPs:              nodeIPs,
 		LonghornAPI:          longhornAPI,
 		NodeLeaseDuration:    nodeLeaseDuration(s.opts.NodeMonitorGracePeriod),
 		CapacityPollInterval: s.opts.CapacityPollInterval,
-		OnRefusedWrite:       s.opts.OnRefusedWrite,
 		Outages:              s.outages,
 	})
 	if err != nil {
 		return err
 	}
-	s.run("the simulated Longhorn", mgr)
-	if own {
-		s.progress("started the simulated Longhorn: %d nodes with %d disks, CSI, kubelets", len(s.opts.Topology.Nodes), s.opts.Topology.DiskCount())
-		return nil
-	}
-	if s.opts.LonghornControllers {
-		s.progress("started the simulated Longhorn: %d nodes with %d disks, kubelets, no replica placement", len(s.opts.Topology.Nodes), s.opts.Topology.DiskCount())
-		return nil
-	}
+	s.run("the simulated cluster", mgr)
 	if s.opts.LonghornNodesOnly {
-		s.progress("started the simulated Longhorn: %d nodes with %d disks, no replica placement", len(s.opts.Topology.Nodes), s.opts.Topology.DiskCount())
+		s.progress("started the simulated cluster: %d nodes with %d disks, kubelets, no replica placement", len(s.opts.Topology.Nodes), s.opts.Topology.DiskCount())
 	} else {
-		s.progress("started the simulated Longhorn: %d nodes with %d disks, CSI, volumes, replicas, kubelets", len(s.opts.Topology.Nodes), s.opts.Topology.DiskCount())
+		s.progress("started the simulated cluster: %d nodes with %d disks, CSI, kubelets", len(s.opts.Topology.Nodes), s.opts.Topology.DiskCount())
 	}
 	return nil
 }
@@ -635,7 +619,7 @@ func (s *Sandbox) startOneManager(name string, hook ManagerHook) error {
 		NodeName:           hostname(),
 		SecondaryScheduler: s.opts.SecondaryScheduler,
 	}
-	if s.opts.OnRefusedWrite != nil && s.opts.LonghornControllers && !s.opts.LonghornNodesOnly {
+	if s.opts.OnRefusedWrite != nil && !s.opts.LonghornNodesOnly {
 		// Longhorn's own controllers write the replicas: their refused
 		// writes are the gate's denials.
 		opts.OnGateDenied = refusedReplicaWrite(s.opts.OnRefusedWrite)
@@ -683,15 +667,27 @@ func (s *Sandbox) startOneManager(name string, hook ManagerHook) error {
 	return nil
 }
 
+// RefusedWrite is a replica write of Longhorn's the gate denied.
+type RefusedWrite struct {
+	// Volume and Replica name the replica.
+	Volume, Replica string
+	// Write says what the write did ("scheduling it to node … disk …").
+	Write string
+	// Err is the gate's answer.
+	Err error
+	// At is when it was denied.
+	At time.Time
+}
+
 // refusedReplicaWrite reports the gate's denials of Replica writes to
-// report, as the simulated Longhorn reports its refused writes.
-func refusedReplicaWrite(report func(simlonghorn.RefusedWrite)) func(client.Object, string, time.Time) {
+// report.
+func refusedReplicaWrite(report func(RefusedWrite)) func(client.Object, string, time.Time) {
 	return func(obj client.Object, message string, at time.Time) {
 		r, ok := obj.(*lhv1.Replica)
 		if !ok {
 			return
 		}
-		report(simlonghorn.RefusedWrite{
+		report(RefusedWrite{
 			Volume: r.Spec.VolumeName, Replica: r.Name,
 			Write: fmt.Sprintf("scheduling it to node %q disk %q", r.Spec.NodeID, r.Spec.DiskID),
 			Err:   errors.New(message), At: at,
@@ -827,7 +823,7 @@ func (s *Sandbox) waitReady(ctx context.Context) error {
 }
 
 // Stop stops kube-scheduler, kube-controller-manager, the manager, the
-// simulated Longhorn, kube-apiserver and etcd, in that order, waits until every one has
+// simulated cluster, kube-apiserver and etcd, in that order, waits until every one has
 // stopped, and removes the kubeconfig it wrote. It may be called more than
 // once.
 func (s *Sandbox) Stop() error {
@@ -842,7 +838,7 @@ func (s *Sandbox) Stop() error {
 		if s.controllers != nil {
 			errs = append(errs, s.controllers.Stop(10*time.Second))
 		}
-		// Stop in reverse order of start: the manager before the simulated Longhorn.
+		// Stop in reverse order of start: the manager before the simulated cluster.
 		for i := len(s.runners) - 1; i >= 0; i-- {
 			errs = append(errs, s.runners[i].stop())
 		}

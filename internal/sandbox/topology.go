@@ -244,7 +244,7 @@ func DiskUUID(node, disk string) string {
 	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16])
 }
 
-// Longhorn returns the topology as the simulated Longhorn's node list: each
+// Longhorn returns the topology as the simulated cluster's node list: each
 // disk with its stable UUID, size, reservation and tags.
 func (t *Topology) Longhorn() []simlonghorn.NodeSpec {
 	out := make([]simlonghorn.NodeSpec, 0, len(t.Nodes))

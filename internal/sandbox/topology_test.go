@@ -229,7 +229,7 @@ nodes:
 		},
 	}
 	if !reflect.DeepEqual(ln, wantNode) {
-		t.Errorf("the simulated Longhorn's node = %+v, want %+v", ln, wantNode)
+		t.Errorf("the simulated cluster's node = %+v, want %+v", ln, wantNode)
 	}
 
 	// Disk UUIDs name DiskSchedules: stable, distinct per node and disk, valid names.

@@ -163,13 +163,32 @@ func TestStorageCapacity(t *testing.T) {
 		}
 		t.Cleanup(func() { _ = env.Client.Delete(context.Background(), class) })
 	}
-	startSim(t, simlonghorn.Options{Namespace: ns, PlaceReplicas: true, CapacityPollInterval: poll, Nodes: []simlonghorn.NodeSpec{
-		{Name: n1, Zone: "zone-a", Disks: []simlonghorn.DiskSpec{disk("disk-1", 400)}},
-		{Name: n2, Disks: []simlonghorn.DiskSpec{
-			{Name: "disk-1", Size: 100 * gi, Reserved: 10 * gi, Tags: []string{"ssd"}},
-			disk("disk-2", 200),
+	// Nothing here provisions or expands (Longhorn's API is not there):
+	// the CSI driver's capacity alone is under test.
+	startSim(t, simlonghorn.Options{Namespace: ns, CSI: true, LonghornAPI: "http://127.0.0.1:1/v1", CapacityPollInterval: poll,
+		NodeIPs: map[string]string{n1: "127.0.0.1", n2: "127.0.0.1"}, Nodes: []simlonghorn.NodeSpec{
+			{Name: n1, Zone: "zone-a", Disks: []simlonghorn.DiskSpec{disk("disk-1", 400)}},
+			{Name: n2, Disks: []simlonghorn.DiskSpec{
+				{Name: "disk-1", Size: 100 * gi, Reserved: 10 * gi, Tags: []string{"ssd"}},
+				disk("disk-2", 200),
+			}},
+		}})
+	// The nodes' status as Longhorn's node controller writes it.
+	nodes := []testenv.NodeFixture{
+		{Name: n1, Zone: "zone-a", Disks: map[string]testenv.Disk{"disk-1": {UUID: ns + "-n1-1", Size: 400 * gi}}},
+		{Name: n2, Disks: map[string]testenv.Disk{
+			"disk-1": {UUID: ns + "-n2-1", Size: 100 * gi, Reserved: 10 * gi, Tags: []string{"ssd"}},
+			"disk-2": {UUID: ns + "-n2-2", Size: 200 * gi},
 		}},
-	}})
+	}
+	testenv.Eventually(t, t.Context(), 30*time.Second, "the nodes' status written", func(ctx context.Context) (bool, string, error) {
+		for _, n := range nodes {
+			if err := n.Apply(ctx, env.Client, ns); err != nil {
+				return false, err.Error(), nil
+			}
+		}
+		return true, "", nil
+	})
 	nodesReady(t, ns, n1, n2)
 
 	testenv.Eventually(t, t.Context(), 10*time.Second, "CSIDriver "+simlonghorn.CSIDriver+" tracks storage capacity", func(ctx context.Context) (bool, string, error) {
@@ -254,25 +273,20 @@ func TestStorageCapacity(t *testing.T) {
 	}
 	published("the CSIStorageCapacity objects", 30*time.Second)
 
-	// A 50Gi replica on n2's ssd disk: once the node controller wrote the
-	// disk's storageScheduled, the next poll publishes it.
-	vol := newVolume(t, ns, "vol-1", 50, map[string]string{simlonghorn.ParamNumberOfReplicas: "1", simlonghorn.ParamDiskSelector: "ssd"})
-	if err := env.Client.Create(ctx, vol); err != nil {
+	// A 50Gi replica placed on n2's ssd disk: once Longhorn's node
+	// controller wrote the disk's storageScheduled, the next poll
+	// publishes it.
+	scheduled := nodes[1].Disks["disk-1"]
+	scheduled.Scheduled = 50 * gi
+	nodes[1].Disks["disk-1"] = scheduled
+	if err := nodes[1].Apply(ctx, env.Client, ns); err != nil {
 		t.Fatal(err)
 	}
-	testenv.Eventually(t, t.Context(), 30*time.Second, "50Gi scheduled on disk-1 of "+n2, func(ctx context.Context) (bool, string, error) {
-		n, err := getNode(ctx, ns, n2)
-		if err != nil {
-			return false, err.Error(), nil
-		}
-		st := n.Status.DiskStatus["disk-1"]
-		return st != nil && st.StorageScheduled == 50*gi, fmt.Sprintf("disk status %+v", st), nil
-	})
 	changed := time.Now()
 	want[key{wffc, n2}] = [2]int64{240 * gi, 200 * gi}
 	want[key{ssd, n2}] = [2]int64{40 * gi, 40 * gi}
 	published("the capacity after a replica was placed", poll+5*time.Second)
-	t.Logf("the disk's new storageScheduled was published %s after the node controller wrote it (poll interval %s)",
+	t.Logf("the disk's new storageScheduled was published %s after it was written (poll interval %s)",
 		time.Since(changed).Round(10*time.Millisecond), poll)
 
 	// Over-provisioning 200%: every limit doubles.

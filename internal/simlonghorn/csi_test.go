@@ -14,61 +14,6 @@ import (
 	"github.com/longhorn/diskschedule/internal/simlonghorn"
 )
 
-func TestAttachNode(t *testing.T) {
-	now := metav1.Now()
-	pod := func(node string, phase corev1.PodPhase, deleting bool) corev1.Pod {
-		p := corev1.Pod{Spec: corev1.PodSpec{NodeName: node}, Status: corev1.PodStatus{Phase: phase}}
-		if deleting {
-			p.DeletionTimestamp = &now
-		}
-		return p
-	}
-	tests := []struct {
-		name    string
-		current string
-		pods    []corev1.Pod
-		want    string
-	}{
-		{"no pods: detached", "n1", nil, ""},
-		{"an unscheduled pod: not attached", "", []corev1.Pod{pod("", corev1.PodPending, false)}, ""},
-		{"a bound pod: attached to its node", "", []corev1.Pod{pod("n2", corev1.PodPending, false)}, "n2"},
-		{"the oldest live pod wins", "", []corev1.Pod{pod("n2", corev1.PodRunning, false), pod("n1", corev1.PodRunning, false)}, "n2"},
-		{"stays where a live pod still is", "n1", []corev1.Pod{pod("n2", corev1.PodRunning, false), pod("n1", corev1.PodRunning, false)}, "n1"},
-		{"a terminating pod lets go", "n1", []corev1.Pod{pod("n1", corev1.PodRunning, true)}, ""},
-		{"a finished pod lets go", "n1", []corev1.Pod{pod("n1", corev1.PodSucceeded, false), pod("n2", corev1.PodFailed, false)}, ""},
-		{"moves to the replacement pod's node", "n1", []corev1.Pod{pod("n1", corev1.PodRunning, true), pod("n3", corev1.PodPending, false)}, "n3"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			if got := simlonghorn.AttachNode(tt.current, tt.pods); got != tt.want {
-				t.Errorf("AttachNode(%q) = %q, want %q", tt.current, got, tt.want)
-			}
-		})
-	}
-}
-
-func TestDeclaredSize(t *testing.T) {
-	tests := []struct {
-		params  map[string]string
-		want    int64
-		wantErr bool
-	}{
-		{nil, 0, false},
-		{map[string]string{"url": "http://x"}, 0, false},
-		{map[string]string{"size": "2Gi"}, 2 << 30, false},
-		{map[string]string{"size": "4096"}, 4096, false},
-		{map[string]string{"size": "big"}, 0, true},
-		{map[string]string{"size": "-1"}, 0, true},
-	}
-	for _, tt := range tests {
-		bi := &lhv1.BackingImage{Spec: lhv1.BackingImageSpec{SourceParameters: tt.params}}
-		got, err := simlonghorn.DeclaredSize(bi)
-		if got != tt.want || (err != nil) != tt.wantErr {
-			t.Errorf("DeclaredSize(%v) = %d, %v; want %d, error %v", tt.params, got, err, tt.want, tt.wantErr)
-		}
-	}
-}
-
 func TestVolumeFor(t *testing.T) {
 	pvc := &corev1.PersistentVolumeClaim{
 		ObjectMeta: metav1.ObjectMeta{Name: "data", Namespace: "app", UID: "1234"},

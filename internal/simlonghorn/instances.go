@@ -16,36 +16,6 @@ import (
 // the value of its default-instance-manager-image Setting.
 const InstanceManagerImage = "longhornio/longhorn-instance-manager:v1.12.0"
 
-// instanceManagerName returns the name Longhorn gives node's default (v1,
-// all-in-one) instance manager of image.
-func instanceManagerName(node, image string) string {
-	name, err := lhtypes.GetInstanceManagerName(lhv1.InstanceManagerTypeAllInOne, node, image, string(lhv1.DataEngineTypeV1))
-	if err != nil {
-		// Unreachable: the all-in-one type has a name.
-		panic(err)
-	}
-	return name
-}
-
-// InstanceManager returns node's default instance manager as Longhorn's
-// instance manager controller keeps it: all-in-one, data engine v1, of the
-// default image, with Longhorn's labels, running. Longhorn's replica
-// scheduler places nothing on a node without one.
-func InstanceManager(node, namespace string) *lhv1.InstanceManager {
-	return &lhv1.InstanceManager{
-		ObjectMeta: metav1.ObjectMeta{
-			Name: instanceManagerName(node, InstanceManagerImage), Namespace: namespace,
-			Labels: lhtypes.GetInstanceManagerLabels(node, InstanceManagerImage, lhv1.InstanceManagerTypeAllInOne, lhv1.DataEngineTypeV1),
-		},
-		Spec: lhv1.InstanceManagerSpec{
-			Image: InstanceManagerImage, NodeID: node, Type: lhv1.InstanceManagerTypeAllInOne, DataEngine: lhv1.DataEngineTypeV1,
-		},
-		Status: lhv1.InstanceManagerStatus{
-			OwnerID: node, CurrentState: lhv1.InstanceManagerStateRunning,
-		},
-	}
-}
-
 // EngineImageObject returns Longhorn's EngineImage of EngineImage as its
 // engine image controller keeps it once deployed on nodes: state deployed
 // and each node in its nodeDeploymentMap. Longhorn's replica scheduler places
@@ -98,9 +68,9 @@ func createWithStatus(ctx context.Context, c client.Client, obj client.Object, c
 	return nil
 }
 
-// createInstances creates every node's running instance manager, the
-// deployed engine image and the default-instance-manager-image and
-// default-engine-image Settings.
+// createInstances creates the deployed engine image and the
+// default-instance-manager-image and default-engine-image Settings; Longhorn's
+// node controller creates the instance managers from them.
 func createInstances(ctx context.Context, s *sim) error {
 	setting := &lhv1.Setting{
 		ObjectMeta: metav1.ObjectMeta{Name: string(lhtypes.SettingNameDefaultInstanceManagerImage), Namespace: s.namespace},
@@ -121,17 +91,6 @@ func createInstances(ctx context.Context, s *sim) error {
 	names := make([]string, 0, len(s.nodes))
 	for _, n := range s.nodes {
 		names = append(names, n.Name)
-		if s.nodeIPs != nil {
-			// Longhorn's node controller creates the instance managers.
-			continue
-		}
-		im := InstanceManager(n.Name, s.namespace)
-		err := createWithStatus(ctx, s.client, im, func(from, to client.Object) {
-			to.(*lhv1.InstanceManager).Status = from.(*lhv1.InstanceManager).Status
-		})
-		if err != nil {
-			return fmt.Errorf("creating instance manager of node %s: %w", n.Name, err)
-		}
 	}
 	ei := EngineImageObject(s.namespace, names)
 	err := createWithStatus(ctx, s.client, ei, func(from, to client.Object) {

@@ -172,12 +172,11 @@ func (k *kubelet) reconcilePod(ctx context.Context, req reconcile.Request) (reco
 
 // volumesReady reports whether every claim of the pod is bound and every
 // Longhorn volume among them is attached to the pod's node with a running
-// replica, as a volume must be before the kubelet can mount it. With
-// Longhorn's share manager controller (sim.shareManagers), an RWX volume
-// that is not migratable is attached on its share manager's node instead,
-// and is ready once its share is available there (shareAvailable), as
-// Longhorn's CSI node server waits for before it mounts the share's NFS
-// endpoint.
+// replica, as a volume must be before the kubelet can mount it. An RWX
+// volume that is not migratable is attached on its share manager's node
+// instead, and is ready once its share is available there
+// (shareAvailable), as Longhorn's CSI node server waits for before it
+// mounts the share's NFS endpoint.
 func (k *kubelet) volumesReady(ctx context.Context, pod *corev1.Pod) (bool, error) {
 	for _, claim := range claimNames(pod) {
 		pvc := &corev1.PersistentVolumeClaim{}
@@ -195,7 +194,7 @@ func (k *kubelet) volumesReady(ctx context.Context, pod *corev1.Pod) (bool, erro
 		if err := k.sim.client.Get(ctx, client.ObjectKey{Namespace: k.sim.namespace, Name: name}, vol); err != nil {
 			return false, client.IgnoreNotFound(err)
 		}
-		if k.sim.shareManagers && sharedVolume(vol) {
+		if sharedVolume(vol) {
 			if !shareAvailable(vol) {
 				return false, nil
 			}

@@ -79,9 +79,10 @@ const EventReasonVolumeResizeFailed = "VolumeResizeFailed"
 // ControllerExpandVolume and the kubelet's node expansion: once
 // kube-controller-manager's expander leaves a bound claim that asks for more
 // than its capacity to an external controller (driver.longhorn.io is no
-// in-tree plugin), it grows the Longhorn Volume's spec.size as Longhorn's
-// API does (Longhorn's own expansion check, then the Update, where the
-// admission gate decides; expandVolume), then, once every replica has
+// in-tree plugin), it grows the Longhorn Volume's spec.size through
+// Longhorn's API, as Longhorn's CSI driver does (Longhorn's own expansion
+// check, then the Update, where the admission gate decides;
+// expandThroughAPI), then, once every replica has
 // the new size, the PersistentVolume's capacity and the claim's. The claim's
 // status follows the external resizer's RecoverVolumeExpansionFailure flow
 // (GA since Kubernetes 1.34): ControllerResizeInProgress with the size in
@@ -256,7 +257,7 @@ func (r *resizer) expand(ctx context.Context, pvc *corev1.PersistentVolumeClaim,
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
 	if vol.Spec.Size < size {
-		if err := r.expandVolume(ctx, vol, size); err != nil {
+		if err := expandThroughAPI(r.sim.longhornAPI, vol.Name, size); err != nil {
 			if apierrors.IsConflict(err) {
 				return reconcile.Result{}, err
 			}
@@ -324,32 +325,6 @@ func (r *resizer) failed(ctx context.Context, pvc *corev1.PersistentVolumeClaim,
 	return reconcile.Result{RequeueAfter: InfeasibleRetry}, nil
 }
 
-// expandVolume grows vol's spec.size to size as Longhorn v1.12.0's API
-// does (manager/volume.go, VolumeManager.Expand): Longhorn's own
-// ReplicaScheduler.CheckReplicasSizeExpansion first, over the datastore of
-// the longhorn-manager pod that owns the volume (its physical-space and
-// scheduling-space checks against the disk status Longhorn's node
-// controller wrote), then the Volume's Update, where the admission gate
-// decides. Either refusal is wrapped as Longhorn wraps it ("unable to
-// expand volume …"), which is what Longhorn's CSI driver matches.
-func (r *resizer) expandVolume(ctx context.Context, vol *lhv1.Volume, size int64) error {
-	if r.sim.longhornAPI != "" {
-		return expandThroughAPI(r.sim.longhornAPI, vol.Name, size)
-	}
-	pod, _, err := r.sim.pods.owner(ctx, vol)
-	if err != nil {
-		return fmt.Errorf("finding the longhorn-manager pod of volume %s: %w", vol.Name, err)
-	}
-	if _, err := pod.Scheduler.CheckReplicasSizeExpansion(vol, vol.Spec.Size, size); err != nil {
-		return fmt.Errorf("unable to expand volume %v: %w", vol.Name, err)
-	}
-	vol.Spec.Size = size
-	if err := r.sim.client.Update(ctx, vol); err != nil {
-		return fmt.Errorf("unable to expand volume %v: expanding it to %d bytes: %w", vol.Name, size, err)
-	}
-	return nil
-}
-
 // replicasExpanded reports whether every replica of vol has its size.
 func (r *resizer) replicasExpanded(ctx context.Context, vol *lhv1.Volume) (bool, error) {
 	replicas := &lhv1.ReplicaList{}
@@ -398,3 +373,14 @@ func expandThroughAPI(url, name string, size int64) error {
 
 // apiTimeout bounds one call to Longhorn's API.
 const apiTimeout = 30 * time.Second
+
+// maxEventNote bounds an Event's note (the events API refuses longer ones).
+const maxEventNote = 1000
+
+// truncate shortens s to at most n bytes, ending it with "..." when cut.
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n-3] + "..."
+}

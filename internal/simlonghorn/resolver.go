@@ -32,12 +32,6 @@ func volumeHandle(pv *corev1.PersistentVolume) string {
 	return pv.Spec.CSI.VolumeHandle
 }
 
-// podIsLive reports whether a pod still uses its volumes: not being
-// deleted and not finished.
-func podIsLive(pod *corev1.Pod) bool {
-	return pod.DeletionTimestamp.IsZero() && pod.Status.Phase != corev1.PodSucceeded && pod.Status.Phase != corev1.PodFailed
-}
-
 // claimVolume returns the Longhorn volume backing a bound claim, or "" when
 // the claim is missing, unbound or not Longhorn's.
 func (s *sim) claimVolume(ctx context.Context, namespace, claim string) (string, error) {
@@ -53,21 +47,6 @@ func (s *sim) claimVolume(ctx context.Context, namespace, claim string) (string,
 		return "", client.IgnoreNotFound(err)
 	}
 	return volumeHandle(pv), nil
-}
-
-// podVolumes returns the Longhorn volumes a pod uses through bound claims.
-func (s *sim) podVolumes(ctx context.Context, pod *corev1.Pod) ([]string, error) {
-	var out []string
-	for _, claim := range claimNames(pod) {
-		vol, err := s.claimVolume(ctx, pod.Namespace, claim)
-		if err != nil {
-			return nil, err
-		}
-		if vol != "" {
-			out = append(out, vol)
-		}
-	}
-	return out, nil
 }
 
 // volumeClaims returns the claims bound to the PersistentVolumes of a
@@ -107,23 +86,6 @@ func (s *sim) volumePods(ctx context.Context, volume string) ([]corev1.Pod, erro
 		return out[i].Namespace+"/"+out[i].Name < out[j].Namespace+"/"+out[j].Name
 	})
 	return out, nil
-}
-
-// podVolumeRequests maps a pod to requests for the Longhorn volumes it uses.
-func (s *sim) podVolumeRequests(ctx context.Context, o client.Object) []reconcile.Request {
-	pod, ok := o.(*corev1.Pod)
-	if !ok {
-		return nil
-	}
-	vols, err := s.podVolumes(ctx, pod)
-	if err != nil {
-		ctrl.LoggerFrom(ctx).Error(err, "Resolving the volumes of a pod", "pod", client.ObjectKeyFromObject(pod))
-	}
-	var out []reconcile.Request
-	for _, v := range vols {
-		out = append(out, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: s.namespace, Name: v}})
-	}
-	return out
 }
 
 // volumePodRequests maps a Longhorn volume (by name) to requests for the

@@ -18,8 +18,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
-
-	"github.com/longhorn/diskschedule/internal/settings"
 )
 
 // CSIDriver is the Longhorn CSI driver's name: the provisioner of Longhorn
@@ -92,41 +90,24 @@ type Options struct {
 	// Allocatable is each simulated Kubernetes node's capacity and
 	// allocatable; nil is DefaultAllocatable().
 	Allocatable corev1.ResourceList
-	// PlaceReplicas runs the CSI driver, the volume, replica and
-	// backing-image controllers. False (the sandbox's
-	// --simulated-longhorn=false) runs only the nodes: they exist and report
-	// their disks' space, but nothing creates or places replicas.
-	PlaceReplicas bool
-	// LonghornControllers, with PlaceReplicas, leaves volumes and replicas
-	// to longhorn-manager's own controllers, which the sandbox runs beside
-	// the simulation (internal/longhornmanager): the simulated CSI driver,
-	// nodes and kubelets run, the simulated volume, replica, attacher,
-	// resizer and backing-image controllers do not.
-	LonghornControllers bool
-	// NodeIPs, when set, are the nodes' addresses (their kubelets report
-	// them as InternalIP, and give them to the pods they run, as to a host
-	// network pod, except the Longhorn pods that get an IP of their own:
-	// pods.go) where the sandbox's simulated data plane serves each
-	// node's instance manager (internal/dataplane). Longhorn's own node and
-	// instance manager controllers then keep the Longhorn Nodes' status and
-	// the InstanceManagers: the simulated node controller does not run and
-	// no InstanceManager is created here.
+	// CSI runs the Longhorn CSI driver's part of the cluster: the
+	// provisioner, which makes a claim a Longhorn Volume through
+	// LonghornAPI, the storage capacity it publishes and the resizer. False
+	// (the sandbox's --simulated-longhorn=false) runs only the nodes.
+	CSI bool
+	// NodeIPs are the nodes' addresses, where the sandbox's simulated data
+	// plane serves each node's instance manager (internal/dataplane).
+	// The kubelets report them as InternalIP and give them to the pods
+	// they run, as to a host network pod, except the Longhorn pods that get
+	// an IP of their own (pods.go). Required: Longhorn's own node and
+	// instance manager controllers keep the Longhorn Nodes' status and the
+	// InstanceManagers on these addresses.
 	NodeIPs map[string]string
-	// LonghornAPI, when set, is the URL of longhorn-manager's REST API
-	// (http://…:9500/v1). The CSI resizer then expands volumes through it,
-	// as Longhorn's CSI driver's ControllerExpandVolume does, so that
-	// Longhorn's own VolumeManager.Expand runs its checks and writes the
-	// volume; it runs with LonghornControllers too.
+	// LonghornAPI is the URL of longhorn-manager's REST API
+	// (http://…:9500/v1), which the CSI driver calls, as Longhorn's does:
+	// Longhorn's own VolumeManager runs its checks and writes the volume.
+	// Required with CSI.
 	LonghornAPI string
-	// OnRefusedWrite, when set, is called for every replica write the API
-	// server refused (the admission gate's denials among them): Longhorn
-	// only logs them, so tests and benchmarks measure stalls through it.
-	// It must not block.
-	OnRefusedWrite func(RefusedWrite)
-	// ManagerPods is how many longhorn-manager pods place replicas, each
-	// with its own datastore and replica scheduler; zero is
-	// DefaultManagerPods.
-	ManagerPods int
 	// NodeLeaseDuration is the duration of each simulated node's Lease in
 	// kube-node-lease, renewed every quarter of it; zero is
 	// DefaultNodeLeaseDuration, the kubelet's default.
@@ -202,48 +183,15 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 		&settingController{sim: s},
 		&kubelet{sim: s},
 	}
-	if opts.NodeIPs == nil {
-		controllers = append(controllers, &nodeController{sim: s})
-	}
-	if opts.PlaceReplicas {
-		// The simulated volume and backing-image controllers and the
-		// resizer without Longhorn's API place and check with these pods'
-		// schedulers; beside Longhorn's own controllers and API nothing
-		// does, and their informers would only cost the sandbox's CPU.
-		if !opts.LonghornControllers || opts.LonghornAPI == "" {
-			names := make([]string, 0, len(s.nodes))
-			for _, n := range s.nodes {
-				names = append(names, n.Name)
-			}
-			pods := opts.ManagerPods
-			if pods == 0 {
-				pods = DefaultManagerPods
-			}
-			if s.pods, err = newManagerPods(mgr.GetConfig(), s.namespace, names, pods); err != nil {
-				return err
-			}
-			if err := mgr.Add(s.pods); err != nil {
-				return fmt.Errorf("adding the simulated longhorn-manager pods: %w", err)
-			}
-		}
+	if opts.CSI {
 		capacity := &capacityPublisher{sim: s, pollInterval: opts.CapacityPollInterval}
 		controllers = append(controllers,
 			&csiDeployer{sim: s},
 			&csiNodeRegistrar{sim: s},
 			capacity,
 			&csiProvisioner{sim: s, capacity: capacity},
+			&resizer{sim: s},
 		)
-		if !opts.LonghornControllers || opts.LonghornAPI != "" {
-			controllers = append(controllers, &resizer{sim: s})
-		}
-		if !opts.LonghornControllers {
-			controllers = append(controllers,
-				&attacher{sim: s},
-				newVolumeController(s),
-				&replicaController{sim: s},
-				newBackingImageController(s),
-			)
-		}
 	}
 	for _, c := range controllers {
 		if err := c.setup(mgr); err != nil {
@@ -289,34 +237,12 @@ type sim struct {
 	nodeByName map[string]*NodeSpec
 	// diskNode maps a disk UUID to its node's name.
 	diskNode map[string]string
-	// pods are the longhorn-manager pods placing replicas (nil when
-	// replicas are not placed).
-	pods *managerPods
-	// onRefused is Options.OnRefusedWrite.
-	onRefused func(RefusedWrite)
 	// nodeIPs is Options.NodeIPs.
 	nodeIPs map[string]string
 	// longhornAPI is Options.LonghornAPI.
 	longhornAPI string
 	// outages is Options.Outages.
 	outages *Outages
-	// shareManagers is whether Longhorn's share manager controller serves
-	// RWX volumes (Options.LonghornControllers): a pod then uses such a
-	// volume through its share manager's endpoint, as Longhorn's CSI node
-	// server mounts it, not attached on its own node.
-	shareManagers bool
-}
-
-// RefusedWrite is a replica write the API server refused.
-type RefusedWrite struct {
-	// Volume and Replica name the replica.
-	Volume, Replica string
-	// Write says what the write did ("scheduling it to node … disk …").
-	Write string
-	// Err is the API server's answer.
-	Err error
-	// At is when it was refused.
-	At time.Time
 }
 
 // newSim validates opts and returns the shared state.
@@ -324,10 +250,12 @@ func newSim(mgr ctrl.Manager, opts Options) (*sim, error) {
 	if opts.Namespace == "" {
 		return nil, errors.New("the simulated Longhorn needs Longhorn's namespace")
 	}
+	if opts.CSI && opts.LonghornAPI == "" {
+		return nil, errors.New("the simulated CSI driver needs Longhorn's API")
+	}
 	s := &sim{
-		client: mgr.GetClient(), namespace: opts.Namespace, allocatable: opts.Allocatable, onRefused: opts.OnRefusedWrite,
+		client: mgr.GetClient(), namespace: opts.Namespace, allocatable: opts.Allocatable,
 		nodeIPs: opts.NodeIPs, longhornAPI: opts.LonghornAPI, outages: opts.Outages, nodeByName: map[string]*NodeSpec{}, diskNode: map[string]string{},
-		shareManagers: opts.LonghornControllers,
 	}
 	if s.allocatable == nil {
 		s.allocatable = DefaultAllocatable()
@@ -374,34 +302,8 @@ func nameUUID(node, disk string) string {
 	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16])
 }
 
-// disk returns the simulated disk named name on node, or nil.
-func (s *sim) disk(node, name string) *DiskSpec {
-	n := s.nodeByName[node]
-	if n == nil {
-		return nil
-	}
-	for i := range n.Disks {
-		if n.Disks[i].Name == name {
-			return &n.Disks[i]
-		}
-	}
-	return nil
-}
-
 // inNamespace reports whether o is in Longhorn's namespace.
 func (s *sim) inNamespace(o client.Object) bool { return o.GetNamespace() == s.namespace }
-
-// settings reads Longhorn's scheduling settings from the cache: Longhorn's
-// Setting objects only (Longhorn knows nothing of the extender's ConfigMap),
-// with Longhorn v1.12's defaults for missing or invalid ones.
-func (s *sim) settings(ctx context.Context) (settings.Scheduling, error) {
-	list := &lhv1.SettingList{}
-	if err := s.client.List(ctx, list, client.InNamespace(s.namespace)); err != nil {
-		return settings.Scheduling{}, fmt.Errorf("listing Longhorn's settings: %w", err)
-	}
-	sched, _ := settings.FromObjects(list.Items, nil)
-	return sched, nil
-}
 
 // Cache field indexes of the simulated Longhorn.
 const (
@@ -411,10 +313,6 @@ const (
 	pvByVolume = "simlonghorn.pv.volumeHandle"
 	// replicaByVolume indexes Replicas by spec.volumeName.
 	replicaByVolume = "simlonghorn.replica.volumeName"
-	// replicaByDisk indexes Replicas by spec.diskID.
-	replicaByDisk = "simlonghorn.replica.diskID"
-	// replicaByBackingImage indexes Replicas by spec.backingImage.
-	replicaByBackingImage = "simlonghorn.replica.backingImage"
 )
 
 func registerIndexes(ctx context.Context, indexer client.FieldIndexer) error {
@@ -446,8 +344,6 @@ func registerIndexes(ctx context.Context, indexer client.FieldIndexer) error {
 			return nil
 		}},
 		{&lhv1.Replica{}, replicaByVolume, replicaField(func(r *lhv1.Replica) string { return r.Spec.VolumeName })},
-		{&lhv1.Replica{}, replicaByDisk, replicaField(func(r *lhv1.Replica) string { return r.Spec.DiskID })},
-		{&lhv1.Replica{}, replicaByBackingImage, replicaField(func(r *lhv1.Replica) string { return r.Spec.BackingImage })},
 	}
 	for _, ix := range indexes {
 		if err := indexer.IndexField(ctx, ix.obj, ix.field, ix.extract); err != nil {

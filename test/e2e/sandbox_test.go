@@ -32,7 +32,7 @@ func startSandbox(t testing.TB, topologyFile string, adjust ...func(*sandbox.Opt
 	if err != nil {
 		t.Fatal(err)
 	}
-	opts := sandbox.Options{Topology: topo, Extender: true, LonghornControllers: true}
+	opts := sandbox.Options{Topology: topo, Extender: true}
 	for _, a := range adjust {
 		a(&opts)
 	}

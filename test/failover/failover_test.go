@@ -238,11 +238,10 @@ func testFailover(t *testing.T, cut bool) {
 		t.Fatal(err)
 	}
 	sb := sandboxtest.Start(t, sandboxtest.Options{Sandbox: sandbox.Options{
-		Topology:            topo,
-		Extender:            true,
-		LonghornControllers: true,
-		Managers:            []sandbox.ManagerHook{members[0].configure, members[1].configure},
-		ExtenderURL:         proxy.URL(),
+		Topology:    topo,
+		Extender:    true,
+		Managers:    []sandbox.ManagerHook{members[0].configure, members[1].configure},
+		ExtenderURL: proxy.URL(),
 	}})
 	c := sb.Client()
 	if err := attach.register(ctx, c); err != nil {

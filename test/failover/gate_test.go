@@ -223,9 +223,8 @@ func testGateDuringFailover(t *testing.T, kill bool) {
 		Topology: fourDisks(),
 		// Longhorn's own node controllers keep the nodes; the writers
 		// below place the replicas.
-		LonghornNodesOnly:   true,
-		LonghornControllers: true,
-		Managers:            []sandbox.ManagerHook{members[0].configure, members[1].configure},
+		LonghornNodesOnly: true,
+		Managers:          []sandbox.ManagerHook{members[0].configure, members[1].configure},
 	}, KeepLogs: true})
 	c := sb.Client()
 

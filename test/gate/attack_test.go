@@ -119,11 +119,10 @@ func startSandbox(t *testing.T, topo *sandbox.Topology, managers int, withGate b
 	}
 	return sandboxtest.Start(t, sandboxtest.Options{
 		Sandbox: sandbox.Options{
-			Topology:            topo,
-			LonghornNodesOnly:   true,
-			LonghornControllers: true,
-			NoGate:              !withGate,
-			Managers:            hooks,
+			Topology:          topo,
+			LonghornNodesOnly: true,
+			NoGate:            !withGate,
+			Managers:          hooks,
 		},
 		KeepLogs: true,
 	})

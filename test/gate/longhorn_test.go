@@ -77,7 +77,7 @@ func longhornRace(t *testing.T, withGate bool, i int) longhornResult {
 	t.Helper()
 	const volumes, size = 32, replicaSize
 	sb := sandboxtest.Start(t, sandboxtest.Options{
-		Sandbox:  sandbox.Options{Topology: topology(), LonghornControllers: true, NoGate: !withGate, Managers: []sandbox.ManagerHook{withGrace}},
+		Sandbox:  sandbox.Options{Topology: topology(), NoGate: !withGate, Managers: []sandbox.ManagerHook{withGrace}},
 		KeepLogs: true,
 	})
 	defer func() {
@@ -164,7 +164,7 @@ func TestReservationYieldsToLonghornsControllers(t *testing.T) {
 		topo.Nodes = append(topo.Nodes, sandbox.Node{Name: fmt.Sprintf("node-%d", i), Disks: []sandbox.Disk{{Name: "disk-1", Size: 600 * gib}}})
 	}
 	sb := sandboxtest.Start(t, sandboxtest.Options{
-		Sandbox:  sandbox.Options{Topology: topo, LonghornControllers: true, Managers: []sandbox.ManagerHook{withGrace}},
+		Sandbox:  sandbox.Options{Topology: topo, Managers: []sandbox.ManagerHook{withGrace}},
 		KeepLogs: true,
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)

@@ -39,7 +39,7 @@ func TestPodRunsOnLonghornsDataPlane(t *testing.T) {
 		topo.Nodes = append(topo.Nodes, sandbox.Node{Name: fmt.Sprintf("node-%d", i), Disks: []sandbox.Disk{{Name: "disk-1", Size: 400 * gib}}})
 	}
 	logs := t.TempDir()
-	sb := sandboxtest.Start(t, sandboxtest.Options{Sandbox: sandbox.Options{Topology: topo, LonghornControllers: true, LogDir: logs}})
+	sb := sandboxtest.Start(t, sandboxtest.Options{Sandbox: sandbox.Options{Topology: topo, LogDir: logs}})
 	c := sb.Client()
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()

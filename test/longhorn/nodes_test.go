@@ -37,7 +37,7 @@ func TestNodesOnLonghornsNodeController(t *testing.T) {
 	logs := t.TempDir()
 	var progress testenv.LockedBuffer
 	sb := sandboxtest.Start(t, sandboxtest.Options{Sandbox: sandbox.Options{
-		Topology: topo, LonghornNodesOnly: true, LonghornControllers: true, LogDir: logs, Out: &progress,
+		Topology: topo, LonghornNodesOnly: true, LogDir: logs, Out: &progress,
 	}})
 	if p := progress.String(); !strings.Contains(p, "running longhorn-node, longhorn-instance-manager, longhorn-kubernetes-node\n") {
 		t.Errorf("the sandbox's progress does not say that Longhorn's node controllers alone run:\n%s", p)

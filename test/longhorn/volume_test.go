@@ -45,7 +45,7 @@ func TestClaimBecomesLonghornsVolume(t *testing.T) {
 	logs := t.TempDir()
 	var progress testenv.LockedBuffer
 	sb := sandboxtest.Start(t, sandboxtest.Options{Sandbox: sandbox.Options{
-		Topology: topo, LonghornControllers: true, LogDir: logs, Out: &progress,
+		Topology: topo, LogDir: logs, Out: &progress,
 	}})
 	if !strings.Contains(progress.String(), "longhorn-volume, longhorn-replica, longhorn-engine") {
 		t.Errorf("the sandbox's progress does not name Longhorn's controllers:\n%s", progress.String())

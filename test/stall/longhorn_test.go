@@ -29,7 +29,7 @@ import (
 )
 
 // The cases below run on longhorn-manager v1.12.0's own controllers and the
-// simulated data plane (the sandbox's --longhorn-controllers): every write
+// simulated data plane: every write
 // of a Longhorn object is Longhorn's, through the gate. A volume's stall
 // there runs from the request (the claim's update, the disk's eviction) to
 // what Longhorn reports done; the bounds are in
@@ -106,7 +106,7 @@ func startLonghorn(t *testing.T, opts ...func(*sandbox.Options)) *longhornEnv {
 		topo.Nodes = append(topo.Nodes, sandbox.Node{Name: fmt.Sprintf("node-%d", i), Disks: []sandbox.Disk{{Name: "disk-1", Size: 400 * gib}}})
 	}
 	logs := t.TempDir()
-	so := sandbox.Options{Topology: topo, LonghornControllers: true, LogDir: logs}
+	so := sandbox.Options{Topology: topo, LogDir: logs}
 	for _, o := range opts {
 		o(&so)
 	}

@@ -106,7 +106,7 @@ func newRecorder() *recorder {
 }
 
 // refusedWrite is the sandbox's OnRefusedWrite.
-func (r *recorder) refusedWrite(w simlonghorn.RefusedWrite) {
+func (r *recorder) refusedWrite(w sandbox.RefusedWrite) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.refused[w.Volume] = append(r.refused[w.Volume], w.At)
@@ -253,7 +253,7 @@ type env struct {
 }
 
 // TestStalls measures, with longhorn-manager v1.12.0's own controllers
-// placing (the sandbox's --longhorn-controllers: one longhorn-manager per
+// placing (one longhorn-manager per
 // node, each with its own datastore, work queues and retries), how long
 // the gate's denials stall volumes: in a race for the disks, on a full
 // cluster, and behind a reservation on the disk Longhorn picks.
@@ -305,9 +305,8 @@ func start(t *testing.T) *env {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	sb := sandboxtest.Start(t, sandboxtest.Options{Sandbox: sandbox.Options{
-		Topology:            topology(),
-		OnRefusedWrite:      rec.refusedWrite,
-		LonghornControllers: true,
+		Topology:       topology(),
+		OnRefusedWrite: rec.refusedWrite,
 	}, KeepLogs: true})
 	c := sandboxtest.WatchingClient(t, sb)
 	rec.follow(ctx, t, c)

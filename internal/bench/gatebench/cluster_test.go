@@ -95,15 +95,14 @@ func startCluster(ctx context.Context, name string, gate bool) (*cluster, error)
 	}
 	topo := topology()
 	sb, err := sandbox.Start(ctx, sandbox.Options{
-		Topology:            topo,
-		LonghornNodesOnly:   true,
-		LonghornControllers: true,
-		NoGate:              !gate,
-		ConfigDir:           filepath.Join(testenv.RepoRoot(), "config"),
-		AssetsDir:           testenv.AssetsDir(),
-		LogDir:              logs,
-		Out:                 out,
-		ReadyTimeout:        5 * time.Minute,
+		Topology:          topo,
+		LonghornNodesOnly: true,
+		NoGate:            !gate,
+		ConfigDir:         filepath.Join(testenv.RepoRoot(), "config"),
+		AssetsDir:         testenv.AssetsDir(),
+		LogDir:            logs,
+		Out:               out,
+		ReadyTimeout:      5 * time.Minute,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("starting the sandbox %s: %w\n%s", name, err, out.String())

@@ -13,13 +13,12 @@ import (
 )
 
 // BenchmarkLonghornControllers runs the workload with longhorn-manager
-// v1.12.0's own controllers placing (a sandbox with LonghornControllers: one
-// longhorn-manager per node, each with its own datastore, queues and
-// backoff), once without the admission gate (Longhorn as it is today) and
-// once with it, each iteration in a sandbox of its own. It reports what the
-// simulated Longhorn's benchmark reports; the disks over their limit are
-// what persisted at the end (test/gate's TestLonghornRace follows every
-// Replica event for the peaks).
+// v1.12.0's own controllers placing (a sandbox: one longhorn-manager per
+// node, each with its own datastore, queues and backoff), once without the
+// admission gate (Longhorn as it is today) and once with it, each
+// iteration in a sandbox of its own. The disks over their limit are what
+// persisted at the end (test/gate's TestLonghornRace follows every Replica
+// event for the peaks).
 func BenchmarkLonghornControllers(b *testing.B) {
 	for _, withGate := range []bool{false, true} {
 		b.Run(map[bool]string{false: "gate=off", true: "gate=on"}[withGate], func(b *testing.B) {
@@ -39,7 +38,7 @@ func runLonghornWorkload(b *testing.B, withGate bool) outcome {
 		topo.Nodes = append(topo.Nodes, sandbox.Node{Name: fmt.Sprintf("node-%d", i), Disks: []sandbox.Disk{{Name: "disk-1", Size: diskSize}}})
 	}
 	sb := sandboxtest.Start(b, sandboxtest.Options{
-		Sandbox:     sandbox.Options{Topology: topo, LonghornControllers: true, NoGate: !withGate},
+		Sandbox:     sandbox.Options{Topology: topo, NoGate: !withGate},
 		DiscardLogs: true,
 	})
 	defer func() {

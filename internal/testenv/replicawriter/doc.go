@@ -1,14 +1,13 @@
 // Package replicawriter plays Longhorn's volume controllers for the tests
 // and benchmarks that place replicas themselves (test/gate,
 // internal/bench/gatebench) against a sandbox whose Longhorn runs the nodes
-// only (sandbox.Options LonghornNodesOnly with LonghornControllers:
-// longhorn-manager's own node, instance manager and Kubernetes node
+// only (sandbox.Options LonghornNodesOnly: longhorn-manager's own node, instance manager and Kubernetes node
 // controllers keep the Nodes, their disks' status and the instance managers,
 // and none of its controllers acts on the volumes and replicas written
 // here): the writers are Longhorn v1.12.0's own code.
 //
-// StartPods starts longhorn-manager pods (simlonghorn.StartLonghornManager:
-// Longhorn's own datastore.DataStore with informers of its own, so each
+// StartPods starts longhorn-manager pods (longhornpod.Pod: Longhorn's own
+// datastore.DataStore with informers of its own, so each
 // pod's view is as stale as in a cluster, and Longhorn's own
 // scheduler.ReplicaScheduler over it). Pod.Place is one volume controller
 // placing its volume's unscheduled replica as longhorn-manager's syncVolume

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	lhv1 "github.com/longhorn/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
+	"github.com/longhorn/longhorn-manager/scheduler"
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -20,16 +21,19 @@ import (
 	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/longhorn/diskschedule/internal/longhornpod"
 	"github.com/longhorn/diskschedule/internal/simlonghorn"
 )
 
-// Pod is one longhorn-manager pod of a test or benchmark: Longhorn's own
-// datastore, with informers of its own, and Longhorn's own replica
-// scheduler over it (simlonghorn.StartLonghornManager), plus what its
-// volume controller's queue reacts to: the Longhorn Node events its
-// datastore delivers.
+// Pod is one longhorn-manager pod of a test or benchmark: Longhorn v1.12.0's
+// own datastore (a longhornpod.Pod, with informers of its own on the API
+// server, so its view is as stale as a real pod's), Longhorn's own replica
+// scheduler over it, and what its volume controller's queue reacts to: the
+// Longhorn Node events its datastore delivers.
 type Pod struct {
-	*simlonghorn.LonghornManager
+	*longhornpod.Pod
+	// Scheduler is Longhorn's replica scheduler over the pod's datastore.
+	Scheduler *scheduler.ReplicaScheduler
 	namespace string
 	// nodeEvents is closed and replaced at each Longhorn Node event.
 	mu         sync.Mutex
@@ -47,11 +51,16 @@ func StartPods(ctx context.Context, cfg *rest.Config, namespace string, nodes ..
 	cfg.Wrap(a.wrap)
 	out := make([]*Pod, 0, len(nodes))
 	for _, node := range nodes {
-		m, err := simlonghorn.StartLonghornManager(ctx, cfg, namespace, node)
+		// Client rates far above longhorn-manager's own: several pods run
+		// in one test process and are never to be throttled.
+		m, err := longhornpod.New(cfg, namespace, node, 1000, 2000)
 		if err != nil {
+			return nil, fmt.Errorf("building the longhorn-manager pod of %s: %w", node, err)
+		}
+		if err := m.Start(ctx); err != nil {
 			return nil, fmt.Errorf("starting the longhorn-manager pod of %s: %w", node, err)
 		}
-		p := &Pod{LonghornManager: m, namespace: namespace, nodeEvents: make(chan struct{}), answers: a}
+		p := &Pod{Pod: m, Scheduler: scheduler.NewReplicaScheduler(m.DataStore), namespace: namespace, nodeEvents: make(chan struct{}), answers: a}
 		// As Longhorn's volume controller registers its Node handler: every
 		// add, update and delete, no resync.
 		_, err = m.DataStore.NodeInformer.AddEventHandlerWithResyncPeriod(toolscache.ResourceEventHandlerFuncs{
@@ -202,9 +211,39 @@ func CreateVolume(ctx context.Context, c client.Client, namespace, claim string,
 	if err := c.Create(ctx, vol); err != nil {
 		return nil, fmt.Errorf("creating volume %s: %w", vol.Name, err)
 	}
-	rep := simlonghorn.NewReplica(vol, "", "0")
+	rep := newReplica(vol)
 	if err := c.Create(ctx, rep); err != nil {
 		return nil, fmt.Errorf("creating replica %s: %w", rep.Name, err)
 	}
 	return rep, nil
+}
+
+// newReplica returns vol's first replica, unscheduled, as Longhorn's volume
+// controller creates one: owned by the volume, stopped, the volume's size,
+// engine image and data engine, with Longhorn's labels.
+func newReplica(vol *lhv1.Volume) *lhv1.Replica {
+	return &lhv1.Replica{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: vol.Name + "-r-0", Namespace: vol.Namespace,
+			Labels: map[string]string{
+				simlonghorn.LabelVolume: vol.Name, simlonghorn.LabelNode: "", simlonghorn.LabelDiskUUID: "",
+				simlonghorn.LabelBackingImage: vol.Spec.BackingImage,
+			},
+			OwnerReferences: []metav1.OwnerReference{{
+				APIVersion: lhv1.SchemeGroupVersion.String(), Kind: "Volume", Name: vol.Name, UID: vol.UID,
+			}},
+		},
+		Spec: lhv1.ReplicaSpec{
+			InstanceSpec: lhv1.InstanceSpec{
+				VolumeName: vol.Name, VolumeSize: vol.Spec.Size, Image: vol.Spec.Image,
+				DesireState: lhv1.InstanceStateStopped, DataEngine: vol.Spec.DataEngine,
+			},
+			EngineName:              vol.Name + "-e-0",
+			Active:                  true,
+			BackingImage:            vol.Spec.BackingImage,
+			RevisionCounterDisabled: vol.Spec.RevisionCounterDisabled,
+			SnapshotMaxCount:        vol.Spec.SnapshotMaxCount,
+			SnapshotMaxSize:         vol.Spec.SnapshotMaxSize,
+		},
+	}
 }

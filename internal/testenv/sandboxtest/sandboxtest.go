@@ -1,5 +1,5 @@
 // Package sandboxtest starts the project's sandbox (internal/sandbox: a
-// control plane, Longhorn's CRDs, the manager and a simulated Longhorn) for
+// control plane, Longhorn's CRDs, the manager and Longhorn) for
 // a test or benchmark, the one way every suite that needs a whole cluster
 // does. It lives apart from internal/testenv because the sandbox imports
 // the manager, whose own tests use testenv.
@@ -148,7 +148,7 @@ func fileExists(path string) bool {
 
 // Main runs a sandbox suite's tests with the process-wide loggers
 // (controller-runtime's and klog's) silenced: each sandbox's managers and
-// its simulated Longhorn log to the sandbox's own output. Call it from
+// its simulated cluster log to the sandbox's own output. Call it from
 // TestMain.
 func Main(m *testing.M) {
 	ctrllog.SetLogger(logr.Discard())
