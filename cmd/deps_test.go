@@ -27,7 +27,7 @@ func TestManagerImportsNoLonghornCode(t *testing.T) {
 			apiTypes = true
 		case strings.HasPrefix(p, "github.com/longhorn/longhorn-manager/") && !allowed[p]:
 			t.Errorf("the manager imports %s; only %s and its imports are allowed", p, longhornAPITypes)
-		case strings.HasPrefix(p, "github.com/longhorn/diskschedule/internal/simlonghorn"),
+		case strings.HasPrefix(p, "github.com/longhorn/diskschedule/internal/simcluster"),
 			strings.HasPrefix(p, "github.com/longhorn/diskschedule/internal/sandbox"):
 			t.Errorf("the manager imports the sandbox's %s", p)
 		}

@@ -16,7 +16,7 @@ import (
 )
 
 // Source parameters of a BackingImage that the simulated data source reads
-// (as the sandbox's simulation of Longhorn does, internal/simlonghorn): no
+// (as the sandbox's simulation of Longhorn does, internal/simcluster): no
 // file is downloaded, so its size is declared.
 const (
 	// SourceParamSize is the file's size, a quantity.

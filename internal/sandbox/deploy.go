@@ -16,7 +16,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/longhorn/diskschedule/internal/scheme"
-	"github.com/longhorn/diskschedule/internal/simlonghorn"
+	"github.com/longhorn/diskschedule/internal/simcluster"
 )
 
 // FieldOwner is the field manager of what the sandbox applies.
@@ -116,10 +116,10 @@ func StorageClass() *storagev1.StorageClass {
 			Name:        StorageClassName,
 			Annotations: map[string]string{"storageclass.kubernetes.io/is-default-class": "true"},
 		},
-		Provisioner: simlonghorn.CSIDriver,
+		Provisioner: simcluster.CSIDriver,
 		Parameters: map[string]string{
-			simlonghorn.ParamNumberOfReplicas: "1",
-			simlonghorn.ParamDataLocality:     "best-effort",
+			simcluster.ParamNumberOfReplicas: "1",
+			simcluster.ParamDataLocality:     "best-effort",
 		},
 		ReclaimPolicy:        ptr.To(corev1.PersistentVolumeReclaimDelete),
 		VolumeBindingMode:    ptr.To(storagev1.VolumeBindingImmediate),
@@ -144,7 +144,7 @@ func WaitForFirstConsumerClass() *storagev1.StorageClass {
 // default is false).
 func capacityTracking() *lhv1.Setting {
 	return &lhv1.Setting{
-		ObjectMeta: metav1.ObjectMeta{Namespace: Namespace, Name: simlonghorn.SettingCSIStorageCapacityTracking},
+		ObjectMeta: metav1.ObjectMeta{Namespace: Namespace, Name: simcluster.SettingCSIStorageCapacityTracking},
 		Value:      "true",
 	}
 }

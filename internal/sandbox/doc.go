@@ -11,7 +11,7 @@
 // generated role, so a missing RBAC marker fails here as it would in a
 // cluster; longhorn-manager v1.12.0's own control plane (cmd/sandbox-longhorn,
 // internal/longhornmanager) on the simulated data plane (internal/dataplane);
-// and the simulated cluster around it of package simlonghorn: the nodes'
+// and the simulated cluster around it of package simcluster: the nodes'
 // kubelets and Longhorn's CSI driver's provisioner, capacity and resizer.
 // The cluster is described by a Topology file.
 //

@@ -21,7 +21,7 @@ import (
 
 	"github.com/longhorn/diskschedule/internal/controlplane"
 	"github.com/longhorn/diskschedule/internal/dataplane"
-	"github.com/longhorn/diskschedule/internal/simlonghorn"
+	"github.com/longhorn/diskschedule/internal/simcluster"
 )
 
 // longhornCommand is the package of the command that runs longhorn-manager's
@@ -66,7 +66,7 @@ func (s *Sandbox) startLonghornControllers(ctx context.Context) error {
 	}
 	s.longhornControl = filepath.Join(s.workDir, "longhorn-control.sock")
 	args := []string{"--kubeconfig", kubeconfig, "--namespace", Namespace, "--nodes", strings.Join(nodes, ","), "--ready-file", ready, "--usable-file", s.longhornUsable,
-		"--engine-image", simlonghorn.EngineImage, "--instance-manager-image", simlonghorn.InstanceManagerImage, "--data-plane", plan,
+		"--engine-image", simcluster.EngineImage, "--instance-manager-image", simcluster.InstanceManagerImage, "--data-plane", plan,
 		"--control-socket", s.longhornControl}
 	if s.opts.LonghornNodesOnly {
 		args = append(args, "--nodes-only")
@@ -172,12 +172,12 @@ func newDataPlane(topology *Topology) (*dataplane.Plan, error) {
 		return nil, fmt.Errorf("the simulated data plane has addresses for 254 nodes, not %d", len(topology.Nodes))
 	}
 	a, b := 100+rand.IntN(100), rand.IntN(256)
-	plan := &dataplane.Plan{DiskRoot: simlonghorn.DiskRoot}
+	plan := &dataplane.Plan{DiskRoot: simcluster.DiskRoot}
 	for i, n := range topology.Nodes {
 		node := dataplane.Node{Name: n.Name, IP: fmt.Sprintf("127.%d.%d.%d", a, b, i+1)}
 		for _, d := range n.Disks {
 			node.Disks = append(node.Disks, dataplane.Disk{
-				Name: d.Name, UUID: DiskUUID(n.Name, d.Name), Path: simlonghorn.DiskPath(n.Name, d.Name), Size: d.Size,
+				Name: d.Name, UUID: DiskUUID(n.Name, d.Name), Path: simcluster.DiskPath(n.Name, d.Name), Size: d.Size,
 			})
 		}
 		plan.Nodes = append(plan.Nodes, node)
@@ -190,7 +190,7 @@ func newDataPlane(topology *Topology) (*dataplane.Plan, error) {
 func (s *Sandbox) DataPlane() *dataplane.Plan { return s.dataPlane }
 
 // StopNode takes node down as a node dies: its kubelet stops (no Lease renewal, no
-// node or pod status: simlonghorn.Outages), its instance manager stops
+// node or pod status: simcluster.Outages), its instance manager stops
 // answering (its ports refuse connections, and the engines of the other
 // nodes find the replicas it ran in error: dataplane.Listeners.Stop) and
 // its longhorn-manager stops (sandbox-longhorn's control socket). Nothing

@@ -35,7 +35,7 @@ import (
 	"github.com/longhorn/diskschedule/internal/manager"
 	"github.com/longhorn/diskschedule/internal/scheme"
 	"github.com/longhorn/diskschedule/internal/settings"
-	"github.com/longhorn/diskschedule/internal/simlonghorn"
+	"github.com/longhorn/diskschedule/internal/simcluster"
 )
 
 // Options configures a sandbox.
@@ -171,7 +171,7 @@ type Sandbox struct {
 	// longhornControl is sandbox-longhorn's control socket (StopNode);
 	// outages the nodes whose kubelets StopNode stopped.
 	longhornControl string
-	outages         *simlonghorn.Outages
+	outages         *simcluster.Outages
 
 	runners []*runner
 	// managers are the runners of the managers, in Options.Managers order;
@@ -418,7 +418,7 @@ func (s *Sandbox) install(ctx context.Context) error {
 	// Before the simulated cluster starts, which creates the setting at
 	// Longhorn's default (false) only when it is missing.
 	if err := s.admin.Create(ctx, capacityTracking()); err != nil && !apierrors.IsAlreadyExists(err) {
-		return fmt.Errorf("turning on Longhorn's %s: %w", simlonghorn.SettingCSIStorageCapacityTracking, err)
+		return fmt.Errorf("turning on Longhorn's %s: %w", simcluster.SettingCSIStorageCapacityTracking, err)
 	}
 	if err := s.setExtenderEnabled(ctx, s.opts.Extender); err != nil {
 		return err
@@ -432,7 +432,7 @@ func (s *Sandbox) install(ctx context.Context) error {
 		}
 	}
 	s.progress("created StorageClasses %s (immediate binding, the default) and %s (WaitForFirstConsumer); Longhorn's %s is true",
-		StorageClassName, WaitForFirstConsumerClassName, simlonghorn.SettingCSIStorageCapacityTracking)
+		StorageClassName, WaitForFirstConsumerClassName, simcluster.SettingCSIStorageCapacityTracking)
 	return nil
 }
 
@@ -540,13 +540,13 @@ func (s *Sandbox) startLonghorn(ctx context.Context) error {
 	if !s.opts.LonghornNodesOnly {
 		longhornAPI = s.dataPlane.APIURL()
 	}
-	s.outages = simlonghorn.NewOutages()
+	s.outages = simcluster.NewOutages()
 	// Longhorn's webhooks first, so that the simulation's start-up objects
 	// pass Longhorn's mutators and validators as in a cluster.
 	if err := s.startLonghornControllers(ctx); err != nil {
 		return err
 	}
-	mgr, err := simlonghorn.NewManager(s.adminConfig, s.scheme, simlonghorn.Options{
+	mgr, err := simcluster.NewManager(s.adminConfig, s.scheme, simcluster.Options{
 		Namespace:            Namespace,
 		Nodes:                s.opts.Topology.Longhorn(),
 		CSI:                  !s.opts.LonghornNodesOnly,

@@ -29,7 +29,7 @@ import (
 	"github.com/longhorn/diskschedule/internal/gate"
 	"github.com/longhorn/diskschedule/internal/manager"
 	"github.com/longhorn/diskschedule/internal/sandbox"
-	"github.com/longhorn/diskschedule/internal/simlonghorn"
+	"github.com/longhorn/diskschedule/internal/simcluster"
 	"github.com/longhorn/diskschedule/internal/testenv"
 )
 
@@ -247,7 +247,7 @@ func testWorkload(t *testing.T, sb *sandbox.Sandbox) {
 	// Expanding the claim: kube-controller-manager's expander leaves it to
 	// the external resizer, which grows the volume (the gate lets it), the
 	// replica, the PersistentVolume and the claim. (The expander's
-	// ExternalExpanding event is checked in package simlonghorn, where a
+	// ExternalExpanding event is checked in package simcluster, where a
 	// refused expansion keeps the claim asking: here the expansion may be
 	// done before the expander looks.)
 	size = resource.MustParse("20Gi")
@@ -412,9 +412,9 @@ func testWaitForFirstConsumer(t *testing.T, sb *sandbox.Sandbox) {
 	if mode := ptr.Deref(class.VolumeBindingMode, ""); mode != storagev1.VolumeBindingWaitForFirstConsumer {
 		t.Fatalf("StorageClass %s binds %s, want WaitForFirstConsumer", class.Name, mode)
 	}
-	testenv.Eventually(t, t.Context(), waitTimeout, "CSIDriver "+simlonghorn.CSIDriver+" asks kube-scheduler to check a CSIStorageCapacity per node", func(ctx context.Context) (bool, string, error) {
+	testenv.Eventually(t, t.Context(), waitTimeout, "CSIDriver "+simcluster.CSIDriver+" asks kube-scheduler to check a CSIStorageCapacity per node", func(ctx context.Context) (bool, string, error) {
 		driver := &storagev1.CSIDriver{}
-		if err := c.Get(ctx, client.ObjectKey{Name: simlonghorn.CSIDriver}, driver); err != nil {
+		if err := c.Get(ctx, client.ObjectKey{Name: simcluster.CSIDriver}, driver); err != nil {
 			return false, "", client.IgnoreNotFound(err)
 		}
 		list := &storagev1.CSIStorageCapacityList{}
@@ -577,7 +577,7 @@ func checkPodVolumes(ctx context.Context, t *testing.T, c client.Client, pod *co
 		if err := c.Get(ctx, client.ObjectKey{Name: pvc.Spec.VolumeName}, pv); err != nil {
 			t.Fatalf("pod %s: the PersistentVolume of claim %s: %v", pod.Name, pvc.Name, err)
 		}
-		if pvc.Status.Phase != corev1.ClaimBound || pv.Spec.CSI == nil || pv.Spec.CSI.Driver != simlonghorn.CSIDriver {
+		if pvc.Status.Phase != corev1.ClaimBound || pv.Spec.CSI == nil || pv.Spec.CSI.Driver != simcluster.CSIDriver {
 			t.Errorf("pod %s: claim %s is %s, bound to %s of %+v", pod.Name, pvc.Name, pvc.Status.Phase, pv.Name, pv.Spec.CSI)
 			continue
 		}
@@ -602,7 +602,7 @@ func claimAndPod(ns, class string, size resource.Quantity) (*corev1.PersistentVo
 			Resources:        corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: size}},
 		},
 	}
-	one := corev1.ResourceList{simlonghorn.ExtendedResource: resource.MustParse("1")}
+	one := corev1.ResourceList{simcluster.ExtendedResource: resource.MustParse("1")}
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: "app", Namespace: ns},
 		Spec: corev1.PodSpec{

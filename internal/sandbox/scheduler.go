@@ -15,7 +15,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/longhorn/diskschedule/internal/controlplane"
-	"github.com/longhorn/diskschedule/internal/simlonghorn"
+	"github.com/longhorn/diskschedule/internal/simcluster"
 )
 
 // Client rate limits of the sandbox's kube-scheduler: high enough that they
@@ -54,7 +54,7 @@ func SchedulerConfig(kubeconfig, extenderURL string, bind bool) *schedulerconfig
 			Ignorable:        false,
 			HTTPTimeout:      metav1.Duration{Duration: SchedulerHTTPTimeout},
 			ManagedResources: []schedulerconfigv1.ExtenderManagedResource{
-				{Name: string(simlonghorn.ExtendedResource), IgnoredByScheduler: true},
+				{Name: string(simcluster.ExtendedResource), IgnoredByScheduler: true},
 			},
 		}}
 		if bind {

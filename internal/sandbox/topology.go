@@ -13,7 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/util/validation"
 
-	"github.com/longhorn/diskschedule/internal/simlonghorn"
+	"github.com/longhorn/diskschedule/internal/simcluster"
 )
 
 // Topology is a simulated cluster: its nodes and their disks. It is read
@@ -246,12 +246,12 @@ func DiskUUID(node, disk string) string {
 
 // Longhorn returns the topology as the simulated cluster's node list: each
 // disk with its stable UUID, size, reservation and tags.
-func (t *Topology) Longhorn() []simlonghorn.NodeSpec {
-	out := make([]simlonghorn.NodeSpec, 0, len(t.Nodes))
+func (t *Topology) Longhorn() []simcluster.NodeSpec {
+	out := make([]simcluster.NodeSpec, 0, len(t.Nodes))
 	for _, n := range t.Nodes {
-		spec := simlonghorn.NodeSpec{Name: n.Name, Zone: n.Zone, Region: n.Region, Tags: n.Tags}
+		spec := simcluster.NodeSpec{Name: n.Name, Zone: n.Zone, Region: n.Region, Tags: n.Tags}
 		for _, d := range n.Disks {
-			spec.Disks = append(spec.Disks, simlonghorn.DiskSpec{
+			spec.Disks = append(spec.Disks, simcluster.DiskSpec{
 				Name: d.Name, UUID: DiskUUID(n.Name, d.Name), Size: d.Size, Reserved: d.Reserved, Tags: d.Tags,
 			})
 		}

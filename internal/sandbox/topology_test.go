@@ -9,7 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/longhorn/diskschedule/internal/sandbox"
-	"github.com/longhorn/diskschedule/internal/simlonghorn"
+	"github.com/longhorn/diskschedule/internal/simcluster"
 	"github.com/longhorn/diskschedule/internal/testenv"
 )
 
@@ -212,7 +212,7 @@ nodes:
 		t.Fatal(err)
 	}
 
-	kn := simlonghorn.KubernetesNode(topo.Longhorn()[0])
+	kn := simcluster.KubernetesNode(topo.Longhorn()[0])
 	wantLabels := map[string]string{
 		"kubernetes.io/hostname": "node-1", "topology.kubernetes.io/zone": "zone-a", "topology.kubernetes.io/region": "region-1",
 	}
@@ -221,9 +221,9 @@ nodes:
 	}
 
 	ln := topo.Longhorn()[0]
-	wantNode := simlonghorn.NodeSpec{
+	wantNode := simcluster.NodeSpec{
 		Name: "node-1", Zone: "zone-a", Region: "region-1", Tags: []string{"main"},
-		Disks: []simlonghorn.DiskSpec{
+		Disks: []simcluster.DiskSpec{
 			{Name: "disk-1", UUID: sandbox.DiskUUID("node-1", "disk-1"), Size: 400 * gi, Reserved: gi, Tags: []string{"ssd"}},
 			{Name: "disk-2", UUID: sandbox.DiskUUID("node-1", "disk-2"), Size: 100 * gi},
 		},

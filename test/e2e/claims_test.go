@@ -15,7 +15,7 @@ import (
 
 	dsv1 "github.com/longhorn/diskschedule/api/v1beta2"
 	"github.com/longhorn/diskschedule/internal/sandbox"
-	"github.com/longhorn/diskschedule/internal/simlonghorn"
+	"github.com/longhorn/diskschedule/internal/simcluster"
 	"github.com/longhorn/diskschedule/internal/testenv"
 )
 
@@ -50,7 +50,7 @@ func claimWithGrantedReplica(t *testing.T, ctx context.Context, c client.Client,
 			return false, "claim " + string(pvc.Status.Phase), nil
 		}
 		reps := &lhv1.ReplicaList{}
-		if err := c.List(ctx, reps, client.InNamespace(sandbox.Namespace), client.MatchingLabels{simlonghorn.LabelVolume: pvc.Spec.VolumeName}); err != nil {
+		if err := c.List(ctx, reps, client.InNamespace(sandbox.Namespace), client.MatchingLabels{simcluster.LabelVolume: pvc.Spec.VolumeName}); err != nil {
 			return false, "", err
 		}
 		if len(reps.Items) != 1 || reps.Items[0].Spec.DiskID == "" {

@@ -16,7 +16,7 @@ import (
 
 	dsv1 "github.com/longhorn/diskschedule/api/v1beta2"
 	"github.com/longhorn/diskschedule/internal/sandbox"
-	"github.com/longhorn/diskschedule/internal/simlonghorn"
+	"github.com/longhorn/diskschedule/internal/simcluster"
 	"github.com/longhorn/diskschedule/internal/testenv"
 )
 
@@ -37,8 +37,8 @@ func TestExpansionOnADiskThatTakesNoNewReplicas(t *testing.T) {
 	}
 	class := sandbox.StorageClass()
 	class.Name, class.Annotations = "closed-disk", nil
-	class.Parameters[simlonghorn.ParamDataLocality] = string(lhv1.DataLocalityDisabled)
-	class.Parameters[simlonghorn.ParamNumberOfReplicas] = "1"
+	class.Parameters[simcluster.ParamDataLocality] = string(lhv1.DataLocalityDisabled)
+	class.Parameters[simcluster.ParamNumberOfReplicas] = "1"
 	if err := c.Create(ctx, class); err != nil {
 		t.Fatal(err)
 	}

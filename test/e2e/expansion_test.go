@@ -22,7 +22,7 @@ import (
 	"github.com/longhorn/diskschedule/internal/conditions"
 	"github.com/longhorn/diskschedule/internal/manager"
 	"github.com/longhorn/diskschedule/internal/sandbox"
-	"github.com/longhorn/diskschedule/internal/simlonghorn"
+	"github.com/longhorn/diskschedule/internal/simcluster"
 	"github.com/longhorn/diskschedule/internal/testenv"
 	"github.com/longhorn/diskschedule/internal/testenv/sandboxtest"
 )
@@ -70,7 +70,7 @@ func TestExpansion(t *testing.T) {
 	// places on a 400Gi disk at once, attached or not.
 	class := sandbox.StorageClass()
 	class.Name, class.Annotations = "expansion", nil
-	class.Parameters[simlonghorn.ParamDataLocality] = string(lhv1.DataLocalityDisabled)
+	class.Parameters[simcluster.ParamDataLocality] = string(lhv1.DataLocalityDisabled)
 	if err := c.Create(ctx, class); err != nil {
 		t.Fatal(err)
 	}

@@ -22,7 +22,7 @@ import (
 
 	dsv1 "github.com/longhorn/diskschedule/api/v1beta2"
 	"github.com/longhorn/diskschedule/internal/sandbox"
-	"github.com/longhorn/diskschedule/internal/simlonghorn"
+	"github.com/longhorn/diskschedule/internal/simcluster"
 	"github.com/longhorn/diskschedule/internal/testenv"
 )
 
@@ -47,7 +47,7 @@ func kindTopology() *sandbox.Topology {
 func longhornDefaultClass() *storagev1.StorageClass {
 	return &storagev1.StorageClass{
 		ObjectMeta:           metav1.ObjectMeta{Name: "longhorn-chart-default"},
-		Provisioner:          simlonghorn.CSIDriver,
+		Provisioner:          simcluster.CSIDriver,
 		AllowVolumeExpansion: ptr.To(true),
 		ReclaimPolicy:        ptr.To(corev1.PersistentVolumeReclaimDelete),
 		VolumeBindingMode:    ptr.To(storagev1.VolumeBindingImmediate),
@@ -68,7 +68,7 @@ func longhornDefaultClass() *storagev1.StorageClass {
 func bestEffortClass() *storagev1.StorageClass {
 	return &storagev1.StorageClass{
 		ObjectMeta:        metav1.ObjectMeta{Name: "longhorn-best-effort-2"},
-		Provisioner:       simlonghorn.CSIDriver,
+		Provisioner:       simcluster.CSIDriver,
 		ReclaimPolicy:     ptr.To(corev1.PersistentVolumeReclaimDelete),
 		VolumeBindingMode: ptr.To(storagev1.VolumeBindingWaitForFirstConsumer),
 		Parameters:        map[string]string{"numberOfReplicas": "2", "dataLocality": "best-effort", "staleReplicaTimeout": "30"},
@@ -253,7 +253,7 @@ func (cl *cluster) boundVolume(t *testing.T, claim *corev1.PersistentVolumeClaim
 		}
 		return true, "", cl.c.Get(ctx, client.ObjectKey{Name: cur.Spec.VolumeName}, pv)
 	}, testenv.Every(100*time.Millisecond))
-	if pv.Spec.CSI == nil || pv.Spec.CSI.Driver != simlonghorn.CSIDriver {
+	if pv.Spec.CSI == nil || pv.Spec.CSI.Driver != simcluster.CSIDriver {
 		t.Fatalf("claim %s/%s is bound to %s, which is not a Longhorn volume", claim.Namespace, claim.Name, pv.Name)
 	}
 	return pv.Spec.CSI.VolumeHandle
@@ -263,7 +263,7 @@ func (cl *cluster) boundVolume(t *testing.T, claim *corev1.PersistentVolumeClaim
 // may only run on node.
 func (cl *cluster) pinnedPod(t *testing.T, ns, name, node string, claims ...*corev1.PersistentVolumeClaim) *corev1.Pod {
 	t.Helper()
-	one := corev1.ResourceList{simlonghorn.ExtendedResource: resource.MustParse("1")}
+	one := corev1.ResourceList{simcluster.ExtendedResource: resource.MustParse("1")}
 	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
 		Spec: corev1.PodSpec{
 			NodeSelector: map[string]string{corev1.LabelHostname: node},

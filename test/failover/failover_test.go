@@ -6,7 +6,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	lhv1 "github.com/longhorn/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
 	"net"
 	"net/http"
 	"os"
@@ -16,6 +15,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	lhv1 "github.com/longhorn/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -35,7 +36,7 @@ import (
 	"github.com/longhorn/diskschedule/internal/extender"
 	"github.com/longhorn/diskschedule/internal/manager"
 	"github.com/longhorn/diskschedule/internal/sandbox"
-	"github.com/longhorn/diskschedule/internal/simlonghorn"
+	"github.com/longhorn/diskschedule/internal/simcluster"
 	"github.com/longhorn/diskschedule/internal/testenv"
 	"github.com/longhorn/diskschedule/internal/testenv/sandboxtest"
 )
@@ -643,7 +644,7 @@ func claim(ns, name string) *corev1.PersistentVolumeClaim {
 
 // pod returns a pod using claim that asks kube-scheduler for the extender.
 func pod(ns, name, claim string) *corev1.Pod {
-	one := corev1.ResourceList{simlonghorn.ExtendedResource: resource.MustParse("1")}
+	one := corev1.ResourceList{simcluster.ExtendedResource: resource.MustParse("1")}
 	return &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
 		Spec: corev1.PodSpec{

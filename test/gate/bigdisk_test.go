@@ -16,7 +16,7 @@ import (
 	dsv1 "github.com/longhorn/diskschedule/api/v1beta2"
 	"github.com/longhorn/diskschedule/internal/ledger"
 	"github.com/longhorn/diskschedule/internal/sandbox"
-	"github.com/longhorn/diskschedule/internal/simlonghorn"
+	"github.com/longhorn/diskschedule/internal/simcluster"
 	"github.com/longhorn/diskschedule/internal/testenv"
 )
 
@@ -67,7 +67,7 @@ func twoThousandReplicasOnOneDisk(t *testing.T, withGate bool) {
 			// As Longhorn's datastore writes a replica it placed: the
 			// disk's path on its node and its disk UUID label, by which
 			// Longhorn's node controller counts it on the disk.
-			r.Spec.DiskPath = simlonghorn.DiskPath("node-1", "disk-1")
+			r.Spec.DiskPath = simcluster.DiskPath("node-1", "disk-1")
 			r.Labels[lhtypes.LonghornDiskUUIDKey] = uuid
 			err := testenv.CreateLonghorn(ctx, c, r)
 			if err == nil {

@@ -17,7 +17,7 @@ import (
 
 	dsv1 "github.com/longhorn/diskschedule/api/v1beta2"
 	"github.com/longhorn/diskschedule/internal/sandbox"
-	"github.com/longhorn/diskschedule/internal/simlonghorn"
+	"github.com/longhorn/diskschedule/internal/simcluster"
 	"github.com/longhorn/diskschedule/internal/testenv"
 	"github.com/longhorn/diskschedule/internal/testenv/sandboxtest"
 )
@@ -70,7 +70,7 @@ func TestClaimBecomesLonghornsVolume(t *testing.T) {
 	if err := c.Create(ctx, pvc); err != nil {
 		t.Fatal(err)
 	}
-	name := simlonghorn.VolumeName(pvc)
+	name := simcluster.VolumeName(pvc)
 	vol := waitVolume(ctx, t, c, name, 1, 0)
 	for _, typ := range []string{lhv1.VolumeConditionTypeScheduled, lhv1.VolumeConditionTypeWaitForBackingImage, lhv1.VolumeConditionTypeTooManySnapshots} {
 		found := false

@@ -22,7 +22,7 @@ import (
 	"github.com/longhorn/diskschedule/internal/dataplane"
 	"github.com/longhorn/diskschedule/internal/ledger"
 	"github.com/longhorn/diskschedule/internal/sandbox"
-	"github.com/longhorn/diskschedule/internal/simlonghorn"
+	"github.com/longhorn/diskschedule/internal/simcluster"
 	"github.com/longhorn/diskschedule/internal/testenv"
 )
 
@@ -206,8 +206,8 @@ func (e *longhornEnv) firstStart(ctx context.Context, t *testing.T, image, name,
 	e.tagNode(ctx, t, node, tag)
 	class := sandbox.WaitForFirstConsumerClass()
 	class.Name = "longhorn-bi-" + name
-	class.Parameters[simlonghorn.ParamBackingImage] = image
-	class.Parameters[simlonghorn.ParamNodeSelector] = tag
+	class.Parameters[simcluster.ParamBackingImage] = image
+	class.Parameters[simcluster.ParamNodeSelector] = tag
 	if err := e.c.Create(ctx, class); err != nil {
 		t.Fatal(err)
 	}
@@ -236,7 +236,7 @@ func (e *longhornEnv) firstStart(ctx context.Context, t *testing.T, image, name,
 	if err := e.c.Create(ctx, pod); err != nil {
 		t.Fatal(err)
 	}
-	vol := simlonghorn.VolumeName(pvc)
+	vol := simcluster.VolumeName(pvc)
 	bi := &lhv1.BackingImage{}
 
 	// Follow the steps, each the first time it is seen.

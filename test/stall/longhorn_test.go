@@ -23,7 +23,7 @@ import (
 	"github.com/longhorn/diskschedule/internal/ledger"
 	"github.com/longhorn/diskschedule/internal/sandbox"
 	"github.com/longhorn/diskschedule/internal/scenario"
-	"github.com/longhorn/diskschedule/internal/simlonghorn"
+	"github.com/longhorn/diskschedule/internal/simcluster"
 	"github.com/longhorn/diskschedule/internal/testenv"
 	"github.com/longhorn/diskschedule/internal/testenv/sandboxtest"
 )
@@ -453,7 +453,7 @@ func TestNodeDownRebuildStall(t *testing.T) {
 	e.setLonghornSetting(ctx, t, replenishmentWaitSetting, fmt.Sprint(int(replenishmentWait.Seconds())))
 	class := sandbox.StorageClass()
 	class.ObjectMeta = metav1.ObjectMeta{Name: twoReplicasClass}
-	class.Parameters = map[string]string{simlonghorn.ParamNumberOfReplicas: "2", simlonghorn.ParamDataLocality: string(lhv1.DataLocalityDisabled)}
+	class.Parameters = map[string]string{simcluster.ParamNumberOfReplicas: "2", simcluster.ParamDataLocality: string(lhv1.DataLocalityDisabled)}
 	class.VolumeBindingMode = ptr.To(storagev1.VolumeBindingImmediate)
 	if err := e.c.Create(ctx, class); err != nil {
 		t.Fatal(err)

@@ -24,7 +24,7 @@ import (
 	dsv1 "github.com/longhorn/diskschedule/api/v1beta2"
 	"github.com/longhorn/diskschedule/internal/ledger"
 	"github.com/longhorn/diskschedule/internal/sandbox"
-	"github.com/longhorn/diskschedule/internal/simlonghorn"
+	"github.com/longhorn/diskschedule/internal/simcluster"
 	"github.com/longhorn/diskschedule/internal/testenv"
 	"github.com/longhorn/diskschedule/internal/testenv/sandboxtest"
 )
@@ -54,11 +54,11 @@ const migrationWait = 2 * time.Minute
 func migratableClass() *storagev1.StorageClass {
 	return &storagev1.StorageClass{
 		ObjectMeta:  metav1.ObjectMeta{Name: "longhorn-migratable"},
-		Provisioner: simlonghorn.CSIDriver,
+		Provisioner: simcluster.CSIDriver,
 		Parameters: map[string]string{
-			simlonghorn.ParamNumberOfReplicas: "3",
-			simlonghorn.ParamDataLocality:     string(lhv1.DataLocalityDisabled),
-			simlonghorn.ParamMigratable:       "true",
+			simcluster.ParamNumberOfReplicas: "3",
+			simcluster.ParamDataLocality:     string(lhv1.DataLocalityDisabled),
+			simcluster.ParamMigratable:       "true",
 		},
 		ReclaimPolicy:        ptr.To(corev1.PersistentVolumeReclaimDelete),
 		AllowVolumeExpansion: ptr.To(true),
@@ -308,7 +308,7 @@ func TestLiveMigrationStall(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	vol := simlonghorn.VolumeName(pvc)
+	vol := simcluster.VolumeName(pvc)
 
 	// The VM runs on node-1: its disk attached there, healthy, with three
 	// running replicas, each granted on its own disk.

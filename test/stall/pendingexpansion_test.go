@@ -21,7 +21,7 @@ import (
 
 	"github.com/longhorn/diskschedule/internal/ledger"
 	"github.com/longhorn/diskschedule/internal/sandbox"
-	"github.com/longhorn/diskschedule/internal/simlonghorn"
+	"github.com/longhorn/diskschedule/internal/simcluster"
 	"github.com/longhorn/diskschedule/internal/testenv"
 	"github.com/longhorn/diskschedule/internal/testenv/sandboxtest"
 )
@@ -111,7 +111,7 @@ const (
 // "engine" (first; the expansion once Longhorn created its engine).
 func pendingExpansion(ctx, wctx context.Context, t *testing.T, e *longhornEnv, rec *recorder, name, node string) {
 	pvc := e.runPodOn(ctx, t, name, "200Gi", node)
-	grown := simlonghorn.VolumeName(pvc)
+	grown := simcluster.VolumeName(pvc)
 	rs := e.replicas(ctx, t, grown)
 	if len(rs) != 1 || rs[0].Spec.NodeID != node {
 		t.Fatalf("volume %s: %d replicas, want one on %s", grown, len(rs), node)
@@ -277,7 +277,7 @@ func (e *longhornEnv) runPodOn(ctx context.Context, t *testing.T, name, size, no
 			t.Fatal(err)
 		}
 	}
-	vol := simlonghorn.VolumeName(pvc)
+	vol := simcluster.VolumeName(pvc)
 	testenv.Eventually(t, ctx, 2*time.Minute, "pod "+name+" running on its attached, healthy volume", func(ctx context.Context) (bool, string, error) {
 		if err := e.c.Get(ctx, client.ObjectKeyFromObject(pod), pod); err != nil {
 			return false, "", err
@@ -294,17 +294,17 @@ func (e *longhornEnv) runPodOn(ctx context.Context, t *testing.T, name, size, no
 
 // taggedVolume returns the one-replica Longhorn Volume of size on the
 // nodes tagged tag that the Longhorn CSI driver creates for a claim
-// (simlonghorn.VolumeFor).
+// (simcluster.VolumeFor).
 func taggedVolume(t *testing.T, name string, size int64, tag string) *lhv1.Volume {
 	t.Helper()
 	class := &storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: name}, Provisioner: "driver.longhorn.io",
-		Parameters: map[string]string{simlonghorn.ParamNumberOfReplicas: "1", simlonghorn.ParamNodeSelector: tag}}
+		Parameters: map[string]string{simcluster.ParamNumberOfReplicas: "1", simcluster.ParamNodeSelector: tag}}
 	pvc := &corev1.PersistentVolumeClaim{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default", UID: types.UID(name)},
 		Spec: corev1.PersistentVolumeClaimSpec{Resources: corev1.VolumeResourceRequirements{
 			Requests: corev1.ResourceList{corev1.ResourceStorage: *resource.NewQuantity(size, resource.BinarySI)}}},
 	}
-	v, err := simlonghorn.VolumeFor(pvc, class, sandbox.Namespace)
+	v, err := simcluster.VolumeFor(pvc, class, sandbox.Namespace)
 	if err != nil {
 		t.Fatal(err)
 	}

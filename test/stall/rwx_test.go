@@ -21,7 +21,7 @@ import (
 
 	dsv1 "github.com/longhorn/diskschedule/api/v1beta2"
 	"github.com/longhorn/diskschedule/internal/sandbox"
-	"github.com/longhorn/diskschedule/internal/simlonghorn"
+	"github.com/longhorn/diskschedule/internal/simcluster"
 	"github.com/longhorn/diskschedule/internal/testenv"
 )
 
@@ -61,9 +61,9 @@ func rwxClass(shareNode string) *storagev1.StorageClass {
 	class := sandbox.StorageClass()
 	class.ObjectMeta = metav1.ObjectMeta{Name: "longhorn-rwx"}
 	class.Parameters = map[string]string{
-		simlonghorn.ParamNumberOfReplicas: "2",
-		simlonghorn.ParamDataLocality:     string(lhv1.DataLocalityBestEffort),
-		"shareManagerNodeSelector":        corev1.LabelHostname + ":" + shareNode,
+		simcluster.ParamNumberOfReplicas: "2",
+		simcluster.ParamDataLocality:     string(lhv1.DataLocalityBestEffort),
+		"shareManagerNodeSelector":       corev1.LabelHostname + ":" + shareNode,
 	}
 	class.VolumeBindingMode = ptr.To(storagev1.VolumeBindingImmediate)
 	return class
@@ -192,7 +192,7 @@ func TestRWXStall(t *testing.T) {
 	if err := e.c.Create(ctx, pvc); err != nil {
 		t.Fatal(err)
 	}
-	vol := simlonghorn.VolumeName(pvc)
+	vol := simcluster.VolumeName(pvc)
 	testenv.Eventually(t, ctx, time.Minute, "the claim bound to its RWX volume", func(ctx context.Context) (bool, string, error) {
 		if err := e.c.Get(ctx, client.ObjectKeyFromObject(pvc), pvc); err != nil {
 			return false, "", err
@@ -214,8 +214,8 @@ func TestRWXStall(t *testing.T) {
 		Spec: corev1.PodSpec{
 			NodeSelector: map[string]string{corev1.LabelHostname: podNode},
 			Containers: []corev1.Container{{Name: "app", Image: "busybox", Resources: corev1.ResourceRequirements{
-				Requests: corev1.ResourceList{simlonghorn.ExtendedResource: one},
-				Limits:   corev1.ResourceList{simlonghorn.ExtendedResource: one},
+				Requests: corev1.ResourceList{simcluster.ExtendedResource: one},
+				Limits:   corev1.ResourceList{simcluster.ExtendedResource: one},
 			}}},
 			Volumes: []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{
 				PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: pvc.Name},

@@ -26,7 +26,7 @@ import (
 	"github.com/longhorn/diskschedule/internal/sandbox"
 	"github.com/longhorn/diskschedule/internal/scenario"
 	"github.com/longhorn/diskschedule/internal/settings"
-	"github.com/longhorn/diskschedule/internal/simlonghorn"
+	"github.com/longhorn/diskschedule/internal/simcluster"
 	"github.com/longhorn/diskschedule/internal/testenv"
 	"github.com/longhorn/diskschedule/internal/testenv/sandboxtest"
 )
@@ -335,10 +335,10 @@ func (r *recorder) follow(ctx context.Context, t *testing.T, c client.WithWatch)
 
 // createVolumes creates n one-replica Longhorn Volumes of size on the
 // disks tagged tag, as the Longhorn CSI driver creates them for claims
-// (simlonghorn.VolumeFor), all at once, and returns their names.
+// (simcluster.VolumeFor), all at once, and returns their names.
 func createVolumes(ctx context.Context, t *testing.T, c client.Client, prefix string, n int, size int64, tag string) []string {
 	t.Helper()
-	params := map[string]string{simlonghorn.ParamNumberOfReplicas: "1", simlonghorn.ParamDiskSelector: tag}
+	params := map[string]string{simcluster.ParamNumberOfReplicas: "1", simcluster.ParamDiskSelector: tag}
 	class := &storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: prefix}, Provisioner: "driver.longhorn.io", Parameters: params}
 	vols := make([]*lhv1.Volume, n)
 	for i := range vols {
@@ -347,7 +347,7 @@ func createVolumes(ctx context.Context, t *testing.T, c client.Client, prefix st
 			Spec: corev1.PersistentVolumeClaimSpec{Resources: corev1.VolumeResourceRequirements{
 				Requests: corev1.ResourceList{corev1.ResourceStorage: *resource.NewQuantity(size, resource.BinarySI)}}},
 		}
-		v, err := simlonghorn.VolumeFor(pvc, class, sandbox.Namespace)
+		v, err := simcluster.VolumeFor(pvc, class, sandbox.Namespace)
 		if err != nil {
 			t.Fatal(err)
 		}

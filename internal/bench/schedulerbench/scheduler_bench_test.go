@@ -43,7 +43,7 @@ import (
 
 	"github.com/longhorn/diskschedule/internal/manager"
 	"github.com/longhorn/diskschedule/internal/sandbox"
-	"github.com/longhorn/diskschedule/internal/simlonghorn"
+	"github.com/longhorn/diskschedule/internal/simcluster"
 	"github.com/longhorn/diskschedule/internal/testenv"
 	"github.com/longhorn/diskschedule/internal/testenv/sandboxtest"
 )
@@ -569,7 +569,7 @@ func pod(ns string, i int, extender bool) *corev1.Pod {
 		},
 	}
 	if extender {
-		one := corev1.ResourceList{simlonghorn.ExtendedResource: resource.MustParse("1")}
+		one := corev1.ResourceList{simcluster.ExtendedResource: resource.MustParse("1")}
 		p.Spec.Containers[0].Resources = corev1.ResourceRequirements{Requests: one, Limits: one}
 	}
 	return p

@@ -10,7 +10,7 @@ import (
 
 	"github.com/longhorn/diskschedule/internal/ledger"
 	"github.com/longhorn/diskschedule/internal/requirement"
-	"github.com/longhorn/diskschedule/internal/simlonghorn"
+	"github.com/longhorn/diskschedule/internal/simcluster"
 )
 
 // The simulated CSI driver classifies the gate's refusal of a growth as
@@ -26,7 +26,7 @@ func TestExpansionRefusalCode(t *testing.T) {
 			2048*gi, "volumes.gate.diskschedule.longhorn.io", msg)
 	}
 
-	got := simlonghorn.ControllerExpandError(apiServer(denial.Result.Message))
+	got := simcluster.ControllerExpandError(apiServer(denial.Result.Message))
 	if status.Code(got) != codes.OutOfRange {
 		t.Errorf("the gate's refusal of a growth is answered %s, want OutOfRange: %v", status.Code(got), got)
 	}
@@ -47,7 +47,7 @@ func TestExpansionRefusalCode(t *testing.T) {
 		apiServer(retriable()),
 		errors.New("expanding volume pvc-a to 2199023255552 bytes: Operation cannot be fulfilled on volumes.longhorn.io \"pvc-a\": the object has been modified"),
 	} {
-		if got := simlonghorn.ControllerExpandError(other); status.Code(got) != codes.Internal {
+		if got := simcluster.ControllerExpandError(other); status.Code(got) != codes.Internal {
 			t.Errorf("%q is answered %s, want Internal", other, status.Code(got))
 		}
 	}

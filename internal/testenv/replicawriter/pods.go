@@ -22,7 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/longhorn/diskschedule/internal/longhornpod"
-	"github.com/longhorn/diskschedule/internal/simlonghorn"
+	"github.com/longhorn/diskschedule/internal/simcluster"
 )
 
 // Pod is one longhorn-manager pod of a test or benchmark: Longhorn v1.12.0's
@@ -197,13 +197,13 @@ func CreateVolume(ctx context.Context, c client.Client, namespace, claim string,
 	}
 	class := &storagev1.StorageClass{
 		ObjectMeta:  metav1.ObjectMeta{Name: "longhorn-one-replica"},
-		Provisioner: simlonghorn.CSIDriver,
+		Provisioner: simcluster.CSIDriver,
 		Parameters: map[string]string{
-			simlonghorn.ParamNumberOfReplicas: "1",
-			simlonghorn.ParamDataLocality:     string(lhv1.DataLocalityDisabled),
+			simcluster.ParamNumberOfReplicas: "1",
+			simcluster.ParamDataLocality:     string(lhv1.DataLocalityDisabled),
 		},
 	}
-	vol, err := simlonghorn.VolumeFor(pvc, class, namespace)
+	vol, err := simcluster.VolumeFor(pvc, class, namespace)
 	if err != nil {
 		return nil, err
 	}
@@ -226,8 +226,8 @@ func newReplica(vol *lhv1.Volume) *lhv1.Replica {
 		ObjectMeta: metav1.ObjectMeta{
 			Name: vol.Name + "-r-0", Namespace: vol.Namespace,
 			Labels: map[string]string{
-				simlonghorn.LabelVolume: vol.Name, simlonghorn.LabelNode: "", simlonghorn.LabelDiskUUID: "",
-				simlonghorn.LabelBackingImage: vol.Spec.BackingImage,
+				simcluster.LabelVolume: vol.Name, simcluster.LabelNode: "", simcluster.LabelDiskUUID: "",
+				simcluster.LabelBackingImage: vol.Spec.BackingImage,
 			},
 			OwnerReferences: []metav1.OwnerReference{{
 				APIVersion: lhv1.SchemeGroupVersion.String(), Kind: "Volume", Name: vol.Name, UID: vol.UID,

@@ -14,7 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/longhorn/diskschedule/internal/sandbox"
-	"github.com/longhorn/diskschedule/internal/simlonghorn"
+	"github.com/longhorn/diskschedule/internal/simcluster"
 	"github.com/longhorn/diskschedule/internal/testenv"
 )
 
@@ -52,7 +52,7 @@ func RunPodOfClass(ctx context.Context, t testing.TB, c client.Client, name, siz
 			t.Fatal(err)
 		}
 	}
-	vol := simlonghorn.VolumeName(pvc)
+	vol := simcluster.VolumeName(pvc)
 	testenv.Eventually(t, ctx, 2*time.Minute, "pod "+name+" running on its attached, healthy volume", func(ctx context.Context) (bool, string, error) {
 		if err := c.Get(ctx, client.ObjectKeyFromObject(pod), pod); err != nil {
 			return false, "", err

@@ -1,4 +1,4 @@
-package simlonghorn
+package simcluster
 
 import (
 	"context"
@@ -106,7 +106,7 @@ func (d *csiDeployer) setup(mgr ctrl.Manager) error {
 		return d.sim.inNamespace(o) && o.GetName() == SettingCSIStorageCapacityTracking
 	})
 	theDriver := predicate.NewPredicateFuncs(func(o client.Object) bool { return o.GetName() == CSIDriver })
-	return ctrl.NewControllerManagedBy(mgr).Named("simlonghorn-csi-driver").
+	return ctrl.NewControllerManagedBy(mgr).Named("simcluster-csi-driver").
 		For(&lhv1.Setting{}, builder.WithPredicates(trackingSetting)).
 		Watches(&storagev1.CSIDriver{}, handler.EnqueueRequestsFromMapFunc(func(context.Context, client.Object) []reconcile.Request {
 			return []reconcile.Request{{NamespacedName: client.ObjectKey{Namespace: d.sim.namespace, Name: SettingCSIStorageCapacityTracking}}}
@@ -225,7 +225,7 @@ func (r *csiNodeRegistrar) setup(mgr ctrl.Manager) error {
 		return fmt.Errorf("adding the CSI node plugin's removal: %w", err)
 	}
 	simulated := predicate.NewPredicateFuncs(func(o client.Object) bool { return r.sim.nodeByName[o.GetName()] != nil })
-	return ctrl.NewControllerManagedBy(mgr).Named("simlonghorn-csi-node").
+	return ctrl.NewControllerManagedBy(mgr).Named("simcluster-csi-node").
 		For(&corev1.Node{}, builder.WithPredicates(simulated)).
 		Watches(&storagev1.CSINode{}, &handler.EnqueueRequestForObject{}, builder.WithPredicates(simulated)).
 		Complete(reconcile.Func(r.reconcile))

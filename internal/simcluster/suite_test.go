@@ -1,4 +1,4 @@
-package simlonghorn_test
+package simcluster_test
 
 import (
 	"context"
@@ -13,7 +13,7 @@ import (
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
-	"github.com/longhorn/diskschedule/internal/simlonghorn"
+	"github.com/longhorn/diskschedule/internal/simcluster"
 	"github.com/longhorn/diskschedule/internal/testenv"
 )
 
@@ -38,9 +38,9 @@ func (discard) Write(p []byte) (int, error) { return len(p), nil }
 // startSim runs the simulated Longhorn with opts in its own manager until
 // the test ends. Node names are prefixed with the namespace, so tests never
 // share a cluster-scoped Kubernetes Node.
-func startSim(t *testing.T, opts simlonghorn.Options) {
+func startSim(t *testing.T, opts simcluster.Options) {
 	t.Helper()
-	mgr, err := simlonghorn.NewManager(env.Config, env.Scheme, opts)
+	mgr, err := simcluster.NewManager(env.Config, env.Scheme, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -59,8 +59,8 @@ func startSim(t *testing.T, opts simlonghorn.Options) {
 func nodeName(ns, n string) string { return ns + "-" + n }
 
 // disk returns a disk spec of size GiB.
-func disk(name string, sizeGi int64) simlonghorn.DiskSpec {
-	return simlonghorn.DiskSpec{Name: name, UUID: "", Size: sizeGi * gi}
+func disk(name string, sizeGi int64) simcluster.DiskSpec {
+	return simcluster.DiskSpec{Name: name, UUID: "", Size: sizeGi * gi}
 }
 
 // getNode returns the Longhorn node.

@@ -1,4 +1,4 @@
-// Package simlonghorn is the simulated cluster around Longhorn in the
+// Package simcluster is the simulated cluster around Longhorn in the
 // sandbox: the nodes, their kubelets, and the parts of Longhorn's CSI driver
 // that run beside kube-controller-manager. Longhorn itself is
 // longhorn-manager v1.12.0's own control plane (internal/longhornmanager,
@@ -111,4 +111,4 @@
 // retry, and it finishes an expansion without the FileSystemResizePending
 // step of the kubelet's node expansion. It runs with administrator
 // credentials and carries no RBAC markers.
-package simlonghorn
+package simcluster

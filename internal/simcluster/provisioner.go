@@ -1,4 +1,4 @@
-package simlonghorn
+package simcluster
 
 import (
 	"context"
@@ -83,7 +83,7 @@ func (p *csiProvisioner) setup(mgr ctrl.Manager) error {
 // Start runs the external provisioner until ctx ends, then waits for its
 // workers.
 func (p *csiProvisioner) Start(ctx context.Context) error {
-	ctx = klog.NewContext(ctx, ctrl.LoggerFrom(ctx).WithName("simlonghorn-csi-provisioner"))
+	ctx = klog.NewContext(ctx, ctrl.LoggerFrom(ctx).WithName("simcluster-csi-provisioner"))
 	limiter := workqueue.NewTypedItemExponentialFailureRateLimiter[string](provisionRetryStart, provisionRetryMax)
 	var workers sync.WaitGroup
 	defer workers.Wait()

@@ -1,4 +1,4 @@
-package simlonghorn
+package simcluster
 
 import (
 	"context"
@@ -47,7 +47,7 @@ func newNodeLeases(mgr ctrl.Manager, s *sim, duration time.Duration) (*nodeLease
 // Start renews every simulated node's Lease until ctx ends or the node goes
 // down (Options.Outages).
 func (l *nodeLeases) Start(ctx context.Context) error {
-	log := ctrl.LoggerFrom(ctx).WithName("simlonghorn-node-lease")
+	log := ctrl.LoggerFrom(ctx).WithName("simcluster-node-lease")
 	ctx = klog.NewContext(ctx, log)
 	seconds := int32(l.duration / time.Second)
 	if seconds < 1 {

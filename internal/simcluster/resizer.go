@@ -1,4 +1,4 @@
-package simlonghorn
+package simcluster
 
 import (
 	"context"
@@ -109,7 +109,7 @@ func (r *resizer) setup(mgr ctrl.Manager) error {
 		}
 		return out
 	}
-	return ctrl.NewControllerManagedBy(mgr).Named("simlonghorn-csi-resizer").
+	return ctrl.NewControllerManagedBy(mgr).Named("simcluster-csi-resizer").
 		For(&corev1.PersistentVolumeClaim{}, builder.WithPredicates(claimChanged)).
 		Watches(&lhv1.Volume{}, handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
 			return volumeClaims(ctx, o.GetName())

@@ -1,4 +1,4 @@
-package simlonghorn_test
+package simcluster_test
 
 import (
 	"context"
@@ -17,7 +17,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/longhorn/diskschedule/internal/simlonghorn"
+	"github.com/longhorn/diskschedule/internal/simcluster"
 	"github.com/longhorn/diskschedule/internal/testenv"
 )
 
@@ -60,9 +60,9 @@ func TestNodeCapacity(t *testing.T) {
 		}
 		return n
 	}
-	v1 := simlonghorn.CapacityQuery{DataEngine: lhv1.DataEngineTypeV1, OverProvisioningPercentage: 100,
+	v1 := simcluster.CapacityQuery{DataEngine: lhv1.DataEngineTypeV1, OverProvisioningPercentage: 100,
 		AllowEmptyNodeSelectorVolume: true, AllowEmptyDiskSelectorVolume: true}
-	with := func(mod func(*simlonghorn.CapacityQuery)) simlonghorn.CapacityQuery {
+	with := func(mod func(*simcluster.CapacityQuery)) simcluster.CapacityQuery {
 		q := v1
 		mod(&q)
 		return q
@@ -70,15 +70,15 @@ func TestNodeCapacity(t *testing.T) {
 	tests := []struct {
 		name          string
 		node          *lhv1.Node
-		q             simlonghorn.CapacityQuery
+		q             simcluster.CapacityQuery
 		wantMax, want int64
 	}{
 		{"one empty disk", node(nil, disk{max: 400 * gi}), v1, 400 * gi, 400 * gi},
 		{"reserved and scheduled space are not free", node(nil, disk{max: 400 * gi, reserved: 40 * gi, scheduled: 100 * gi}), v1, 260 * gi, 260 * gi},
 		{"the sum of the disks, the largest as the maximum", node(nil, disk{max: 100 * gi, reserved: 10 * gi}, disk{max: 200 * gi, scheduled: 50 * gi}), v1, 150 * gi, 240 * gi},
 		{"over-provisioning scales the limit", node(nil, disk{max: 400 * gi, reserved: 100 * gi, scheduled: 100 * gi}),
-			with(func(q *simlonghorn.CapacityQuery) { q.OverProvisioningPercentage = 200 }), 500 * gi, 500 * gi},
-		{"the limit truncates", node(nil, disk{max: 3}), with(func(q *simlonghorn.CapacityQuery) { q.OverProvisioningPercentage = 50 }), 1, 1},
+			with(func(q *simcluster.CapacityQuery) { q.OverProvisioningPercentage = 200 }), 500 * gi, 500 * gi},
+		{"the limit truncates", node(nil, disk{max: 3}), with(func(q *simcluster.CapacityQuery) { q.OverProvisioningPercentage = 50 }), 1, 1},
 		{"an overcommitted disk offers nothing, never less", node(nil, disk{max: 100 * gi, scheduled: 150 * gi}, disk{max: 10 * gi}), v1, 10 * gi, 10 * gi},
 		{"node not ready", node(func(n *lhv1.Node) { n.Status.Conditions[0].Status = lhv1.ConditionStatusFalse }, disk{max: 400 * gi}), v1, 0, 0},
 		{"node not schedulable (cordoned)", node(func(n *lhv1.Node) { n.Status.Conditions[1].Status = lhv1.ConditionStatusFalse }, disk{max: 400 * gi}), v1, 0, 0},
@@ -86,27 +86,27 @@ func TestNodeCapacity(t *testing.T) {
 		{"node scheduling disabled", node(func(n *lhv1.Node) { n.Spec.AllowScheduling = false }, disk{max: 400 * gi}), v1, 0, 0},
 		{"node evicting", node(func(n *lhv1.Node) { n.Spec.EvictionRequested = true }, disk{max: 400 * gi}), v1, 0, 0},
 		{"node tags lack the selector", node(func(n *lhv1.Node) { n.Spec.Tags = []string{"a"} }, disk{max: 400 * gi}),
-			with(func(q *simlonghorn.CapacityQuery) { q.NodeSelector = []string{"a", "b"} }), 0, 0},
+			with(func(q *simcluster.CapacityQuery) { q.NodeSelector = []string{"a", "b"} }), 0, 0},
 		{"node tags hold the selector", node(func(n *lhv1.Node) { n.Spec.Tags = []string{"b", "a", "c"} }, disk{max: 400 * gi}),
-			with(func(q *simlonghorn.CapacityQuery) { q.NodeSelector = []string{"a", "b"} }), 400 * gi, 400 * gi},
+			with(func(q *simcluster.CapacityQuery) { q.NodeSelector = []string{"a", "b"} }), 400 * gi, 400 * gi},
 		{"tagged node, no selector, empty selector not allowed", node(func(n *lhv1.Node) { n.Spec.Tags = []string{"a"} }, disk{max: 400 * gi}),
-			with(func(q *simlonghorn.CapacityQuery) { q.AllowEmptyNodeSelectorVolume = false }), 0, 0},
+			with(func(q *simcluster.CapacityQuery) { q.AllowEmptyNodeSelectorVolume = false }), 0, 0},
 		{"disk scheduling disabled", node(nil, disk{max: 400 * gi, noSched: true}, disk{max: 10 * gi}), v1, 10 * gi, 10 * gi},
 		{"disk evicting", node(nil, disk{max: 400 * gi, evicting: true}, disk{max: 10 * gi}), v1, 10 * gi, 10 * gi},
 		{"disk not schedulable", node(nil, disk{max: 400 * gi, unschedulable: true}, disk{max: 10 * gi}), v1, 10 * gi, 10 * gi},
 		{"disk selector", node(nil, disk{max: 400 * gi}, disk{max: 10 * gi, tags: []string{"ssd"}}),
-			with(func(q *simlonghorn.CapacityQuery) { q.DiskSelector = []string{"ssd"} }), 10 * gi, 10 * gi},
+			with(func(q *simcluster.CapacityQuery) { q.DiskSelector = []string{"ssd"} }), 10 * gi, 10 * gi},
 		{"tagged disk, no selector, empty selector not allowed", node(nil, disk{max: 400 * gi}, disk{max: 10 * gi, tags: []string{"ssd"}}),
-			with(func(q *simlonghorn.CapacityQuery) { q.AllowEmptyDiskSelectorVolume = false }), 400 * gi, 400 * gi},
+			with(func(q *simcluster.CapacityQuery) { q.AllowEmptyDiskSelectorVolume = false }), 400 * gi, 400 * gi},
 		{"v1 volumes live on filesystem disks", node(nil, disk{max: 400 * gi, typ: lhv1.DiskTypeBlock}, disk{max: 10 * gi}), v1, 10 * gi, 10 * gi},
 		{"v2 volumes live on block disks", node(nil, disk{max: 400 * gi, typ: lhv1.DiskTypeBlock}, disk{max: 10 * gi}),
-			with(func(q *simlonghorn.CapacityQuery) { q.DataEngine = lhv1.DataEngineTypeV2 }), 400 * gi, 400 * gi},
+			with(func(q *simcluster.CapacityQuery) { q.DataEngine = lhv1.DataEngineTypeV2 }), 400 * gi, 400 * gi},
 		{"a disk only in the status", node(func(n *lhv1.Node) { delete(n.Spec.Disks, "disk-1") }, disk{max: 400 * gi}, disk{max: 10 * gi}), v1, 10 * gi, 10 * gi},
 		{"no disks", node(nil), v1, 0, 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			gotMax, got := simlonghorn.NodeCapacity(tt.node, tt.q)
+			gotMax, got := simcluster.NodeCapacity(tt.node, tt.q)
 			if gotMax != tt.wantMax || got != tt.want {
 				t.Errorf("NodeCapacity = maximum %d, available %d; want %d, %d", gotMax, got, tt.wantMax, tt.want)
 			}
@@ -116,13 +116,13 @@ func TestNodeCapacity(t *testing.T) {
 
 func TestTopologyKeys(t *testing.T) {
 	labels := map[string]string{corev1.LabelHostname: "n1", corev1.LabelTopologyZone: "z", corev1.LabelTopologyRegion: "r", "rack": "7"}
-	if got, want := simlonghorn.TopologyKeys(labels, nil), []string{corev1.LabelHostname, corev1.LabelTopologyZone}; !reflect.DeepEqual(got, want) {
+	if got, want := simcluster.TopologyKeys(labels, nil), []string{corev1.LabelHostname, corev1.LabelTopologyZone}; !reflect.DeepEqual(got, want) {
 		t.Errorf("no allowed keys: %v, want %v", got, want)
 	}
-	if got, want := simlonghorn.TopologyKeys(labels, map[string]bool{"rack": true, "missing": true}), []string{corev1.LabelHostname, "rack", corev1.LabelTopologyZone}; !reflect.DeepEqual(got, want) {
+	if got, want := simcluster.TopologyKeys(labels, map[string]bool{"rack": true, "missing": true}), []string{corev1.LabelHostname, "rack", corev1.LabelTopologyZone}; !reflect.DeepEqual(got, want) {
 		t.Errorf("rack allowed: %v, want %v", got, want)
 	}
-	if got, want := simlonghorn.TopologyKeys(map[string]string{corev1.LabelHostname: "n1"}, nil), []string{corev1.LabelHostname}; !reflect.DeepEqual(got, want) {
+	if got, want := simcluster.TopologyKeys(map[string]string{corev1.LabelHostname: "n1"}, nil), []string{corev1.LabelHostname}; !reflect.DeepEqual(got, want) {
 		t.Errorf("no zone label: %v, want %v", got, want)
 	}
 }
@@ -141,7 +141,7 @@ func TestStorageCapacity(t *testing.T) {
 	ns := env.NewNamespace(t)
 	n1, n2 := nodeName(ns, "n1"), nodeName(ns, "n2")
 	const poll = 2 * time.Second
-	tracking := &lhv1.Setting{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: simlonghorn.SettingCSIStorageCapacityTracking}, Value: "true"}
+	tracking := &lhv1.Setting{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: simcluster.SettingCSIStorageCapacityTracking}, Value: "true"}
 	if err := env.Client.Create(ctx, tracking); err != nil {
 		t.Fatal(err)
 	}
@@ -152,11 +152,11 @@ func TestStorageCapacity(t *testing.T) {
 		selects string
 	}{{wffc, storagev1.VolumeBindingWaitForFirstConsumer, ""}, {ssd, storagev1.VolumeBindingWaitForFirstConsumer, "ssd"}, {immediate, storagev1.VolumeBindingImmediate, ""}} {
 		class := &storagev1.StorageClass{
-			ObjectMeta: metav1.ObjectMeta{Name: c.name}, Provisioner: simlonghorn.CSIDriver, VolumeBindingMode: ptr.To(c.mode),
-			Parameters: map[string]string{simlonghorn.ParamNumberOfReplicas: "1"},
+			ObjectMeta: metav1.ObjectMeta{Name: c.name}, Provisioner: simcluster.CSIDriver, VolumeBindingMode: ptr.To(c.mode),
+			Parameters: map[string]string{simcluster.ParamNumberOfReplicas: "1"},
 		}
 		if c.selects != "" {
-			class.Parameters[simlonghorn.ParamDiskSelector] = c.selects
+			class.Parameters[simcluster.ParamDiskSelector] = c.selects
 		}
 		if err := env.Client.Create(ctx, class); err != nil {
 			t.Fatal(err)
@@ -165,10 +165,10 @@ func TestStorageCapacity(t *testing.T) {
 	}
 	// Nothing here provisions or expands (Longhorn's API is not there):
 	// the CSI driver's capacity alone is under test.
-	startSim(t, simlonghorn.Options{Namespace: ns, CSI: true, LonghornAPI: "http://127.0.0.1:1/v1", CapacityPollInterval: poll,
-		NodeIPs: map[string]string{n1: "127.0.0.1", n2: "127.0.0.1"}, Nodes: []simlonghorn.NodeSpec{
-			{Name: n1, Zone: "zone-a", Disks: []simlonghorn.DiskSpec{disk("disk-1", 400)}},
-			{Name: n2, Disks: []simlonghorn.DiskSpec{
+	startSim(t, simcluster.Options{Namespace: ns, CSI: true, LonghornAPI: "http://127.0.0.1:1/v1", CapacityPollInterval: poll,
+		NodeIPs: map[string]string{n1: "127.0.0.1", n2: "127.0.0.1"}, Nodes: []simcluster.NodeSpec{
+			{Name: n1, Zone: "zone-a", Disks: []simcluster.DiskSpec{disk("disk-1", 400)}},
+			{Name: n2, Disks: []simcluster.DiskSpec{
 				{Name: "disk-1", Size: 100 * gi, Reserved: 10 * gi, Tags: []string{"ssd"}},
 				disk("disk-2", 200),
 			}},
@@ -191,9 +191,9 @@ func TestStorageCapacity(t *testing.T) {
 	})
 	nodesReady(t, ns, n1, n2)
 
-	testenv.Eventually(t, t.Context(), 10*time.Second, "CSIDriver "+simlonghorn.CSIDriver+" tracks storage capacity", func(ctx context.Context) (bool, string, error) {
+	testenv.Eventually(t, t.Context(), 10*time.Second, "CSIDriver "+simcluster.CSIDriver+" tracks storage capacity", func(ctx context.Context) (bool, string, error) {
 		d := &storagev1.CSIDriver{}
-		if err := env.Client.Get(ctx, client.ObjectKey{Name: simlonghorn.CSIDriver}, d); err != nil {
+		if err := env.Client.Get(ctx, client.ObjectKey{Name: simcluster.CSIDriver}, d); err != nil {
 			return false, err.Error(), nil
 		}
 		return ptr.Deref(d.Spec.StorageCapacity, false) && ptr.Deref(d.Spec.PodInfoOnMount, false),
@@ -206,7 +206,7 @@ func TestStorageCapacity(t *testing.T) {
 				return false, err.Error(), nil
 			}
 			for _, d := range c.Spec.Drivers {
-				if d.Name == simlonghorn.CSIDriver {
+				if d.Name == simcluster.CSIDriver {
 					return d.NodeID == node && reflect.DeepEqual(d.TopologyKeys, keys), fmt.Sprintf("driver %+v", d), nil
 				}
 			}
@@ -252,7 +252,7 @@ func TestStorageCapacity(t *testing.T) {
 					continue
 				}
 				got[k] = [2]int64{c.Capacity.Value(), c.MaximumVolumeSize.Value()}
-				if c.Labels["csi.storage.k8s.io/drivername"] != simlonghorn.CSIDriver || c.Labels["csi.storage.k8s.io/managed-by"] != "external-provisioner" {
+				if c.Labels["csi.storage.k8s.io/drivername"] != simcluster.CSIDriver || c.Labels["csi.storage.k8s.io/managed-by"] != "external-provisioner" {
 					problems = append(problems, fmt.Sprintf("%s: labels %v", c.Name, c.Labels))
 				}
 				if len(c.OwnerReferences) != 1 || c.OwnerReferences[0].Kind != "Deployment" || c.OwnerReferences[0].UID != deployment.UID ||
@@ -312,7 +312,7 @@ func TestStorageCapacity(t *testing.T) {
 	}
 	testenv.Eventually(t, t.Context(), 10*time.Second, "CSIDriver without storage capacity tracking", func(ctx context.Context) (bool, string, error) {
 		d := &storagev1.CSIDriver{}
-		if err := env.Client.Get(ctx, client.ObjectKey{Name: simlonghorn.CSIDriver}, d); err != nil {
+		if err := env.Client.Get(ctx, client.ObjectKey{Name: simcluster.CSIDriver}, d); err != nil {
 			return false, err.Error(), nil
 		}
 		return !ptr.Deref(d.Spec.StorageCapacity, true), fmt.Sprintf("storageCapacity %v", d.Spec.StorageCapacity), nil

@@ -1,4 +1,4 @@
-package simlonghorn
+package simcluster
 
 import (
 	"context"
@@ -21,7 +21,7 @@ type settingController struct {
 }
 
 func (c *settingController) setup(mgr ctrl.Manager) error {
-	return ctrl.NewControllerManagedBy(mgr).Named("simlonghorn-setting").
+	return ctrl.NewControllerManagedBy(mgr).Named("simcluster-setting").
 		For(&lhv1.Setting{}, builder.WithPredicates(predicate.NewPredicateFuncs(c.sim.inNamespace))).
 		Complete(reconcile.Func(c.reconcile))
 }

@@ -1,4 +1,4 @@
-package simlonghorn
+package simcluster
 
 import (
 	"context"
@@ -295,7 +295,7 @@ func newSim(mgr ctrl.Manager, opts Options) (*sim, error) {
 
 // nameUUID returns a stable name-based (version 5 style) UUID of a node's disk.
 func nameUUID(node, disk string) string {
-	sum := sha1.Sum([]byte("simlonghorn/" + node + "/" + disk))
+	sum := sha1.Sum([]byte("simcluster/" + node + "/" + disk))
 	b := sum[:16]
 	b[6] = b[6]&0x0f | 0x50
 	b[8] = b[8]&0x3f | 0x80
@@ -308,11 +308,11 @@ func (s *sim) inNamespace(o client.Object) bool { return o.GetNamespace() == s.n
 // Cache field indexes of the simulated Longhorn.
 const (
 	// podByClaim indexes Pods by "namespace/claim" of each claim they use.
-	podByClaim = "simlonghorn.pod.claims"
+	podByClaim = "simcluster.pod.claims"
 	// pvByVolume indexes Longhorn PersistentVolumes by volume handle.
-	pvByVolume = "simlonghorn.pv.volumeHandle"
+	pvByVolume = "simcluster.pv.volumeHandle"
 	// replicaByVolume indexes Replicas by spec.volumeName.
-	replicaByVolume = "simlonghorn.replica.volumeName"
+	replicaByVolume = "simcluster.replica.volumeName"
 )
 
 func registerIndexes(ctx context.Context, indexer client.FieldIndexer) error {

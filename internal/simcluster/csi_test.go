@@ -1,4 +1,4 @@
-package simlonghorn_test
+package simcluster_test
 
 import (
 	"reflect"
@@ -11,7 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
-	"github.com/longhorn/diskschedule/internal/simlonghorn"
+	"github.com/longhorn/diskschedule/internal/simcluster"
 )
 
 func TestVolumeFor(t *testing.T) {
@@ -25,13 +25,13 @@ func TestVolumeFor(t *testing.T) {
 	}
 	class := &storagev1.StorageClass{
 		ObjectMeta:  metav1.ObjectMeta{Name: "longhorn"},
-		Provisioner: simlonghorn.CSIDriver,
+		Provisioner: simcluster.CSIDriver,
 		Parameters: map[string]string{
 			"numberOfReplicas": "2", "dataLocality": "best-effort", "nodeSelector": "storage, fast", "diskSelector": "ssd", "backingImage": "img",
 		},
 		ReclaimPolicy: ptr.To(corev1.PersistentVolumeReclaimRetain),
 	}
-	vol, err := simlonghorn.VolumeFor(pvc, class, "longhorn-system")
+	vol, err := simcluster.VolumeFor(pvc, class, "longhorn-system")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -39,7 +39,7 @@ func TestVolumeFor(t *testing.T) {
 		Size: 100 << 30, NumberOfReplicas: 2, DataLocality: lhv1.DataLocalityBestEffort,
 		NodeSelector: []string{"storage", "fast"}, DiskSelector: []string{"ssd"}, BackingImage: "img",
 		Frontend: lhv1.VolumeFrontendBlockDev, RestoreVolumeRecurringJob: lhv1.RestoreVolumeRecurringJobDefault,
-		StaleReplicaTimeout: 2880, Image: simlonghorn.EngineImage, RevisionCounterDisabled: true,
+		StaleReplicaTimeout: 2880, Image: simcluster.EngineImage, RevisionCounterDisabled: true,
 		UnmapMarkSnapChainRemoved:   lhv1.UnmapMarkSnapChainRemovedIgnored,
 		ReplicaSoftAntiAffinity:     lhv1.ReplicaSoftAntiAffinityDefault,
 		ReplicaZoneSoftAntiAffinity: lhv1.ReplicaZoneSoftAntiAffinityDefault,
@@ -53,12 +53,12 @@ func TestVolumeFor(t *testing.T) {
 	if vol.Name != "pvc-1234" || vol.Namespace != "longhorn-system" || !reflect.DeepEqual(vol.Spec, want) {
 		t.Errorf("VolumeFor = %s/%s\n%+v\nwant longhorn-system/pvc-1234\n%+v", vol.Namespace, vol.Name, vol.Spec, want)
 	}
-	if vol.Labels[simlonghorn.LabelVolume] != vol.Name {
+	if vol.Labels[simcluster.LabelVolume] != vol.Name {
 		t.Errorf("volume labels = %v", vol.Labels)
 	}
 
-	pv := simlonghorn.PersistentVolumeFor(pvc, class, vol)
-	if pv.Name != vol.Name || pv.Spec.CSI == nil || pv.Spec.CSI.Driver != simlonghorn.CSIDriver || pv.Spec.CSI.VolumeHandle != vol.Name {
+	pv := simcluster.PersistentVolumeFor(pvc, class, vol)
+	if pv.Name != vol.Name || pv.Spec.CSI == nil || pv.Spec.CSI.Driver != simcluster.CSIDriver || pv.Spec.CSI.VolumeHandle != vol.Name {
 		t.Errorf("PersistentVolumeFor CSI source = %+v", pv.Spec.CSI)
 	}
 	if pv.Spec.ClaimRef != nil {
@@ -74,7 +74,7 @@ func TestVolumeFor(t *testing.T) {
 	// Delete; the size rounded up to 2 MiB.
 	class.Parameters, class.ReclaimPolicy = nil, nil
 	pvc.Spec.Resources.Requests[corev1.ResourceStorage] = resource.MustParse("1001Mi")
-	vol, err = simlonghorn.VolumeFor(pvc, class, "longhorn-system")
+	vol, err = simcluster.VolumeFor(pvc, class, "longhorn-system")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -82,7 +82,7 @@ func TestVolumeFor(t *testing.T) {
 		vol.Spec.NodeSelector == nil || len(vol.Spec.NodeSelector) != 0 || vol.Spec.Size != 1002<<20 {
 		t.Errorf("default volume spec = %+v", vol.Spec)
 	}
-	if pv := simlonghorn.PersistentVolumeFor(pvc, class, vol); pv.Spec.PersistentVolumeReclaimPolicy != corev1.PersistentVolumeReclaimDelete {
+	if pv := simcluster.PersistentVolumeFor(pvc, class, vol); pv.Spec.PersistentVolumeReclaimPolicy != corev1.PersistentVolumeReclaimDelete {
 		t.Errorf("default reclaim policy = %s", pv.Spec.PersistentVolumeReclaimPolicy)
 	}
 
@@ -98,7 +98,7 @@ func TestVolumeFor(t *testing.T) {
 		{corev1.ReadWriteOnce, lhv1.AccessModeReadWriteOnce, false},
 	} {
 		pvc.Spec.AccessModes = []corev1.PersistentVolumeAccessMode{tt.mode}
-		vol, err := simlonghorn.VolumeFor(pvc, class, "longhorn-system")
+		vol, err := simcluster.VolumeFor(pvc, class, "longhorn-system")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -111,13 +111,13 @@ func TestVolumeFor(t *testing.T) {
 
 	for _, params := range []map[string]string{{"numberOfReplicas": "two"}, {"dataLocality": "nearby"}, {"migratable": "maybe"}} {
 		class.Parameters = params
-		if _, err := simlonghorn.VolumeFor(pvc, class, "longhorn-system"); err == nil {
+		if _, err := simcluster.VolumeFor(pvc, class, "longhorn-system"); err == nil {
 			t.Errorf("VolumeFor accepted %v", params)
 		}
 	}
 	class.Parameters = nil
 	pvc.Spec.Resources.Requests = nil
-	if _, err := simlonghorn.VolumeFor(pvc, class, "longhorn-system"); err == nil {
+	if _, err := simcluster.VolumeFor(pvc, class, "longhorn-system"); err == nil {
 		t.Error("VolumeFor accepted a claim that requests no storage")
 	}
 }

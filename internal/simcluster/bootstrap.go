@@ -1,4 +1,4 @@
-package simlonghorn
+package simcluster
 
 import (
 	"context"
@@ -32,7 +32,7 @@ const bootstrapRetry = time.Second
 
 // Start creates the missing objects, retrying until it succeeds or ctx ends.
 func (b *bootstrap) Start(ctx context.Context) error {
-	log := ctrl.LoggerFrom(ctx).WithName("simlonghorn")
+	log := ctrl.LoggerFrom(ctx).WithName("simcluster")
 	err := wait.PollUntilContextCancel(ctx, bootstrapRetry, true, func(ctx context.Context) (bool, error) {
 		if err := b.createAll(ctx); err != nil {
 			log.Error(err, "Creating Longhorn's start-up objects; retrying")

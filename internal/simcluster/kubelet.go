@@ -1,4 +1,4 @@
-package simlonghorn
+package simcluster
 
 import (
 	"context"
@@ -39,7 +39,7 @@ type kubelet struct {
 func (k *kubelet) setup(mgr ctrl.Manager) error {
 	k.ips = newPodIPs(k.sim.nodeIPs)
 	simulated := predicate.NewPredicateFuncs(func(o client.Object) bool { return k.sim.nodeByName[o.GetName()] != nil })
-	if err := ctrl.NewControllerManagedBy(mgr).Named("simlonghorn-kubelet-node").
+	if err := ctrl.NewControllerManagedBy(mgr).Named("simcluster-kubelet-node").
 		For(&corev1.Node{}, builder.WithPredicates(simulated)).
 		Complete(reconcile.Func(k.reconcileNode)); err != nil {
 		return err
@@ -48,7 +48,7 @@ func (k *kubelet) setup(mgr ctrl.Manager) error {
 		pod, ok := o.(*corev1.Pod)
 		return ok && k.sim.nodeByName[pod.Spec.NodeName] != nil
 	})
-	return ctrl.NewControllerManagedBy(mgr).Named("simlonghorn-kubelet-pod").
+	return ctrl.NewControllerManagedBy(mgr).Named("simcluster-kubelet-pod").
 		For(&corev1.Pod{}, builder.WithPredicates(onSimulatedNode)).
 		Watches(&corev1.PersistentVolumeClaim{}, handler.EnqueueRequestsFromMapFunc(k.sim.claimPodRequests)).
 		Watches(&lhv1.Volume{}, handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
