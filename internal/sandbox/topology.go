@@ -245,14 +245,15 @@ func DiskUUID(node, disk string) string {
 }
 
 // Longhorn returns the topology as the simulated cluster's node list: each
-// disk with its stable UUID, size, reservation and tags.
+// disk with its reservation and tags (its size and UUID are the data
+// plane's: newDataPlane).
 func (t *Topology) Longhorn() []simcluster.NodeSpec {
 	out := make([]simcluster.NodeSpec, 0, len(t.Nodes))
 	for _, n := range t.Nodes {
 		spec := simcluster.NodeSpec{Name: n.Name, Zone: n.Zone, Region: n.Region, Tags: n.Tags}
 		for _, d := range n.Disks {
 			spec.Disks = append(spec.Disks, simcluster.DiskSpec{
-				Name: d.Name, UUID: DiskUUID(n.Name, d.Name), Size: d.Size, Reserved: d.Reserved, Tags: d.Tags,
+				Name: d.Name, Reserved: d.Reserved, Tags: d.Tags,
 			})
 		}
 		out = append(out, spec)

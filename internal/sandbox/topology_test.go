@@ -224,8 +224,8 @@ nodes:
 	wantNode := simcluster.NodeSpec{
 		Name: "node-1", Zone: "zone-a", Region: "region-1", Tags: []string{"main"},
 		Disks: []simcluster.DiskSpec{
-			{Name: "disk-1", UUID: sandbox.DiskUUID("node-1", "disk-1"), Size: 400 * gi, Reserved: gi, Tags: []string{"ssd"}},
-			{Name: "disk-2", UUID: sandbox.DiskUUID("node-1", "disk-2"), Size: 100 * gi},
+			{Name: "disk-1", Reserved: gi, Tags: []string{"ssd"}},
+			{Name: "disk-2"},
 		},
 	}
 	if !reflect.DeepEqual(ln, wantNode) {

@@ -167,10 +167,10 @@ func TestStorageCapacity(t *testing.T) {
 	// the CSI driver's capacity alone is under test.
 	startSim(t, simcluster.Options{Namespace: ns, CSI: true, LonghornAPI: "http://127.0.0.1:1/v1", CapacityPollInterval: poll,
 		NodeIPs: map[string]string{n1: "127.0.0.1", n2: "127.0.0.1"}, Nodes: []simcluster.NodeSpec{
-			{Name: n1, Zone: "zone-a", Disks: []simcluster.DiskSpec{disk("disk-1", 400)}},
+			{Name: n1, Zone: "zone-a", Disks: []simcluster.DiskSpec{disk("disk-1")}},
 			{Name: n2, Disks: []simcluster.DiskSpec{
-				{Name: "disk-1", Size: 100 * gi, Reserved: 10 * gi, Tags: []string{"ssd"}},
-				disk("disk-2", 200),
+				{Name: "disk-1", Reserved: 10 * gi, Tags: []string{"ssd"}},
+				disk("disk-2"),
 			}},
 		}})
 	// The nodes' status as Longhorn's node controller writes it.

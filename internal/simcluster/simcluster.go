@@ -2,7 +2,6 @@ package simcluster
 
 import (
 	"context"
-	"crypto/sha1"
 	"errors"
 	"fmt"
 	"time"
@@ -136,16 +135,12 @@ type NodeSpec struct {
 	Disks []DiskSpec
 }
 
-// DiskSpec is one simulated filesystem disk of a node.
+// DiskSpec is one filesystem disk of a node, as an operator configures it
+// in the Longhorn Node's spec; its size and UUID are the data plane's
+// (internal/dataplane), where Longhorn's node controller reads them.
 type DiskSpec struct {
 	// Name is the disk's key in the Longhorn Node's spec.disks.
 	Name string
-	// UUID is the disk's status diskUUID; empty gets a stable UUID named
-	// after the node and the disk.
-	UUID string
-	// Size is the disk's storageMaximum in bytes; its storageAvailable is
-	// as large.
-	Size int64
 	// Reserved is the disk's spec storageReserved in bytes.
 	Reserved int64
 	// Tags are the disk's tags.
@@ -235,8 +230,6 @@ type sim struct {
 	nodes       []NodeSpec
 	// nodeByName indexes nodes by name.
 	nodeByName map[string]*NodeSpec
-	// diskNode maps a disk UUID to its node's name.
-	diskNode map[string]string
 	// nodeIPs is Options.NodeIPs.
 	nodeIPs map[string]string
 	// longhornAPI is Options.LonghornAPI.
@@ -255,7 +248,7 @@ func newSim(mgr ctrl.Manager, opts Options) (*sim, error) {
 	}
 	s := &sim{
 		client: mgr.GetClient(), namespace: opts.Namespace, allocatable: opts.Allocatable,
-		nodeIPs: opts.NodeIPs, longhornAPI: opts.LonghornAPI, outages: opts.Outages, nodeByName: map[string]*NodeSpec{}, diskNode: map[string]string{},
+		nodeIPs: opts.NodeIPs, longhornAPI: opts.LonghornAPI, outages: opts.Outages, nodeByName: map[string]*NodeSpec{},
 	}
 	if s.allocatable == nil {
 		s.allocatable = DefaultAllocatable()
@@ -276,30 +269,14 @@ func newSim(mgr ctrl.Manager, opts Options) (*sim, error) {
 				return nil, fmt.Errorf("node %s: disk %d has no name or a name used twice (%q)", n.Name, j, d.Name)
 			}
 			names[d.Name] = true
-			if d.Size < 0 || d.Reserved < 0 {
-				return nil, fmt.Errorf("node %s disk %s: size and reserved must not be negative", n.Name, d.Name)
+			if d.Reserved < 0 {
+				return nil, fmt.Errorf("node %s disk %s: reserved must not be negative", n.Name, d.Name)
 			}
-			if d.UUID == "" {
-				d.UUID = nameUUID(n.Name, d.Name)
-			}
-			if other, dup := s.diskNode[d.UUID]; dup {
-				return nil, fmt.Errorf("disk UUID %s is used on node %s and node %s", d.UUID, other, n.Name)
-			}
-			s.diskNode[d.UUID] = n.Name
 		}
 		s.nodes[i] = n
 		s.nodeByName[n.Name] = &s.nodes[i]
 	}
 	return s, nil
-}
-
-// nameUUID returns a stable name-based (version 5 style) UUID of a node's disk.
-func nameUUID(node, disk string) string {
-	sum := sha1.Sum([]byte("simcluster/" + node + "/" + disk))
-	b := sum[:16]
-	b[6] = b[6]&0x0f | 0x50
-	b[8] = b[8]&0x3f | 0x80
-	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16])
 }
 
 // inNamespace reports whether o is in Longhorn's namespace.

@@ -58,9 +58,9 @@ func startSim(t *testing.T, opts simcluster.Options) {
 // nodeName returns the name of a test node, unique to the namespace.
 func nodeName(ns, n string) string { return ns + "-" + n }
 
-// disk returns a disk spec of size GiB.
-func disk(name string, sizeGi int64) simcluster.DiskSpec {
-	return simcluster.DiskSpec{Name: name, UUID: "", Size: sizeGi * gi}
+// disk returns a disk spec without reservation or tags.
+func disk(name string) simcluster.DiskSpec {
+	return simcluster.DiskSpec{Name: name}
 }
 
 // getNode returns the Longhorn node.
