@@ -32,9 +32,9 @@
 // machine the figures come from: each longhorn-manager's datastore sees
 // every event, so its work grows with nodes × volumes. With 100 nodes (the
 // size of earlier runs on the simulated Longhorn) a phase of 200 pods did
-// not finish in 16 minutes, and with 20 nodes the second phase's claims
-// were not all provisioned in 10 (Longhorn's webhooks timing out); see
-// docs/benchmarks.md.
+// not finish in 16 minutes, and with 15 or 20 nodes the second phase did
+// not finish in the run's first 15 minutes (Longhorn's webhooks timing out
+// once the first phase's volumes were attached); see docs/benchmarks.md.
 //
 // It holds only benchmarks; the sandbox starts inside the benchmark, so
 // `go test ./...` starts nothing. Figures and the command are in
@@ -85,7 +85,7 @@ const (
 var (
 	nodeCount    = flag.Int("schedulerbench.nodes", 10, "Nodes of the sandbox, each with one 10Ti disk and its own longhorn-manager.")
 	podCount     = flag.Int("schedulerbench.pods", 0, "Pods (each with its own claim) scheduled in each phase; 0 is 10 per node.")
-	logDir       = flag.String("schedulerbench.logs", "", "Keep etcd's, kube-apiserver's and kube-scheduler's logs in this directory (default: discard them).")
+	logDir       = flag.String("schedulerbench.logs", "", "Keep the sandbox's logs (etcd, kube-apiserver, kube-controller-manager, kube-scheduler, sandbox-longhorn) in this directory (default: discard them).")
 	phaseTimeout = flag.Duration("schedulerbench.timeout", 10*time.Minute, "How long a phase's pods may take to be bound.")
 	cpuProfile   = flag.String("schedulerbench.cpuprofile", "", "Write a CPU profile of this process (the manager, the simulated CSI driver and kubelets) while each phase's pods are scheduled, to <dir>/<phase>.pprof, and what it allocated meanwhile (<dir>/<phase>-allocs.pprof, from <dir>/<phase>-allocs-start.pprof).")
 )
