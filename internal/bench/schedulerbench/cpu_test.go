@@ -21,8 +21,10 @@ import (
 const clockTicks = 100
 
 // cpuTimes are the CPU seconds (user + system) each process of the sandbox
-// has used, by name; "test" is this process (the manager, the simulated
-// Longhorn and the benchmark itself).
+// has used, by name (sb.Processes: etcd, kube-apiserver,
+// kube-controller-manager, kube-scheduler and sandbox-longhorn, Longhorn's
+// controllers); "test" is this process (the manager, the simulated CSI
+// driver and kubelets, and the benchmark itself).
 type cpuTimes map[string]float64
 
 // readCPU reads the CPU time of this process and of the sandbox's

@@ -1,15 +1,40 @@
 // Package schedulerbench measures a real kube-scheduler's throughput, in
-// pods per second, with and without the diskschedule extender, in one run:
-// the sandbox (etcd, kube-apiserver, kube-controller-manager, kube-scheduler
-// configured with the extender, the manager, the disk monitors and the simulated data plane) on
-// 100 nodes with one 10Ti disk each, and 1000 pods that each use their own
-// 1Gi claim of the Longhorn StorageClass. In one phase the pods request the
-// longhorn.io/scheduler-extender resource, so kube-scheduler calls the
-// extender for each (filter and prioritize; the pod's reservation is then
-// written to the ledger of the node it was bound to); in the other they do
-// not, and kube-scheduler never calls it. In each phase the
-// pods are created while kube-scheduler is paused, and the clock runs from
-// resuming it until the last pod is bound.
+// pods per second, with and without the diskschedule extender, in one run.
+// The sandbox runs etcd, kube-apiserver, kube-controller-manager and
+// kube-scheduler (configured with the extender) as processes, the manager
+// in-process, and Longhorn v1.12.0's own control plane: sandbox-longhorn,
+// a process of its own with one longhorn-manager per node (each with its
+// own datastore and controller ID) and Longhorn's admission webhooks, on
+// the simulated data plane (an instance manager per node answering
+// Longhorn's gRPC API); the test process also runs the simulated CSI
+// driver and kubelets. The topology has -schedulerbench.nodes nodes (10 by
+// default) with one 10Ti disk each, and each phase 10 pods per node
+// (-schedulerbench.pods), each using its own 1Gi claim of the Longhorn
+// StorageClass (one replica, best-effort data locality). Longhorn creates a
+// claim's volume when it is provisioned and places nothing of it until it
+// attaches: once the pod is bound, the volume is attached through
+// Longhorn's VolumeManager, as its CSI driver's ControllerPublishVolume
+// does, and Longhorn's volume controller then places the replica on the
+// pod's node (data locality), through the admission gate, which hands the
+// pod's reservation over to it.
+//
+// In one phase the pods request the longhorn.io/scheduler-extender
+// resource, so kube-scheduler calls the extender for each (filter and
+// prioritize; the pod's reservation is then written to the ledger of the
+// node it was bound to); in the other they do not, and kube-scheduler never
+// calls it. In each phase the pods are created while kube-scheduler is
+// paused, and the clock runs from resuming it until the last pod is bound.
+// The phase's pods then run (Longhorn attaches every volume) before the
+// next phase, and the benchmark reports where Longhorn put the replicas and
+// what the ledgers decided on the reservations.
+//
+// The default size is what sandbox-longhorn keeps up with on the 2-core
+// machine the figures come from: each longhorn-manager's datastore sees
+// every event, so its work grows with nodes × volumes. With 100 nodes (the
+// size of earlier runs on the simulated Longhorn) a phase of 200 pods did
+// not finish in 16 minutes, and with 15 or 20 nodes the second phase did
+// not finish in the run's first 15 minutes (Longhorn's webhooks timing out
+// once the first phase's volumes were attached); see docs/benchmarks.md.
 //
 // It holds only benchmarks; the sandbox starts inside the benchmark, so
 // `go test ./...` starts nothing. Figures and the command are in
@@ -42,25 +67,27 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/longhorn/diskschedule/internal/manager"
+	"github.com/longhorn/diskschedule/internal/podmutator"
 	"github.com/longhorn/diskschedule/internal/sandbox"
-	"github.com/longhorn/diskschedule/internal/simcluster"
 	"github.com/longhorn/diskschedule/internal/testenv"
 	"github.com/longhorn/diskschedule/internal/testenv/sandboxtest"
 )
 
 const (
-	nodeCount = 100
 	diskSize  = "10Ti"
 	claimSize = "1Gi"
+	// podsPerNode is the default number of pods per node in each phase.
+	podsPerNode = 10
 	// workers create claims and pods in parallel.
 	workers = 16
 )
 
 var (
-	podCount     = flag.Int("schedulerbench.pods", 1000, "Pods (each with its own claim) scheduled in each phase.")
-	logDir       = flag.String("schedulerbench.logs", "", "Keep etcd's, kube-apiserver's and kube-scheduler's logs in this directory (default: discard them).")
+	nodeCount    = flag.Int("schedulerbench.nodes", 10, "Nodes of the sandbox, each with one 10Ti disk and its own longhorn-manager.")
+	podCount     = flag.Int("schedulerbench.pods", 0, "Pods (each with its own claim) scheduled in each phase; 0 is 10 per node.")
+	logDir       = flag.String("schedulerbench.logs", "", "Keep the sandbox's logs (etcd, kube-apiserver, kube-controller-manager, kube-scheduler, sandbox-longhorn) in this directory (default: discard them).")
 	phaseTimeout = flag.Duration("schedulerbench.timeout", 10*time.Minute, "How long a phase's pods may take to be bound.")
-	cpuProfile   = flag.String("schedulerbench.cpuprofile", "", "Write a CPU profile of this process (the manager and the simulated Longhorn) while each phase's pods are scheduled, to <dir>/<phase>.pprof, and what it allocated meanwhile (<dir>/<phase>-allocs.pprof, from <dir>/<phase>-allocs-start.pprof).")
+	cpuProfile   = flag.String("schedulerbench.cpuprofile", "", "Write a CPU profile of this process (the manager, the simulated CSI driver and kubelets) while each phase's pods are scheduled, to <dir>/<phase>.pprof, and what it allocated meanwhile (<dir>/<phase>-allocs.pprof, from <dir>/<phase>-allocs-start.pprof).")
 )
 
 // TestMain discards the in-process controllers' logs when benchmarks run,
@@ -97,6 +124,7 @@ func BenchmarkKubeSchedulerThroughput(b *testing.B) {
 		b.Fatal("the sandbox runs no kube-scheduler")
 	}
 
+	n := phasePods()
 	var without, with []time.Duration
 	var ext extenderTimes
 	for i := range b.N {
@@ -109,7 +137,7 @@ func BenchmarkKubeSchedulerThroughput(b *testing.B) {
 				ns = fmt.Sprintf("with-extender-%d", i)
 			}
 			before := readExtenderTimes(b, metricsURL)
-			res := runPhase(b, ctx, sb, c, scheduler, ns, phase.extender, *podCount)
+			res := runPhase(b, ctx, sb, c, scheduler, ns, phase.extender, n)
 			*phase.out = append(*phase.out, res.elapsed)
 			if phase.extender {
 				phaseTimes := readExtenderTimes(b, metricsURL).sub(before)
@@ -117,9 +145,14 @@ func BenchmarkKubeSchedulerThroughput(b *testing.B) {
 				report(b, "%s: reservations by result, until its pods ran: %s", ns, phaseTimes.describeReservations())
 			}
 			report(b, "%s: %d pods bound in %s (%.1f pods/s) once kube-scheduler resumed; creating them took %s, then %s until the sandbox was idle; while scheduling: %s",
-				ns, *podCount, res.elapsed.Round(time.Millisecond), float64(*podCount)/res.elapsed.Seconds(), res.created.Round(time.Millisecond), res.settled.Round(time.Second),
+				ns, n, res.elapsed.Round(time.Millisecond), float64(n)/res.elapsed.Seconds(), res.created.Round(time.Millisecond), res.settled.Round(time.Second),
 				res.cpu.describe(res.elapsed, runtime.NumCPU()))
 			report(b, "%s: kube-apiserver served, while scheduling: %s", ns, res.api.describe(16))
+			report(b, "%s: the pods ran %s after the last was bound; Longhorn's replicas %s later: %s", ns, res.ran.Round(100*time.Millisecond),
+				res.ledgersSettled.Round(time.Second), describeCounts(res.placed))
+			if phase.extender {
+				report(b, "%s: the ledgers' reservations, as last seen from the end of the window on: %s", ns, describeCounts(res.reservations))
+			}
 		}
 		// A single op varies with the machine's load; each op's own ratio
 		// shows how much.
@@ -130,11 +163,12 @@ func BenchmarkKubeSchedulerThroughput(b *testing.B) {
 		b.Fatalf("a component of the sandbox stopped on its own: %v", sb.Err())
 	default:
 	}
-	rateWithout, rateWith := rate(without), rate(with)
+	rateWithout, rateWith := rate(n, without), rate(n, with)
 	b.ReportMetric(rateWithout, "pods/s-without-extender")
 	b.ReportMetric(rateWith, "pods/s-with-extender")
 	b.ReportMetric(rateWith/rateWithout, "with/without")
-	b.ReportMetric(float64(*podCount), "pods")
+	b.ReportMetric(float64(n), "pods")
+	b.ReportMetric(float64(*nodeCount), "nodes")
 	// Where an extender pod's time goes, as the extender's own histograms
 	// say: the filter call (which includes any wait for pods in flight to
 	// leave room), the wait for the pod's binding, and the ledger's decision
@@ -253,7 +287,7 @@ func startSandbox(b *testing.B) (*sandbox.Sandbox, client.WithWatch, string) {
 	b.Helper()
 	var topo strings.Builder
 	topo.WriteString("nodes:\n")
-	for i := range nodeCount {
+	for i := range *nodeCount {
 		fmt.Fprintf(&topo, "- name: node-%03d\n  disks: [{name: disk-1, size: %s}]\n", i+1, diskSize)
 	}
 	path := filepath.Join(b.TempDir(), "topology.yaml")
@@ -272,16 +306,20 @@ func startSandbox(b *testing.B) (*sandbox.Sandbox, client.WithWatch, string) {
 			Extender:     true,
 			LogDir:       *logDir,
 			ReadyTimeout: 5 * time.Minute,
-			// The one manager, as the sandbox builds it; only its metrics
-			// address is read.
+			// The one manager, as the sandbox builds it, but for leader
+			// election's timings: on a shared 2-core machine the Lease's
+			// renewal may wait more than the default 10 s for a busy
+			// kube-apiserver, and a manager that loses its lease stops the
+			// sandbox. With one manager nothing waits for a lease to expire.
 			Managers: []sandbox.ManagerHook{func(opts *manager.Options, _ *rest.Config) {
 				metricsURL = "http://" + opts.MetricsBindAddress + "/metrics"
+				opts.LeaseDuration, opts.RenewDeadline, opts.RetryPeriod = 90*time.Second, 60*time.Second, 5*time.Second
 			}},
 		},
 		Timeout:     10 * time.Minute,
 		DiscardLogs: true,
 	})
-	report(b, "the sandbox with %d nodes was ready in %s", nodeCount, time.Since(start).Round(time.Second))
+	report(b, "the sandbox with %d nodes was ready in %s", *nodeCount, time.Since(start).Round(time.Second))
 	cfg := sb.AdminConfig()
 	cfg.QPS, cfg.Burst = 2000, 4000
 	c, err := client.NewWithWatch(cfg, client.Options{Scheme: sb.Scheme()})
@@ -303,6 +341,15 @@ type phaseResult struct {
 	cpu cpuTimes
 	// api is what kube-apiserver served during elapsed.
 	api apiCounts
+	// ran is how long the pods took to run once the last was bound:
+	// Longhorn's attach of their volumes.
+	ran time.Duration
+	// placed counts where Longhorn's replicas of the phase's volumes are
+	// once the pods run, and reservations what the ledgers last showed of
+	// the phase's reservations (from the end of elapsed on); ledgersSettled
+	// is how long after the pods ran both settled.
+	placed, reservations map[string]int
+	ledgersSettled       time.Duration
 }
 
 // runPhase provisions n claims in namespace ns, creates n pods using them
@@ -387,7 +434,14 @@ func runPhase(b *testing.B, ctx context.Context, sb *sandbox.Sandbox, c client.W
 	}
 	b.StopTimer()
 
-	// Let the data plane and the manager finish this phase before the next.
+	// What Longhorn's controllers then do with the phase's volumes, and
+	// what the ledgers decide on the reservations, is followed from here
+	// on, so that the watch costs the measured window nothing.
+	ledgers := followLedgers(watchCtx, b, c, ns)
+	// Let Longhorn attach the volumes (its controllers place each replica
+	// as the volume attaches) and the manager finish this phase before the
+	// next.
+	runStart := time.Now()
 	waitFor(b, ctx, sb, 10*time.Minute, fmt.Sprintf("the %d pods of %s run", n, ns), func(ctx context.Context) (bool, string, error) {
 		list := &corev1.PodList{}
 		if err := c.List(ctx, list, client.InNamespace(ns)); err != nil {
@@ -403,6 +457,8 @@ func runPhase(b *testing.B, ctx context.Context, sb *sandbox.Sandbox, c client.W
 		}
 		return running == n, fmt.Sprintf("%d running on %d nodes", running, len(nodes)), nil
 	})
+	res.ran = time.Since(runStart)
+	res.placed, res.reservations, res.ledgersSettled = settleLonghorn(ctx, b, c, ledgers, ns, 3*time.Minute)
 	return res
 }
 
@@ -530,13 +586,22 @@ func followBindings(ctx context.Context, c client.WithWatch, ns, rv string, n in
 	return out
 }
 
-// rate is pods per second over all phases measured.
-func rate(ds []time.Duration) float64 {
+// rate is pods per second over all phases measured, of n pods each.
+func rate(n int, ds []time.Duration) float64 {
 	var total time.Duration
 	for _, d := range ds {
 		total += d
 	}
-	return float64(*podCount*len(ds)) / total.Seconds()
+	return float64(n*len(ds)) / total.Seconds()
+}
+
+// phasePods is the number of pods of each phase: -schedulerbench.pods, or
+// podsPerNode on each node.
+func phasePods() int {
+	if *podCount > 0 {
+		return *podCount
+	}
+	return podsPerNode * *nodeCount
 }
 
 // claim returns the i-th claim of ns, of size.
@@ -569,7 +634,7 @@ func pod(ns string, i int, extender bool) *corev1.Pod {
 		},
 	}
 	if extender {
-		one := corev1.ResourceList{simcluster.ExtendedResource: resource.MustParse("1")}
+		one := corev1.ResourceList{podmutator.ExtendedResource: resource.MustParse("1")}
 		p.Spec.Containers[0].Resources = corev1.ResourceRequirements{Requests: one, Limits: one}
 	}
 	return p

@@ -4,6 +4,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"runtime"
 	"sort"
 	"strings"
 	"testing"
@@ -25,26 +26,36 @@ const tightClaimSize = "1Ti"
 // scheduler-extender-node-reservation-timeout, in seconds; empty keeps the
 // setting's default (5). The ledger holds the reservation of a pod bound to
 // its node until its replica is there (DESIGN rule 6), so the default holds
-// however long the simulated Longhorn takes to attach a burst of volumes.
+// however long Longhorn takes to attach a burst of volumes.
 var tightReservationTimeout = flag.String("schedulerbench.reservation-timeout", "", "scheduler-extender-node-reservation-timeout for the tight case, in seconds; empty keeps the setting's default (5).")
 
-var tightPods = flag.Int("schedulerbench.tight-pods", 1100, "Pods of 1Ti each in the tight case (100 nodes hold 1000).")
+var tightPods = flag.Int("schedulerbench.tight-pods", 0, "Pods of 1Ti each in the tight case; 0 is 11 per node, one more than a node holds.")
 
-// BenchmarkTightCluster schedules more 1Ti pods than the 100 nodes × 10Ti
-// can hold, all at once, through the extender: exactly ten land on each
-// node, no ledger goes over its limit, and the rest stay Pending with the
-// numbers. It reports how long the pods that fit took to bind.
+// BenchmarkTightCluster schedules more 1Ti pods than the nodes × 10Ti can
+// hold (11 per node by default, one more than fits), all at once, through
+// the extender, in the same sandbox as BenchmarkKubeSchedulerThroughput
+// (Longhorn's own controllers): exactly ten land on each node, no ledger
+// goes over its limit, and the rest stay Pending with the numbers. It
+// reports how long the pods that fit took to bind.
 func BenchmarkTightCluster(b *testing.B) {
 	b.StopTimer()
 	ctx := context.Background()
-	sb, c, _ := startSandbox(b)
+	sb, c, metricsURL := startSandbox(b)
 	if *tightReservationTimeout != "" {
 		setConfig(b, ctx, c, settings.SchedulerExtenderNodeReservationTimeout, *tightReservationTimeout)
 	}
-	n, fits := *tightPods, nodeCount*10
+	n, fits := *tightPods, *nodeCount*10
+	if n == 0 {
+		n = *nodeCount * 11
+	}
 	for i := range b.N {
 		ns := fmt.Sprintf("tight-%d", i)
 		provision(b, ctx, sb, c, ns, n, tightClaimSize)
+		reservationsBefore := readExtenderTimes(b, metricsURL)
+		cpuBefore, err := readCPU(sb)
+		if err != nil {
+			b.Fatal(err)
+		}
 		b.StartTimer()
 		start := time.Now()
 		if err := parallel(n, func(i int) error { return c.Create(ctx, pod(ns, i, true)) }); err != nil {
@@ -73,13 +84,18 @@ func BenchmarkTightCluster(b *testing.B) {
 		})
 		elapsed := time.Since(start)
 		b.StopTimer()
+		cpuAfter, err := readCPU(sb)
+		if err != nil {
+			b.Fatal(err)
+		}
+		cpu := cpuAfter.sub(cpuBefore)
 		b.ReportMetric(float64(fits)/elapsed.Seconds(), "bound-pods/s")
 		counts := map[int]int{}
 		for _, k := range perNode {
 			counts[k]++
 		}
-		if len(perNode) != nodeCount || counts[10] != nodeCount {
-			b.Errorf("pods per node: %v nodes hold k pods (%v), want all %d nodes with 10", counts, perNode, nodeCount)
+		if len(perNode) != *nodeCount || counts[10] != *nodeCount {
+			b.Errorf("pods per node: %v nodes hold k pods (%v), want all %d nodes with 10", counts, perNode, *nodeCount)
 		}
 		if len(unschedulable) != n-fits {
 			b.Errorf("%d pods unschedulable, want %d", len(unschedulable), n-fits)
@@ -93,6 +109,33 @@ func BenchmarkTightCluster(b *testing.B) {
 		}
 		report(b, "%s: %d pods bound in %s (10 on each of %d nodes), %d Pending, e.g. %s: %s", ns, fits, elapsed.Round(time.Millisecond),
 			len(perNode), len(unschedulable), unschedulable[0].Name, msg)
+		report(b, "%s: while the pods were created and scheduled: %s", ns, cpu.describe(elapsed, runtime.NumCPU()))
+		checkLedgers(b, ctx, c)
+
+		// Longhorn then attaches the volumes of the pods that fit and
+		// places their replicas; the ledgers hand the reservations over.
+		watchCtx, stopWatch := context.WithCancel(ctx)
+		ledgers := followLedgers(watchCtx, b, c, ns)
+		runStart := time.Now()
+		waitFor(b, ctx, sb, 10*time.Minute, fmt.Sprintf("the %d bound pods of %s run", fits, ns), func(ctx context.Context) (bool, string, error) {
+			list := &corev1.PodList{}
+			if err := c.List(ctx, list, client.InNamespace(ns)); err != nil {
+				return false, "", err
+			}
+			running := 0
+			for _, p := range list.Items {
+				if p.Status.Phase == corev1.PodRunning {
+					running++
+				}
+			}
+			return running >= fits, fmt.Sprintf("%d running", running), nil
+		})
+		ran := time.Since(runStart)
+		placed, reservations, settled := settleLonghorn(ctx, b, c, ledgers, ns, 3*time.Minute)
+		stopWatch()
+		report(b, "%s: reservations by result, until the pods that fit ran: %s", ns, readExtenderTimes(b, metricsURL).sub(reservationsBefore).describeReservations())
+		report(b, "%s: the pods that fit ran %s after they were bound; Longhorn's replicas %s later: %s; the ledgers' reservations, as last seen from then on: %s",
+			ns, ran.Round(100*time.Millisecond), settled.Round(time.Second), describeCounts(placed), describeCounts(reservations))
 		checkLedgers(b, ctx, c)
 	}
 }
