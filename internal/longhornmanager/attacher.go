@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"fmt"
+	"sync"
 
 	lhv1 "github.com/longhorn/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
 	"github.com/longhorn/longhorn-manager/manager"
@@ -84,12 +85,26 @@ func NewAttacher(pod *longhornpod.Pod, log logrus.FieldLogger) (*Attacher, error
 	return a, nil
 }
 
-// Run attaches and detaches until ctx ends.
+// AttacherWorkers is how many volumes the Attacher attaches or detaches at
+// once: the CSI external-attacher's --worker-threads default.
+const AttacherWorkers = 10
+
+// Run attaches and detaches with AttacherWorkers workers until ctx ends.
 func (a *Attacher) Run(ctx context.Context) {
 	go func() {
 		<-ctx.Done()
 		a.queue.ShutDown()
 	}()
+	var workers sync.WaitGroup
+	for range AttacherWorkers {
+		workers.Go(a.work)
+	}
+	workers.Wait()
+}
+
+// work takes volumes from the queue and syncs them until it shuts down;
+// the queue hands a volume to one worker at a time.
+func (a *Attacher) work() {
 	for {
 		volume, quit := a.queue.Get()
 		if quit {
