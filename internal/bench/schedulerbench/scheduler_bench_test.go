@@ -24,9 +24,11 @@
 // node it was bound to); in the other they do not, and kube-scheduler never
 // calls it. In each phase the pods are created while kube-scheduler is
 // paused, and the clock runs from resuming it until the last pod is bound.
-// The phase's pods then run (Longhorn attaches every volume) before the
-// next phase, and the benchmark reports where Longhorn put the replicas and
-// what the ledgers decided on the reservations.
+// The phase's pods then run (Longhorn attaches every volume), the benchmark
+// reports where Longhorn put the replicas and what the ledgers decided on
+// the reservations, and the phase's pods and claims are deleted until
+// Longhorn has deleted their volumes, so that the next phase starts on an
+// idle Longhorn.
 //
 // The default size is what sandbox-longhorn keeps up with on the 2-core
 // machine the figures come from: each longhorn-manager's datastore sees
