@@ -113,10 +113,11 @@ type Options struct {
 	// no InstanceManager is created here.
 	NodeIPs map[string]string
 	// LonghornAPI, when set, is the URL of longhorn-manager's REST API
-	// (http://…:9500/v1). The CSI resizer then expands volumes through it,
-	// as Longhorn's CSI driver's ControllerExpandVolume does, so that
-	// Longhorn's own VolumeManager.Expand runs its checks and writes the
-	// volume; it runs with LonghornControllers too.
+	// (http://…:9500/v1). The CSI provisioner then creates and deletes
+	// volumes through it, and the CSI resizer expands them, as Longhorn's
+	// CSI driver's CreateVolume, DeleteVolume and ControllerExpandVolume
+	// do, so that Longhorn's own VolumeManager runs its checks and writes
+	// the volume; it runs with LonghornControllers too.
 	LonghornAPI string
 	// OnRefusedWrite, when set, is called for every replica write the API
 	// server refused (the admission gate's denials among them): Longhorn
