@@ -73,6 +73,9 @@ func (a *longhornAPI) get() (*longhornclient.RancherClient, error) {
 // with Longhorn's message for a refusal of Longhorn's API, DeadlineExceeded
 // when the volume is not created in time.
 func (a *longhornAPI) createVolume(ctx context.Context, pvc *corev1.PersistentVolumeClaim, class *storagev1.StorageClass, name string) (*lhv1.Volume, error) {
+	if err := accessModesSupported(pvc); err != nil {
+		return nil, status.Error(codes.InvalidArgument, err.Error())
+	}
 	size, err := requestedSize(pvc)
 	if err != nil {
 		return nil, status.Error(codes.InvalidArgument, err.Error())
@@ -213,19 +216,26 @@ func csiParameters(class *storagev1.StorageClass) map[string]string {
 	return params
 }
 
+// accessModesSupported refuses a ReadOnlyMany claim, as Longhorn v1.12.0's
+// CreateVolume does first (validateVolumeCapabilities: the external
+// provisioner asks for MULTI_NODE_READER_ONLY, which the driver does not
+// offer).
+func accessModesSupported(pvc *corev1.PersistentVolumeClaim) error {
+	for _, m := range pvc.Spec.AccessModes {
+		if m == corev1.ReadOnlyMany {
+			return errors.New("access mode MULTI_NODE_READER_ONLY is not supported")
+		}
+	}
+	return nil
+}
+
 // volumeRequest is the volume Longhorn v1.12.0's CreateVolume asks
 // Longhorn's API for, name and size aside: the claim's first access mode
 // that asks for sharing (ReadWriteMany) or exclusivity (ReadWriteOncePod)
 // sets the share or exclusive parameter, then getVolumeOptions
-// (csi/util.go) reads the parameters. A ReadOnlyMany claim is refused, as
-// the driver's capability check refuses MULTI_NODE_READER_ONLY. params
-// gains what CreateVolume adds to it.
+// (csi/util.go) reads the parameters. params gains what CreateVolume adds
+// to it.
 func volumeRequest(pvc *corev1.PersistentVolumeClaim, params map[string]string) (*longhornclient.Volume, error) {
-	for _, m := range pvc.Spec.AccessModes {
-		if m == corev1.ReadOnlyMany {
-			return nil, errors.New("access mode MULTI_NODE_READER_ONLY is not supported")
-		}
-	}
 	for _, m := range pvc.Spec.AccessModes {
 		if m == corev1.ReadWriteMany {
 			params["share"] = "true"

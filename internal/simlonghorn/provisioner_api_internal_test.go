@@ -52,7 +52,6 @@ func TestVolumeRequest(t *testing.T) {
 		{"ReadWriteOncePod is exclusive", []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOncePod}, nil,
 			defaults(func(v *longhornclient.Volume) { v.AccessMode = "rwop" }), false},
 		{"dataEngine", rwo, map[string]string{"dataEngine": "v2"}, defaults(func(v *longhornclient.Volume) { v.DataEngine = "v2" }), false},
-		{"ReadOnlyMany", []corev1.PersistentVolumeAccessMode{corev1.ReadOnlyMany}, nil, nil, true},
 		{"shared and exclusive", rwx, map[string]string{"exclusive": "true"}, nil, true},
 		{"replica count", rwo, map[string]string{"numberOfReplicas": "two"}, nil, true},
 		{"negative replica count", rwo, map[string]string{"numberOfReplicas": "-1"}, nil, true},
@@ -77,6 +76,19 @@ func TestVolumeRequest(t *testing.T) {
 				t.Errorf("volumeRequest(%v) =\n%+v\nwant\n%+v", tt.params, got, tt.want)
 			}
 		})
+	}
+}
+
+// TestAccessModesSupported checks that a ReadOnlyMany claim is refused, as
+// Longhorn's driver refuses MULTI_NODE_READER_ONLY.
+func TestAccessModesSupported(t *testing.T) {
+	for mode, ok := range map[corev1.PersistentVolumeAccessMode]bool{
+		corev1.ReadWriteOnce: true, corev1.ReadWriteMany: true, corev1.ReadWriteOncePod: true, corev1.ReadOnlyMany: false,
+	} {
+		pvc := &corev1.PersistentVolumeClaim{Spec: corev1.PersistentVolumeClaimSpec{AccessModes: []corev1.PersistentVolumeAccessMode{mode}}}
+		if err := accessModesSupported(pvc); (err == nil) != ok {
+			t.Errorf("accessModesSupported(%s) = %v", mode, err)
+		}
 	}
 }
 
