@@ -49,8 +49,29 @@
 //     kube-scheduler selected a node) becomes a Longhorn Volume and a
 //     PersistentVolume, which the PV controller binds (the storage capacity
 //     of capacity.go is refreshed after each); a Released PersistentVolume
-//     of reclaim policy Delete loses its Volume, then goes. Binding,
-//     releasing and the protection finalizers are kube-controller-manager's.
+//     of reclaim policy Delete loses its Volume, then goes. The Volume is
+//     created and deleted as Longhorn v1.12.0's CSI driver does it
+//     (CreateVolume, DeleteVolume, csi/controller_server.go), through
+//     Longhorn's API with Longhorn's own client (provisioner_api.go):
+//     Volume.Create with what the driver sends for the claim and its class
+//     (getVolumeOptions, csi/util.go): the size in bytes (at least 10 MiB,
+//     rounded up to 2 MiB), numberOfReplicas, dataLocality, the access mode
+//     (rwx for a ReadWriteMany claim, rwop for ReadWriteOncePod),
+//     migratable (only with rwx), backingImage (checked, or created from the
+//     class's data source, as the driver does), the disk and node
+//     selectors, frontend, dataEngine and the rest of Longhorn's class
+//     parameters; Longhorn's VolumeManager.Create (its checks: a selector's
+//     tag must exist on some disk or node) and its webhooks (Longhorn's
+//     defaults) make the Volume, and the PersistentVolume has the size
+//     Longhorn answered. As the driver, it waits for the volume to leave
+//     the creating state, and after Volume.Delete for it to be gone, asking
+//     every 250 ms where the driver asks every 2 s. A refusal is the
+//     provisioner's error as the driver answers it, a gRPC status with
+//     Longhorn's message (Internal; InvalidArgument for parameters the
+//     driver refuses, which the external provisioner retries slowly), which
+//     the external provisioner records as a ProvisioningFailed Event and
+//     retries. Binding, releasing and the protection finalizers are
+//     kube-controller-manager's.
 //   - capacity.go: storage capacity tracking as Longhorn v1.12 does it.
 //     longhorn-manager's part: the csi-provisioner Deployment (no replicas:
 //     its external-provisioner runs here) and the CSIDriver

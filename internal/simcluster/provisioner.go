@@ -13,14 +13,12 @@ import (
 	lhv1 "github.com/longhorn/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/sig-storage-lib-external-provisioner/v13/controller"
 )
 
@@ -63,6 +61,9 @@ type csiProvisioner struct {
 	// capacity publishes storage capacity beside the provisioner, as the
 	// external-provisioner does with --enable-capacity.
 	capacity *capacityPublisher
+	// api is Longhorn's REST API, which volumes are created and deleted
+	// through.
+	api *longhornAPI
 }
 
 var (
@@ -77,6 +78,7 @@ func (p *csiProvisioner) setup(mgr ctrl.Manager) error {
 		return fmt.Errorf("creating the external provisioner's client: %w", err)
 	}
 	p.client = cs
+	p.api = &longhornAPI{url: p.sim.longhornAPI}
 	return mgr.Add(p)
 }
 
@@ -104,38 +106,43 @@ func (p *csiProvisioner) Start(ctx context.Context) error {
 	return nil
 }
 
-// Provision creates the claim's Longhorn Volume, as the Longhorn CSI
-// driver's CreateVolume does through Longhorn's API, and returns its
-// PersistentVolume. A Volume that exists (an earlier call's) is kept.
+// Provision creates the claim's Longhorn Volume and returns its
+// PersistentVolume, as the Longhorn CSI driver's CreateVolume does
+// (provisioner_api.go): the volume is created through Longhorn's API, whose
+// VolumeManager.Create and admission webhooks check it and fill in
+// Longhorn's defaults, and the PersistentVolume has the size Longhorn
+// answered; a refusal is the error, with Longhorn's message, that the
+// external provisioner records and retries. A Volume that exists (an
+// earlier call's) is kept.
 func (p *csiProvisioner) Provision(ctx context.Context, opts controller.ProvisionOptions) (*corev1.PersistentVolume, controller.ProvisioningState, error) {
-	vol, err := VolumeFor(opts.PVC, opts.StorageClass, p.sim.namespace)
-	if err != nil {
-		return nil, controller.ProvisioningFinished, err
-	}
-	if vol.Name != opts.PVName {
+	name := VolumeName(opts.PVC)
+	if name != opts.PVName {
 		return nil, controller.ProvisioningFinished, fmt.Errorf("claim %s/%s: the PersistentVolume is named %s, its volume %s",
-			opts.PVC.Namespace, opts.PVC.Name, opts.PVName, vol.Name)
+			opts.PVC.Namespace, opts.PVC.Name, opts.PVName, name)
 	}
-	if err := p.sim.client.Create(ctx, vol); err != nil && !apierrors.IsAlreadyExists(err) {
-		return nil, controller.ProvisioningNoChange, fmt.Errorf("creating volume %s for claim %s/%s: %w", vol.Name, opts.PVC.Namespace, opts.PVC.Name, err)
+	vol, err := p.api.createVolume(ctx, opts.PVC, opts.StorageClass, name)
+	if err != nil {
+		return nil, provisioningState(err), err
+	}
+	if vol.Name != name {
+		return nil, controller.ProvisioningFinished, fmt.Errorf("claim %s/%s: Longhorn's API created volume %s, not %s",
+			opts.PVC.Namespace, opts.PVC.Name, vol.Name, name)
 	}
 	klog.FromContext(ctx).Info("Provisioned the claim", "claim", klog.KObj(opts.PVC), "volume", vol.Name,
-		"size", vol.Spec.Size, "numberOfReplicas", vol.Spec.NumberOfReplicas, "dataLocality", vol.Spec.DataLocality,
-		"selectedNode", opts.SelectedNodeName)
+		"size", vol.Spec.Size, "selectedNode", opts.SelectedNodeName)
 	return PersistentVolumeFor(opts.PVC, opts.StorageClass, vol), controller.ProvisioningFinished, nil
 }
 
 // Delete deletes the Longhorn Volume of a PersistentVolume, as the Longhorn
-// CSI driver's DeleteVolume does; Longhorn removes its replicas. A volume
-// that is gone already is deleted.
+// CSI driver's DeleteVolume does: through Longhorn's API, waiting until the
+// volume is gone; Longhorn removes its replicas. A volume that is gone already is deleted.
 func (p *csiProvisioner) Delete(ctx context.Context, pv *corev1.PersistentVolume) error {
 	name := volumeHandle(pv)
 	if name == "" {
 		return &controller.IgnoredError{Reason: "not a Longhorn volume"}
 	}
-	vol := &lhv1.Volume{ObjectMeta: metav1.ObjectMeta{Namespace: p.sim.namespace, Name: name}}
-	if err := p.sim.client.Delete(ctx, vol); client.IgnoreNotFound(err) != nil {
-		return fmt.Errorf("deleting volume %s: %w", name, err)
+	if err := p.api.deleteVolume(ctx, name); err != nil {
+		return err // the driver's answer, as the external provisioner returns it
 	}
 	klog.FromContext(ctx).Info("Deleted the volume of a released PersistentVolume", "volume", name, "persistentVolume", pv.Name)
 	return nil
