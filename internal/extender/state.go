@@ -331,10 +331,14 @@ func (f *flight) claimEvent(pvc *corev1.PersistentVolumeClaim) (later []adoption
 // learn narrows entry to node and, unless node is only nominated, queues
 // the writes of its reservations. An entry that did not offer node, or was
 // narrowed to another node by a nomination, is dropped, and returned for
-// its pod to be adopted on node afresh. Called with f.mu held.
+// its pod to be adopted on node afresh. The binding of a pod whose Bind
+// wrote its reservations ends that Bind's hold on them: what it could not
+// write yet (the ledger still showing its decision on an earlier
+// reservation of the volume) is the writer's from then on. Called with
+// f.mu held.
 func (f *flight) learn(entry *inflight, node, how string) []adoption {
 	if entry.node != "" && (entry.node == node || how == knownByNomination) {
-		if entry.known == knownByNomination && how != knownByNomination {
+		if (entry.known == knownByNomination && how != knownByNomination) || (entry.known == knownByBind && how == knownByBinding) {
 			entry.known = how
 			f.queueWrites(entry)
 		}

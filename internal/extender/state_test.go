@@ -196,6 +196,52 @@ func TestFlightRefusal(t *testing.T) {
 	}
 }
 
+// TestFlightBindThatCouldNotWriteIsWrittenOnceBound: pod a's Bind finds
+// the ledger still showing its decision on an earlier reservation of a's
+// volume, which expired: the Bind drops it and cannot write the new one
+// until the ledger drops that decision. Once the pod is bound, the
+// reservation is the writer's, which writes it after the ledger's next
+// status, and the pod stops counting in flight when the ledger shows it.
+func TestFlightBindThatCouldNotWriteIsWrittenOnceBound(t *testing.T) {
+	ff := newFlightFixture(t, 0)
+	a := ff.pod("a", 60*gi)
+	expired := ff.ledger.DeepCopy()
+	expired.Spec.Reservations = map[string]dsv1.DiskScheduleReservation{"vol-a": {Size: 60 * gi, Pod: "ns/a"}}
+	expired.Status.Reservations = map[string]dsv1.ReservationStatus{"vol-a": {State: dsv1.ReservationStateExpired,
+		RequestedSize: 60 * gi, Pod: "ns/a", Message: "expired"}}
+	ff.setLedger(expired)
+	if passed, failed, _ := ff.filter(a); len(passed) != 1 {
+		t.Fatalf("pod a must fit node-a, its reservation having expired: %v", failed)
+	}
+	if disks, _ := ff.flight.bindDisks(a.UID, "node-a"); len(disks) != 1 {
+		t.Fatalf("pod a's Bind writes to %v, want [%s]", disks, flightDisk)
+	}
+	if refused := ff.write(a.UID); len(refused) != 0 {
+		t.Fatalf("nothing is refused on an empty disk: %v", refused)
+	}
+	if _, ok := ff.ledger.Spec.Reservations["vol-a"]; ok {
+		t.Fatalf("the Bind must drop the expired reservation and not write one the ledger would read as decided: %v", ff.ledger.Spec.Reservations)
+	}
+	// The ledger drops its decision on the removed key (rule 4), then the
+	// pod is bound.
+	dropped := ff.ledger.DeepCopy()
+	dropped.Status.Reservations = nil
+	ff.setLedger(dropped)
+	ff.podEvent(bound(a))
+	if n := ff.inFlight(); n != 1 {
+		t.Fatalf("pod a counts in flight until its reservation is written; %d pods are", n)
+	}
+	if refused := ff.write(""); len(refused) != 0 {
+		t.Fatalf("the writer is refused nothing: %v", refused)
+	}
+	if res := ff.ledger.Spec.Reservations["vol-a"]; res.Pod != "ns/a" || res.Size != 60*gi {
+		t.Fatalf("once pod a is bound, the writer must write its reservation; the ledger holds %+v", ff.ledger.Spec.Reservations)
+	}
+	if n := ff.inFlight(); n != 0 {
+		t.Errorf("once the ledger shows pod a's reservation it is no longer in flight; %d pods are", n)
+	}
+}
+
 // TestFlightSweepThenBoundLate: a pod that got no node within the
 // pod-scheduling timeout stops counting; bound later, it is tracked again
 // on its node under the binding's event.
