@@ -826,6 +826,55 @@ func TestExpiredReservationOfABoundPodIsWrittenAgain(t *testing.T) {
 	ledgerWhere("pod a is reserved again", reserved)
 }
 
+// TestReservationThatExpiredBeforeItsPodBoundIsWrittenAgain is
+// kube-scheduler's volume binding outlasting the node-reservation timeout
+// (a slow CreateVolume): pod a's reservation expired before the pod was
+// bound, and the ledger shows no change when it binds. The binding holds
+// the space again and the reservation is written again.
+func TestReservationThatExpiredBeforeItsPodBoundIsWrittenAgain(t *testing.T) {
+	f := newFixture(t)
+	f.node("node-a", []int64{100 * gi}, nil)
+	claimA, volA := f.claim("data-a", 60*gi)
+	podA := f.pod("a", claimA)
+	key := types.NamespacedName{Namespace: f.ns, Name: "node-a-uuid-1"}
+	reserved := func(ds *dsv1.DiskSchedule) bool {
+		res, ok := ds.Spec.Reservations[volA]
+		return ok && res.Pod == f.ns+"/a" && res.Size == 60*gi
+	}
+	// The ledger as the extender and the DiskSchedule controller (played
+	// by the test) left it: pod a's reservation, expired while it was not
+	// bound.
+	ds := f.ledgerWhere(key, "node-a's ledger exists", func(*dsv1.DiskSchedule) bool { return true })
+	ds.Spec.Reservations = map[string]dsv1.DiskScheduleReservation{volA: {Size: 60 * gi, Pod: f.ns + "/a"}}
+	if err := f.env.Client.Update(f.ctx, ds); err != nil {
+		t.Fatal(err)
+	}
+	ds.Status.Reservations = map[string]dsv1.ReservationStatus{volA: {State: dsv1.ReservationStateExpired,
+		RequestedSize: 60 * gi, Pod: f.ns + "/a", Message: "expired"}}
+	if err := f.env.Client.Status().Update(f.ctx, ds); err != nil {
+		t.Fatal(err)
+	}
+	f.waitViewed(ds)
+
+	f.bind(podA, "node-a")
+	ds = f.ledgerWhere(key, "the extender removes the spent reservation", func(ds *dsv1.DiskSchedule) bool { return !reserved(ds) })
+	claimB, _ := f.claim("data-b", 60*gi)
+	podB := f.pod("b", claimB)
+	_, err := testenv.Poll(f.ctx, 10*time.Second, func(ctx context.Context) (bool, string, error) {
+		_, failed, err := f.filterOnClock(ctx, podB, []string{"node-a"}, settings.Default().PodSchedulingTimeout)
+		return err == nil && strings.Contains(failed["node-a"], "40Gi"), failed["node-a"], nil
+	}, testenv.Every(10*time.Millisecond))
+	if err != nil {
+		t.Errorf("once pod a is bound, node-a must keep only 40Gi for pod b: %v", err)
+	}
+	// The ledger drops its decision on the removed entry (rule 4).
+	ds.Status.Reservations = nil
+	if err := f.env.Client.Status().Update(f.ctx, ds); err != nil {
+		t.Fatal(err)
+	}
+	f.ledgerWhere(key, "pod a is reserved again", reserved)
+}
+
 // filterAndBind filters pod until node passes, then binds it there.
 func (f *fixture) filterAndBind(pod *corev1.Pod, node string) {
 	f.t.Helper()

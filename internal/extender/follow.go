@@ -3,6 +3,7 @@ package extender
 import (
 	"context"
 	"fmt"
+	"maps"
 	"time"
 
 	lhv1 "github.com/longhorn/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
@@ -97,17 +98,41 @@ func (e *Extender) follow(ctx context.Context) error {
 	return nil
 }
 
-// podEvent follows a pod in flight (flight.podEvent) and tracks again on
-// its node a pod bound after its entry lapsed, before the pod's next event.
+// podEvent follows a pod in flight (flight.podEvent), tracks again on its
+// node a pod bound after its entry lapsed, before the pod's next event, and
+// holds again the reservations of a pod that expired before it was bound
+// (holdBoundLate).
 func (e *Extender) podEvent(ctx context.Context, pod *corev1.Pod, gone bool) {
 	later, lapsed := e.flight.podEvent(pod, gone)
 	e.adoptLater(ctx, later)
 	if !lapsed {
+		if !gone {
+			e.holdBoundLate(ctx, pod)
+		}
 		return
 	}
 	if _, err := e.adoptPod(ctx, pod, pod.Spec.NodeName, knownByBinding); err != nil {
 		ctrl.LoggerFrom(ctx).Info("A pod bound after its space lapsed does not fit its node", "pod", client.ObjectKeyFromObject(pod),
 			"node", pod.Spec.NodeName, "reason", err.Error())
+	}
+}
+
+// holdBoundLate holds again, in flight, the reservations made for pod,
+// bound to its node less than waitWindow ago, that expired before it was
+// bound, while it still needs them (waitingPods): kube-scheduler's volume
+// binding outlasted the node-reservation timeout. The ledger holds only
+// the reservation of a pod bound before it expires (DESIGN rule 6) and
+// shows no change when the pod binds later, so no ledger event would.
+func (e *Extender) holdBoundLate(ctx context.Context, pod *corev1.Pod) {
+	if pod.Spec.NodeName == "" || pod.DeletionTimestamp != nil || !boundSince(pod, e.opts.Clock.Now().Add(-waitWindow)) {
+		return
+	}
+	for _, ds := range e.flight.expiredFor(pod) {
+		waiting := e.waitingPods(ctx, ds)
+		maps.DeleteFunc(waiting, func(_ string, p *corev1.Pod) bool { return p.UID != pod.UID })
+		if len(waiting) > 0 {
+			e.flight.holdAgain(ds.Name, waiting)
+		}
 	}
 }
 

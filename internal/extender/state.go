@@ -424,7 +424,8 @@ func (f *flight) sweep(podScheduling time.Duration) {
 // (DESIGN rule 6), so this happens only when the pod bound after the
 // decision that expired it. It runs under the same lock as the view's
 // update that shows the expiry, so no filter sees the space free in
-// between. Called with f.mu held.
+// between, or under the binding's event when the pod bound after the ledger
+// showed it (holdAgain). Called with f.mu held.
 func (f *flight) holdExpired(ds *dsv1.DiskSchedule, volume string, pod *corev1.Pod) {
 	res, state, ok := ledger.ReservationOf(ds, volume)
 	if f.writes == nil || !ok || state != dsv1.ReservationStateExpired || res.Pod != pod.Namespace+"/"+pod.Name {
@@ -442,6 +443,42 @@ func (f *flight) holdExpired(ds *dsv1.DiskSchedule, volume string, pod *corev1.P
 	f.overlay.narrow(entry, node, knownByRewrite, f.clock.Now())
 	f.queueWrites(entry)
 	f.metrics.InFlight.Set(float64(f.overlay.len()))
+}
+
+// expiredFor returns the ledgers of pod's node that show a reservation
+// made for pod expired, unless pod is in flight.
+func (f *flight) expiredFor(pod *corev1.Pod) []*dsv1.DiskSchedule {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.overlay.get(pod.UID) != nil {
+		return nil
+	}
+	key := pod.Namespace + "/" + pod.Name
+	var out []*dsv1.DiskSchedule
+	for _, ds := range f.view.ledgersOf(pod.Spec.NodeName) {
+		for volume := range ds.Spec.Reservations {
+			if res, state, _ := ledger.ReservationOf(ds, volume); state == dsv1.ReservationStateExpired && res.Pod == key {
+				out = append(out, ds)
+				break
+			}
+		}
+	}
+	return out
+}
+
+// holdAgain holds again the expired reservations of waiting
+// (Extender.waitingPods) on the ledger of disk uuid as the view shows it
+// now (holdExpired).
+func (f *flight) holdAgain(uuid string, waiting map[string]*corev1.Pod) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	ds := f.view.ledger(uuid)
+	if ds == nil {
+		return
+	}
+	for volume, pod := range waiting {
+		f.holdExpired(ds, volume, pod)
+	}
 }
 
 // --- Adoption of pods whose node kube-scheduler chose without this filter.

@@ -140,6 +140,15 @@ func (v *view) ledger(uuid string) *dsv1.DiskSchedule {
 	return nil
 }
 
+// ledgersOf returns the ledgers of node name by disk UUID, nil when it has
+// none; no event changes the map returned.
+func (v *view) ledgersOf(name string) map[string]*dsv1.DiskSchedule {
+	if n := v.nodes[name]; n != nil {
+		return n.ledgers
+	}
+	return nil
+}
+
 // reading returns node name's reading, made once per change of its
 // Longhorn node or ledgers; nil when Longhorn has no such node. It is safe
 // for concurrent use on a view no event edits any more.
