@@ -50,7 +50,12 @@
 // extender never renews a reservation: the ledger holds a granted one while
 // its pod is bound to the node and the volume's replica is not there yet
 // (DESIGN rule 6). A reservation that expired before the ledger saw its pod
-// bound there is counted in flight again at once and written anew.
+// bound there is counted in flight again at once and written anew: under
+// the ledger's event that shows it expired when the pod is bound already,
+// under the pod's binding event when it expired first (kube-scheduler's
+// volume binding outlasted the node-reservation timeout). A reservation a
+// pod's Bind could not write yet (the ledger still showing its decision on
+// an earlier one of the volume) is the writer's once the pod is bound.
 //
 // The decision is a pure evaluator, as a filter and a score are in
 // TopoLVM's extender: evaluate takes a snapshot (the view of nodes and
