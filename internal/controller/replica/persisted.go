@@ -23,7 +23,10 @@ import (
 // one that Longhorn persisted on another disk will not be backed here
 // (Longhorn does not move a placed replica between disks), nor one whose
 // resourceVersion has moved past the version the write placing it here was
-// admitted at (spec.replicaVersions) without this disk: that write lost.
+// admitted at (spec.replicaVersions) without this disk: that write lost. A
+// Replica of others that is on this disk after all (the write landed
+// between the caller's reading of the disk's replicas and of others) backs
+// its entry, and is not lost.
 func Lost(ds *dsv1.DiskSchedule, shared map[string]string, others map[string]*lhv1.Replica) map[string]string {
 	lost := map[string]string{}
 	for name, counted := range shared {
@@ -32,7 +35,10 @@ func Lost(ds *dsv1.DiskSchedule, shared map[string]string, others map[string]*lh
 	for name, rep := range others {
 		admitted := ds.Spec.ReplicaVersions[name]
 		switch {
-		case rep.Spec.DiskID != "" && rep.Spec.DiskID != ds.Name:
+		case rep.Spec.DiskID == ds.Name:
+			// Persisted here after the disk's replicas were read: the
+			// entry is backed, as the next reading shows.
+		case rep.Spec.DiskID != "":
 			lost[name] = "persisted on disk " + rep.Spec.DiskID
 		case movedPast(rep.ResourceVersion, admitted):
 			lost[name] = fmt.Sprintf("the write placing it here lost: the replica moved from resourceVersion %s to %s without this disk",

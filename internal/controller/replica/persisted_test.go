@@ -82,6 +82,12 @@ func TestLost(t *testing.T) {
 			others: map[string]*lhv1.Replica{"pvc-b-r-1": version(placedOn("pvc-b-r-1", "pvc-b", ""), "120")},
 			want: persisted{Replicas: map[string]int64{},
 				Lost: map[string]string{"pvc-b-r-1": "the write placing it here lost: the replica moved from resourceVersion 100 to 120 without this disk"}}},
+		{name: "a write that landed on this disk after the disk's replicas were listed is not lost",
+			// The cache took the write between the mirror's list of the
+			// disk's replicas and its read of the entry's Replica.
+			ds:     withVersions(ledgerWith("pvc-b-r-1"), map[string]string{"pvc-b-r-1": "100"}),
+			others: map[string]*lhv1.Replica{"pvc-b-r-1": version(placedOn("pvc-b-r-1", "pvc-b", disk), "101")},
+			want:   persisted{Replicas: map[string]int64{}}},
 		{name: "a write in flight: the replica is still at the admitted version",
 			ds:     withVersions(ledgerWith("pvc-b-r-1"), map[string]string{"pvc-b-r-1": "100"}),
 			others: map[string]*lhv1.Replica{"pvc-b-r-1": version(placedOn("pvc-b-r-1", "pvc-b", ""), "100")},
