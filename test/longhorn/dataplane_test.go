@@ -3,7 +3,6 @@ package longhorn_test
 import (
 	"context"
 	"fmt"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -34,20 +33,10 @@ import (
 // manager, with the ledger's grant following; an expansion no disk can hold
 // is refused by Longhorn's own claim validator.
 func TestPodRunsOnLonghornsDataPlane(t *testing.T) {
-	topo := &sandbox.Topology{}
-	for i := 1; i <= 3; i++ {
-		topo.Nodes = append(topo.Nodes, sandbox.Node{Name: fmt.Sprintf("node-%d", i), Disks: []sandbox.Disk{{Name: "disk-1", Size: 400 * gib}}})
-	}
-	logs := t.TempDir()
-	sb := sandboxtest.Start(t, sandboxtest.Options{Sandbox: sandbox.Options{Topology: topo, LogDir: logs}})
+	sb := sandboxtest.Start(t, sandboxtest.Options{Sandbox: sandbox.Options{Topology: sandboxtest.Nodes(3, 400*gib)}, TailLogs: []string{"longhorn-controllers.log"}})
 	c := sb.Client()
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	t.Cleanup(func() {
-		if t.Failed() {
-			testenv.LogTail(t, filepath.Join(logs, "longhorn-controllers.log"))
-		}
-	})
 	ips := map[string]string{}
 	for _, n := range sb.DataPlane().Nodes {
 		ips[n.Name] = n.IP

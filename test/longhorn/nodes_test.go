@@ -3,7 +3,6 @@ package longhorn_test
 import (
 	"context"
 	"fmt"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -30,26 +29,16 @@ import (
 // controller acts on them or their volumes: no Engine exists, no volume or
 // replica has an owner, and each replica stays as the writer left it.
 func TestNodesOnLonghornsNodeController(t *testing.T) {
-	topo := &sandbox.Topology{}
-	for i := 1; i <= 3; i++ {
-		topo.Nodes = append(topo.Nodes, sandbox.Node{Name: fmt.Sprintf("node-%d", i), Disks: []sandbox.Disk{{Name: "disk-1", Size: 400 * gib}}})
-	}
-	logs := t.TempDir()
 	var progress testenv.LockedBuffer
 	sb := sandboxtest.Start(t, sandboxtest.Options{Sandbox: sandbox.Options{
-		Topology: topo, LonghornNodesOnly: true, LogDir: logs, Out: &progress,
-	}})
+		Topology: sandboxtest.Nodes(3, 400*gib), LonghornNodesOnly: true, Out: &progress,
+	}, TailLogs: []string{"longhorn-controllers.log"}})
 	if p := progress.String(); !strings.Contains(p, "running longhorn-node, longhorn-instance-manager, longhorn-kubernetes-node\n") {
 		t.Errorf("the sandbox's progress does not say that Longhorn's node controllers alone run:\n%s", p)
 	}
 	c := sb.Client()
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	t.Cleanup(func() {
-		if t.Failed() {
-			testenv.LogTail(t, filepath.Join(logs, "longhorn-controllers.log"))
-		}
-	})
 	ips := map[string]string{}
 	for _, n := range sb.DataPlane().Nodes {
 		ips[n.Name] = n.IP

@@ -3,7 +3,6 @@ package longhorn_test
 import (
 	"context"
 	"fmt"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -32,20 +31,10 @@ import (
 // Longhorn's API, whose message the claim's ProvisioningFailed Event
 // carries; a deleted claim's volume is deleted through the API.
 func TestClaimsProvisionedThroughLonghornsAPI(t *testing.T) {
-	topo := &sandbox.Topology{}
-	for i := 1; i <= 3; i++ {
-		topo.Nodes = append(topo.Nodes, sandbox.Node{Name: fmt.Sprintf("node-%d", i), Disks: []sandbox.Disk{{Name: "disk-1", Size: 100 * gib}}})
-	}
-	logs := t.TempDir()
-	sb := sandboxtest.Start(t, sandboxtest.Options{Sandbox: sandbox.Options{Topology: topo, LogDir: logs}})
+	sb := sandboxtest.Start(t, sandboxtest.Options{Sandbox: sandbox.Options{Topology: sandboxtest.Nodes(3, 100*gib)}, TailLogs: []string{"longhorn-manager.log"}})
 	c := sb.Client()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	t.Cleanup(func() {
-		if t.Failed() {
-			testenv.LogTail(t, filepath.Join(logs, "longhorn-manager.log"))
-		}
-	})
 
 	class := func(name string, params map[string]string) *storagev1.StorageClass {
 		return &storagev1.StorageClass{

@@ -3,7 +3,6 @@ package longhorn_test
 import (
 	"context"
 	"fmt"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -38,26 +37,16 @@ const gib = int64(1) << 30
 // Longhorn's API creates it, gets its three replicas placed on three nodes
 // by Longhorn's scheduler, each granted by its disk's ledger.
 func TestClaimBecomesLonghornsVolume(t *testing.T) {
-	topo := &sandbox.Topology{}
-	for i := 1; i <= 4; i++ {
-		topo.Nodes = append(topo.Nodes, sandbox.Node{Name: fmt.Sprintf("node-%d", i), Disks: []sandbox.Disk{{Name: "disk-1", Size: 400 * gib}}})
-	}
-	logs := t.TempDir()
 	var progress testenv.LockedBuffer
 	sb := sandboxtest.Start(t, sandboxtest.Options{Sandbox: sandbox.Options{
-		Topology: topo, LogDir: logs, Out: &progress,
-	}})
+		Topology: sandboxtest.Nodes(4, 400*gib), Out: &progress,
+	}, TailLogs: []string{"longhorn-controllers.log"}})
 	if !strings.Contains(progress.String(), "longhorn-volume, longhorn-replica, longhorn-engine") {
 		t.Errorf("the sandbox's progress does not name Longhorn's controllers:\n%s", progress.String())
 	}
 	c := sb.Client()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	t.Cleanup(func() {
-		if t.Failed() {
-			testenv.LogTail(t, filepath.Join(logs, "longhorn-controllers.log"))
-		}
-	})
 
 	pvc := &corev1.PersistentVolumeClaim{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "data"},

@@ -3,7 +3,6 @@ package stall_test
 import (
 	"context"
 	"fmt"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -101,16 +100,12 @@ type longhornEnv struct {
 // Each of opts changes the sandbox's options (e.g. Extender).
 func startLonghorn(t *testing.T, opts ...func(*sandbox.Options)) *longhornEnv {
 	t.Helper()
-	topo := &sandbox.Topology{}
-	for i := 1; i <= 3; i++ {
-		topo.Nodes = append(topo.Nodes, sandbox.Node{Name: fmt.Sprintf("node-%d", i), Disks: []sandbox.Disk{{Name: "disk-1", Size: 400 * gib}}})
-	}
 	logs := t.TempDir()
-	so := sandbox.Options{Topology: topo, LogDir: logs}
+	so := sandbox.Options{Topology: sandboxtest.Nodes(3, 400*gib), LogDir: logs}
 	for _, o := range opts {
 		o(&so)
 	}
-	sb := sandboxtest.Start(t, sandboxtest.Options{Sandbox: so})
+	sb := sandboxtest.Start(t, sandboxtest.Options{Sandbox: so, TailLogs: []string{"longhorn-controllers.log"}})
 	c := sandboxtest.WatchingClient(t, sb)
 	wctx, wcancel := context.WithCancel(context.Background())
 	lw, err := scenario.WatchLedgers(wctx, c, sandbox.Namespace)
@@ -122,7 +117,6 @@ func startLonghorn(t *testing.T, opts ...func(*sandbox.Options)) *longhornEnv {
 	t.Cleanup(func() {
 		defer wcancel()
 		if t.Failed() {
-			testenv.LogTail(t, filepath.Join(logs, "longhorn-controllers.log"))
 			return
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)

@@ -7,6 +7,7 @@ package sandboxtest
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -41,6 +42,9 @@ type Options struct {
 	// logged, when it fails, so what went wrong can be traced in the
 	// managers' and Longhorn's logs.
 	KeepLogs bool
+	// TailLogs are log files, by name in the sandbox's log directory, whose
+	// ends are logged, after kube-scheduler's, when the test fails.
+	TailLogs []string
 	// Strict also fails the test when a component of the sandbox stopped
 	// on its own before the test ended, or one of its processes outlives
 	// Stop.
@@ -96,8 +100,10 @@ func Start(t testing.TB, opts Options) *sandbox.Sandbox {
 			if progress != nil {
 				t.Logf("sandbox progress:\n%s", progress)
 			}
-			if path := filepath.Join(so.LogDir, "kube-scheduler.log"); so.LogDir != "" && fileExists(path) {
-				testenv.LogTail(t, path)
+			for _, name := range append([]string{"kube-scheduler.log"}, opts.TailLogs...) {
+				if path := filepath.Join(so.LogDir, name); so.LogDir != "" && fileExists(path) {
+					testenv.LogTail(t, path)
+				}
 			}
 		}
 		if opts.Strict {
@@ -121,6 +127,16 @@ func Start(t testing.TB, opts Options) *sandbox.Sandbox {
 		}
 	})
 	return sb
+}
+
+// Nodes returns a topology of n nodes, node-1 to node-n, each with one
+// disk, disk-1, of diskSize bytes.
+func Nodes(n int, diskSize int64) *sandbox.Topology {
+	topo := &sandbox.Topology{}
+	for i := 1; i <= n; i++ {
+		topo.Nodes = append(topo.Nodes, sandbox.Node{Name: fmt.Sprintf("node-%d", i), Disks: []sandbox.Disk{{Name: "disk-1", Size: diskSize}}})
+	}
+	return topo
 }
 
 // keptDir returns a new directory that is removed when t passes and kept,
