@@ -47,6 +47,11 @@ const (
 	provisionRetryMax   = 5 * time.Minute
 )
 
+// provisionWorkers is the external-provisioner's --worker-threads default:
+// how many claims it provisions or volumes it deletes at once, each
+// waiting for Longhorn's CreateVolume or DeleteVolume.
+const provisionWorkers = 100
+
 // csiProvisioner is the CSI external-provisioner in front of Longhorn's CSI
 // driver, built on sig-storage-lib-external-provisioner as the
 // external-provisioner is: the library provisions the claims the PV
@@ -102,6 +107,7 @@ func (p *csiProvisioner) Start(ctx context.Context) error {
 	}
 	pc := controller.NewProvisionController(ctx, p.client, CSIDriver, capacity.NewProvisionWrapper(p, capacityController),
 		controller.LeaderElection(false),
+		controller.Threadiness(provisionWorkers),
 		controller.VolumeName(VolumeName),
 		controller.RateLimiter(limiter),
 		controller.CreateProvisionedPVLimiter(workqueue.NewTypedItemExponentialFailureRateLimiter[string](provisionRetryStart, provisionRetryMax)),
