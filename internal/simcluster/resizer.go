@@ -10,6 +10,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -277,14 +278,15 @@ func (r *resizer) expand(ctx context.Context, pvc *corev1.PersistentVolumeClaim,
 }
 
 // failed records ControllerExpandVolume's answer rpcErr as the external
-// resizer does: a Warning Event VolumeResizeFailed on the claim, the
-// ControllerResizeError condition, and, for an infeasible code,
-// ControllerResizeInfeasible, after which the size is left for
-// InfeasibleRetry; any other failure is returned and retried with the
-// controller's backoff.
+// resizer does: the ControllerResizeError condition, for an infeasible
+// code ControllerResizeInfeasible too, and a Warning Event
+// VolumeResizeFailed on the claim. They are written only on the claim as
+// it was read: a claim that changed since (expanded meanwhile, when the
+// cache had not caught up, and its volume since detaching) is looked at
+// again. An infeasible size is then left for InfeasibleRetry; any other
+// failure is returned and retried with the controller's backoff.
 func (r *resizer) failed(ctx context.Context, pvc *corev1.PersistentVolumeClaim, pv *corev1.PersistentVolume, rpcErr error) (reconcile.Result, error) {
 	err := fmt.Errorf("resize volume %q by resizer %q failed: %w", pv.Name, CSIDriver, rpcErr)
-	r.recorder.Eventf(pvc, nil, corev1.EventTypeWarning, EventReasonVolumeResizeFailed, "Resize", "%s", truncate(err.Error(), maxEventNote))
 	infeasible := resizeInfeasible(rpcErr)
 	base := pvc.DeepCopy()
 	mergeResizeConditions(pvc, true, corev1.PersistentVolumeClaimCondition{
@@ -297,9 +299,15 @@ func (r *resizer) failed(ctx context.Context, pvc *corev1.PersistentVolumeClaim,
 		}
 		pvc.Status.AllocatedResourceStatuses[corev1.ResourceStorage] = corev1.PersistentVolumeClaimControllerResizeInfeasible
 	}
-	if perr := r.sim.client.Status().Patch(ctx, pvc, client.MergeFrom(base)); perr != nil {
+	// A claim the cache had not caught up with (expanded meanwhile, the
+	// volume since detaching) is looked at again rather than marked.
+	if perr := r.sim.client.Status().Patch(ctx, pvc, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})); perr != nil {
+		if apierrors.IsConflict(perr) {
+			return reconcile.Result{}, perr
+		}
 		return reconcile.Result{}, fmt.Errorf("%w; marking claim %s: %v", err, klog.KObj(pvc), perr)
 	}
+	r.recorder.Eventf(pvc, nil, corev1.EventTypeWarning, EventReasonVolumeResizeFailed, "Resize", "%s", truncate(err.Error(), maxEventNote))
 	if !infeasible {
 		return reconcile.Result{}, err
 	}
