@@ -5,7 +5,9 @@
 // replica and engine controllers (with --nodes-only only its node, instance
 // manager and Kubernetes node controllers), until it is signalled. With
 // --control-socket it also takes a node down on the sandbox's request
-// (control.go). The sandbox starts it as a process of its own: Longhorn's controller package and the CSI
+// (control.go); with --csi-socket it serves Longhorn's own CSI Identity and
+// Controller services there, which the sandbox's CSI sidecars call. The
+// sandbox starts it as a process of its own: Longhorn's controller package and the CSI
 // external-provisioner the sandbox's simulated driver is built on register
 // the same Kubernetes feature gates differently, so they cannot share one
 // process (as in a cluster, where they never do).
@@ -53,6 +55,7 @@ func run() error {
 	readyFile := flag.String("ready-file", "", "Written, with the controllers' names, once the webhooks are registered and every controller started.")
 	dataPlaneFile := flag.String("data-plane", "", "A JSON file of the simulated data plane (internal/dataplane.Plan): each node's instance manager address and disks. When set, the disks are mounted in the process's own mount namespace, each node's instance manager serves (and the backing-image and share manager pods Longhorn creates), and Longhorn's node, instance manager, attachment, backing image, share manager and Kubernetes controllers run too.")
 	controlSocket := flag.String("control-socket", "", "A Unix socket where the sandbox asks for a node to go down (POST /nodes/{name}/stop): its instance manager and its longhorn-manager stop.")
+	csiSocket := flag.String("csi-socket", "", "With --data-plane and without --nodes-only, a Unix socket where Longhorn's own CSI Identity and Controller services serve (longhornmanager.ServeCSI), as longhorn-csi-plugin serves them to the CSI sidecars.")
 	nodesOnly := flag.Bool("nodes-only", false, "With --data-plane, run only Longhorn's node, instance manager and Kubernetes node controllers (longhornmanager.NodeControllers): Longhorn Nodes, their disks' status and the instance managers are Longhorn's, and nothing of Longhorn's creates, places or runs volumes and replicas; no REST API, no attacher.")
 	flag.Parse()
 	if *kubeconfig == "" || *nodes == "" {
@@ -165,6 +168,14 @@ func run() error {
 			return err
 		}
 		log.Infof("Serving Longhorn's API at %s", dp.APIURL())
+		if *csiSocket != "" {
+			// longhorn-csi-plugin's controller server, on the first node,
+			// calling the API above.
+			if err := longhornmanager.ServeCSI(ctx, cfg, pod.Kube, *namespace, names[0], dp.APIURL(), *csiSocket, log); err != nil {
+				return err
+			}
+			log.Infof("Serving Longhorn's CSI controller server at %s", *csiSocket)
+		}
 	}
 	if *readyFile != "" {
 		line := fmt.Sprintf("Longhorn's admission webhooks, and on each of %d nodes a longhorn-manager running %s\n", len(names), strings.Join(controllers, ", "))

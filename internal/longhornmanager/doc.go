@@ -11,8 +11,12 @@
 // and its Kubernetes PV, node and pod controllers; or, with Options.NodesOnly, its node, instance manager
 // and Kubernetes node controllers alone (NodeControllers: Longhorn's Nodes,
 // disks and instance managers, while a test's own writers place replicas);
-// Longhorn's REST API (its api package over manager.VolumeManager), which
-// the sandbox's CSI resizer calls as Longhorn's CSI driver does; and
+// Longhorn's REST API (its api package over manager.VolumeManager);
+// Longhorn's CSI Identity and Controller services (csi.NewIdentityServer,
+// csi.NewControllerServer: ServeCSI), on a Unix socket, calling that API
+// with Longhorn's API client as longhorn-csi-plugin does, which the
+// sandbox's CSI provisioner and resizer call (CreateVolume, DeleteVolume,
+// ControllerExpandVolume); and
 // Longhorn's admission webhooks (its webhook/server package's mutators and
 // validators) served in front of the sandbox's API server, as
 // longhorn-manager serves them in a cluster.
@@ -26,6 +30,18 @@
 // disks as tmpfs filesystems of their sizes in the process's own mount
 // namespace, and RunOnThisHost, which makes go-common-libs run its host
 // operations in the process rather than join /host/proc's namespaces); and
+// the pod around Longhorn's CSI controller server (ServeCSI: the gRPC
+// server on its socket, and what NewControllerServer reads from a pod:
+// POD_NAMESPACE, KUBERNETES_SERVICE_HOST and KUBERNETES_SERVICE_PORT in
+// sandbox-longhorn's environment, and in ServiceAccountDir a token of
+// longhorn-service-account (asked with a TokenRequest and renewed; the
+// account is bound to a ClusterRole over Longhorn's resources, as
+// Longhorn's chart binds it) and the API server's CA.
+// MountServiceAccountDir makes that directory a
+// tmpfs in the process's own mount namespace: on a host that has no
+// /var/run/secrets, the tmpfs covers /run, where /var/run leads, and
+// /run's entries are bound back into it from the original, so nothing is
+// created on the host and the process still sees /run as it was); and
 // the Attacher, which plays kube-controller-manager's attach-detach
 // controller and the CSI external-attacher with Longhorn's own
 // VolumeManager.Attach and Detach. The instance managers, backing-image

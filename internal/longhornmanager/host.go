@@ -93,3 +93,114 @@ func (thisHost) Revert() error { return nil }
 
 // Run runs fn.
 func (thisHost) Run(fn func() (interface{}, error)) (interface{}, error) { return fn() }
+
+// ServiceAccountDir is where a pod finds its service account's token and
+// the API server's CA (client-go's rest.InClusterConfig reads them there).
+const ServiceAccountDir = "/var/run/secrets/kubernetes.io/serviceaccount"
+
+// MountServiceAccountDir makes dir (ServiceAccountDir) an empty tmpfs in
+// the process's own mount namespace, for the files a pod's service account
+// mount holds, without creating anything on the host, and refuses to run
+// in the host's mount namespace. When dir exists, the tmpfs is mounted on
+// it (hiding, for this process only, what it held). Otherwise the tmpfs is
+// mounted on dir's deepest existing ancestor (for ServiceAccountDir on a
+// host that is no pod, /run, which /var/run links to) and every entry the
+// ancestor held is put back in it as it was: a directory or file bound
+// (recursively) from the original, which stays reachable through a
+// descriptor opened before the mount, a symbolic link made again; then the
+// missing directories down to dir are made in the tmpfs.
+func MountServiceAccountDir(dir string) error {
+	own, err := ownMountNamespace()
+	if err != nil {
+		return err
+	}
+	if !own {
+		return errors.New("mounting the service account's files: the process shares the host's mount namespace; start it in one of its own (CLONE_NEWNS)")
+	}
+	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
+		return fmt.Errorf("making the mount namespace private: %w", err)
+	}
+	anchor := dir
+	for {
+		if _, err := os.Stat(anchor); err == nil {
+			break
+		} else if !errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("mounting the service account's files: %w", err)
+		}
+		anchor = filepath.Dir(anchor)
+	}
+	if anchor == dir {
+		if err := unix.Mount("tmpfs", dir, "tmpfs", 0, "size=1m,mode=0755"); err != nil {
+			return fmt.Errorf("mounting a tmpfs at %s: %w", dir, err)
+		}
+		return nil
+	}
+	if anchor, err = filepath.EvalSymlinks(anchor); err != nil {
+		return fmt.Errorf("mounting the service account's files: %w", err)
+	}
+	if anchor == "/" {
+		return fmt.Errorf("mounting the service account's files: no directory of %s but / exists", dir)
+	}
+	if err := overlayTmpfs(anchor); err != nil {
+		return err
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("mounting the service account's files: %w", err)
+	}
+	return nil
+}
+
+// overlayTmpfs mounts a tmpfs on the directory dir and puts dir's entries
+// back in it (MountServiceAccountDir).
+func overlayTmpfs(dir string) error {
+	var st unix.Stat_t
+	if err := unix.Stat(dir, &st); err != nil {
+		return fmt.Errorf("reading %s: %w", dir, err)
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return fmt.Errorf("reading %s: %w", dir, err)
+	}
+	fd, err := unix.Open(dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("opening %s: %w", dir, err)
+	}
+	defer unix.Close(fd) //nolint:errcheck // an O_PATH descriptor
+	if err := unix.Mount("tmpfs", dir, "tmpfs", 0, fmt.Sprintf("size=1m,mode=%04o", st.Mode&0o7777)); err != nil {
+		return fmt.Errorf("mounting a tmpfs at %s: %w", dir, err)
+	}
+	if err := os.Chown(dir, int(st.Uid), int(st.Gid)); err != nil {
+		return fmt.Errorf("mounting a tmpfs at %s: %w", dir, err)
+	}
+	original := fmt.Sprintf("/proc/self/fd/%d", fd)
+	for _, e := range entries {
+		src, dst := filepath.Join(original, e.Name()), filepath.Join(dir, e.Name())
+		switch {
+		case e.Type()&os.ModeSymlink != 0:
+			target, err := os.Readlink(src)
+			if err != nil {
+				return fmt.Errorf("putting %s back: %w", dst, err)
+			}
+			if err := os.Symlink(target, dst); err != nil {
+				return fmt.Errorf("putting %s back: %w", dst, err)
+			}
+			continue
+		case e.IsDir():
+			if err := os.Mkdir(dst, 0o755); err != nil {
+				return fmt.Errorf("putting %s back: %w", dst, err)
+			}
+		default:
+			f, err := os.OpenFile(dst, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
+			if err != nil {
+				return fmt.Errorf("putting %s back: %w", dst, err)
+			}
+			if err := f.Close(); err != nil {
+				return fmt.Errorf("putting %s back: %w", dst, err)
+			}
+		}
+		if err := unix.Mount(src, dst, "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
+			return fmt.Errorf("putting %s back: binding it from the original: %w", dst, err)
+		}
+	}
+	return nil
+}

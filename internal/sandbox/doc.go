@@ -12,7 +12,8 @@
 // cluster; longhorn-manager v1.12.0's own control plane (cmd/sandbox-longhorn,
 // internal/longhornmanager) on the simulated data plane (internal/dataplane);
 // and the simulated cluster around it of package simcluster: the nodes'
-// kubelets and Longhorn's CSI driver's provisioner, capacity and resizer.
+// kubelets and the CSI sidecars (provisioner, capacity, resizer) that call
+// Longhorn's own CSI controller server in sandbox-longhorn.
 // The cluster is described by a Topology file.
 //
 // The nodes and their pods are the simulated cluster's kubelets, not

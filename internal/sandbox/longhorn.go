@@ -32,8 +32,9 @@ const longhornCommand = "github.com/longhorn/diskschedule/cmd/sandbox-longhorn"
 // own admission webhooks and one longhorn-manager per node running
 // Longhorn's controllers on the simulated data plane (with
 // LonghornNodesOnly, --nodes-only: its node, instance manager and
-// Kubernetes node controllers alone). It returns once the webhooks are
-// registered and the controllers started.
+// Kubernetes node controllers alone), and otherwise Longhorn's CSI
+// controller server on s.longhornCSI. It returns once the webhooks are
+// registered, the controllers started and the CSI server listens.
 func (s *Sandbox) startLonghornControllers(ctx context.Context) error {
 	bin := s.opts.LonghornBinary
 	if bin == "" {
@@ -70,6 +71,8 @@ func (s *Sandbox) startLonghornControllers(ctx context.Context) error {
 		"--control-socket", s.longhornControl}
 	if s.opts.LonghornNodesOnly {
 		args = append(args, "--nodes-only")
+	} else {
+		args = append(args, "--csi-socket", s.longhornCSI)
 	}
 	last := &tail{max: 4096}
 	// Its own mount namespace holds the data plane's disks.

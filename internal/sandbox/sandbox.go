@@ -172,6 +172,10 @@ type Sandbox struct {
 	// outages the nodes whose kubelets StopNode stopped.
 	longhornControl string
 	outages         *simcluster.Outages
+	// longhornCSI is the Unix socket of Longhorn's CSI controller server
+	// in sandbox-longhorn, which the simulated CSI sidecars call; "" with
+	// LonghornNodesOnly.
+	longhornCSI string
 
 	runners []*runner
 	// managers are the runners of the managers, in Options.Managers order;
@@ -536,9 +540,10 @@ func (s *Sandbox) startLonghorn(ctx context.Context) error {
 	for _, n := range s.dataPlane.Nodes {
 		nodeIPs[n.Name] = n.IP
 	}
-	longhornAPI := ""
+	// Longhorn's CSI controller server serves here (sandbox-longhorn's
+	// --csi-socket), unless only Longhorn's node controllers run.
 	if !s.opts.LonghornNodesOnly {
-		longhornAPI = s.dataPlane.APIURL()
+		s.longhornCSI = filepath.Join(s.workDir, "longhorn-csi.sock")
 	}
 	s.outages = simcluster.NewOutages()
 	// Longhorn's webhooks first, so that the simulation's start-up objects
@@ -551,7 +556,7 @@ func (s *Sandbox) startLonghorn(ctx context.Context) error {
 		Nodes:                s.opts.Topology.Longhorn(),
 		CSI:                  !s.opts.LonghornNodesOnly,
 		NodeIPs:              nodeIPs,
-		LonghornAPI:          longhornAPI,
+		CSIEndpoint:          s.longhornCSI,
 		NodeLeaseDuration:    nodeLeaseDuration(s.opts.NodeMonitorGracePeriod),
 		CapacityPollInterval: s.opts.CapacityPollInterval,
 		Outages:              s.outages,

@@ -434,11 +434,11 @@ func (c *capacityPublisher) start(ctx context.Context, workers *sync.WaitGroup) 
 // capacity controller calls it: GetCapacity, answered as Longhorn's
 // (csi/controller_server.go) answers it, reading the Longhorn Nodes and
 // Settings from the API server with Longhorn's own clientset. Longhorn's
-// csi package does not build as a dependency of this module (its engineapi
-// needs Longhorn's instance-manager, engine, share-manager,
-// backing-image-manager and backupstore modules at versions the module
-// proxy does not serve), so its formula is followed here, with Longhorn's
-// own condition and tag helpers.
+// controller server itself runs in sandbox-longhorn, and answers the
+// provisioner's and the resizer's calls there (csiclient.go); GetCapacity
+// is still answered here, its formula followed with Longhorn's own
+// condition and tag helpers, so that capacity tracking also runs without
+// sandbox-longhorn (capacity_test.go).
 type longhornCSI struct {
 	lh        lhclientset.Interface
 	namespace string

@@ -3,6 +3,7 @@ package simcluster_test
 import (
 	"context"
 	"fmt"
+	"path/filepath"
 	"reflect"
 	"sort"
 	"strings"
@@ -163,9 +164,9 @@ func TestStorageCapacity(t *testing.T) {
 		}
 		t.Cleanup(func() { _ = env.Client.Delete(context.Background(), class) })
 	}
-	// Nothing here provisions or expands (Longhorn's API is not there):
+	// Nothing here provisions or expands (Longhorn's CSI driver is not there):
 	// the CSI driver's capacity alone is under test.
-	startSim(t, simcluster.Options{Namespace: ns, CSI: true, LonghornAPI: "http://127.0.0.1:1/v1", CapacityPollInterval: poll,
+	startSim(t, simcluster.Options{Namespace: ns, CSI: true, CSIEndpoint: filepath.Join(t.TempDir(), "no-csi-driver.sock"), CapacityPollInterval: poll,
 		NodeIPs: map[string]string{n1: "127.0.0.1", n2: "127.0.0.1"}, Nodes: []simcluster.NodeSpec{
 			{Name: n1, Zone: "zone-a", Disks: []simcluster.DiskSpec{disk("disk-1")}},
 			{Name: n2, Disks: []simcluster.DiskSpec{

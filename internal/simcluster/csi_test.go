@@ -4,6 +4,7 @@ import (
 	"reflect"
 	"testing"
 
+	"github.com/container-storage-interface/spec/lib/go/csi"
 	lhv1 "github.com/longhorn/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
@@ -57,8 +58,11 @@ func TestVolumeFor(t *testing.T) {
 		t.Errorf("volume labels = %v", vol.Labels)
 	}
 
-	pv := simcluster.PersistentVolumeFor(pvc, class, vol)
-	if pv.Name != vol.Name || pv.Spec.CSI == nil || pv.Spec.CSI.Driver != simcluster.CSIDriver || pv.Spec.CSI.VolumeHandle != vol.Name {
+	// The PersistentVolume of Longhorn's CreateVolume answer.
+	answer := &csi.Volume{VolumeId: vol.Name, CapacityBytes: 100 << 30, VolumeContext: map[string]string{"numberOfReplicas": "2"}}
+	pv := simcluster.PersistentVolumeFor(pvc, class, vol.Name, "xfs", answer, "1-2-"+simcluster.CSIDriver)
+	if pv.Name != vol.Name || pv.Spec.CSI == nil || pv.Spec.CSI.Driver != simcluster.CSIDriver || pv.Spec.CSI.VolumeHandle != vol.Name || pv.Spec.CSI.FSType != "xfs" ||
+		!reflect.DeepEqual(pv.Spec.CSI.VolumeAttributes, map[string]string{"numberOfReplicas": "2", "storage.kubernetes.io/csiProvisionerIdentity": "1-2-" + simcluster.CSIDriver}) {
 		t.Errorf("PersistentVolumeFor CSI source = %+v", pv.Spec.CSI)
 	}
 	if pv.Spec.ClaimRef != nil {
@@ -82,9 +86,17 @@ func TestVolumeFor(t *testing.T) {
 		vol.Spec.NodeSelector == nil || len(vol.Spec.NodeSelector) != 0 || vol.Spec.Size != 1002<<20 {
 		t.Errorf("default volume spec = %+v", vol.Spec)
 	}
-	if pv := simcluster.PersistentVolumeFor(pvc, class, vol); pv.Spec.PersistentVolumeReclaimPolicy != corev1.PersistentVolumeReclaimDelete {
+	// A block claim's has no fsType; an answer without capacity is the
+	// claim's request.
+	pvc.Spec.VolumeMode = ptr.To(corev1.PersistentVolumeBlock)
+	pv = simcluster.PersistentVolumeFor(pvc, class, vol.Name, "ext4", &csi.Volume{VolumeId: vol.Name}, "id")
+	if pv.Spec.PersistentVolumeReclaimPolicy != corev1.PersistentVolumeReclaimDelete {
 		t.Errorf("default reclaim policy = %s", pv.Spec.PersistentVolumeReclaimPolicy)
 	}
+	if capacity := pv.Spec.Capacity[corev1.ResourceStorage]; pv.Spec.CSI.FSType != "" || capacity.Cmp(resource.MustParse("1001Mi")) != 0 {
+		t.Errorf("a block claim's PersistentVolume: fsType %q, capacity %s", pv.Spec.CSI.FSType, capacity.String())
+	}
+	pvc.Spec.VolumeMode = ptr.To(corev1.PersistentVolumeFilesystem)
 
 	// A ReadWriteMany claim's volume is shared (rwx), and migratable when
 	// its class says so; a ReadWriteOnce claim's is never migratable.

@@ -1,6 +1,8 @@
 // Package simcluster is the simulated cluster around Longhorn in the
-// sandbox: the nodes, their kubelets, and the parts of Longhorn's CSI driver
-// that run beside kube-controller-manager. Longhorn itself is
+// sandbox: the nodes, their kubelets, and the CSI sidecars of Longhorn's CSI
+// driver that run beside kube-controller-manager (the external-provisioner,
+// its storage capacity tracking, the external-resizer), which call
+// Longhorn's own CSI controller server in sandbox-longhorn. Longhorn itself is
 // longhorn-manager v1.12.0's own control plane (internal/longhornmanager,
 // run by cmd/sandbox-longhorn) on the simulated data plane
 // (internal/dataplane); nothing here places, attaches, starts or rebuilds
@@ -42,36 +44,40 @@
 //     once its NFS server runs. The kubelet of a node that went down
 //     (Options.Outages, outage.go) does none of this any more, so node
 //     lifecycle marks the node NotReady as for a node that died.
-//   - provisioner.go: the Longhorn CSI driver behind the CSI
-//     external-provisioner, built on sig-storage-lib-external-provisioner:
-//     a claim kube-controller-manager's PV controller hands to
-//     driver.longhorn.io (Immediate, or WaitForFirstConsumer once
-//     kube-scheduler selected a node) becomes a Longhorn Volume and a
-//     PersistentVolume, which the PV controller binds (the storage capacity
-//     of capacity.go is refreshed after each); a Released PersistentVolume
-//     of reclaim policy Delete loses its Volume, then goes. The Volume is
-//     created and deleted as Longhorn v1.12.0's CSI driver does it
-//     (CreateVolume, DeleteVolume, csi/controller_server.go), through
-//     Longhorn's API with Longhorn's own client (provisioner_api.go):
-//     Volume.Create with what the driver sends for the claim and its class
-//     (getVolumeOptions, csi/util.go): the size in bytes (at least 10 MiB,
-//     rounded up to 2 MiB), numberOfReplicas, dataLocality, the access mode
-//     (rwx for a ReadWriteMany claim, rwop for ReadWriteOncePod),
-//     migratable (only with rwx), backingImage (checked, or created from the
-//     class's data source, as the driver does), the disk and node
-//     selectors, frontend, dataEngine and the rest of Longhorn's class
-//     parameters; Longhorn's VolumeManager.Create (its checks: a selector's
-//     tag must exist on some disk or node) and its webhooks (Longhorn's
-//     defaults) make the Volume, and the PersistentVolume has the size
-//     Longhorn answered. As the driver, it waits for the volume to leave
-//     the creating state, and after Volume.Delete for it to be gone, asking
-//     every 250 ms where the driver asks every 2 s. A refusal is the
-//     provisioner's error as the driver answers it, a gRPC status with
-//     Longhorn's message (Internal; InvalidArgument for parameters the
-//     driver refuses, which the external provisioner retries slowly), which
-//     the external provisioner records as a ProvisioningFailed Event and
-//     retries. Binding, releasing and the protection finalizers are
-//     kube-controller-manager's.
+//   - provisioner.go: the CSI external-provisioner, built on
+//     sig-storage-lib-external-provisioner, in front of Longhorn v1.12.0's
+//     own CSI controller server (csi.NewControllerServer, unmodified),
+//     which sandbox-longhorn serves on a Unix socket (Options.CSIEndpoint;
+//     csiclient.go is the connection): a claim kube-controller-manager's
+//     PV controller hands to driver.longhorn.io (Immediate, or
+//     WaitForFirstConsumer once kube-scheduler selected a node) becomes a
+//     Longhorn Volume and a PersistentVolume, which the PV controller binds
+//     (the storage capacity of capacity.go is refreshed after each); a
+//     Released PersistentVolume of reclaim policy Delete loses its Volume,
+//     then goes. Provision calls CreateVolume as the external-provisioner
+//     does: the PersistentVolume's name (pvc-<claim UID>), the claim's
+//     request as the required bytes, one capability per access mode of the
+//     claim (mount, with the class's fstype or ext4 and its mount options,
+//     or block; the access mode as csi-lib-utils maps it, ReadWriteOnce as
+//     SINGLE_NODE_MULTI_WRITER since Longhorn's driver advertises it), and
+//     the class's parameters without the csi.storage.k8s.io/ ones; the
+//     PersistentVolume has the answer's volume ID as its handle, its
+//     capacity and its volume context as the attributes (with the
+//     provisioner's identity). Longhorn's driver does the rest, in its own
+//     code: the size (at least 10 MiB, rounded up to 2 MiB), its
+//     getVolumeOptions over the parameters, the backing image checked or
+//     created, Volume.Create through Longhorn's REST API (Longhorn's
+//     VolumeManager.Create and webhooks check it and fill in Longhorn's
+//     defaults), and the wait for the volume to leave creating. Delete
+//     calls DeleteVolume, which deletes the volume through the API and
+//     waits until it is gone. A refusal is the driver's gRPC status with
+//     Longhorn's message, which the external provisioner records as a
+//     ProvisioningFailed Event and retries, in the state its checkError
+//     gives the code (provisioningState). No accessibility requirements
+//     are sent: Longhorn keeps none of them unless the
+//     csi-allowed-topology-keys setting names keys (empty by default),
+//     and the PersistentVolumes carry no node affinity. Binding, releasing
+//     and the protection finalizers are kube-controller-manager's.
 //   - capacity.go: storage capacity tracking as Longhorn v1.12 does it.
 //     longhorn-manager's part: the csi-provisioner Deployment (no replicas:
 //     its external-provisioner runs here) and the CSIDriver
@@ -92,25 +98,26 @@
 //     lag as in a cluster: a volume counts on a node only once Longhorn
 //     placed its replica and its node controller wrote the disk's
 //     storageScheduled, after the refresh its provisioning triggered.
-//   - resizer.go: the CSI external-resizer with the driver's
-//     ControllerExpandVolume and the kubelet's node expansion: a bound claim
-//     asking for more (which kube-controller-manager's expander leaves to an
-//     external resizer) grows its Volume through Longhorn's REST API
-//     (Options.LonghornAPI), as Longhorn's CSI driver does, so that
-//     Longhorn's own VolumeManager.Expand runs its checks and writes
-//     spec.size; then, once the replicas have the size, its
-//     PersistentVolume and the claim. The claim carries the external
-//     resizer's RecoverVolumeExpansionFailure status (GA since Kubernetes
-//     1.34): the Resizing condition, status.allocatedResources and
+//   - resizer.go: the CSI external-resizer, calling Longhorn v1.12.0's own
+//     ControllerExpandVolume over the same socket, and the kubelet's node
+//     expansion: a bound claim asking for more (which
+//     kube-controller-manager's expander leaves to an external resizer) is
+//     expanded to its request with the PersistentVolume's capability (its
+//     access modes, volume mode, fsType and mount options); Longhorn's
+//     driver expands the volume through Longhorn's REST API (its own
+//     VolumeManager.Expand checks, then the volume's update, where the gate
+//     decides) and answers once the engine has the size; the
+//     PersistentVolume and the claim then get the capacity it answered.
+//     The claim carries the external resizer's
+//     RecoverVolumeExpansionFailure status (GA since Kubernetes 1.34): the
+//     Resizing condition, status.allocatedResources and
 //     allocatedResourceStatuses[storage] ControllerResizeInProgress while it
 //     expands, all cleared but allocatedResources once it is expanded. A
-//     refusal is answered as Longhorn v1.12.0's ControllerExpandVolume
-//     answers it (csi/controller_server.go): OutOfRange when the error's
-//     message matches Longhorn's own expression "failed to schedule .* more
-//     bytes to disk" (the gate's refusal of a growth the disk can never
-//     hold; Longhorn's own "cannot schedule … more bytes" does not match),
-//     Internal otherwise (ControllerExpandError). Either way the claim gets
-//     a Warning Event VolumeResizeFailed with the refusal's message, as the
+//     refusal is Longhorn's driver's answer: OutOfRange when the error's
+//     message matches its expression "failed to schedule .* more bytes to
+//     disk" (the gate's refusal of a growth the disk can never hold;
+//     Longhorn's own "cannot schedule … more bytes" does not match),
+//     Internal otherwise. Either way the claim gets a Warning Event VolumeResizeFailed with the refusal's message, as the
 //     external resizer writes it ("resize volume … failed: rpc error: code
 //     = … desc = …"), and the ControllerResizeError condition. OutOfRange,
 //     InvalidArgument and NotFound are infeasible to the external resizer:

@@ -3,12 +3,15 @@ package simcluster
 import (
 	"context"
 	"fmt"
+	"maps"
+	"math/rand/v2"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/container-storage-interface/spec/lib/go/csi"
 	"github.com/kubernetes-csi/external-provisioner/v6/pkg/capacity"
 	lhv1 "github.com/longhorn/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
 	corev1 "k8s.io/api/core/v1"
@@ -44,26 +47,35 @@ const (
 	provisionRetryMax   = 5 * time.Minute
 )
 
-// csiProvisioner plays the Longhorn CSI driver's CreateVolume and
-// DeleteVolume behind the external-provisioner, built on
-// sig-storage-lib-external-provisioner as the CSI external-provisioner is:
-// the library provisions the claims the PV controller hands to
-// driver.longhorn.io (their volume.kubernetes.io/storage-provisioner
-// annotation; with WaitForFirstConsumer only once kube-scheduler selected a
-// node), calling Provision and storing the PersistentVolume it returns with
-// the claim's reference, for the PV controller to bind; and for a Released
+// provisionWorkers is the external-provisioner's --worker-threads default:
+// how many claims it provisions or volumes it deletes at once, each
+// waiting for Longhorn's CreateVolume or DeleteVolume.
+const provisionWorkers = 100
+
+// csiProvisioner is the CSI external-provisioner in front of Longhorn's CSI
+// driver, built on sig-storage-lib-external-provisioner as the
+// external-provisioner is: the library provisions the claims the PV
+// controller hands to driver.longhorn.io (their
+// volume.kubernetes.io/storage-provisioner annotation; with
+// WaitForFirstConsumer only once kube-scheduler selected a node), calling
+// Provision and storing the PersistentVolume it returns with the claim's
+// reference, for the PV controller to bind; and for a Released
 // PersistentVolume of reclaim policy Delete it calls Delete, then deletes
-// the PersistentVolume. Binding, releasing and the protection finalizers
-// are kube-controller-manager's.
+// the PersistentVolume. Provision and Delete call Longhorn v1.12.0's own
+// CSI controller server (CreateVolume, DeleteVolume) over its socket, with
+// the requests the external-provisioner builds. Binding, releasing and the
+// protection finalizers are kube-controller-manager's.
 type csiProvisioner struct {
 	sim    *sim
 	client kubernetes.Interface
 	// capacity publishes storage capacity beside the provisioner, as the
 	// external-provisioner does with --enable-capacity.
 	capacity *capacityPublisher
-	// api is Longhorn's REST API, which volumes are created and deleted
-	// through.
-	api *longhornAPI
+	// identity is the provisioner's identity, which each
+	// PersistentVolume's volume attributes carry (the
+	// external-provisioner's: its start time, a random number and the
+	// driver's name).
+	identity string
 }
 
 var (
@@ -78,7 +90,7 @@ func (p *csiProvisioner) setup(mgr ctrl.Manager) error {
 		return fmt.Errorf("creating the external provisioner's client: %w", err)
 	}
 	p.client = cs
-	p.api = &longhornAPI{url: p.sim.longhornAPI}
+	p.identity = strconv.FormatInt(time.Now().UnixNano()/int64(time.Millisecond), 10) + "-" + strconv.Itoa(rand.IntN(10000)) + "-" + CSIDriver
 	return mgr.Add(p)
 }
 
@@ -95,6 +107,7 @@ func (p *csiProvisioner) Start(ctx context.Context) error {
 	}
 	pc := controller.NewProvisionController(ctx, p.client, CSIDriver, capacity.NewProvisionWrapper(p, capacityController),
 		controller.LeaderElection(false),
+		controller.Threadiness(provisionWorkers),
 		controller.VolumeName(VolumeName),
 		controller.RateLimiter(limiter),
 		controller.CreateProvisionedPVLimiter(workqueue.NewTypedItemExponentialFailureRateLimiter[string](provisionRetryStart, provisionRetryMax)),
@@ -106,43 +119,84 @@ func (p *csiProvisioner) Start(ctx context.Context) error {
 	return nil
 }
 
-// Provision creates the claim's Longhorn Volume and returns its
-// PersistentVolume, as the Longhorn CSI driver's CreateVolume does
-// (provisioner_api.go): the volume is created through Longhorn's API, whose
-// VolumeManager.Create and admission webhooks check it and fill in
-// Longhorn's defaults, and the PersistentVolume has the size Longhorn
-// answered; a refusal is the error, with Longhorn's message, that the
-// external provisioner records and retries. A Volume that exists (an
-// earlier call's) is kept.
+// Provision creates the claim's volume with Longhorn's CSI CreateVolume,
+// asked as the external-provisioner asks it (CreateVolumeRequest): the
+// PersistentVolume's name, the claim's request as the required bytes, one
+// capability per access mode of the claim, and the class's parameters
+// without the external-provisioner's own. Longhorn's driver turns them
+// into a volume of Longhorn's API (whose VolumeManager.Create and
+// admission webhooks check it and fill in Longhorn's defaults). The
+// PersistentVolume is built of its answer (PersistentVolumeFor). A refusal
+// is the driver's gRPC error, which the library records and retries, in
+// the state the external-provisioner gives it (provisioningState).
 func (p *csiProvisioner) Provision(ctx context.Context, opts controller.ProvisionOptions) (*corev1.PersistentVolume, controller.ProvisioningState, error) {
 	name := VolumeName(opts.PVC)
 	if name != opts.PVName {
 		return nil, controller.ProvisioningFinished, fmt.Errorf("claim %s/%s: the PersistentVolume is named %s, its volume %s",
 			opts.PVC.Namespace, opts.PVC.Name, opts.PVName, name)
 	}
-	vol, err := p.api.createVolume(ctx, opts.PVC, opts.StorageClass, name)
+	driver, caps, err := p.sim.csi.client(ctx)
+	if err != nil {
+		return nil, controller.ProvisioningInBackground, err
+	}
+	fsType, err := csiFSType(opts.StorageClass)
+	if err != nil {
+		return nil, controller.ProvisioningFinished, err
+	}
+	req := &csi.CreateVolumeRequest{
+		Name:          name,
+		Parameters:    csiParameters(opts.StorageClass),
+		CapacityRange: &csi.CapacityRange{RequiredBytes: storageRequest(opts.PVC)},
+	}
+	for _, m := range opts.PVC.Spec.AccessModes {
+		c, err := csiVolumeCapability([]corev1.PersistentVolumeAccessMode{m}, opts.PVC.Spec.VolumeMode, fsType, opts.StorageClass.MountOptions, caps)
+		if err != nil {
+			return nil, controller.ProvisioningFinished, err
+		}
+		req.VolumeCapabilities = append(req.VolumeCapabilities, c)
+	}
+	createCtx, cancel := context.WithTimeout(ctx, csiTimeout)
+	defer cancel()
+	rsp, err := driver.CreateVolume(createCtx, req)
 	if err != nil {
 		return nil, provisioningState(err), err
 	}
-	if vol.Name != name {
-		return nil, controller.ProvisioningFinished, fmt.Errorf("claim %s/%s: Longhorn's API created volume %s, not %s",
-			opts.PVC.Namespace, opts.PVC.Name, vol.Name, name)
+	vol := rsp.GetVolume()
+	if got := vol.GetCapacityBytes(); got != 0 && got < req.CapacityRange.RequiredBytes {
+		// The external-provisioner deletes a volume smaller than asked
+		// and tries again.
+		capErr := fmt.Errorf("created volume capacity %v less than requested capacity %v", got, req.CapacityRange.RequiredBytes)
+		delCtx, cancel := context.WithTimeout(ctx, csiTimeout)
+		defer cancel()
+		if _, err := driver.DeleteVolume(delCtx, &csi.DeleteVolumeRequest{VolumeId: vol.GetVolumeId()}); err != nil {
+			capErr = fmt.Errorf("%w. Cleanup of volume %s failed, volume is orphaned: %v", capErr, name, err)
+		}
+		return nil, controller.ProvisioningInBackground, capErr
 	}
-	klog.FromContext(ctx).Info("Provisioned the claim", "claim", klog.KObj(opts.PVC), "volume", vol.Name,
-		"size", vol.Spec.Size, "selectedNode", opts.SelectedNodeName)
-	return PersistentVolumeFor(opts.PVC, opts.StorageClass, vol), controller.ProvisioningFinished, nil
+	pv := PersistentVolumeFor(opts.PVC, opts.StorageClass, name, fsType, vol, p.identity)
+	capacity := pv.Spec.Capacity[corev1.ResourceStorage]
+	klog.FromContext(ctx).Info("Provisioned the claim", "claim", klog.KObj(opts.PVC), "volume", vol.GetVolumeId(),
+		"size", capacity.Value(), "selectedNode", opts.SelectedNodeName)
+	return pv, controller.ProvisioningFinished, nil
 }
 
-// Delete deletes the Longhorn Volume of a PersistentVolume, as the Longhorn
-// CSI driver's DeleteVolume does: through Longhorn's API, waiting until the
-// volume is gone; Longhorn removes its replicas. A volume that is gone already is deleted.
+// Delete deletes the Longhorn volume of a PersistentVolume with Longhorn's
+// CSI DeleteVolume (which deletes it through Longhorn's API and waits
+// until it is gone; Longhorn removes its replicas). The driver's error is
+// returned as the external-provisioner returns it.
 func (p *csiProvisioner) Delete(ctx context.Context, pv *corev1.PersistentVolume) error {
 	name := volumeHandle(pv)
 	if name == "" {
 		return &controller.IgnoredError{Reason: "not a Longhorn volume"}
 	}
-	if err := p.api.deleteVolume(ctx, name); err != nil {
-		return err // the driver's answer, as the external provisioner returns it
+	driver, _, err := p.sim.csi.client(ctx)
+	if err != nil {
+		return err
+	}
+	deleteCtx, cancel := context.WithTimeout(ctx, csiTimeout)
+	defer cancel()
+	if _, err := driver.DeleteVolume(deleteCtx, &csi.DeleteVolumeRequest{VolumeId: name}); err != nil {
+		return err
 	}
 	klog.FromContext(ctx).Info("Deleted the volume of a released PersistentVolume", "volume", name, "persistentVolume", pv.Name)
 	return nil
@@ -236,35 +290,58 @@ func VolumeFor(pvc *corev1.PersistentVolumeClaim, class *storagev1.StorageClass,
 	return vol, nil
 }
 
-// PersistentVolumeFor returns the PersistentVolume the external
-// provisioner makes of the Longhorn CSI driver's volume vol for a claim of
-// class: vol's size, the claim's access modes and volume mode, the class's
-// name, reclaim policy (Delete by default) and mount options, and the CSI
-// source naming vol. The external provisioner adds the claim reference and
-// the provisioned-by annotation before it stores it.
-func PersistentVolumeFor(pvc *corev1.PersistentVolumeClaim, class *storagev1.StorageClass, vol *lhv1.Volume) *corev1.PersistentVolume {
+// Annotations the external-provisioner gives each PersistentVolume: the
+// secret its DeleteVolume is called with (none for Longhorn's classes).
+const (
+	annDeletionSecretRefName      = "volume.kubernetes.io/provisioner-deletion-secret-name"
+	annDeletionSecretRefNamespace = "volume.kubernetes.io/provisioner-deletion-secret-namespace"
+	// csiProvisionerIdentityKey is the volume attribute naming the
+	// provisioner that created the volume.
+	csiProvisionerIdentityKey = "storage.kubernetes.io/csiProvisionerIdentity"
+)
+
+// PersistentVolumeFor returns the PersistentVolume named name that the CSI
+// external-provisioner (identity) makes of the volume vol Longhorn's CSI
+// CreateVolume answered for a claim of class: vol's capacity (the claim's
+// request when vol gives none), the claim's access modes and volume mode,
+// the class's name, reclaim policy (Delete by default) and mount options,
+// and the CSI source with vol's ID as its handle, vol's context as its
+// attributes (with the provisioner's identity) and fsType unless the
+// claim is a block volume. The external provisioner adds the claim
+// reference and the provisioned-by annotation before it stores it.
+func PersistentVolumeFor(pvc *corev1.PersistentVolumeClaim, class *storagev1.StorageClass, name, fsType string, vol *csi.Volume, identity string) *corev1.PersistentVolume {
 	reclaim := corev1.PersistentVolumeReclaimDelete
 	if class.ReclaimPolicy != nil {
 		reclaim = *class.ReclaimPolicy
 	}
-	fsType := class.Parameters["fsType"]
-	if fsType == "" {
-		fsType = "ext4"
+	size := vol.GetCapacityBytes()
+	if size == 0 {
+		size = storageRequest(pvc)
+	}
+	attributes := map[string]string{csiProvisionerIdentityKey: identity}
+	maps.Copy(attributes, vol.GetVolumeContext())
+	source := &corev1.CSIPersistentVolumeSource{Driver: CSIDriver, VolumeHandle: vol.GetVolumeId(), VolumeAttributes: attributes}
+	if pvc.Spec.VolumeMode == nil || *pvc.Spec.VolumeMode != corev1.PersistentVolumeBlock {
+		source.FSType = fsType
 	}
 	return &corev1.PersistentVolume{
-		ObjectMeta: metav1.ObjectMeta{Name: vol.Name},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Annotations: map[string]string{annDeletionSecretRefName: "", annDeletionSecretRefNamespace: ""}},
 		Spec: corev1.PersistentVolumeSpec{
-			Capacity:                      corev1.ResourceList{corev1.ResourceStorage: *resource.NewQuantity(vol.Spec.Size, resource.BinarySI)},
+			Capacity:                      corev1.ResourceList{corev1.ResourceStorage: *resource.NewQuantity(size, resource.BinarySI)},
 			AccessModes:                   pvc.Spec.AccessModes,
 			PersistentVolumeReclaimPolicy: reclaim,
 			StorageClassName:              class.Name,
 			VolumeMode:                    pvc.Spec.VolumeMode,
 			MountOptions:                  class.MountOptions,
-			PersistentVolumeSource: corev1.PersistentVolumeSource{CSI: &corev1.CSIPersistentVolumeSource{
-				Driver: CSIDriver, VolumeHandle: vol.Name, FSType: fsType, VolumeAttributes: class.Parameters,
-			}},
+			PersistentVolumeSource:        corev1.PersistentVolumeSource{CSI: source},
 		},
 	}
+}
+
+// storageRequest is the claim's storage request in bytes (0 for none).
+func storageRequest(pvc *corev1.PersistentVolumeClaim) int64 {
+	q := pvc.Spec.Resources.Requests[corev1.ResourceStorage]
+	return q.Value()
 }
 
 // roundUpSize rounds a size up to Longhorn's 2 MiB alignment, as Longhorn's

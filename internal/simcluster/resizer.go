@@ -3,11 +3,9 @@ package simcluster
 import (
 	"context"
 	"fmt"
-	"regexp"
-	"strconv"
 	"time"
 
-	longhornclient "github.com/longhorn/longhorn-manager/client"
+	"github.com/container-storage-interface/spec/lib/go/csi"
 	lhv1 "github.com/longhorn/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -21,6 +19,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
@@ -28,31 +27,6 @@ import (
 
 	"github.com/longhorn/diskschedule/internal/conditions"
 )
-
-// longhornOutOfRange is the expression Longhorn v1.12.0's CSI driver
-// matches against the error of its volume update in ControllerExpandVolume
-// (csi/controller_server.go: regexp.MatchString("failed to schedule .* more
-// bytes to disk", err.Error())): a match is answered OutOfRange, any other
-// error Internal.
-var longhornOutOfRange = regexp.MustCompile("failed to schedule .* more bytes to disk")
-
-// ControllerExpandError is what Longhorn's ControllerExpandVolume answers
-// when Longhorn's API refused to expand the volume with err: the gRPC
-// status OutOfRange when err's message matches Longhorn's expression (the
-// gate's refusal of a growth the disk can never hold says it in those
-// words), Internal otherwise — Longhorn's own expansion check among them:
-// its "cannot schedule … more bytes to disk" and "does not have sufficient
-// physical space" do not match, so Longhorn's CSI driver answers its own
-// capacity refusal Internal and the external resizer retries it.
-func ControllerExpandError(err error) error {
-	if _, ok := status.FromError(err); ok {
-		return err // answered before Longhorn's API was asked
-	}
-	if longhornOutOfRange.MatchString(err.Error()) {
-		return status.Errorf(codes.OutOfRange, "%v", err)
-	}
-	return status.Errorf(codes.Internal, "%v", err)
-}
 
 // resizeInfeasible reports whether the CSI external-resizer takes err, the
 // answer of ControllerExpandVolume, as infeasible (its
@@ -75,15 +49,16 @@ const InfeasibleRetry = 5 * time.Minute
 // external resizer puts on a claim whose expansion failed.
 const EventReasonVolumeResizeFailed = "VolumeResizeFailed"
 
-// resizer plays the CSI external-resizer with the Longhorn CSI driver's
-// ControllerExpandVolume and the kubelet's node expansion: once
+// resizer plays the CSI external-resizer, calling Longhorn v1.12.0's own
+// CSI ControllerExpandVolume, and the kubelet's node expansion: once
 // kube-controller-manager's expander leaves a bound claim that asks for more
 // than its capacity to an external controller (driver.longhorn.io is no
-// in-tree plugin), it grows the Longhorn Volume's spec.size through
-// Longhorn's API, as Longhorn's CSI driver does (Longhorn's own expansion
-// check, then the Update, where the admission gate decides;
-// expandThroughAPI), then, once every replica has
-// the new size, the PersistentVolume's capacity and the claim's. The claim's
+// in-tree plugin), it asks Longhorn's driver to expand the volume to the
+// claim's request (Longhorn's driver expands it through Longhorn's API —
+// Longhorn's own expansion check, then the volume's update, where the
+// admission gate decides — and answers once the engine has the new size),
+// then sets the PersistentVolume's capacity and the claim's to the size
+// the driver answered. The claim's
 // status follows the external resizer's RecoverVolumeExpansionFailure flow
 // (GA since Kubernetes 1.34): ControllerResizeInProgress with the size in
 // allocatedResources while it expands, ControllerResizeInfeasible when
@@ -110,6 +85,9 @@ func (r *resizer) setup(mgr ctrl.Manager) error {
 		return out
 	}
 	return ctrl.NewControllerManagedBy(mgr).Named("simcluster-csi-resizer").
+		// The external resizer's --workers default: each waits for its
+		// ControllerExpandVolume.
+		WithOptions(controller.Options{MaxConcurrentReconciles: resizerWorkers}).
 		For(&corev1.PersistentVolumeClaim{}, builder.WithPredicates(claimChanged)).
 		Watches(&lhv1.Volume{}, handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
 			return volumeClaims(ctx, o.GetName())
@@ -166,7 +144,7 @@ func (r *resizer) reconcile(ctx context.Context, req reconcile.Request) (reconci
 	if err := r.markInProgress(ctx, pvc, want); err != nil {
 		return requeueOnConflict(err)
 	}
-	res, err := r.expand(ctx, pvc, pv, name, roundUpSize(want.Value()))
+	res, err := r.expand(ctx, pvc, pv, name, want.Value())
 	if err != nil {
 		return requeueOnConflict(err)
 	}
@@ -248,34 +226,39 @@ func (r *resizer) markInProgress(ctx context.Context, pvc *corev1.PersistentVolu
 	return nil
 }
 
-// expand takes the next step of growing volume name to size: the Volume's
-// spec.size, then, once its replicas have the size, the PersistentVolume's
-// capacity, then the claim's.
+// expand asks Longhorn's CSI driver to expand volume name to size
+// (ControllerExpandVolume, as the external resizer asks it: the volume's
+// capability of the PersistentVolume's access modes, volume mode, fsType
+// and mount options), then gives the PersistentVolume and the claim the
+// capacity the driver answered.
 func (r *resizer) expand(ctx context.Context, pvc *corev1.PersistentVolumeClaim, pv *corev1.PersistentVolume, name string, size int64) (reconcile.Result, error) {
-	vol := &lhv1.Volume{}
-	if err := r.sim.client.Get(ctx, types.NamespacedName{Namespace: r.sim.namespace, Name: name}, vol); err != nil {
-		return reconcile.Result{}, client.IgnoreNotFound(err)
-	}
-	if vol.Spec.Size < size {
-		if err := expandThroughAPI(r.sim.longhornAPI, vol.Name, size); err != nil {
-			if apierrors.IsConflict(err) {
-				return reconcile.Result{}, err
-			}
-			return r.failed(ctx, pvc, pv, ControllerExpandError(err))
-		}
-		ctrl.LoggerFrom(ctx).Info("Expanding the volume", "volume", name, "size", size, "claim", klog.KObj(pvc))
-		return reconcile.Result{}, nil // the replicas' resizing brings the claim back
-	}
-	expanded, err := r.replicasExpanded(ctx, vol)
-	if err != nil || !expanded {
+	driver, caps, err := r.sim.csi.client(ctx)
+	if err != nil {
 		return reconcile.Result{}, err
 	}
-	capacity := *resource.NewQuantity(vol.Spec.Size, resource.BinarySI)
+	volCap, err := csiVolumeCapability(pv.Spec.AccessModes, pv.Spec.VolumeMode, pv.Spec.CSI.FSType, pv.Spec.MountOptions, caps)
+	if err != nil {
+		return r.failed(ctx, pvc, pv, err)
+	}
+	ctrl.LoggerFrom(ctx).Info("Expanding the volume", "volume", name, "size", size, "claim", klog.KObj(pvc))
+	expandCtx, cancel := context.WithTimeout(ctx, csiTimeout)
+	defer cancel()
+	rsp, err := driver.ControllerExpandVolume(expandCtx, &csi.ControllerExpandVolumeRequest{
+		VolumeId: name, CapacityRange: &csi.CapacityRange{RequiredBytes: size}, VolumeCapability: volCap,
+	})
+	if err != nil {
+		return r.failed(ctx, pvc, pv, err)
+	}
+	expanded := rsp.GetCapacityBytes()
+	if expanded < size {
+		expanded = size
+	}
+	capacity := *resource.NewQuantity(expanded, resource.BinarySI)
 	if pvCapacity := pv.Spec.Capacity[corev1.ResourceStorage]; pvCapacity.Cmp(capacity) < 0 {
 		base := pv.DeepCopy()
 		pv.Spec.Capacity = corev1.ResourceList{corev1.ResourceStorage: capacity}
 		if err := r.sim.client.Patch(ctx, pv, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})); err != nil {
-			return reconcile.Result{}, fmt.Errorf("expanding PersistentVolume %s to %d bytes: %w", pv.Name, vol.Spec.Size, err)
+			return reconcile.Result{}, fmt.Errorf("expanding PersistentVolume %s to %d bytes: %w", pv.Name, expanded, err)
 		}
 	}
 	// The expansion finished: the capacity, no resize condition, no
@@ -288,21 +271,22 @@ func (r *resizer) expand(ctx context.Context, pvc *corev1.PersistentVolumeClaim,
 		pvc.Status.AllocatedResourceStatuses = nil
 	}
 	if err := r.sim.client.Status().Patch(ctx, pvc, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})); err != nil {
-		return reconcile.Result{}, fmt.Errorf("expanding claim %s to %d bytes: %w", klog.KObj(pvc), vol.Spec.Size, err)
+		return reconcile.Result{}, fmt.Errorf("expanding claim %s to %d bytes: %w", klog.KObj(pvc), expanded, err)
 	}
-	ctrl.LoggerFrom(ctx).Info("Expanded the claim", "claim", klog.KObj(pvc), "volume", name, "size", vol.Spec.Size)
+	ctrl.LoggerFrom(ctx).Info("Expanded the claim", "claim", klog.KObj(pvc), "volume", name, "size", expanded)
 	return reconcile.Result{}, nil
 }
 
 // failed records ControllerExpandVolume's answer rpcErr as the external
-// resizer does: a Warning Event VolumeResizeFailed on the claim, the
-// ControllerResizeError condition, and, for an infeasible code,
-// ControllerResizeInfeasible, after which the size is left for
-// InfeasibleRetry; any other failure is returned and retried with the
-// controller's backoff.
+// resizer does: the ControllerResizeError condition, for an infeasible
+// code ControllerResizeInfeasible too, and a Warning Event
+// VolumeResizeFailed on the claim. They are written only on the claim as
+// it was read: a claim that changed since (expanded meanwhile, when the
+// cache had not caught up, and its volume since detaching) is looked at
+// again. An infeasible size is then left for InfeasibleRetry; any other
+// failure is returned and retried with the controller's backoff.
 func (r *resizer) failed(ctx context.Context, pvc *corev1.PersistentVolumeClaim, pv *corev1.PersistentVolume, rpcErr error) (reconcile.Result, error) {
 	err := fmt.Errorf("resize volume %q by resizer %q failed: %w", pv.Name, CSIDriver, rpcErr)
-	r.recorder.Eventf(pvc, nil, corev1.EventTypeWarning, EventReasonVolumeResizeFailed, "Resize", "%s", truncate(err.Error(), maxEventNote))
 	infeasible := resizeInfeasible(rpcErr)
 	base := pvc.DeepCopy()
 	mergeResizeConditions(pvc, true, corev1.PersistentVolumeClaimCondition{
@@ -315,9 +299,15 @@ func (r *resizer) failed(ctx context.Context, pvc *corev1.PersistentVolumeClaim,
 		}
 		pvc.Status.AllocatedResourceStatuses[corev1.ResourceStorage] = corev1.PersistentVolumeClaimControllerResizeInfeasible
 	}
-	if perr := r.sim.client.Status().Patch(ctx, pvc, client.MergeFrom(base)); perr != nil {
+	// A claim the cache had not caught up with (expanded meanwhile, the
+	// volume since detaching) is looked at again rather than marked.
+	if perr := r.sim.client.Status().Patch(ctx, pvc, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})); perr != nil {
+		if apierrors.IsConflict(perr) {
+			return reconcile.Result{}, perr
+		}
 		return reconcile.Result{}, fmt.Errorf("%w; marking claim %s: %v", err, klog.KObj(pvc), perr)
 	}
+	r.recorder.Eventf(pvc, nil, corev1.EventTypeWarning, EventReasonVolumeResizeFailed, "Resize", "%s", truncate(err.Error(), maxEventNote))
 	if !infeasible {
 		return reconcile.Result{}, err
 	}
@@ -325,54 +315,8 @@ func (r *resizer) failed(ctx context.Context, pvc *corev1.PersistentVolumeClaim,
 	return reconcile.Result{RequeueAfter: InfeasibleRetry}, nil
 }
 
-// replicasExpanded reports whether every replica of vol has its size.
-func (r *resizer) replicasExpanded(ctx context.Context, vol *lhv1.Volume) (bool, error) {
-	replicas := &lhv1.ReplicaList{}
-	if err := r.sim.client.List(ctx, replicas, client.InNamespace(r.sim.namespace), client.MatchingFields{replicaByVolume: vol.Name}); err != nil {
-		return false, fmt.Errorf("listing the replicas of volume %s: %w", vol.Name, err)
-	}
-	for _, rep := range replicas.Items {
-		if rep.Spec.VolumeSize < vol.Spec.Size {
-			return false, nil
-		}
-	}
-	return true, nil
-}
-
-// expandThroughAPI expands volume name to size as Longhorn v1.12.0's CSI
-// driver does in ControllerExpandVolume: its Longhorn API client's
-// Volume.ActionExpand, answered by longhorn-manager's API handler, which is
-// Longhorn's VolumeManager.Expand (its own expansion checks, then the
-// volume's update, where the admission gate decides). As that driver, it
-// expands only a volume with one engine, detached or attached
-// (csi/controller_server.go, lines 1372-1377), answering
-// InvalidArgument or FailedPrecondition otherwise.
-func expandThroughAPI(url, name string, size int64) error {
-	c, err := longhornclient.NewRancherClient(&longhornclient.ClientOpts{Url: url, Timeout: apiTimeout})
-	if err != nil {
-		return fmt.Errorf("reaching Longhorn's API at %s: %w", url, err)
-	}
-	vol, err := c.Volume.ById(name)
-	if err != nil {
-		return fmt.Errorf("getting volume %s from Longhorn's API: %w", name, err)
-	}
-	if vol == nil {
-		return fmt.Errorf("volume %s missing", name)
-	}
-	if len(vol.Controllers) != 1 {
-		return status.Errorf(codes.InvalidArgument, "volume %s invalid controller count %v", name, len(vol.Controllers))
-	}
-	if vol.State != string(lhv1.VolumeStateDetached) && vol.State != string(lhv1.VolumeStateAttached) {
-		return status.Errorf(codes.FailedPrecondition, "volume %s invalid state %v for controller volume expansion", name, vol.State)
-	}
-	if _, err := c.Volume.ActionExpand(vol, &longhornclient.ExpandInput{Size: strconv.FormatInt(size, 10)}); err != nil {
-		return err
-	}
-	return nil
-}
-
-// apiTimeout bounds one call to Longhorn's API.
-const apiTimeout = 30 * time.Second
+// resizerWorkers is the external resizer's --workers default.
+const resizerWorkers = 10
 
 // maxEventNote bounds an Event's note (the events API refuses longer ones).
 const maxEventNote = 1000

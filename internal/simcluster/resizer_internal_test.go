@@ -12,33 +12,20 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// ControllerExpandVolume's answer to a failed volume update, and whether
-// the external resizer takes it as infeasible.
-func TestControllerExpandError(t *testing.T) {
-	for _, tc := range []struct {
-		err        string
-		code       codes.Code
-		infeasible bool
-	}{
-		// Longhorn's own capacity refusals (CheckReplicasSizeExpansion,
-		// wrapped by its volume manager): retried.
-		{"unable to expand volume v: error while CheckReplicasSizeExpansion for volume v: cannot schedule 10737418240 more bytes to disk 3a2b with &{...}; Scheduling space condition failed: ...", codes.Internal, false},
-		{"unable to expand volume v: error while CheckReplicasSizeExpansion for volume v: disk 3a2b does not have sufficient physical space for expansion: physical free space would drop below minimal: ...", codes.Internal, false},
-		// The gate's refusal of a growth the disk can never hold, behind the
-		// API server's webhook denial and Longhorn's volume manager.
-		{`unable to expand volume v: admission webhook "volumes.gate.diskschedule.longhorn.io" denied the request: diskschedule-gate: failed to schedule 5 more bytes to disk d: volume v grows from 10Gi to 20Gi, but ...`, codes.OutOfRange, true},
-		// Not about room: retried.
-		{"admission webhook denied the request: simulated gate: no room to expand", codes.Internal, false},
-		{"diskschedule-gate: volume v grows from 10Gi to 20Gi: the ledger gave no decision in time; retry", codes.Internal, false},
-		{"failed to schedule the replica", codes.Internal, false},
+// The codes of ControllerExpandVolume the external resizer takes as
+// infeasible: InvalidArgument, OutOfRange and NotFound, not Internal or
+// the others it retries.
+func TestResizeInfeasible(t *testing.T) {
+	for code, infeasible := range map[codes.Code]bool{
+		codes.InvalidArgument: true, codes.OutOfRange: true, codes.NotFound: true,
+		codes.Internal: false, codes.FailedPrecondition: false, codes.DeadlineExceeded: false, codes.Unavailable: false,
 	} {
-		got := ControllerExpandError(errors.New(tc.err))
-		if status.Code(got) != tc.code || status.Convert(got).Message() != tc.err {
-			t.Errorf("%q is answered %v, want %s with the error's message", tc.err, got, tc.code)
+		if got := resizeInfeasible(status.Error(code, "refused")); got != infeasible {
+			t.Errorf("%s: infeasible %v, want %v", code, got, infeasible)
 		}
-		if resizeInfeasible(got) != tc.infeasible {
-			t.Errorf("%q: infeasible %v, want %v", tc.err, !tc.infeasible, tc.infeasible)
-		}
+	}
+	if resizeInfeasible(errors.New("not a gRPC status")) {
+		t.Error("an error that is no gRPC status is infeasible")
 	}
 }
 

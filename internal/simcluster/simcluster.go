@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/config"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 )
 
@@ -91,7 +92,7 @@ type Options struct {
 	Allocatable corev1.ResourceList
 	// CSI runs the Longhorn CSI driver's part of the cluster: the
 	// provisioner, which makes a claim a Longhorn Volume through
-	// LonghornAPI, the storage capacity it publishes and the resizer. False
+	// Longhorn's CSI driver at CSIEndpoint, the storage capacity it publishes and the resizer. False
 	// (the sandbox's --simulated-longhorn=false) runs only the nodes.
 	CSI bool
 	// NodeIPs are the nodes' addresses, where the sandbox's simulated data
@@ -102,11 +103,11 @@ type Options struct {
 	// instance manager controllers keep the Longhorn Nodes' status and the
 	// InstanceManagers on these addresses.
 	NodeIPs map[string]string
-	// LonghornAPI is the URL of longhorn-manager's REST API
-	// (http://…:9500/v1), which the CSI driver calls, as Longhorn's does:
-	// Longhorn's own VolumeManager runs its checks and writes the volume.
-	// Required with CSI.
-	LonghornAPI string
+	// CSIEndpoint is the Unix socket where Longhorn v1.12.0's own CSI
+	// Identity and Controller services serve (sandbox-longhorn's
+	// --csi-socket), which the provisioner and the resizer call, as the
+	// CSI sidecars call longhorn-csi-plugin. Required with CSI.
+	CSIEndpoint string
 	// NodeLeaseDuration is the duration of each simulated node's Lease in
 	// kube-node-lease, renewed every quarter of it; zero is
 	// DefaultNodeLeaseDuration, the kubelet's default.
@@ -179,6 +180,13 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 		&kubelet{sim: s},
 	}
 	if opts.CSI {
+		// The sidecars' connection to the driver closes when they stop.
+		if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
+			<-ctx.Done()
+			return s.csi.close()
+		})); err != nil {
+			return fmt.Errorf("adding the CSI driver's connection: %w", err)
+		}
 		capacity := &capacityPublisher{sim: s, pollInterval: opts.CapacityPollInterval}
 		controllers = append(controllers,
 			&csiDeployer{sim: s},
@@ -232,8 +240,9 @@ type sim struct {
 	nodeByName map[string]*NodeSpec
 	// nodeIPs is Options.NodeIPs.
 	nodeIPs map[string]string
-	// longhornAPI is Options.LonghornAPI.
-	longhornAPI string
+	// csi is the connection to Longhorn's CSI driver at
+	// Options.CSIEndpoint.
+	csi *csiConnection
 	// outages is Options.Outages.
 	outages *Outages
 }
@@ -243,12 +252,12 @@ func newSim(mgr ctrl.Manager, opts Options) (*sim, error) {
 	if opts.Namespace == "" {
 		return nil, errors.New("the simulated Longhorn needs Longhorn's namespace")
 	}
-	if opts.CSI && opts.LonghornAPI == "" {
-		return nil, errors.New("the simulated CSI driver needs Longhorn's API")
+	if opts.CSI && opts.CSIEndpoint == "" {
+		return nil, errors.New("the simulated CSI sidecars need Longhorn's CSI driver's endpoint")
 	}
 	s := &sim{
 		client: mgr.GetClient(), namespace: opts.Namespace, allocatable: opts.Allocatable,
-		nodeIPs: opts.NodeIPs, longhornAPI: opts.LonghornAPI, outages: opts.Outages, nodeByName: map[string]*NodeSpec{},
+		nodeIPs: opts.NodeIPs, csi: &csiConnection{endpoint: opts.CSIEndpoint}, outages: opts.Outages, nodeByName: map[string]*NodeSpec{},
 	}
 	if s.allocatable == nil {
 		s.allocatable = DefaultAllocatable()

@@ -34,9 +34,9 @@ import (
 const expansionGrace = 10 * time.Second
 
 // TestExpansion expands a claim through its PVC with the sandbox's CSI
-// external resizer, which grows the volume through Longhorn's own API, as
-// Longhorn's CSI driver does (Longhorn's expansion check, then the
-// volume's update, where the real gate decides):
+// external resizer, which calls Longhorn's own CSI ControllerExpandVolume,
+// which grows the volume through Longhorn's API (Longhorn's expansion
+// check, then the volume's update, where the real gate decides):
 //
 //   - A refusal that ends by itself: a racing placement holds a grant on
 //     the replica's disk that no Longhorn write backs yet (a request of

@@ -23,13 +23,14 @@ import (
 )
 
 // TestClaimsProvisionedThroughLonghornsAPI: the sandbox's CSI provisioner
-// creates a claim's volume through Longhorn's REST API with what Longhorn's
-// CSI driver sends, so Longhorn's API and webhooks decide: a 1 MiB
+// calls Longhorn's own CSI controller server (CreateVolume, DeleteVolume),
+// which creates a claim's volume through Longhorn's REST API, so Longhorn's
+// driver, API and webhooks decide: a 1 MiB
 // ReadWriteOncePod claim becomes a 10 MiB (Longhorn's minimal size) rwop
 // volume with its class's staleReplicaTimeout, whose PersistentVolume has
 // Longhorn's size; a class selecting a disk tag no disk has is refused by
 // Longhorn's API, whose message the claim's ProvisioningFailed Event
-// carries; a deleted claim's volume is deleted through the API.
+// carries; a deleted claim's volume is deleted through the driver.
 func TestClaimsProvisionedThroughLonghornsAPI(t *testing.T) {
 	sb := sandboxtest.Start(t, sandboxtest.Options{Sandbox: sandbox.Options{Topology: sandboxtest.Nodes(3, 100*gib)}, TailLogs: []string{"longhorn-manager.log"}})
 	c := sb.Client()

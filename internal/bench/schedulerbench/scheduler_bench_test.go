@@ -717,8 +717,8 @@ func report(b *testing.B, format string, args ...any) {
 }
 
 // removePhase deletes the pods and claims of ns and waits until Longhorn has
-// deleted their volumes (the claims' reclaim policy is Delete, and the CSI
-// driver deletes each volume through Longhorn's API); it returns how long
+// deleted their volumes (the claims' reclaim policy is Delete, and Longhorn's
+// CSI driver deletes each volume through Longhorn's API); it returns how long
 // that took.
 func removePhase(b *testing.B, ctx context.Context, sb *sandbox.Sandbox, c client.Client, ns string) time.Duration {
 	b.Helper()
