@@ -56,11 +56,12 @@ func twoThousandReplicasOnOneDisk(t *testing.T, withGate bool) {
 	defer cancel()
 	uuid := sandbox.DiskUUID("node-1", "disk-1")
 	start := time.Now()
-	var noLeader atomic.Int64
+	var noLeader, undecided atomic.Int64
 	inParallel(t, bigDiskReplicas, func(i int) error {
 		vol := fmt.Sprintf("pvc-big-%04d", i)
-		// A write the gate answers "no leader is deciding" is retried, as
-		// Longhorn's worker retries it; every other refusal fails.
+		// A write the gate answers "no leader is deciding" or "no decision
+		// in time" is retried, as Longhorn's worker retries it; every
+		// other refusal fails.
 		for {
 			r := testenv.Replica(sandbox.Namespace, vol+"-r-1", testenv.ReplicaFixture{Volume: vol, Size: gib,
 				NodeID: "node-1", DiskName: "disk-1", DiskID: uuid})
@@ -73,13 +74,20 @@ func twoThousandReplicasOnOneDisk(t *testing.T, withGate bool) {
 			if err == nil {
 				return nil
 			}
-			if !strings.Contains(err.Error(), "no leader is deciding") || ctx.Err() != nil {
+			switch {
+			case ctx.Err() != nil:
+				return fmt.Errorf("creating replica %s: %w", r.Name, err)
+			case strings.Contains(err.Error(), "no leader is deciding"):
+				noLeader.Add(1)
+			case strings.Contains(err.Error(), "the ledger gave no decision in time"):
+				undecided.Add(1)
+			default:
 				return fmt.Errorf("creating replica %s: %w", r.Name, err)
 			}
-			noLeader.Add(1)
 		}
 	})
-	t.Logf("%d replicas created in %s; %d writes answered that no leader was deciding, and retried", bigDiskReplicas, time.Since(start).Round(time.Millisecond), noLeader.Load())
+	t.Logf("%d replicas created in %s; %d writes answered that no leader was deciding and %d that the ledger gave no decision in time, and retried",
+		bigDiskReplicas, time.Since(start).Round(time.Millisecond), noLeader.Load(), undecided.Load())
 	waitLedgerOf(ctx, t, c, uuid, bigDiskReplicas)
 	t.Logf("the mirror adopted them %s after the first was created", time.Since(start).Round(time.Millisecond))
 	logLonghornsCount(ctx, t, c)
