@@ -22,16 +22,8 @@ import (
 // a mount namespace of the process's own, and refuses otherwise: mounted in
 // the host's, the disks would outlive the sandbox.
 func MountDisks(root string, disks []dataplane.Disk) error {
-	own, err := ownMountNamespace()
-	if err != nil {
+	if err := privateMountNamespace("the sandbox's disks"); err != nil {
 		return err
-	}
-	if !own {
-		return errors.New("mounting the sandbox's disks: the process shares the host's mount namespace; start it in one of its own (CLONE_NEWNS)")
-	}
-	// Nothing mounted here propagates to the host.
-	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
-		return fmt.Errorf("making the mount namespace private: %w", err)
 	}
 	if err := os.MkdirAll(root, 0o755); err != nil {
 		return fmt.Errorf("creating %s: %w", root, err)
@@ -57,6 +49,24 @@ func MountDisks(root string, disks []dataplane.Disk) error {
 		if err := os.Mkdir(filepath.Join(d.Path, "replicas"), 0o755); err != nil {
 			return fmt.Errorf("disk %s: %w", d.Name, err)
 		}
+	}
+	return nil
+}
+
+// privateMountNamespace makes the process's own mount namespace private,
+// so that nothing mounted in it propagates to the host, and refuses when
+// the process shares the host's: what would be mounted there (what) would
+// outlive the sandbox.
+func privateMountNamespace(what string) error {
+	own, err := ownMountNamespace()
+	if err != nil {
+		return err
+	}
+	if !own {
+		return fmt.Errorf("mounting %s: the process shares the host's mount namespace; start it in one of its own (CLONE_NEWNS)", what)
+	}
+	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
+		return fmt.Errorf("mounting %s: making the mount namespace private: %w", what, err)
 	}
 	return nil
 }
@@ -110,15 +120,8 @@ const ServiceAccountDir = "/var/run/secrets/kubernetes.io/serviceaccount"
 // descriptor opened before the mount, a symbolic link made again; then the
 // missing directories down to dir are made in the tmpfs.
 func MountServiceAccountDir(dir string) error {
-	own, err := ownMountNamespace()
-	if err != nil {
+	if err := privateMountNamespace("the service account's files"); err != nil {
 		return err
-	}
-	if !own {
-		return errors.New("mounting the service account's files: the process shares the host's mount namespace; start it in one of its own (CLONE_NEWNS)")
-	}
-	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
-		return fmt.Errorf("making the mount namespace private: %w", err)
 	}
 	anchor := dir
 	for {
@@ -135,7 +138,8 @@ func MountServiceAccountDir(dir string) error {
 		}
 		return nil
 	}
-	if anchor, err = filepath.EvalSymlinks(anchor); err != nil {
+	anchor, err := filepath.EvalSymlinks(anchor)
+	if err != nil {
 		return fmt.Errorf("mounting the service account's files: %w", err)
 	}
 	if anchor == "/" {
