@@ -60,19 +60,19 @@ vet: ## Run go vet against code.
 	go vet ./...
 
 .PHONY: test
-test: verify vet controlplane sandbox-longhorn ## Check generated files, vet, and run every test against a real kube-apiserver and etcd.
+test: verify vet controlplane sandbox-longhorn sandbox-csi ## Check generated files, vet, and run every test against a real kube-apiserver and etcd.
 	KUBEBUILDER_ASSETS="$(TEST_ASSETS)" go test ./... $(GO_TEST_FLAGS)
 
 SANDBOX_ARGS ?=
 
 .PHONY: sandbox
-sandbox: controlplane sandbox-longhorn ## Run etcd, kube-apiserver, kube-controller-manager, kube-scheduler (with the extender), the manager and Longhorn (longhorn-manager v1.12.0's own controllers on a simulated data plane) locally until ^C; flags in SANDBOX_ARGS.
+sandbox: controlplane sandbox-longhorn sandbox-csi ## Run etcd, kube-apiserver, kube-controller-manager, kube-scheduler (with the extender), the manager and Longhorn (longhorn-manager v1.12.0's own controllers on a simulated data plane) locally until ^C; flags in SANDBOX_ARGS.
 	KUBEBUILDER_ASSETS="$(TEST_ASSETS)" go run ./cmd/sandbox $(SANDBOX_ARGS)
 
 DEMO_ARGS ?=
 
 .PHONY: demo
-demo: controlplane sandbox-longhorn ## Run the scheduler extender's test plan in sandboxes, with and without the extender, and claims beyond capacity with and without the admission gate, and print side-by-side reports; flags in DEMO_ARGS (-scenarios=claims runs one).
+demo: controlplane sandbox-longhorn sandbox-csi ## Run the scheduler extender's test plan in sandboxes, with and without the extender, and claims beyond capacity with and without the admission gate, and print side-by-side reports; flags in DEMO_ARGS (-scenarios=claims runs one).
 	KUBEBUILDER_ASSETS="$(TEST_ASSETS)" go run ./cmd/demo $(DEMO_ARGS)
 
 ##@ Build
@@ -130,6 +130,11 @@ controlplane: ## Build kube-apiserver, kube-controller-manager, kube-scheduler a
 sandbox-longhorn: ## Build bin/sandbox-longhorn, longhorn-manager v1.12.0's own controllers and webhooks for the sandbox (the first build takes minutes; the sandbox also builds it when it is stale).
 	@echo "sandbox-longhorn: building $(LOCALBIN)/sandbox-longhorn"
 	go build -o $(LOCALBIN)/sandbox-longhorn ./cmd/sandbox-longhorn
+
+.PHONY: sandbox-csi
+sandbox-csi: ## Build bin/sandbox-csi, the CSI external-provisioner and external-resizer in front of Longhorn's CSI driver for the sandbox (the sandbox also builds it when it is stale).
+	@echo "sandbox-csi: building $(LOCALBIN)/sandbox-csi"
+	go build -o $(LOCALBIN)/sandbox-csi ./cmd/sandbox-csi
 
 .PHONY: controller-gen
 controller-gen: $(CONTROLLER_GEN) ## Build controller-gen into bin/.

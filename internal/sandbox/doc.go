@@ -12,8 +12,9 @@
 // cluster; longhorn-manager v1.12.0's own control plane (cmd/sandbox-longhorn,
 // internal/longhornmanager) on the simulated data plane (internal/dataplane);
 // and the simulated cluster around it of package simcluster: the nodes'
-// kubelets and the CSI sidecars (provisioner, capacity, resizer) that call
-// Longhorn's own CSI controller server in sandbox-longhorn.
+// kubelets, and the CSI sidecars (provisioner, capacity, resizer), in a
+// process of their own (cmd/sandbox-csi), that call Longhorn's own CSI
+// controller server in sandbox-longhorn.
 // The cluster is described by a Topology file.
 //
 // The nodes and their pods are the simulated cluster's kubelets, not

@@ -38,14 +38,10 @@ const longhornCommand = "github.com/longhorn/diskschedule/cmd/sandbox-longhorn"
 func (s *Sandbox) startLonghornControllers(ctx context.Context) error {
 	bin := s.opts.LonghornBinary
 	if bin == "" {
-		root := filepath.Dir(s.opts.ConfigDir)
-		bin = filepath.Join(root, "bin", "sandbox-longhorn")
-		s.progress("building %s (longhorn-manager v1.12.0's controllers; the first build takes minutes)", bin)
-		start := time.Now()
-		if err := buildLocked(ctx, root, bin, longhornCommand); err != nil {
+		var err error
+		if bin, err = s.build(ctx, "sandbox-longhorn", longhornCommand, "longhorn-manager v1.12.0's controllers; the first build takes minutes"); err != nil {
 			return err
 		}
-		s.progress("built %s in %s", bin, time.Since(start).Round(100*time.Millisecond))
 	}
 	kubeconfig := filepath.Join(s.workDir, "longhorn-manager.kubeconfig")
 	if err := os.WriteFile(kubeconfig, s.adminKubeconfig, 0o600); err != nil {
@@ -102,6 +98,20 @@ func (s *Sandbox) startLonghornControllers(ctx context.Context) error {
 	}()
 	s.progress("started longhorn-manager v1.12.0's own control plane (pid %d): %s", s.longhorn.PID(), strings.TrimSpace(string(started)))
 	return nil
+}
+
+// build builds the command pkg into bin/name of the project's module and
+// returns its path, reporting progress (what it is).
+func (s *Sandbox) build(ctx context.Context, name, pkg, what string) (string, error) {
+	root := filepath.Dir(s.opts.ConfigDir)
+	bin := filepath.Join(root, "bin", name)
+	s.progress("building %s (%s)", bin, what)
+	start := time.Now()
+	if err := buildLocked(ctx, root, bin, pkg); err != nil {
+		return "", err
+	}
+	s.progress("built %s in %s", bin, time.Since(start).Round(100*time.Millisecond))
+	return bin, nil
 }
 
 // buildLocked builds pkg into bin from the module at root, one build at a

@@ -173,9 +173,10 @@ type Sandbox struct {
 	longhornControl string
 	outages         *simcluster.Outages
 	// longhornCSI is the Unix socket of Longhorn's CSI controller server
-	// in sandbox-longhorn, which the simulated CSI sidecars call; "" with
-	// LonghornNodesOnly.
+	// in sandbox-longhorn, which the CSI sidecars (csiSidecars, nil with
+	// LonghornNodesOnly) call; "" with LonghornNodesOnly.
 	longhornCSI string
+	csiSidecars *controlplane.Process
 
 	runners []*runner
 	// managers are the runners of the managers, in Options.Managers order;
@@ -552,19 +553,22 @@ func (s *Sandbox) startLonghorn(ctx context.Context) error {
 		return err
 	}
 	mgr, err := simcluster.NewManager(s.adminConfig, s.scheme, simcluster.Options{
-		Namespace:            Namespace,
-		Nodes:                s.opts.Topology.Longhorn(),
-		CSI:                  !s.opts.LonghornNodesOnly,
-		NodeIPs:              nodeIPs,
-		CSIEndpoint:          s.longhornCSI,
-		NodeLeaseDuration:    nodeLeaseDuration(s.opts.NodeMonitorGracePeriod),
-		CapacityPollInterval: s.opts.CapacityPollInterval,
-		Outages:              s.outages,
+		Namespace:         Namespace,
+		Nodes:             s.opts.Topology.Longhorn(),
+		CSI:               !s.opts.LonghornNodesOnly,
+		NodeIPs:           nodeIPs,
+		NodeLeaseDuration: nodeLeaseDuration(s.opts.NodeMonitorGracePeriod),
+		Outages:           s.outages,
 	})
 	if err != nil {
 		return err
 	}
 	s.run("the simulated cluster", mgr)
+	if !s.opts.LonghornNodesOnly {
+		if err := s.startCSISidecars(ctx); err != nil {
+			return err
+		}
+	}
 	if s.opts.LonghornNodesOnly {
 		s.progress("started the simulated cluster: %d nodes with %d disks, kubelets, no replica placement", len(s.opts.Topology.Nodes), s.opts.Topology.DiskCount())
 	} else {
@@ -828,8 +832,8 @@ func (s *Sandbox) waitReady(ctx context.Context) error {
 }
 
 // Stop stops kube-scheduler, kube-controller-manager, the manager, the
-// simulated cluster, kube-apiserver and etcd, in that order, waits until every one has
-// stopped, and removes the kubeconfig it wrote. It may be called more than
+// simulated cluster, the CSI sidecars, Longhorn, kube-apiserver and etcd,
+// in that order, waits until every one has stopped, and removes the kubeconfig it wrote. It may be called more than
 // once.
 func (s *Sandbox) Stop() error {
 	s.stopOnce.Do(func() {
@@ -846,6 +850,9 @@ func (s *Sandbox) Stop() error {
 		// Stop in reverse order of start: the manager before the simulated cluster.
 		for i := len(s.runners) - 1; i >= 0; i-- {
 			errs = append(errs, s.runners[i].stop())
+		}
+		if s.csiSidecars != nil {
+			errs = append(errs, s.csiSidecars.Stop(10*time.Second))
 		}
 		if s.longhorn != nil {
 			errs = append(errs, s.longhorn.Stop(10*time.Second))
@@ -938,8 +945,10 @@ func (s *Sandbox) KubeconfigPath() string { return s.opts.KubeconfigPath }
 // ExtenderURL returns the extender's URL kube-scheduler calls, or "" without the extender.
 func (s *Sandbox) ExtenderURL() string { return s.extenderURL }
 
-// Processes returns the processes the sandbox started: etcd,
-// kube-apiserver, kube-controller-manager and kube-scheduler.
+// Processes returns the processes the sandbox started, in order: etcd,
+// kube-apiserver, kube-controller-manager, sandbox-longhorn, sandbox-csi
+// (unless Longhorn's node controllers alone run), kube-scheduler and the
+// second kube-scheduler (with Options.SecondaryScheduler).
 func (s *Sandbox) Processes() []Process { return append([]Process(nil), s.processes...) }
 
 // Ports returns the loopback ports the sandbox listens on: kube-apiserver,

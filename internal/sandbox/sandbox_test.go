@@ -714,8 +714,8 @@ func testStop(t *testing.T, sb *sandbox.Sandbox) {
 			t.Errorf("%s (pid %d) is not running before Stop", p.Name, p.PID)
 		}
 	}
-	if got := strings.Join(names, ","); got != "etcd,kube-apiserver,kube-controller-manager,sandbox-longhorn,kube-scheduler" {
-		t.Errorf("Processes() = %s, want etcd, kube-apiserver, kube-controller-manager, sandbox-longhorn and kube-scheduler", got)
+	if got := strings.Join(names, ","); got != "etcd,kube-apiserver,kube-controller-manager,sandbox-longhorn,sandbox-csi,kube-scheduler" {
+		t.Errorf("Processes() = %s, want etcd, kube-apiserver, kube-controller-manager, sandbox-longhorn, sandbox-csi and kube-scheduler", got)
 	}
 	if len(ports) < 5 {
 		t.Errorf("Ports() = %v, want at least kube-apiserver, etcd, kube-controller-manager, metrics and kube-scheduler", ports)

@@ -88,8 +88,8 @@ const (
 // csiDeployer plays what longhorn-manager does for its CSI driver's
 // objects: at start it creates the csi-storage-capacity-tracking Setting
 // at Longhorn's default when it is missing and the csi-provisioner
-// Deployment, scaled to zero because its external-provisioner runs
-// in-process (csiProvisioner); and, as its driver deployer and setting
+// Deployment, scaled to zero because its external-provisioner runs in
+// the CSI sidecars' process (CSISidecars); and, as its driver deployer and setting
 // controller do, it keeps the CSIDriver driver.longhorn.io with
 // podInfoOnMount and with storageCapacity equal to the setting, so that
 // kube-scheduler checks the published capacity exactly when the setting is
@@ -181,8 +181,8 @@ func (d *csiDeployer) reconcile(ctx context.Context, req reconcile.Request) (rec
 
 // provisionerDeployment returns the csi-provisioner Deployment of
 // Longhorn's CSI driver in namespace, labelled as longhorn-manager labels
-// it, with no replicas: the simulation runs its external-provisioner
-// in-process. It owns the CSIStorageCapacity objects.
+// it, with no replicas: its external-provisioner runs in the CSI sidecars'
+// process (CSISidecars). It owns the CSIStorageCapacity objects.
 func provisionerDeployment(namespace string) *appsv1.Deployment {
 	labels := lhtypes.GetBaseLabelsForSystemManagedComponent()
 	labels["app"] = csiProvisionerDeployment
@@ -345,14 +345,6 @@ type capacityPublisher struct {
 	sim          *sim
 	config       *rest.Config
 	pollInterval time.Duration
-}
-
-func (c *capacityPublisher) setup(mgr ctrl.Manager) error {
-	c.config = mgr.GetConfig()
-	if c.pollInterval <= 0 {
-		c.pollInterval = DefaultCapacityPollInterval
-	}
-	return nil
 }
 
 // start builds the capacity controller and runs it, its informers and its

@@ -165,8 +165,16 @@ func TestStorageCapacity(t *testing.T) {
 		t.Cleanup(func() { _ = env.Client.Delete(context.Background(), class) })
 	}
 	// Nothing here provisions or expands (Longhorn's CSI driver is not there):
-	// the CSI driver's capacity alone is under test.
-	startSim(t, simcluster.Options{Namespace: ns, CSI: true, CSIEndpoint: filepath.Join(t.TempDir(), "no-csi-driver.sock"), CapacityPollInterval: poll,
+	// the CSI driver's capacity alone is under test. The sidecars are made
+	// before the simulation starts, as before anything else of a process
+	// of their own (CSISidecars).
+	sidecars, err := simcluster.NewCSISidecars(t.Context(), env.Config, env.Scheme, simcluster.CSISidecarOptions{
+		Namespace: ns, CSIEndpoint: filepath.Join(t.TempDir(), "no-csi-driver.sock"), CapacityPollInterval: poll,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	startSim(t, simcluster.Options{Namespace: ns, CSI: true,
 		NodeIPs: map[string]string{n1: "127.0.0.1", n2: "127.0.0.1"}, Nodes: []simcluster.NodeSpec{
 			{Name: n1, Zone: "zone-a", Disks: []simcluster.DiskSpec{disk("disk-1")}},
 			{Name: n2, Disks: []simcluster.DiskSpec{
@@ -174,6 +182,15 @@ func TestStorageCapacity(t *testing.T) {
 				disk("disk-2"),
 			}},
 		}})
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- sidecars.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("the CSI sidecars stopped with %v", err)
+		}
+	})
 	// The nodes' status as Longhorn's node controller writes it.
 	nodes := []testenv.NodeFixture{
 		{Name: n1, Zone: "zone-a", Disks: map[string]testenv.Disk{"disk-1": {UUID: ns + "-n1-1", Size: 400 * gi}}},

@@ -1,8 +1,9 @@
 // Package simcluster is the simulated cluster around Longhorn in the
 // sandbox: the nodes, their kubelets, and the CSI sidecars of Longhorn's CSI
 // driver that run beside kube-controller-manager (the external-provisioner,
-// its storage capacity tracking, the external-resizer), which call
-// Longhorn's own CSI controller server in sandbox-longhorn. Longhorn itself is
+// its storage capacity tracking, the external-resizer: CSISidecars, which
+// run in a process of their own, cmd/sandbox-csi), which call Longhorn's
+// own CSI controller server in sandbox-longhorn. Longhorn itself is
 // longhorn-manager v1.12.0's own control plane (internal/longhornmanager,
 // run by cmd/sandbox-longhorn) on the simulated data plane
 // (internal/dataplane); nothing here places, attaches, starts or rebuilds
@@ -47,8 +48,12 @@
 //   - provisioner.go: the CSI external-provisioner, built on
 //     sig-storage-lib-external-provisioner, in front of Longhorn v1.12.0's
 //     own CSI controller server (csi.NewControllerServer, unmodified),
-//     which sandbox-longhorn serves on a Unix socket (Options.CSIEndpoint;
-//     csiclient.go is the connection): a claim kube-controller-manager's
+//     which sandbox-longhorn serves on a Unix socket
+//     (CSISidecarOptions.CSIEndpoint; csiclient.go is the connection;
+//     sidecars.go makes and runs the sidecars, the provision controller
+//     first: sig-storage-lib-external-provisioner registers Kubernetes'
+//     core types in client-go's global scheme as it makes one, which no
+//     other goroutine may read meanwhile): a claim kube-controller-manager's
 //     PV controller hands to driver.longhorn.io (Immediate, or
 //     WaitForFirstConsumer once kube-scheduler selected a node) becomes a
 //     Longhorn Volume and a PersistentVolume, which the PV controller binds
@@ -80,7 +85,7 @@
 //     and the protection finalizers are kube-controller-manager's.
 //   - capacity.go: storage capacity tracking as Longhorn v1.12 does it.
 //     longhorn-manager's part: the csi-provisioner Deployment (no replicas:
-//     its external-provisioner runs here) and the CSIDriver
+//     its external-provisioner runs in sandbox-csi) and the CSIDriver
 //     driver.longhorn.io with storageCapacity equal to the
 //     csi-storage-capacity-tracking setting. The kubelets' part: each
 //     node's CSINode registers the driver with the topology keys of
@@ -90,7 +95,7 @@
 //     v6.3.0, the release built on the k8s.io modules v0.36 that this module
 //     pins at v0.36.3; v6.4.0 needs v0.37 and controller-runtime v0.25): one
 //     CSIStorageCapacity per node and WaitForFirstConsumer class, refreshed
-//     every Options.CapacityPollInterval (1m, --capacity-poll-interval's
+//     every CSISidecarOptions.CapacityPollInterval (1m, --capacity-poll-interval's
 //     default) and for the class after each volume provisioned. The
 //     capacities are Longhorn's GetCapacity (csi/controller_server.go) over
 //     the Longhorn Node's disk status and settings: NodeCapacity follows its

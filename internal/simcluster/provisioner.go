@@ -4,24 +4,19 @@ import (
 	"context"
 	"fmt"
 	"maps"
-	"math/rand/v2"
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
-	"github.com/kubernetes-csi/external-provisioner/v6/pkg/capacity"
 	lhv1 "github.com/longhorn/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/sig-storage-lib-external-provisioner/v13/controller"
 )
 
@@ -68,9 +63,11 @@ const provisionWorkers = 100
 type csiProvisioner struct {
 	sim    *sim
 	client kubernetes.Interface
-	// capacity publishes storage capacity beside the provisioner, as the
-	// external-provisioner does with --enable-capacity.
-	capacity *capacityPublisher
+	// withCapacity is what the library calls: the storage capacity
+	// published beside the provisioner (capacityPublisher) refreshed after
+	// each provisioning, as the external-provisioner does with
+	// --enable-capacity.
+	withCapacity capacityWrapped
 	// identity is the provisioner's identity, which each
 	// PersistentVolume's volume attributes carry (the
 	// external-provisioner's: its start time, a random number and the
@@ -83,41 +80,6 @@ var (
 	_ controller.BlockProvisioner = &csiProvisioner{}
 	_ controller.Qualifier        = &csiProvisioner{}
 )
-
-func (p *csiProvisioner) setup(mgr ctrl.Manager) error {
-	cs, err := kubernetes.NewForConfig(mgr.GetConfig())
-	if err != nil {
-		return fmt.Errorf("creating the external provisioner's client: %w", err)
-	}
-	p.client = cs
-	p.identity = strconv.FormatInt(time.Now().UnixNano()/int64(time.Millisecond), 10) + "-" + strconv.Itoa(rand.IntN(10000)) + "-" + CSIDriver
-	return mgr.Add(p)
-}
-
-// Start runs the external provisioner until ctx ends, then waits for its
-// workers.
-func (p *csiProvisioner) Start(ctx context.Context) error {
-	ctx = klog.NewContext(ctx, ctrl.LoggerFrom(ctx).WithName("simcluster-csi-provisioner"))
-	limiter := workqueue.NewTypedItemExponentialFailureRateLimiter[string](provisionRetryStart, provisionRetryMax)
-	var workers sync.WaitGroup
-	defer workers.Wait()
-	capacityController, err := p.capacity.start(ctx, &workers)
-	if err != nil {
-		return err
-	}
-	pc := controller.NewProvisionController(ctx, p.client, CSIDriver, capacity.NewProvisionWrapper(p, capacityController),
-		controller.LeaderElection(false),
-		controller.Threadiness(provisionWorkers),
-		controller.VolumeName(VolumeName),
-		controller.RateLimiter(limiter),
-		controller.CreateProvisionedPVLimiter(workqueue.NewTypedItemExponentialFailureRateLimiter[string](provisionRetryStart, provisionRetryMax)),
-		controller.FailedProvisionThreshold(0),
-		controller.FailedDeleteThreshold(0),
-	)
-	pc.ControllerWaitGroup(&workers)
-	pc.Run(ctx)
-	return nil
-}
 
 // Provision creates the claim's volume with Longhorn's CSI CreateVolume,
 // asked as the external-provisioner asks it (CreateVolumeRequest): the

@@ -16,7 +16,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/config"
-	"sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 )
 
@@ -90,10 +89,12 @@ type Options struct {
 	// Allocatable is each simulated Kubernetes node's capacity and
 	// allocatable; nil is DefaultAllocatable().
 	Allocatable corev1.ResourceList
-	// CSI runs the Longhorn CSI driver's part of the cluster: the
-	// provisioner, which makes a claim a Longhorn Volume through
-	// Longhorn's CSI driver at CSIEndpoint, the storage capacity it publishes and the resizer. False
-	// (the sandbox's --simulated-longhorn=false) runs only the nodes.
+	// CSI runs the Longhorn CSI driver's part of the cluster that
+	// longhorn-manager and the kubelets play: the CSIDriver object and the
+	// csi-provisioner Deployment (csiDeployer), and the node plugins'
+	// registrations (csiNodeRegistrar). The sidecars that call the driver
+	// run in a process of their own (CSISidecars). False (the sandbox's
+	// --simulated-longhorn=false) runs only the nodes.
 	CSI bool
 	// NodeIPs are the nodes' addresses, where the sandbox's simulated data
 	// plane serves each node's instance manager (internal/dataplane).
@@ -103,19 +104,10 @@ type Options struct {
 	// instance manager controllers keep the Longhorn Nodes' status and the
 	// InstanceManagers on these addresses.
 	NodeIPs map[string]string
-	// CSIEndpoint is the Unix socket where Longhorn v1.12.0's own CSI
-	// Identity and Controller services serve (sandbox-longhorn's
-	// --csi-socket), which the provisioner and the resizer call, as the
-	// CSI sidecars call longhorn-csi-plugin. Required with CSI.
-	CSIEndpoint string
 	// NodeLeaseDuration is the duration of each simulated node's Lease in
 	// kube-node-lease, renewed every quarter of it; zero is
 	// DefaultNodeLeaseDuration, the kubelet's default.
 	NodeLeaseDuration time.Duration
-	// CapacityPollInterval is how often the CSI external-provisioner
-	// refreshes every CSIStorageCapacity object it publishes; zero is
-	// DefaultCapacityPollInterval, the external-provisioner's default.
-	CapacityPollInterval time.Duration
 	// Outages, when set, are the nodes that went down: their kubelets
 	// stop (Outages.Stop). Nil keeps every node up.
 	Outages *Outages
@@ -180,21 +172,7 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 		&kubelet{sim: s},
 	}
 	if opts.CSI {
-		// The sidecars' connection to the driver closes when they stop.
-		if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
-			<-ctx.Done()
-			return s.csi.close()
-		})); err != nil {
-			return fmt.Errorf("adding the CSI driver's connection: %w", err)
-		}
-		capacity := &capacityPublisher{sim: s, pollInterval: opts.CapacityPollInterval}
-		controllers = append(controllers,
-			&csiDeployer{sim: s},
-			&csiNodeRegistrar{sim: s},
-			capacity,
-			&csiProvisioner{sim: s, capacity: capacity},
-			&resizer{sim: s},
-		)
+		controllers = append(controllers, &csiDeployer{sim: s}, &csiNodeRegistrar{sim: s})
 	}
 	for _, c := range controllers {
 		if err := c.setup(mgr); err != nil {
@@ -212,7 +190,20 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 // so several simulations may run in one process one after another. Start it
 // with its Start method.
 func NewManager(cfg *rest.Config, scheme *runtime.Scheme, opts Options) (ctrl.Manager, error) {
-	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+	mgr, err := newManager(cfg, scheme)
+	if err != nil {
+		return nil, fmt.Errorf("creating the simulated Longhorn's manager: %w", err)
+	}
+	if err := Setup(mgr, opts); err != nil {
+		return nil, err
+	}
+	return mgr, nil
+}
+
+// newManager returns a manager as NewManager describes it, with nothing
+// set up.
+func newManager(cfg *rest.Config, scheme *runtime.Scheme) (ctrl.Manager, error) {
+	return ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                 scheme,
 		Cache:                  cache.Options{DefaultTransform: cache.TransformStripManagedFields()},
 		Metrics:                metricsserver.Options{BindAddress: "0"},
@@ -221,13 +212,6 @@ func NewManager(cfg *rest.Config, scheme *runtime.Scheme, opts Options) (ctrl.Ma
 		// can deadlock on shutdown (kubernetes-sigs/controller-runtime#3538).
 		Controller: config.Controller{SkipNameValidation: ptr.To(true), UsePriorityQueue: ptr.To(false)},
 	})
-	if err != nil {
-		return nil, fmt.Errorf("creating the simulated Longhorn's manager: %w", err)
-	}
-	if err := Setup(mgr, opts); err != nil {
-		return nil, err
-	}
-	return mgr, nil
 }
 
 // sim is what every part of the simulated Longhorn shares.
@@ -240,8 +224,8 @@ type sim struct {
 	nodeByName map[string]*NodeSpec
 	// nodeIPs is Options.NodeIPs.
 	nodeIPs map[string]string
-	// csi is the connection to Longhorn's CSI driver at
-	// Options.CSIEndpoint.
+	// csi is the CSI sidecars' connection to Longhorn's CSI driver
+	// (CSISidecarOptions.CSIEndpoint); nil in the simulated cluster.
 	csi *csiConnection
 	// outages is Options.Outages.
 	outages *Outages
@@ -252,12 +236,9 @@ func newSim(mgr ctrl.Manager, opts Options) (*sim, error) {
 	if opts.Namespace == "" {
 		return nil, errors.New("the simulated Longhorn needs Longhorn's namespace")
 	}
-	if opts.CSI && opts.CSIEndpoint == "" {
-		return nil, errors.New("the simulated CSI sidecars need Longhorn's CSI driver's endpoint")
-	}
 	s := &sim{
 		client: mgr.GetClient(), namespace: opts.Namespace, allocatable: opts.Allocatable,
-		nodeIPs: opts.NodeIPs, csi: &csiConnection{endpoint: opts.CSIEndpoint}, outages: opts.Outages, nodeByName: map[string]*NodeSpec{},
+		nodeIPs: opts.NodeIPs, outages: opts.Outages, nodeByName: map[string]*NodeSpec{},
 	}
 	if s.allocatable == nil {
 		s.allocatable = DefaultAllocatable()
