@@ -3,15 +3,8 @@ package sandbox
 import (
 	"context"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
-	"strings"
-	"time"
-
-	"k8s.io/apimachinery/pkg/util/wait"
-
-	"github.com/longhorn/diskschedule/internal/controlplane"
 )
 
 // csiCommand is the package of the command that runs the CSI sidecars
@@ -40,31 +33,10 @@ func (s *Sandbox) startCSISidecars(ctx context.Context) error {
 	if s.opts.CapacityPollInterval > 0 {
 		args = append(args, "--capacity-poll-interval", s.opts.CapacityPollInterval.String())
 	}
-	last := &tail{max: 4096}
-	if s.csiSidecars, err = controlplane.StartProcess("sandbox-csi", bin, args, io.MultiWriter(out, last)); err != nil {
-		return err
-	}
-	if err := s.track(Process{Name: "sandbox-csi", PID: s.csiSidecars.PID()}); err != nil {
-		return err
-	}
-	var started []byte
-	err = wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, s.opts.ReadyTimeout, true, func(context.Context) (bool, error) {
-		select {
-		case <-s.csiSidecars.Done():
-			return false, fmt.Errorf("sandbox-csi exited: %v; its last output:\n%s", s.csiSidecars.Err(), last)
-		default:
-		}
-		var err error
-		started, err = os.ReadFile(ready)
-		return err == nil, nil
-	})
-	if err != nil {
+	var started string
+	if s.csiSidecars, started, err = s.startCommand(ctx, "sandbox-csi", bin, args, out, ready); err != nil {
 		return fmt.Errorf("waiting for the CSI sidecars to start: %w", err)
 	}
-	go func() {
-		<-s.csiSidecars.Done()
-		s.fail(fmt.Errorf("sandbox-csi exited: %v", s.csiSidecars.Err()))
-	}()
-	s.progress("started the CSI sidecars (pid %d): %s", s.csiSidecars.PID(), strings.TrimSpace(string(started)))
+	s.progress("started the CSI sidecars (pid %d): %s", s.csiSidecars.PID(), started)
 	return nil
 }

@@ -70,19 +70,34 @@ func (s *Sandbox) startLonghornControllers(ctx context.Context) error {
 	} else {
 		args = append(args, "--csi-socket", s.longhornCSI)
 	}
-	last := &tail{max: 4096}
 	// Its own mount namespace holds the data plane's disks.
-	if s.longhorn, err = controlplane.StartProcess("sandbox-longhorn", bin, args, io.MultiWriter(out, last), controlplane.OwnMountNamespace()); err != nil {
-		return err
+	var started string
+	if s.longhorn, started, err = s.startCommand(ctx, "sandbox-longhorn", bin, args, out, ready, controlplane.OwnMountNamespace()); err != nil {
+		return fmt.Errorf("waiting for longhorn-manager's controllers to start: %w", err)
 	}
-	if err := s.track(Process{Name: "sandbox-longhorn", PID: s.longhorn.PID()}); err != nil {
-		return err
+	s.progress("started longhorn-manager v1.12.0's own control plane (pid %d): %s", s.longhorn.PID(), started)
+	return nil
+}
+
+// startCommand starts the sandbox's command bin (name) with args, its
+// output going to out, tracks it, and waits until it writes the file ready,
+// whose content it returns trimmed; once started, the command exiting
+// fails the sandbox. An exit before it is ready is returned with its last
+// output.
+func (s *Sandbox) startCommand(ctx context.Context, name, bin string, args []string, out io.Writer, ready string, opts ...controlplane.ProcessOption) (*controlplane.Process, string, error) {
+	last := &tail{max: 4096}
+	p, err := controlplane.StartProcess(name, bin, args, io.MultiWriter(out, last), opts...)
+	if err != nil {
+		return nil, "", err
+	}
+	if err := s.track(Process{Name: name, PID: p.PID()}); err != nil {
+		return nil, "", err
 	}
 	var started []byte
-	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, s.opts.ReadyTimeout, true, func(context.Context) (bool, error) {
+	err = wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, s.opts.ReadyTimeout, true, func(context.Context) (bool, error) {
 		select {
-		case <-s.longhorn.Done():
-			return false, fmt.Errorf("sandbox-longhorn exited: %v; its last output:\n%s", s.longhorn.Err(), last)
+		case <-p.Done():
+			return false, fmt.Errorf("%s exited: %v; its last output:\n%s", name, p.Err(), last)
 		default:
 		}
 		var err error
@@ -90,14 +105,13 @@ func (s *Sandbox) startLonghornControllers(ctx context.Context) error {
 		return err == nil, nil
 	})
 	if err != nil {
-		return fmt.Errorf("waiting for longhorn-manager's controllers to start: %w", err)
+		return nil, "", err
 	}
 	go func() {
-		<-s.longhorn.Done()
-		s.fail(fmt.Errorf("sandbox-longhorn exited: %v", s.longhorn.Err()))
+		<-p.Done()
+		s.fail(fmt.Errorf("%s exited: %v", name, p.Err()))
 	}()
-	s.progress("started longhorn-manager v1.12.0's own control plane (pid %d): %s", s.longhorn.PID(), strings.TrimSpace(string(started)))
-	return nil
+	return p, strings.TrimSpace(string(started)), nil
 }
 
 // build builds the command pkg into bin/name of the project's module and

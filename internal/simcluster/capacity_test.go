@@ -182,15 +182,7 @@ func TestStorageCapacity(t *testing.T) {
 				disk("disk-2"),
 			}},
 		}})
-	ctx, cancel := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- sidecars.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("the CSI sidecars stopped with %v", err)
-		}
-	})
+	runUntilCleanup(t, "the CSI sidecars", sidecars.Run)
 	// The nodes' status as Longhorn's node controller writes it.
 	nodes := []testenv.NodeFixture{
 		{Name: n1, Zone: "zone-a", Disks: map[string]testenv.Disk{"disk-1": {UUID: ns + "-n1-1", Size: 400 * gi}}},

@@ -44,13 +44,20 @@ func startSim(t *testing.T, opts simcluster.Options) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	runUntilCleanup(t, "the simulated Longhorn", mgr.Start)
+}
+
+// runUntilCleanup runs run (what) until the test ends, then waits for it
+// and reports its error.
+func runUntilCleanup(t *testing.T, what string, run func(context.Context) error) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- mgr.Start(ctx) }()
+	go func() { done <- run(ctx) }()
 	t.Cleanup(func() {
 		cancel()
 		if err := <-done; err != nil {
-			t.Errorf("the simulated Longhorn stopped with %v", err)
+			t.Errorf("%s stopped with %v", what, err)
 		}
 	})
 }
