@@ -80,8 +80,10 @@ type Options struct {
 	AssetsDir string
 	// LogDir receives etcd.log, kube-apiserver.log,
 	// kube-controller-manager.log, kube-scheduler.log,
-	// kube-scheduler-config.yaml and longhorn-manager.log (what Longhorn's
-	// own scheduler and datastore log); "" discards the logs.
+	// kube-scheduler-config.yaml, longhorn-manager.log (what Longhorn's
+	// own scheduler and datastore log), longhorn-controllers.log
+	// (sandbox-longhorn's output) and csi-sidecars.log (sandbox-csi's);
+	// "" discards the logs.
 	LogDir string
 	// Out receives progress lines; nil discards them.
 	Out io.Writer
