@@ -75,12 +75,6 @@ type csiProvisioner struct {
 	identity string
 }
 
-var (
-	_ controller.Provisioner      = &csiProvisioner{}
-	_ controller.BlockProvisioner = &csiProvisioner{}
-	_ controller.Qualifier        = &csiProvisioner{}
-)
-
 // Provision creates the claim's volume with Longhorn's CSI CreateVolume,
 // asked as the external-provisioner asks it (CreateVolumeRequest): the
 // PersistentVolume's name, the claim's request as the required bytes, one

@@ -76,6 +76,7 @@ func NewCSISidecars(ctx context.Context, cfg *rest.Config, scheme *runtime.Schem
 	}
 	s.provisioner = &csiProvisioner{sim: s.sim, client: cs,
 		identity: strconv.FormatInt(time.Now().UnixNano()/int64(time.Millisecond), 10) + "-" + strconv.Itoa(rand.IntN(10000)) + "-" + CSIDriver}
+	s.provisioner.withCapacity.wrapped = s.provisioner
 	ctx = klog.NewContext(ctx, ctrl.LoggerFrom(ctx).WithName("simcluster-csi-provisioner"))
 	s.controller = controller.NewProvisionController(ctx, cs, CSIDriver, &s.provisioner.withCapacity,
 		controller.LeaderElection(false),
@@ -116,7 +117,9 @@ func (s *CSISidecars) Run(ctx context.Context) error {
 	})
 	capacityController, err := s.capacity.start(ctx, &workers)
 	if err == nil {
-		s.provisioner.withCapacity.set(s.provisioner, capacityController)
+		err = s.provisioner.withCapacity.set(s.provisioner, capacityController)
+	}
+	if err == nil {
 		s.controller.ControllerWaitGroup(&workers)
 		s.controller.Run(ctx)
 	}
@@ -134,24 +137,42 @@ func (s *CSISidecars) Run(ctx context.Context) error {
 // capacityWrapped is the provisioner the provision controller is made
 // with: the capacity controller's provision wrapper around csiProvisioner
 // (capacity.NewProvisionWrapper), which refreshes the capacity of a class
-// after each of its volumes is provisioned. The controller is made before
-// the capacity controller, which waits for its owner; the wrapper is set
-// before the controller runs (CSISidecars.Run).
+// after each of its volumes is provisioned, and answers for csiProvisioner
+// whether it supports block volumes and should provision a claim. The
+// controller is made before the capacity controller, which waits for its
+// owner; the wrapper is set before the controller runs (CSISidecars.Run).
+// Until then it is csiProvisioner alone.
 type capacityWrapped struct {
 	mu      sync.Mutex
-	wrapped controller.Provisioner
+	wrapped provisioner
 }
 
-var _ controller.Provisioner = &capacityWrapped{}
+// provisioner is what the provision controller asks of a provisioner, and
+// of the capacity controller's wrapper.
+type provisioner interface {
+	controller.Provisioner
+	controller.BlockProvisioner
+	controller.Qualifier
+}
+
+var (
+	_ provisioner = &capacityWrapped{}
+	_ provisioner = &csiProvisioner{}
+)
 
 // set wraps p with the capacity controller c.
-func (w *capacityWrapped) set(p *csiProvisioner, c *capacity.Controller) {
+func (w *capacityWrapped) set(p *csiProvisioner, c *capacity.Controller) error {
+	wrapped, ok := capacity.NewProvisionWrapper(p, c).(provisioner)
+	if !ok {
+		return errors.New("the capacity controller's provision wrapper does not answer whether block volumes are supported and a claim is to be provisioned")
+	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	w.wrapped = capacity.NewProvisionWrapper(p, c)
+	w.wrapped = wrapped
+	return nil
 }
 
-func (w *capacityWrapped) get() controller.Provisioner {
+func (w *capacityWrapped) get() provisioner {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.wrapped
@@ -165,4 +186,12 @@ func (w *capacityWrapped) Provision(ctx context.Context, opts controller.Provisi
 // Delete deletes through the wrapper.
 func (w *capacityWrapped) Delete(ctx context.Context, pv *corev1.PersistentVolume) error {
 	return w.get().Delete(ctx, pv)
+}
+
+// SupportsBlock answers through the wrapper.
+func (w *capacityWrapped) SupportsBlock(ctx context.Context) bool { return w.get().SupportsBlock(ctx) }
+
+// ShouldProvision answers through the wrapper.
+func (w *capacityWrapped) ShouldProvision(ctx context.Context, claim *corev1.PersistentVolumeClaim) bool {
+	return w.get().ShouldProvision(ctx, claim)
 }
