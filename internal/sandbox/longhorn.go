@@ -83,7 +83,8 @@ func (s *Sandbox) startLonghornControllers(ctx context.Context) error {
 // output going to out, tracks it, and waits until it writes the file ready,
 // whose content it returns trimmed; once started, the command exiting
 // fails the sandbox. An exit before it is ready is returned with its last
-// output.
+// output. The process is returned whenever it started, also with an
+// error, for Stop to stop it.
 func (s *Sandbox) startCommand(ctx context.Context, name, bin string, args []string, out io.Writer, ready string, opts ...controlplane.ProcessOption) (*controlplane.Process, string, error) {
 	last := &tail{max: 4096}
 	p, err := controlplane.StartProcess(name, bin, args, io.MultiWriter(out, last), opts...)
@@ -91,7 +92,7 @@ func (s *Sandbox) startCommand(ctx context.Context, name, bin string, args []str
 		return nil, "", err
 	}
 	if err := s.track(Process{Name: name, PID: p.PID()}); err != nil {
-		return nil, "", err
+		return p, "", err
 	}
 	var started []byte
 	err = wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, s.opts.ReadyTimeout, true, func(context.Context) (bool, error) {
@@ -105,7 +106,7 @@ func (s *Sandbox) startCommand(ctx context.Context, name, bin string, args []str
 		return err == nil, nil
 	})
 	if err != nil {
-		return nil, "", err
+		return p, "", err
 	}
 	go func() {
 		<-p.Done()
