@@ -73,7 +73,7 @@ DEMO_ARGS ?=
 
 .PHONY: demo
 demo: controlplane sandbox-longhorn sandbox-csi ## Run the scheduler extender's test plan in sandboxes, with and without the extender, and claims beyond capacity with and without the admission gate, and print side-by-side reports; flags in DEMO_ARGS (-scenarios=claims runs one).
-	KUBEBUILDER_ASSETS="$(TEST_ASSETS)" go run ./cmd/demo $(DEMO_ARGS)
+	KUBEBUILDER_ASSETS="$(TEST_ASSETS)" go run ./cmd/sandbox-demo $(DEMO_ARGS)
 
 ##@ Build
 

@@ -33,7 +33,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/longhorn/diskschedule/internal/podmutator"
-	"github.com/longhorn/diskschedule/internal/schedulerconfig"
+	"github.com/longhorn/diskschedule/test/framework/schedulerconfig"
 )
 
 // chartDir is the Helm chart, relative to this package.

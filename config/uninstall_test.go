@@ -29,9 +29,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
-	"github.com/longhorn/diskschedule/internal/longhorncrds"
-	"github.com/longhorn/diskschedule/internal/testenv"
 	"github.com/longhorn/diskschedule/internal/uninstall"
+	"github.com/longhorn/diskschedule/test/framework/longhorncrds"
+	"github.com/longhorn/diskschedule/test/framework/testenv"
 )
 
 // hookJob is the chart's pre-delete hook Job.

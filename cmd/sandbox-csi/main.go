@@ -24,7 +24,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/longhorn/diskschedule/internal/scheme"
-	"github.com/longhorn/diskschedule/internal/simcluster"
+	"github.com/longhorn/diskschedule/test/infrastructure/simcluster"
 )
 
 func main() {

@@ -12,7 +12,7 @@ import (
 
 	"github.com/sirupsen/logrus"
 
-	"github.com/longhorn/diskschedule/internal/dataplane"
+	"github.com/longhorn/diskschedule/test/infrastructure/dataplane"
 )
 
 // node is what runs in this process for one sandbox node: its instance

@@ -1,5 +1,5 @@
 // Command sandbox-longhorn runs longhorn-manager v1.12.0's own control plane
-// for the sandbox (internal/longhornmanager): Longhorn's admission webhooks,
+// for the sandbox (test/infrastructure/longhornmanager): Longhorn's admission webhooks,
 // registered with the API server, and one longhorn-manager per node, each
 // with its own datastore and controller ID, running Longhorn's volume,
 // replica and engine controllers (with --nodes-only only its node, instance
@@ -29,9 +29,9 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/longhorn/diskschedule/internal/dataplane"
-	"github.com/longhorn/diskschedule/internal/longhornmanager"
-	"github.com/longhorn/diskschedule/internal/longhornpod"
+	"github.com/longhorn/diskschedule/test/infrastructure/dataplane"
+	"github.com/longhorn/diskschedule/test/infrastructure/longhornmanager"
+	"github.com/longhorn/diskschedule/test/infrastructure/longhornpod"
 )
 
 func main() {
@@ -53,7 +53,7 @@ func run() error {
 	supportBundleImage := flag.String("support-bundle-manager-image", "longhornio/support-bundle-kit:v0.0.79", "The support bundle manager image.")
 	usableFile := flag.String("usable-file", "", "Written once Longhorn's webhooks see the default engine image deployed, so that volumes can be created.")
 	readyFile := flag.String("ready-file", "", "Written, with the controllers' names, once the webhooks are registered and every controller started.")
-	dataPlaneFile := flag.String("data-plane", "", "A JSON file of the simulated data plane (internal/dataplane.Plan): each node's instance manager address and disks. When set, the disks are mounted in the process's own mount namespace, each node's instance manager serves (and the backing-image and share manager pods Longhorn creates), and Longhorn's node, instance manager, attachment, backing image, share manager and Kubernetes controllers run too.")
+	dataPlaneFile := flag.String("data-plane", "", "A JSON file of the simulated data plane (test/infrastructure/dataplane.Plan): each node's instance manager address and disks. When set, the disks are mounted in the process's own mount namespace, each node's instance manager serves (and the backing-image and share manager pods Longhorn creates), and Longhorn's node, instance manager, attachment, backing image, share manager and Kubernetes controllers run too.")
 	controlSocket := flag.String("control-socket", "", "A Unix socket where the sandbox asks for a node to go down (POST /nodes/{name}/stop): its instance manager and its longhorn-manager stop.")
 	csiSocket := flag.String("csi-socket", "", "With --data-plane and without --nodes-only, a Unix socket where Longhorn's own CSI Identity and Controller services serve (longhornmanager.ServeCSI), as longhorn-csi-plugin serves them to the CSI sidecars.")
 	nodesOnly := flag.Bool("nodes-only", false, "With --data-plane, run only Longhorn's node, instance manager and Kubernetes node controllers (longhornmanager.NodeControllers): Longhorn Nodes, their disks' status and the instance managers are Longhorn's, and nothing of Longhorn's creates, places or runs volumes and replicas; no REST API, no attacher.")

@@ -18,7 +18,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
-	"github.com/longhorn/diskschedule/internal/sandbox"
+	"github.com/longhorn/diskschedule/test/infrastructure/sandbox"
 )
 
 func main() {

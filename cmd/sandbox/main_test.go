@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/longhorn/diskschedule/internal/testenv"
+	"github.com/longhorn/diskschedule/test/framework/testenv"
 )
 
 // TestKilledSandboxLeavesNothingRunning builds the sandbox command, starts

@@ -17,7 +17,7 @@ import (
 	"github.com/longhorn/diskschedule/internal/extender/packing"
 	"github.com/longhorn/diskschedule/internal/metrics"
 	"github.com/longhorn/diskschedule/internal/settings"
-	"github.com/longhorn/diskschedule/internal/testenv"
+	"github.com/longhorn/diskschedule/test/framework/testenv"
 )
 
 const gi = int64(1) << 30

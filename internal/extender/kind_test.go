@@ -10,7 +10,7 @@ import (
 
 	"github.com/longhorn/diskschedule/internal/placement"
 	"github.com/longhorn/diskschedule/internal/settings"
-	"github.com/longhorn/diskschedule/internal/testenv"
+	"github.com/longhorn/diskschedule/test/framework/testenv"
 )
 
 // longhornDefaultClass is the parameters of the default StorageClass

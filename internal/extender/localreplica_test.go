@@ -16,7 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/longhorn/diskschedule/internal/settings"
-	"github.com/longhorn/diskschedule/internal/testenv"
+	"github.com/longhorn/diskschedule/test/framework/testenv"
 )
 
 // TestNoLocalSpaceWhereLonghornPlacesNoLocalReplica: the extender asks a

@@ -20,7 +20,7 @@ import (
 	"github.com/longhorn/diskschedule/internal/controller/backingimage"
 	"github.com/longhorn/diskschedule/internal/controller/replica"
 	"github.com/longhorn/diskschedule/internal/controller/volume"
-	"github.com/longhorn/diskschedule/internal/testenv"
+	"github.com/longhorn/diskschedule/test/framework/testenv"
 )
 
 const gi = int64(1) << 30

@@ -12,7 +12,7 @@ import (
 
 	"github.com/longhorn/diskschedule/internal/manager"
 	"github.com/longhorn/diskschedule/internal/scheme"
-	"github.com/longhorn/diskschedule/internal/testenv"
+	"github.com/longhorn/diskschedule/test/framework/testenv"
 )
 
 // TestCheckCRDs checks that the manager finds Longhorn's CRDs on the test

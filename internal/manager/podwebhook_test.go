@@ -13,12 +13,12 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/longhorn/diskschedule/internal/controlplane"
 	"github.com/longhorn/diskschedule/internal/gate"
 	"github.com/longhorn/diskschedule/internal/manager"
-	"github.com/longhorn/diskschedule/internal/manager/managertest"
 	"github.com/longhorn/diskschedule/internal/podmutator"
-	"github.com/longhorn/diskschedule/internal/testenv"
+	"github.com/longhorn/diskschedule/test/framework/managertest"
+	"github.com/longhorn/diskschedule/test/framework/testenv"
+	"github.com/longhorn/diskschedule/test/infrastructure/controlplane"
 )
 
 // TestPodWebhook registers diskschedule-pods as config/webhook ships it,

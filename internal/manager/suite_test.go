@@ -4,7 +4,7 @@ import (
 	"os"
 	"testing"
 
-	"github.com/longhorn/diskschedule/internal/testenv"
+	"github.com/longhorn/diskschedule/test/framework/testenv"
 )
 
 var env *testenv.Env

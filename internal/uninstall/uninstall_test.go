@@ -14,8 +14,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/longhorn/diskschedule/internal/gate"
-	"github.com/longhorn/diskschedule/internal/testenv"
 	"github.com/longhorn/diskschedule/internal/uninstall"
+	"github.com/longhorn/diskschedule/test/framework/testenv"
 )
 
 var env *testenv.Env

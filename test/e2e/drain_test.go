@@ -6,8 +6,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/longhorn/diskschedule/internal/sandbox"
-	"github.com/longhorn/diskschedule/internal/scenario"
+	"github.com/longhorn/diskschedule/test/framework/scenario"
+	"github.com/longhorn/diskschedule/test/infrastructure/sandbox"
 )
 
 // drainRepetitions is how often the node is drained, as the plan says.

@@ -21,10 +21,10 @@ import (
 	dsv1 "github.com/longhorn/diskschedule/api/v1beta2"
 	"github.com/longhorn/diskschedule/internal/conditions"
 	"github.com/longhorn/diskschedule/internal/manager"
-	"github.com/longhorn/diskschedule/internal/sandbox"
-	"github.com/longhorn/diskschedule/internal/simcluster"
-	"github.com/longhorn/diskschedule/internal/testenv"
-	"github.com/longhorn/diskschedule/internal/testenv/sandboxtest"
+	"github.com/longhorn/diskschedule/test/framework/testenv"
+	"github.com/longhorn/diskschedule/test/framework/testenv/sandboxtest"
+	"github.com/longhorn/diskschedule/test/infrastructure/sandbox"
+	"github.com/longhorn/diskschedule/test/infrastructure/simcluster"
 )
 
 // expansionGrace is the manager's --gate-grace in TestExpansion: how long

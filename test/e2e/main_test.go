@@ -4,7 +4,7 @@
 // configured with the extender, the manager under its generated RBAC,
 // longhorn-manager v1.12.0's own controllers on the simulated data plane)
 // with the plan's topology, runs a scenario of
-// internal/scenario several times, and asserts on where the pods went and
+// test/framework/scenario several times, and asserts on where the pods went and
 // what the ledgers granted.
 //
 // It needs the control-plane binaries of `make controlplane` (bin/k8s, or

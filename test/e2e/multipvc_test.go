@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/longhorn/diskschedule/internal/scenario"
+	"github.com/longhorn/diskschedule/test/framework/scenario"
 )
 
 // multiPVCRepetitions is how often the pod with four claims is placed, as

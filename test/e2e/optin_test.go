@@ -14,8 +14,8 @@ import (
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/longhorn/diskschedule/internal/metrics"
-	"github.com/longhorn/diskschedule/internal/sandbox"
-	"github.com/longhorn/diskschedule/internal/scenario"
+	"github.com/longhorn/diskschedule/test/framework/scenario"
+	"github.com/longhorn/diskschedule/test/infrastructure/sandbox"
 )
 
 // optInRepetitions is how often the race runs with pods opted in by their

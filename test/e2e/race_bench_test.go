@@ -7,8 +7,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/longhorn/diskschedule/internal/sandbox"
-	"github.com/longhorn/diskschedule/internal/scenario"
+	"github.com/longhorn/diskschedule/test/framework/scenario"
+	"github.com/longhorn/diskschedule/test/infrastructure/sandbox"
 )
 
 var barePods = flag.Bool("e2e.bare-pods", false, "BenchmarkRace: bare pods created at once on bound claims instead of a StatefulSet.")

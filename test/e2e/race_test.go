@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/longhorn/diskschedule/internal/sandbox"
-	"github.com/longhorn/diskschedule/internal/scenario"
+	"github.com/longhorn/diskschedule/test/framework/scenario"
+	"github.com/longhorn/diskschedule/test/infrastructure/sandbox"
 )
 
 // raceRepetitions is how often the race runs through the extender, as the

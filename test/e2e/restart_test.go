@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/longhorn/diskschedule/internal/scenario"
+	"github.com/longhorn/diskschedule/test/framework/scenario"
 )
 
 // restartRepetitions is how often the pods are restarted, as the plan says.

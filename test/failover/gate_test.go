@@ -25,10 +25,10 @@ import (
 	"github.com/longhorn/diskschedule/internal/ledger"
 	"github.com/longhorn/diskschedule/internal/manager"
 	"github.com/longhorn/diskschedule/internal/requirement"
-	"github.com/longhorn/diskschedule/internal/sandbox"
-	"github.com/longhorn/diskschedule/internal/testenv"
-	"github.com/longhorn/diskschedule/internal/testenv/replicawriter"
-	"github.com/longhorn/diskschedule/internal/testenv/sandboxtest"
+	"github.com/longhorn/diskschedule/test/framework/testenv"
+	"github.com/longhorn/diskschedule/test/framework/testenv/replicawriter"
+	"github.com/longhorn/diskschedule/test/framework/testenv/sandboxtest"
+	"github.com/longhorn/diskschedule/test/infrastructure/sandbox"
 )
 
 const (
@@ -52,7 +52,7 @@ const (
 )
 
 // TestGateDuringFailover streams volumes, placed by Longhorn v1.12.0's own
-// scheduler and datastore code (internal/testenv/replicawriter) from three
+// scheduler and datastore code (test/framework/testenv/replicawriter) from three
 // longhorn-manager pods, through the gate of two leader-elected managers,
 // while the managers go through a rolling restart (each stopped gracefully
 // in turn, a new one started in its place) or the leader is killed (cut

@@ -14,7 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/longhorn/diskschedule/internal/extender"
-	"github.com/longhorn/diskschedule/internal/sandbox"
+	"github.com/longhorn/diskschedule/test/infrastructure/sandbox"
 )
 
 // leaderProxy is the extender Service as kube-proxy would implement it:

@@ -15,9 +15,9 @@ import (
 
 	dsv1 "github.com/longhorn/diskschedule/api/v1beta2"
 	"github.com/longhorn/diskschedule/internal/ledger"
-	"github.com/longhorn/diskschedule/internal/sandbox"
-	"github.com/longhorn/diskschedule/internal/simcluster"
-	"github.com/longhorn/diskschedule/internal/testenv"
+	"github.com/longhorn/diskschedule/test/framework/testenv"
+	"github.com/longhorn/diskschedule/test/infrastructure/sandbox"
+	"github.com/longhorn/diskschedule/test/infrastructure/simcluster"
 )
 
 // bigDiskReplicas is how many 1Gi replicas TestTwoThousandReplicasOnOneDisk

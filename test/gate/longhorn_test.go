@@ -17,9 +17,9 @@ import (
 
 	dsv1 "github.com/longhorn/diskschedule/api/v1beta2"
 	"github.com/longhorn/diskschedule/internal/controller/diskschedule"
-	"github.com/longhorn/diskschedule/internal/sandbox"
-	"github.com/longhorn/diskschedule/internal/testenv"
-	"github.com/longhorn/diskschedule/internal/testenv/sandboxtest"
+	"github.com/longhorn/diskschedule/test/framework/testenv"
+	"github.com/longhorn/diskschedule/test/framework/testenv/sandboxtest"
+	"github.com/longhorn/diskschedule/test/infrastructure/sandbox"
 )
 
 // longhornRaces is how many races TestLonghornRace runs each way; the

@@ -1,6 +1,6 @@
 // Package gate_test attacks the admission gate as Longhorn's volume
 // controllers do, with Longhorn v1.12.0's own code
-// (internal/testenv/replicawriter): the volume controllers of several
+// (test/framework/testenv/replicawriter): the volume controllers of several
 // longhorn-manager pods, each pod with its own datastore and replica
 // scheduler, place replicas from their stale views at once, some of their
 // writes are lost while the gate holds them, and managers stop mid-run. A watch of every
@@ -12,7 +12,7 @@ package gate_test
 import (
 	"testing"
 
-	"github.com/longhorn/diskschedule/internal/testenv/sandboxtest"
+	"github.com/longhorn/diskschedule/test/framework/testenv/sandboxtest"
 )
 
 // TestMain silences the process-wide loggers (sandboxtest.Main).

@@ -10,10 +10,10 @@ import (
 	lhv1 "github.com/longhorn/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/longhorn/diskschedule/internal/sandbox"
-	"github.com/longhorn/diskschedule/internal/testenv"
-	"github.com/longhorn/diskschedule/internal/testenv/replicawriter"
-	"github.com/longhorn/diskschedule/internal/testenv/sandboxtest"
+	"github.com/longhorn/diskschedule/test/framework/testenv"
+	"github.com/longhorn/diskschedule/test/framework/testenv/replicawriter"
+	"github.com/longhorn/diskschedule/test/framework/testenv/sandboxtest"
+	"github.com/longhorn/diskschedule/test/infrastructure/sandbox"
 )
 
 // TestNodesOnLonghornsNodeController: in a sandbox whose Longhorn runs the
@@ -23,7 +23,7 @@ import (
 // running at the node's address, each Longhorn Node Ready and Schedulable
 // with the conditions Longhorn's node controller writes (MountPropagation
 // among them) and its disk read by statfs. Replicas placed by a test's own
-// writer (Longhorn's scheduler and datastore, internal/testenv/
+// writer (Longhorn's scheduler and datastore, test/framework/testenv/
 // replicawriter) are counted in their disks' storageScheduled and
 // scheduledReplica by Longhorn's node controller, while no Longhorn
 // controller acts on them or their volumes: no Engine exists, no volume or

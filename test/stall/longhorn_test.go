@@ -20,11 +20,11 @@ import (
 
 	dsv1 "github.com/longhorn/diskschedule/api/v1beta2"
 	"github.com/longhorn/diskschedule/internal/ledger"
-	"github.com/longhorn/diskschedule/internal/sandbox"
-	"github.com/longhorn/diskschedule/internal/scenario"
-	"github.com/longhorn/diskschedule/internal/simcluster"
-	"github.com/longhorn/diskschedule/internal/testenv"
-	"github.com/longhorn/diskschedule/internal/testenv/sandboxtest"
+	"github.com/longhorn/diskschedule/test/framework/scenario"
+	"github.com/longhorn/diskschedule/test/framework/testenv"
+	"github.com/longhorn/diskschedule/test/framework/testenv/sandboxtest"
+	"github.com/longhorn/diskschedule/test/infrastructure/sandbox"
+	"github.com/longhorn/diskschedule/test/infrastructure/simcluster"
 )
 
 // The cases below run on longhorn-manager v1.12.0's own controllers and the

@@ -3,7 +3,7 @@ package stall_test
 import (
 	"testing"
 
-	"github.com/longhorn/diskschedule/internal/testenv/sandboxtest"
+	"github.com/longhorn/diskschedule/test/framework/testenv/sandboxtest"
 )
 
 // TestMain silences the process-wide loggers (sandboxtest.Main).

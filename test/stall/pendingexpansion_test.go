@@ -20,10 +20,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/longhorn/diskschedule/internal/ledger"
-	"github.com/longhorn/diskschedule/internal/sandbox"
-	"github.com/longhorn/diskschedule/internal/simcluster"
-	"github.com/longhorn/diskschedule/internal/testenv"
-	"github.com/longhorn/diskschedule/internal/testenv/sandboxtest"
+	"github.com/longhorn/diskschedule/test/framework/testenv"
+	"github.com/longhorn/diskschedule/test/framework/testenv/sandboxtest"
+	"github.com/longhorn/diskschedule/test/infrastructure/sandbox"
+	"github.com/longhorn/diskschedule/test/infrastructure/simcluster"
 )
 
 // pendingExpansionBound bounds the stall of a volume placed by Longhorn

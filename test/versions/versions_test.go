@@ -27,13 +27,13 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	dsv1 "github.com/longhorn/diskschedule/api/v1beta2"
-	"github.com/longhorn/diskschedule/internal/controlplane"
 	"github.com/longhorn/diskschedule/internal/gate"
-	"github.com/longhorn/diskschedule/internal/longhorncrds"
 	"github.com/longhorn/diskschedule/internal/manager"
-	"github.com/longhorn/diskschedule/internal/manager/managertest"
-	"github.com/longhorn/diskschedule/internal/testenv"
-	"github.com/longhorn/diskschedule/internal/testenv/sandboxtest"
+	"github.com/longhorn/diskschedule/test/framework/longhorncrds"
+	"github.com/longhorn/diskschedule/test/framework/managertest"
+	"github.com/longhorn/diskschedule/test/framework/testenv"
+	"github.com/longhorn/diskschedule/test/framework/testenv/sandboxtest"
+	"github.com/longhorn/diskschedule/test/infrastructure/controlplane"
 )
 
 const gi = int64(1) << 30

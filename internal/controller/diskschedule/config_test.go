@@ -13,7 +13,7 @@ import (
 	dsv1 "github.com/longhorn/diskschedule/api/v1beta2"
 	"github.com/longhorn/diskschedule/internal/controller/config"
 	"github.com/longhorn/diskschedule/internal/settings"
-	"github.com/longhorn/diskschedule/internal/testenv"
+	"github.com/longhorn/diskschedule/test/framework/testenv"
 )
 
 // TestReservationTimeoutFromConfigMap checks that the ledger takes the

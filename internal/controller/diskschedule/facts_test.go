@@ -15,7 +15,7 @@ import (
 
 	dsv1 "github.com/longhorn/diskschedule/api/v1beta2"
 	"github.com/longhorn/diskschedule/internal/settings"
-	"github.com/longhorn/diskschedule/internal/testenv"
+	"github.com/longhorn/diskschedule/test/framework/testenv"
 )
 
 // TestDiskFactsFromLonghorn checks that each ledger takes its limit (rule 1)

@@ -18,7 +18,7 @@ import (
 	dsv1 "github.com/longhorn/diskschedule/api/v1beta2"
 	"github.com/longhorn/diskschedule/internal/controller/config"
 	"github.com/longhorn/diskschedule/internal/settings"
-	"github.com/longhorn/diskschedule/internal/testenv"
+	"github.com/longhorn/diskschedule/test/framework/testenv"
 )
 
 // TestHandoffAndExpiry fills a disk exactly with a granted replica and a

@@ -15,8 +15,8 @@ import (
 
 	dsv1 "github.com/longhorn/diskschedule/api/v1beta2"
 	"github.com/longhorn/diskschedule/internal/manager"
-	"github.com/longhorn/diskschedule/internal/manager/managertest"
-	"github.com/longhorn/diskschedule/internal/testenv"
+	"github.com/longhorn/diskschedule/test/framework/managertest"
+	"github.com/longhorn/diskschedule/test/framework/testenv"
 )
 
 // TestReservationHeldWhileItsPodIsBound checks DESIGN rule 6 against a real

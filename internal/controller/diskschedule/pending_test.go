@@ -21,7 +21,7 @@ import (
 	"github.com/longhorn/diskschedule/internal/index"
 	"github.com/longhorn/diskschedule/internal/metrics"
 	"github.com/longhorn/diskschedule/internal/scheme"
-	"github.com/longhorn/diskschedule/internal/testenv"
+	"github.com/longhorn/diskschedule/test/framework/testenv"
 )
 
 // builderIndexer registers the manager's field indexes on a fake client.

@@ -16,7 +16,7 @@ import (
 
 	"github.com/longhorn/diskschedule/internal/controller/config"
 	"github.com/longhorn/diskschedule/internal/settings"
-	"github.com/longhorn/diskschedule/internal/testenv"
+	"github.com/longhorn/diskschedule/test/framework/testenv"
 )
 
 var env *testenv.Env

@@ -16,7 +16,7 @@ import (
 	dsv1 "github.com/longhorn/diskschedule/api/v1beta2"
 	"github.com/longhorn/diskschedule/internal/controller/diskschedule"
 	"github.com/longhorn/diskschedule/internal/manager"
-	"github.com/longhorn/diskschedule/internal/testenv"
+	"github.com/longhorn/diskschedule/test/framework/testenv"
 )
 
 // TestReservationYieldsToLonghorn checks rule 6's last sentences against a

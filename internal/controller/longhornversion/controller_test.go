@@ -20,7 +20,7 @@ import (
 
 	"github.com/longhorn/diskschedule/internal/controller/longhornversion"
 	"github.com/longhorn/diskschedule/internal/metrics"
-	"github.com/longhorn/diskschedule/internal/testenv"
+	"github.com/longhorn/diskschedule/test/framework/testenv"
 )
 
 var env *testenv.Env

@@ -6,8 +6,8 @@ import (
 	"time"
 
 	"github.com/longhorn/diskschedule/internal/manager"
-	"github.com/longhorn/diskschedule/internal/manager/managertest"
-	"github.com/longhorn/diskschedule/internal/testenv"
+	"github.com/longhorn/diskschedule/test/framework/managertest"
+	"github.com/longhorn/diskschedule/test/framework/testenv"
 )
 
 var env *testenv.Env

@@ -8,7 +8,7 @@ import (
 
 	dsv1 "github.com/longhorn/diskschedule/api/v1beta2"
 	"github.com/longhorn/diskschedule/internal/ledger"
-	"github.com/longhorn/diskschedule/internal/testenv"
+	"github.com/longhorn/diskschedule/test/framework/testenv"
 )
 
 // What the mirror counts of replicas on a disk is what Longhorn's node
