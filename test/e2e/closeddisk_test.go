@@ -27,6 +27,7 @@ import (
 // placed there is judged on space alone, as Longhorn judges an expansion
 // (rule 8), so both claims are expanded.
 func TestExpansionOnADiskThatTakesNoNewReplicas(t *testing.T) {
+	t.Parallel()
 	cl := startSandbox(t, "topology.yaml")
 	defer cl.dumpLedgers(t)
 	ctx := context.Background()

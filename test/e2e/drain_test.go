@@ -28,10 +28,11 @@ const drainRepetitions = 3
 // block-if-contains-last-replica), which is so of a volume whose pod went to
 // a 99Gi node.
 func TestDrain(t *testing.T) {
-	cl := startSandbox(t, "drain.yaml")
+	t.Parallel()
+	start := func(t *testing.T) *cluster { return startSandbox(t, "drain.yaml") }
 	ctx := context.Background()
-	for i := range drainRepetitions {
-		t.Run(fmt.Sprintf("with the extender #%d", i+1), func(t *testing.T) {
+	t.Run("with the extender", func(t *testing.T) {
+		inSandboxes(t, 1, drainRepetitions, start, numbered("run"), func(t *testing.T, cl *cluster, i int) {
 			o := common(t, fmt.Sprintf("drain-with-%d", i+1))
 			defer cl.cleanup(t, o)
 			defer cl.dumpLedgers(t)
@@ -71,26 +72,28 @@ func TestDrain(t *testing.T) {
 			checkLedgers(t, "before the drain", res.Before)
 			checkLedgers(t, "after the drain", res.After)
 		})
-	}
+	})
 	t.Run("without the extender", func(t *testing.T) {
-		o := common(t, "drain-without")
-		defer cl.cleanup(t, o)
-		res, err := scenario.Drain(ctx, cl.c, scenario.DrainOptions{Common: o, Pods: 4, Size: "100Gi", Node: "node-1"})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Logf("without the extender: before the drain %s, after it %s (pods per node); %d pods' data stayed behind; drain ended after %s, left %v",
-			res.Before.Distribution(), res.After.Distribution(), len(res.After.RemoteData), res.Drained, res.Blocked)
-		checkRan(t, "before the drain", res.Before)
-		checkRan(t, "after the drain", res.After)
-		switch {
-		case len(res.After.RemoteData) == 0 && len(res.Blocked) > 0:
-			t.Errorf("every pod's data followed it, yet the drain of node-1 did not end: %v", res.Blocked)
-		case len(res.After.RemoteData) > 0 && !blockedByInstanceManager(res.Blocked):
-			t.Errorf("node-1 keeps the only replica of the volumes of %v, yet its instance manager was evicted (left: %v)", res.After.RemoteData, res.Blocked)
-		}
-		checkLedgers(t, "before the drain", res.Before)
-		checkLedgers(t, "after the drain", res.After)
+		inSandboxes(t, 1, 1, start, numbered("run"), func(t *testing.T, cl *cluster, _ int) {
+			o := common(t, "drain-without")
+			defer cl.cleanup(t, o)
+			res, err := scenario.Drain(ctx, cl.c, scenario.DrainOptions{Common: o, Pods: 4, Size: "100Gi", Node: "node-1"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("without the extender: before the drain %s, after it %s (pods per node); %d pods' data stayed behind; drain ended after %s, left %v",
+				res.Before.Distribution(), res.After.Distribution(), len(res.After.RemoteData), res.Drained, res.Blocked)
+			checkRan(t, "before the drain", res.Before)
+			checkRan(t, "after the drain", res.After)
+			switch {
+			case len(res.After.RemoteData) == 0 && len(res.Blocked) > 0:
+				t.Errorf("every pod's data followed it, yet the drain of node-1 did not end: %v", res.Blocked)
+			case len(res.After.RemoteData) > 0 && !blockedByInstanceManager(res.Blocked):
+				t.Errorf("node-1 keeps the only replica of the volumes of %v, yet its instance manager was evicted (left: %v)", res.After.RemoteData, res.Blocked)
+			}
+			checkLedgers(t, "before the drain", res.Before)
+			checkLedgers(t, "after the drain", res.After)
+		})
 	})
 }
 

@@ -51,6 +51,7 @@ const expansionGrace = 10 * time.Second
 //     or the gate sees it; the claim keeps its size and is not marked
 //     infeasible, and the gate receives no call for it.
 func TestExpansion(t *testing.T) {
+	t.Parallel()
 	var metricsAddr string
 	cl := startSandbox(t, "topology.yaml", func(o *sandbox.Options) {
 		o.Managers = []sandbox.ManagerHook{func(opts *manager.Options, _ *rest.Config) {

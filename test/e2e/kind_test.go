@@ -84,6 +84,7 @@ func bestEffortClass() *storagev1.StorageClass {
 // a pod with one claim of each kind lands where the best-effort volume
 // fits, though both would not, and only that volume is reserved.
 func TestVolumeKinds(t *testing.T) {
+	t.Parallel()
 	cl := startSandbox(t, "topology.yaml", func(o *sandbox.Options) { o.Topology = kindTopology() })
 	ctx := context.Background()
 	for _, sc := range []*storagev1.StorageClass{longhornDefaultClass(), bestEffortClass()} {

@@ -20,10 +20,11 @@ const multiPVCRepetitions = 10
 // with one replica on each of its disks. Without the extender the node is
 // only logged: kube-scheduler may pick any node.
 func TestMultiPVC(t *testing.T) {
-	cl := startSandbox(t, "multi-disk.yaml")
+	t.Parallel()
+	start := func(t *testing.T) *cluster { return startSandbox(t, "multi-disk.yaml") }
 	ctx := context.Background()
-	for i := range multiPVCRepetitions {
-		t.Run(fmt.Sprintf("with the extender #%d", i+1), func(t *testing.T) {
+	t.Run("with the extender", func(t *testing.T) {
+		inSandboxes(t, 1, multiPVCRepetitions, start, numbered("run"), func(t *testing.T, cl *cluster, i int) {
 			o := common(t, fmt.Sprintf("multi-pvc-with-%d", i+1))
 			defer cl.cleanup(t, o)
 			defer cl.dumpLedgers(t)
@@ -51,17 +52,19 @@ func TestMultiPVC(t *testing.T) {
 			}
 			checkLedgers(t, "multi-PVC", res.Result)
 		})
-	}
+	})
 	t.Run("without the extender", func(t *testing.T) {
-		o := common(t, "multi-pvc-without")
-		defer cl.cleanup(t, o)
-		res, err := scenario.MultiPVC(ctx, cl.c, scenario.MultiPVCOptions{Common: o, Claims: 4, Size: "100Gi"})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Logf("without the extender the pod went to %s; %d of its 4 volumes have their replica on another node", res.Node, res.RemoteVolumes)
-		checkRan(t, "multi-PVC without the extender", res.Result)
-		checkLedgers(t, "multi-PVC without the extender", res.Result)
+		inSandboxes(t, 1, 1, start, numbered("run"), func(t *testing.T, cl *cluster, _ int) {
+			o := common(t, "multi-pvc-without")
+			defer cl.cleanup(t, o)
+			res, err := scenario.MultiPVC(ctx, cl.c, scenario.MultiPVCOptions{Common: o, Claims: 4, Size: "100Gi"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("without the extender the pod went to %s; %d of its 4 volumes have their replica on another node", res.Node, res.RemoteVolumes)
+			checkRan(t, "multi-PVC without the extender", res.Result)
+			checkLedgers(t, "multi-PVC without the extender", res.Result)
+		})
 	})
 }
 
@@ -75,6 +78,7 @@ const multiPVCRaceRepetitions = 3
 // exactly one pod lands on each of them, the third stays Pending with the
 // numbers, and no ledger goes over its limit.
 func TestMultiPVCRace(t *testing.T) {
+	t.Parallel()
 	cl := startSandbox(t, "multi-disk.yaml")
 	ctx := context.Background()
 	for i := range multiPVCRaceRepetitions {

@@ -38,6 +38,7 @@ const podWebhookLatency = "longhorn_diskschedule_pod_webhook_duration_seconds"
 // run as its ServiceAccount under its component's RBAC, is refused nothing.
 // The webhook's latency (p99) is logged.
 func TestOptInRace(t *testing.T) {
+	t.Parallel()
 	logDir := t.TempDir()
 	cl := startSandbox(t, "topology.yaml", func(o *sandbox.Options) {
 		o.SecondaryScheduler = true

@@ -18,6 +18,10 @@ const (
 	raceWithoutRepetitions = 3
 )
 
+// raceSandboxes is how many sandboxes share the race's runs through the
+// extender, side by side.
+const raceSandboxes = 2
+
 // raceCapacityPoll is how often the sandbox of TestRace refreshes the
 // published storage capacity: shorter than the external-provisioner's
 // minute, so that each run's wait for current capacity after the previous
@@ -34,10 +38,13 @@ const raceCapacityPoll = 10 * time.Second
 // capacity, and the distribution is recorded: more than four pods on the
 // emptier nodes, in most runs (BenchmarkRace counts them).
 func TestRace(t *testing.T) {
-	cl := startSandbox(t, "topology.yaml", func(o *sandbox.Options) { o.CapacityPollInterval = raceCapacityPoll })
+	t.Parallel()
+	start := func(t *testing.T) *cluster {
+		return startSandbox(t, "topology.yaml", func(o *sandbox.Options) { o.CapacityPollInterval = raceCapacityPoll })
+	}
 	ctx := context.Background()
-	for i := range raceRepetitions {
-		t.Run(fmt.Sprintf("with the extender #%d", i+1), func(t *testing.T) {
+	t.Run("with the extender", func(t *testing.T) {
+		inSandboxes(t, raceSandboxes, raceRepetitions, start, numbered("race"), func(t *testing.T, cl *cluster, i int) {
 			o := common(t, fmt.Sprintf("race-with-%d", i+1))
 			defer cl.cleanup(t, o)
 			defer cl.dumpLedgers(t)
@@ -61,9 +68,9 @@ func TestRace(t *testing.T) {
 			}
 			checkLedgers(t, "race", res)
 		})
-	}
-	for i := range raceWithoutRepetitions {
-		t.Run(fmt.Sprintf("without the extender #%d", i+1), func(t *testing.T) {
+	})
+	t.Run("without the extender", func(t *testing.T) {
+		inSandboxes(t, 1, raceWithoutRepetitions, start, numbered("race"), func(t *testing.T, cl *cluster, i int) {
 			o := common(t, fmt.Sprintf("race-without-%d", i+1))
 			defer cl.cleanup(t, o)
 			defer cl.dumpLedgers(t)
@@ -76,7 +83,7 @@ func TestRace(t *testing.T) {
 			checkRan(t, "race without the extender", res)
 			checkLedgers(t, "race without the extender", res)
 		})
-	}
+	})
 }
 
 // raceBindRepetitions is how often the race runs with kube-scheduler
@@ -87,6 +94,7 @@ const raceBindRepetitions = 3
 // through the extender (bindVerb): the reservations are written before
 // each binding, and every node still gets exactly four pods.
 func TestRaceThroughBind(t *testing.T) {
+	t.Parallel()
 	cl := startSandbox(t, "topology.yaml", func(o *sandbox.Options) {
 		o.ExtenderBind = true
 		o.CapacityPollInterval = raceCapacityPoll

@@ -19,10 +19,11 @@ const restartRepetitions = 3
 // comes back to the node it was on, where its data is. Without the
 // extender the moves are only logged.
 func TestRestart(t *testing.T) {
-	cl := startSandbox(t, "topology.yaml")
+	t.Parallel()
+	start := func(t *testing.T) *cluster { return startSandbox(t, "topology.yaml") }
 	ctx := context.Background()
-	for i := range restartRepetitions {
-		t.Run(fmt.Sprintf("with the extender #%d", i+1), func(t *testing.T) {
+	t.Run("with the extender", func(t *testing.T) {
+		inSandboxes(t, 1, restartRepetitions, start, numbered("run"), func(t *testing.T, cl *cluster, i int) {
 			o := common(t, fmt.Sprintf("restart-with-%d", i+1))
 			defer cl.cleanup(t, o)
 			defer cl.dumpLedgers(t)
@@ -45,19 +46,21 @@ func TestRestart(t *testing.T) {
 			checkLedgers(t, "before the restart", res.Before)
 			checkLedgers(t, "after the restart", res.After)
 		})
-	}
+	})
 	t.Run("without the extender", func(t *testing.T) {
-		o := common(t, "restart-without")
-		defer cl.cleanup(t, o)
-		res, err := scenario.Restart(ctx, cl.c, scenario.RestartOptions{Common: o, Pods: 16, Size: "100Gi"})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Logf("without the extender: pods per node %s before, %s after the restart; moved: %s",
-			res.Before.Distribution(), res.After.Distribution(), strings.Join(res.Moved, ", "))
-		checkRan(t, "before the restart", res.Before)
-		checkRan(t, "after the restart", res.After)
-		checkLedgers(t, "before the restart", res.Before)
-		checkLedgers(t, "after the restart", res.After)
+		inSandboxes(t, 1, 1, start, numbered("run"), func(t *testing.T, cl *cluster, _ int) {
+			o := common(t, "restart-without")
+			defer cl.cleanup(t, o)
+			res, err := scenario.Restart(ctx, cl.c, scenario.RestartOptions{Common: o, Pods: 16, Size: "100Gi"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("without the extender: pods per node %s before, %s after the restart; moved: %s",
+				res.Before.Distribution(), res.After.Distribution(), strings.Join(res.Moved, ", "))
+			checkRan(t, "before the restart", res.Before)
+			checkRan(t, "after the restart", res.After)
+			checkLedgers(t, "before the restart", res.Before)
+			checkLedgers(t, "after the restart", res.After)
+		})
 	})
 }

@@ -3,6 +3,7 @@ package e2e_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -114,4 +115,28 @@ func (cl *cluster) dumpLedgers(t testing.TB) {
 		status, _ := json.Marshal(ds.Status)
 		t.Logf("DiskSchedule %s (disk %s of node %s), generation %d:\n  spec %s\n  status %s", ds.Name, ds.Spec.Name, ds.Spec.NodeID, ds.Generation, spec, status)
 	}
+}
+
+// inSandboxes runs run for the repetitions 0 … n-1, split over shards
+// sandboxes that start and run side by side (go test's -parallel bounds
+// how many at once), each started by start; a sandbox's repetitions run one
+// after another in it, each a subtest named name(i). The repetitions of a
+// sandbox share it as the scenarios share a cluster: each in a namespace of
+// its own, each cleaned up before the next.
+func inSandboxes(t *testing.T, shards, n int, start func(t *testing.T) *cluster, name func(i int) string, run func(t *testing.T, cl *cluster, i int)) {
+	t.Helper()
+	for s := range min(shards, n) {
+		t.Run(fmt.Sprintf("sandbox %d", s+1), func(t *testing.T) {
+			t.Parallel()
+			cl := start(t)
+			for i := s; i < n; i += shards {
+				t.Run(name(i), func(t *testing.T) { run(t, cl, i) })
+			}
+		})
+	}
+}
+
+// numbered names the repetitions of a run "<what> #1", "<what> #2", ….
+func numbered(what string) func(i int) string {
+	return func(i int) string { return fmt.Sprintf("%s #%d", what, i+1) }
 }

@@ -66,7 +66,16 @@ func StartWebhooks(ctx context.Context, pod *longhornpod.Pod) (*Webhooks, error)
 	if err != nil {
 		return nil, fmt.Errorf("Longhorn's webhooks: certificate: %w", err)
 	}
-	ln, err := tls.Listen("tcp", "127.0.0.1:0", &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12})
+	// longhorn-manager serves its webhooks through rancher/dynamiclistener,
+	// which offers HTTP/2 before HTTP/1.1: kube-apiserver then sends the
+	// admission calls over one multiplexed connection, as in a cluster,
+	// rather than opening, pooling and dropping an HTTP/1.1 connection per
+	// concurrent call.
+	ln, err := tls.Listen("tcp", "127.0.0.1:0", &tls.Config{
+		Certificates: []tls.Certificate{cert},
+		MinVersion:   tls.VersionTLS12,
+		NextProtos:   []string{"h2", "http/1.1"},
+	})
 	if err != nil {
 		return nil, fmt.Errorf("Longhorn's webhooks: listening: %w", err)
 	}
