@@ -77,6 +77,12 @@ func run() error {
 		"How long a new leader answers no filter after taking over from another, so the pods the old leader let through bind first; at least kube-scheduler's extender httpTimeout.")
 	flag.StringVar(&opts.ExtenderCertDir, "extender-cert-dir", "",
 		"A directory with tls.crt and tls.key: the extender then serves HTTPS (kube-scheduler's extender enableHTTPS and tlsConfig); reloaded when they change.")
+	flag.BoolVar(&opts.ExtenderBind, "extender-bind", false,
+		"Serve the extender's /bind: kube-scheduler's extender configuration sets bindVerb. Otherwise /bind is answered 404.")
+	flag.IntVar(&opts.ExtenderMaxInFlight, "extender-max-in-flight", extender.DefaultMaxInFlight,
+		"How many /filter and /prioritize requests the extender serves at once; beyond it, 429 (each kube-scheduler sends one at a time).")
+	flag.IntVar(&opts.ExtenderMaxInFlightBinds, "extender-max-in-flight-binds", extender.DefaultMaxInFlightBinds,
+		"How many /bind requests the extender serves at once; beyond it, 429.")
 	flag.DurationVar(&opts.GateGrace, "gate-grace", mirror.DefaultGrace,
 		"How long a ledger entry that nothing Longhorn persisted backs is kept before it is released.")
 	gateOpts := manager.GateOptions{}
@@ -158,7 +164,7 @@ func run() error {
 	}
 	log.Info("Starting", "namespace", opts.Namespace, "longhornVersion", longhorn, "leaderElection", opts.LeaderElection,
 		"metrics", opts.MetricsBindAddress, "metricsSecure", opts.MetricsSecure, "gateGrace", opts.GateGrace.String(), "gate", serveGate,
-		"secondaryScheduler", opts.SecondaryScheduler)
+		"secondaryScheduler", opts.SecondaryScheduler, "extenderBind", opts.ExtenderBind)
 	if warning := longhornversion.Assessment(longhorn); warning != "" {
 		log.Info("Warning: "+warning, "longhornVersion", longhorn)
 	}

@@ -92,6 +92,14 @@ type Options struct {
 	// ExtenderCertDir, when set, holds the extender's tls.crt and tls.key:
 	// it then serves HTTPS.
 	ExtenderCertDir string
+	// ExtenderBind serves the extender's POST /bind: kube-scheduler's
+	// extender configuration sets bindVerb. Otherwise /bind is answered 404.
+	ExtenderBind bool
+	// ExtenderMaxInFlight and ExtenderMaxInFlightBinds cap the extender's
+	// /filter and /prioritize, and /bind, requests served at once; beyond
+	// them it answers 429 (extender.DefaultMaxInFlight and
+	// extender.DefaultMaxInFlightBinds when not positive).
+	ExtenderMaxInFlight, ExtenderMaxInFlightBinds int
 	// Gate serves the admission gate on this replica when set, and beside
 	// it the pod opt-in webhook (diskschedule-pods); nil runs neither
 	// (Longhorn's writes are then adopted by the mirror, rule 7).
