@@ -11,7 +11,6 @@ package main
 
 import (
 	"context"
-	"crypto/tls"
 	"flag"
 	"fmt"
 	"os"
@@ -53,7 +52,6 @@ func main() {
 func run() error {
 	opts := manager.Options{}
 	var metricsCertPath string
-	var enableHTTP2 bool
 	flag.StringVar(&opts.Namespace, "namespace", envOr("POD_NAMESPACE", "longhorn-system"),
 		"Longhorn's namespace, holding Longhorn's objects, the DiskSchedules and the ConfigMap diskschedule-config.")
 	flag.StringVar(&opts.MetricsBindAddress, "metrics-bind-address", "0",
@@ -64,8 +62,8 @@ func run() error {
 		"The directory holding the metrics server's certificate; empty makes a self-signed one.")
 	flag.StringVar(&opts.MetricsCertName, "metrics-cert-name", "tls.crt", "The metrics server's certificate file name.")
 	flag.StringVar(&opts.MetricsKeyName, "metrics-cert-key", "tls.key", "The metrics server's key file name.")
-	flag.BoolVar(&enableHTTP2, "enable-http2", false,
-		"Enable HTTP/2 for the metrics server (off by default against HTTP/2 stream cancellation and rapid reset).")
+	flag.BoolVar(&opts.EnableHTTP2, "enable-http2", false,
+		"Enable HTTP/2 for the metrics and webhook servers (off by default against HTTP/2 stream cancellation and rapid reset).")
 	flag.StringVar(&opts.HealthProbeBindAddress, "health-probe-bind-address", ":8081",
 		"The address the /healthz and /readyz endpoints bind to.")
 	flag.BoolVar(&opts.LeaderElection, "leader-elect", false,
@@ -77,6 +75,12 @@ func run() error {
 		"How long a new leader answers no filter after taking over from another, so the pods the old leader let through bind first; at least kube-scheduler's extender httpTimeout.")
 	flag.StringVar(&opts.ExtenderCertDir, "extender-cert-dir", "",
 		"A directory with tls.crt and tls.key: the extender then serves HTTPS (kube-scheduler's extender enableHTTPS and tlsConfig); reloaded when they change.")
+	flag.BoolVar(&opts.ExtenderBind, "extender-bind", false,
+		"Serve the extender's /bind: kube-scheduler's extender configuration sets bindVerb. Otherwise /bind is answered 404.")
+	flag.IntVar(&opts.ExtenderMaxInFlight, "extender-max-in-flight", extender.DefaultMaxInFlight,
+		"How many /filter and /prioritize requests the extender serves at once; beyond it, 429 (each kube-scheduler sends one at a time).")
+	flag.IntVar(&opts.ExtenderMaxInFlightBinds, "extender-max-in-flight-binds", extender.DefaultMaxInFlightBinds,
+		"How many /bind requests the extender serves at once; beyond it, 429.")
 	flag.DurationVar(&opts.GateGrace, "gate-grace", mirror.DefaultGrace,
 		"How long a ledger entry that nothing Longhorn persisted backs is kept before it is released.")
 	gateOpts := manager.GateOptions{}
@@ -101,9 +105,6 @@ func run() error {
 	opts.NodeName = os.Getenv("NODE_NAME")
 	if metricsCertPath != "" {
 		opts.MetricsCertDir = filepath.Clean(metricsCertPath)
-	}
-	if !enableHTTP2 {
-		opts.TLSOpts = append(opts.TLSOpts, func(c *tls.Config) { c.NextProtos = []string{"http/1.1"} })
 	}
 	if serveGate {
 		if gateOpts.TLS.DNSName == "" {
@@ -158,7 +159,7 @@ func run() error {
 	}
 	log.Info("Starting", "namespace", opts.Namespace, "longhornVersion", longhorn, "leaderElection", opts.LeaderElection,
 		"metrics", opts.MetricsBindAddress, "metricsSecure", opts.MetricsSecure, "gateGrace", opts.GateGrace.String(), "gate", serveGate,
-		"secondaryScheduler", opts.SecondaryScheduler)
+		"secondaryScheduler", opts.SecondaryScheduler, "extenderBind", opts.ExtenderBind)
 	if warning := longhornversion.Assessment(longhorn); warning != "" {
 		log.Info("Warning: "+warning, "longhornVersion", longhorn)
 	}

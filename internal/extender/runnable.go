@@ -41,7 +41,34 @@ type ServerOptions struct {
 	// HTTPS with them, reloading them when they change (kube-scheduler's
 	// extender enableHTTPS and tlsConfig).
 	CertDir string
+	// Bind serves POST /bind: kube-scheduler's extender configuration
+	// sets bindVerb (HandlerOptions.Bind).
+	Bind bool
+	// MaxInFlight and MaxInFlightBinds cap the requests served at once
+	// (HandlerOptions).
+	MaxInFlight, MaxInFlightBinds int
 }
+
+// The extender's connection bounds. kube-scheduler sends a few headers and
+// a body of at most maxArgsBytes at once, and waits for an answer at most
+// its extender httpTimeout (10s in config/scheduler); a filter waits at
+// most scheduler-extender-pod-scheduling-timeout (5s by default).
+const (
+	// readHeaderTimeout bounds the request line and headers: a client
+	// that sends them slowly is cut off.
+	readHeaderTimeout = 5 * time.Second
+	// readTimeout bounds the whole request, its body read included.
+	readTimeout = 15 * time.Second
+	// writeTimeout bounds a request from its headers to the end of its
+	// answer: far above httpTimeout, after which kube-scheduler no longer
+	// reads the answer.
+	writeTimeout = time.Minute
+	// idleTimeout is kube-scheduler's transport keep-alive (net/http's
+	// DefaultTransport IdleConnTimeout).
+	idleTimeout = 90 * time.Second
+	// maxHeaderBytes caps the request line and headers.
+	maxHeaderBytes = 16 << 10
+)
 
 // Server serves the extender on the leader while scheduler-extender-enabled
 // in the ConfigMap settings.ConfigMapName is true (the default).
@@ -167,17 +194,28 @@ func (s *Server) serve(ctx context.Context, tlsConfig *tls.Config) (*http.Server
 	if tlsConfig != nil {
 		ln = tls.NewListener(ln, tlsConfig)
 	}
-	srv := &http.Server{
-		Handler:           NewHandler(s.extender, s.metrics.FilterDuration),
-		ReadHeaderTimeout: 10 * time.Second,
-		BaseContext:       func(net.Listener) context.Context { return ctx },
-	}
+	srv := newHTTPServer(ctx, NewHandler(s.extender, HandlerOptions{FilterDuration: s.metrics.FilterDuration,
+		Bind: s.opts.Bind, MaxInFlight: s.opts.MaxInFlight, MaxInFlightBinds: s.opts.MaxInFlightBinds}))
 	go func() {
 		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			ctrl.LoggerFrom(ctx).Error(err, "Serving the scheduler extender")
 		}
 	}()
 	return srv, nil
+}
+
+// newHTTPServer returns the extender's http.Server serving h, bounded by
+// the constants above.
+func newHTTPServer(ctx context.Context, h http.Handler) *http.Server {
+	return &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: readHeaderTimeout,
+		ReadTimeout:       readTimeout,
+		WriteTimeout:      writeTimeout,
+		IdleTimeout:       idleTimeout,
+		MaxHeaderBytes:    maxHeaderBytes,
+		BaseContext:       func(net.Listener) context.Context { return ctx },
+	}
 }
 
 // publishEndpoint points the Service's EndpointSlice at this manager.

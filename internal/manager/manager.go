@@ -14,6 +14,7 @@ package manager
 import (
 	"crypto/tls"
 	"fmt"
+	"slices"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -52,8 +53,9 @@ type Options struct {
 	// MetricsCertDir holds the metrics server's certificate (MetricsCertName)
 	// and key (MetricsKeyName); empty makes a self-signed certificate.
 	MetricsCertDir, MetricsCertName, MetricsKeyName string
-	// TLSOpts adjust the TLS configuration of the metrics server.
-	TLSOpts []func(*tls.Config)
+	// EnableHTTP2 offers HTTP/2 on the metrics and webhook servers; they
+	// offer HTTP/1.1 alone otherwise (disableHTTP2).
+	EnableHTTP2 bool
 	// HealthProbeBindAddress serves /healthz and /readyz; "" or "0" disables it.
 	HealthProbeBindAddress string
 	// LeaderElection makes only one manager of the deployment run the
@@ -92,6 +94,14 @@ type Options struct {
 	// ExtenderCertDir, when set, holds the extender's tls.crt and tls.key:
 	// it then serves HTTPS.
 	ExtenderCertDir string
+	// ExtenderBind serves the extender's POST /bind: kube-scheduler's
+	// extender configuration sets bindVerb. Otherwise /bind is answered 404.
+	ExtenderBind bool
+	// ExtenderMaxInFlight and ExtenderMaxInFlightBinds cap the extender's
+	// /filter and /prioritize, and /bind, requests served at once; beyond
+	// them it answers 429 (extender.DefaultMaxInFlight and
+	// extender.DefaultMaxInFlightBinds when not positive).
+	ExtenderMaxInFlight, ExtenderMaxInFlightBinds int
 	// Gate serves the admission gate on this replica when set, and beside
 	// it the pod opt-in webhook (diskschedule-pods); nil runs neither
 	// (Longhorn's writes are then adopted by the mirror, rule 7).
@@ -188,13 +198,18 @@ func withDefaults(opts Options) Options {
 
 // managerOptions returns controller-runtime's options for opts.
 func managerOptions(s *runtime.Scheme, opts Options, cert *gate.Certificate) ctrl.Options {
+	var tlsOpts []func(*tls.Config)
+	if !opts.EnableHTTP2 {
+		tlsOpts = append(tlsOpts, disableHTTP2)
+	}
 	metrics := metricsserver.Options{
-		BindAddress:   opts.MetricsBindAddress,
-		SecureServing: opts.MetricsSecure,
-		TLSOpts:       opts.TLSOpts,
+		BindAddress:    opts.MetricsBindAddress,
+		SecureServing:  opts.MetricsSecure,
+		TLSOpts:        tlsOpts,
+		FilterProvider: boundedMetrics(nil),
 	}
 	if opts.MetricsSecure {
-		metrics.FilterProvider = filters.WithAuthenticationAndAuthorization
+		metrics.FilterProvider = boundedMetrics(filters.WithAuthenticationAndAuthorization)
 	}
 	if opts.MetricsCertDir != "" {
 		metrics.CertDir, metrics.CertName, metrics.KeyName = opts.MetricsCertDir, opts.MetricsCertName, opts.MetricsKeyName
@@ -236,10 +251,10 @@ func managerOptions(s *runtime.Scheme, opts Options, cert *gate.Certificate) ctr
 		if port == 0 {
 			port = defaultGatePort
 		}
-		mgrOpts.WebhookServer = webhook.NewServer(webhook.Options{
+		mgrOpts.WebhookServer = boundedWebhookServer{webhook.NewServer(webhook.Options{
 			Host: opts.Gate.Host, Port: port, CertDir: opts.Gate.TLS.CertDir,
-			TLSOpts: []func(*tls.Config){cert.TLSOption},
-		})
+			TLSOpts: slices.Concat(tlsOpts, []func(*tls.Config){cert.TLSOption}),
+		})}
 		// Of the Secrets in the namespace only the gate's is read.
 		mgrOpts.Cache.ByObject[&corev1.Secret{}] = cache.ByObject{Field: fields.OneTermEqualSelector("metadata.name", cert.SecretName())}
 		if opts.LeaderElection {

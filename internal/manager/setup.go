@@ -68,7 +68,8 @@ func setup(mgr ctrl.Manager, opts Options, cert *gate.Certificate, identity stri
 			Fence: opts.ExtenderFence, Lease: lease,
 		})
 		srv := extender.NewServer(ext, extender.ServerOptions{Addr: opts.ExtenderBindAddress,
-			AdvertiseIP: opts.AdvertiseIP, NodeName: opts.NodeName, CertDir: opts.ExtenderCertDir})
+			AdvertiseIP: opts.AdvertiseIP, NodeName: opts.NodeName, CertDir: opts.ExtenderCertDir, Bind: opts.ExtenderBind,
+			MaxInFlight: opts.ExtenderMaxInFlight, MaxInFlightBinds: opts.ExtenderMaxInFlightBinds})
 		if err := mgr.Add(srv); err != nil {
 			return fmt.Errorf("adding the scheduler extender: %w", err)
 		}

@@ -80,7 +80,7 @@ func BenchmarkFilter(b *testing.B) {
 	pod, names, nodes := populate(b, ctx)
 	srv := httptest.NewServer(newHandler(b, ctx))
 	defer srv.Close()
-	baseline := httptest.NewServer(extender.NewHandler(passAll{}, nil))
+	baseline := httptest.NewServer(extender.NewHandler(passAll{}, extender.HandlerOptions{}))
 	defer baseline.Close()
 
 	modes := []struct {
@@ -182,7 +182,7 @@ func newHandler(b *testing.B, ctx context.Context) http.Handler {
 	if err := ext.Start(ctx); err != nil {
 		b.Fatal(err)
 	}
-	return extender.NewHandler(ext, m.FilterDuration)
+	return extender.NewHandler(ext, extender.HandlerOptions{FilterDuration: m.FilterDuration})
 }
 
 // populate creates the cluster: Longhorn nodes with disks (as

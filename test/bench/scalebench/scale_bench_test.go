@@ -509,7 +509,7 @@ func (s *bench) measureFilter(_ *testing.B, claims int) error {
 	if s.mgr == nil {
 		return errors.New("no manager runs")
 	}
-	base := httptest.NewServer(extender.NewHandler(passAll{}, nil))
+	base := httptest.NewServer(extender.NewHandler(passAll{}, extender.HandlerOptions{}))
 	defer base.Close()
 	url := "http://" + s.extenderAddr
 	if err := waitHealthy(s.ctx, url); err != nil {

@@ -103,7 +103,8 @@ type Options struct {
 	Managers []ManagerHook
 	// ExtenderBind, with Extender, makes kube-scheduler bind the pods the
 	// extender manages through its /bind (bindVerb), so the extender knows
-	// a pod's node the moment it is chosen.
+	// a pod's node the moment it is chosen, and the managers serve /bind
+	// (manager.Options.ExtenderBind).
 	ExtenderBind bool
 	// CapacityPollInterval is how often the simulated cluster's CSI
 	// external-provisioner refreshes the CSIStorageCapacity objects; zero is
@@ -641,6 +642,8 @@ func (s *Sandbox) startOneManager(name string, hook ManagerHook) error {
 			return err
 		}
 		opts.ExtenderBindAddress = "127.0.0.1:" + strconv.Itoa(port)
+		// kube-scheduler's bindVerb and the extender's /bind go together.
+		opts.ExtenderBind = s.opts.ExtenderBind
 		if s.extenderURL == "" {
 			s.extenderURL = "http://" + opts.ExtenderBindAddress
 		}
