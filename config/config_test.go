@@ -13,6 +13,7 @@ import (
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -42,6 +43,7 @@ type rendered struct {
 	webhooks            []admissionregistrationv1.ValidatingWebhookConfiguration
 	podWebhooks         []admissionregistrationv1.MutatingWebhookConfiguration
 	disruptionBudgets   []policyv1.PodDisruptionBudget
+	networkPolicies     []networkingv1.NetworkPolicy
 }
 
 func render(t *testing.T) *rendered {
@@ -108,6 +110,9 @@ func renderDir(t *testing.T, dir string) *rendered {
 		case "PodDisruptionBudget":
 			out.disruptionBudgets = append(out.disruptionBudgets, policyv1.PodDisruptionBudget{})
 			into = &out.disruptionBudgets[len(out.disruptionBudgets)-1]
+		case "NetworkPolicy":
+			out.networkPolicies = append(out.networkPolicies, networkingv1.NetworkPolicy{})
+			into = &out.networkPolicies[len(out.networkPolicies)-1]
 		default:
 			t.Errorf("config/default renders an unexpected %s %s", r.GetKind(), r.GetName())
 			continue
