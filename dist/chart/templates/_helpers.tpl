@@ -36,8 +36,11 @@ The service account every binding names.
 {{- end }}
 
 {{/*
-What the chart refuses at render time. The manager checks the cluster itself
-when it starts: without Longhorn's CRDs it exits, naming what is missing.
+What the chart refuses at render time: Longhorn's CRDs, another namespace
+than Longhorn's, a DiskSchedule CRD on the cluster that is not the
+add-on's (by its label), a --gate-timeout the webhook's timeout does not
+cover. The manager checks the cluster itself when it starts: without
+Longhorn's CRDs it exits, naming what is missing.
 */}}
 {{- define "diskschedule.validate" -}}
 {{- if .Values.longhorn.installCRDs -}}
@@ -45,6 +48,11 @@ when it starts: without Longhorn's CRDs it exits, naming what is missing.
 {{- end -}}
 {{- if ne .Release.Namespace .Values.longhorn.namespace -}}
 {{- fail (printf "diskschedule installs into Longhorn's namespace %q, not %q: run helm install with --namespace %s (when Longhorn runs in another namespace, set longhorn.namespace to it and install there)." .Values.longhorn.namespace .Release.Namespace .Values.longhorn.namespace) -}}
+{{- end -}}
+{{- /* lookup finds nothing under helm template and --dry-run: the manager checks again when it starts. */ -}}
+{{- $crd := lookup "apiextensions.k8s.io/v1" "CustomResourceDefinition" "" "diskschedules.longhorn.io" -}}
+{{- if and $crd (ne (dig "metadata" "labels" "app.kubernetes.io/name" "" $crd) "diskschedule") -}}
+{{- fail "the CustomResourceDefinition diskschedules.longhorn.io on the cluster does not carry the label app.kubernetes.io/name=diskschedule, so it is not this add-on's: it may be Longhorn's own (should Longhorn ship a DiskSchedule) or another project's, and the add-on neither shares nor replaces it. Nothing was installed; see docs/operations.md, \"When Longhorn ships its own DiskSchedule CRD\"." -}}
 {{- end -}}
 {{- $gateMillis := include "diskschedule.gateTimeoutMillis" . -}}
 {{- if $gateMillis -}}
