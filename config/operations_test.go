@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"helm.sh/helm/v3/pkg/action"
-	"helm.sh/helm/v3/pkg/chart/loader"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -45,17 +44,9 @@ func TestRunbook(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	env, cfg := startLonghornAPIServer(t)
+	h := startHelm(t)
+	env, cfg, c, helm, chrt := h.env, h.cfg, h.client, h.helm, h.chart
 	ctx := t.Context()
-	c, err := client.NewWithWatch(cfg, client.Options{Scheme: uninstallScheme(t)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	helm := helmConfig(t, env)
-	chrt, err := loader.Load(chartDir)
-	if err != nil {
-		t.Fatal(err)
-	}
 	gateKey := client.ObjectKey{Name: gate.ConfigurationName}
 	deployment := client.ObjectKey{Namespace: namespace, Name: "longhorn-diskschedule-controller-manager"}
 	longhornCRDs := func(ctx context.Context) (int, error) {
