@@ -153,6 +153,12 @@ func run() error {
 	if err != nil {
 		return err
 	}
+	// Without the DiskSchedule CRD (deleted, say) the manager waits, not
+	// Ready, until it is served again, instead of exiting.
+	signals := ctrl.SetupSignalHandler()
+	if err := manager.WaitForDiskScheduleCRD(signals, cfg, opts.HealthProbeBindAddress, log); err != nil {
+		return err
+	}
 	mgr, err := manager.New(cfg, s, opts)
 	if err != nil {
 		return err
@@ -163,7 +169,7 @@ func run() error {
 	if warning := longhornversion.Assessment(longhorn); warning != "" {
 		log.Info("Warning: "+warning, "longhornVersion", longhorn)
 	}
-	if err := mgr.Start(ctrl.SetupSignalHandler()); err != nil {
+	if err := mgr.Start(signals); err != nil {
 		return fmt.Errorf("running the manager: %w", err)
 	}
 	return nil

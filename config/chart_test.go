@@ -321,7 +321,7 @@ func TestChartValues(t *testing.T) {
 	objs := mustRenderChart(t, map[string]any{
 		"image":    map[string]any{"repository": "registry.example.com/diskschedule", "tag": "v0.1.0", "pullPolicy": "IfNotPresent"},
 		"manager":  map[string]any{"replicas": 3, "extraArgs": []any{"--gate-timeout=6s"}},
-		"gate":     map[string]any{"timeoutSeconds": 7},
+		"gate":     map[string]any{"timeoutSeconds": 12},
 		"extender": map[string]any{"enabled": false, "podSchedulingTimeout": 0, "nodeReservationTimeout": 30},
 		"metrics":  map[string]any{"readers": []any{map[string]any{"name": "prometheus-k8s", "namespace": "monitoring"}}},
 		"crd":      map[string]any{"keep": false},
@@ -362,8 +362,8 @@ func TestChartValues(t *testing.T) {
 	}
 	webhooks, _, _ := unstructured.NestedSlice(find("ValidatingWebhookConfiguration", "diskschedule-gate").Object, "webhooks")
 	for _, wh := range webhooks {
-		if s := wh.(map[string]any)["timeoutSeconds"]; s != int64(7) {
-			t.Errorf("webhook %v: timeoutSeconds %v, want 7", wh.(map[string]any)["name"], s)
+		if s := wh.(map[string]any)["timeoutSeconds"]; s != int64(12) {
+			t.Errorf("webhook %v: timeoutSeconds %v, want 12", wh.(map[string]any)["name"], s)
 		}
 	}
 	if _, keep := find("CustomResourceDefinition", "diskschedules.longhorn.io").GetAnnotations()["helm.sh/resource-policy"]; keep {

@@ -13,6 +13,7 @@ import (
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -42,6 +43,7 @@ type rendered struct {
 	webhooks            []admissionregistrationv1.ValidatingWebhookConfiguration
 	podWebhooks         []admissionregistrationv1.MutatingWebhookConfiguration
 	disruptionBudgets   []policyv1.PodDisruptionBudget
+	networkPolicies     []networkingv1.NetworkPolicy
 }
 
 func render(t *testing.T) *rendered {
@@ -108,6 +110,9 @@ func renderDir(t *testing.T, dir string) *rendered {
 		case "PodDisruptionBudget":
 			out.disruptionBudgets = append(out.disruptionBudgets, policyv1.PodDisruptionBudget{})
 			into = &out.disruptionBudgets[len(out.disruptionBudgets)-1]
+		case "NetworkPolicy":
+			out.networkPolicies = append(out.networkPolicies, networkingv1.NetworkPolicy{})
+			into = &out.networkPolicies[len(out.networkPolicies)-1]
 		default:
 			t.Errorf("config/default renders an unexpected %s %s", r.GetKind(), r.GetName())
 			continue
@@ -239,9 +244,9 @@ func TestDefaultDeployment(t *testing.T) {
 
 // checkDisruptions checks what keeps one manager up through drains,
 // preemptions and a node's loss: a PodDisruptionBudget that keeps one of
-// the Deployment's pods available, pods spread over nodes where the cluster
-// allows it (preferred anti-affinity by hostname), and Longhorn's own
-// priority class.
+// the Deployment's pods available, pods on distinct nodes (required
+// anti-affinity by hostname; the chart's manager.podAntiAffinity relaxes it
+// for one-node clusters), and Longhorn's own priority class.
 func checkDisruptions(t *testing.T, r *rendered, d appsv1.Deployment) {
 	t.Helper()
 	pods := labels.Set(d.Spec.Template.Labels)
@@ -257,18 +262,15 @@ func checkDisruptions(t *testing.T, r *rendered, d appsv1.Deployment) {
 	spec := d.Spec.Template.Spec
 	spread := false
 	if spec.Affinity != nil && spec.Affinity.PodAntiAffinity != nil {
-		for _, term := range spec.Affinity.PodAntiAffinity.PreferredDuringSchedulingIgnoredDuringExecution {
-			sel, err := metav1.LabelSelectorAsSelector(term.PodAffinityTerm.LabelSelector)
-			if err == nil && sel.Matches(pods) && term.PodAffinityTerm.TopologyKey == corev1.LabelHostname && term.Weight > 0 {
+		for _, term := range spec.Affinity.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution {
+			sel, err := metav1.LabelSelectorAsSelector(term.LabelSelector)
+			if err == nil && sel.Matches(pods) && term.TopologyKey == corev1.LabelHostname {
 				spread = true
 			}
 		}
-		if len(spec.Affinity.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution) > 0 {
-			t.Errorf("the manager's anti-affinity is required: on a one-node cluster the second replica would never run")
-		}
 	}
 	if !spread {
-		t.Errorf("the manager's pods have no preferred anti-affinity by %s among themselves: %+v", corev1.LabelHostname, spec.Affinity)
+		t.Errorf("the manager's pods have no required anti-affinity by %s among themselves: %+v", corev1.LabelHostname, spec.Affinity)
 	}
 	if spec.PriorityClassName != "longhorn-critical" {
 		t.Errorf("the manager's priority class is %q, want Longhorn's own longhorn-critical", spec.PriorityClassName)

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"helm.sh/helm/v3/pkg/action"
+	"helm.sh/helm/v3/pkg/chart"
 	"helm.sh/helm/v3/pkg/chart/loader"
 	"helm.sh/helm/v3/pkg/chartutil"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
@@ -47,17 +48,9 @@ const hookJob = "longhorn-diskschedule-uninstall"
 // chart gives it, and marks the Job complete. The DiskSchedule CRD stays
 // (crd.keep), with the add-on's label.
 func TestChartUninstallOrder(t *testing.T) {
-	env, cfg := startLonghornAPIServer(t)
+	h := startHelm(t)
+	env, c, helm, chrt := h.env, h.client, h.helm, h.chart
 	ctx := t.Context()
-	c, err := client.NewWithWatch(cfg, client.Options{Scheme: uninstallScheme(t)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	helm := helmConfig(t, env)
-	chrt, err := loader.Load(chartDir)
-	if err != nil {
-		t.Fatal(err)
-	}
 	install := action.NewInstall(helm)
 	install.ReleaseName, install.Namespace = "diskschedule", namespace
 	if _, err := install.Run(chrt, nil); err != nil {
@@ -247,6 +240,32 @@ func startLonghornAPIServer(t *testing.T) (*envtest.Environment, *rest.Config) {
 		t.Fatal(err)
 	}
 	return env, cfg
+}
+
+// helmTarget is an API server serving Longhorn's CRDs (startLonghornAPIServer),
+// with a client that watches, a Helm configuration as an administrator and
+// the chart.
+type helmTarget struct {
+	env    *envtest.Environment
+	cfg    *rest.Config
+	client client.WithWatch
+	helm   *action.Configuration
+	chart  *chart.Chart
+}
+
+// startHelm starts a helmTarget.
+func startHelm(t *testing.T) helmTarget {
+	t.Helper()
+	env, cfg := startLonghornAPIServer(t)
+	c, err := client.NewWithWatch(cfg, client.Options{Scheme: uninstallScheme(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	chrt, err := loader.Load(chartDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return helmTarget{env: env, cfg: cfg, client: c, helm: helmConfig(t, env), chart: chrt}
 }
 
 // helmConfig returns a Helm action configuration for the API server of env,
