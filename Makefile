@@ -9,7 +9,14 @@ KUBECTL ?= kubectl
 
 # Tests use KUBEBUILDER_ASSETS when it is set, else the control plane built into bin/k8s.
 TEST_ASSETS = $(if $(KUBEBUILDER_ASSETS),$(KUBEBUILDER_ASSETS),$(K8S_BIN))
-GO_TEST_FLAGS ?= -timeout 45m
+GO_TEST_FLAGS ?= -timeout 45m -parallel 4
+
+# The packages whose tests start sandboxes, longest first: go test starts
+# packages in the order it is given them, so these begin while the short
+# ones fill the other slot. Their tests wait on Longhorn and the control
+# plane more than they compute, so -parallel 4 runs four sandboxes of a
+# package side by side.
+SANDBOX_PACKAGES = ./test/e2e ./test/gate ./test/stall ./test/failover ./test/longhorn ./test/infrastructure/sandbox ./cmd/sandbox ./test/versions
 
 SHELL = /usr/bin/env bash -o pipefail
 .SHELLFLAGS = -ec
@@ -60,8 +67,16 @@ vet: ## Run go vet against code.
 	go vet ./...
 
 .PHONY: test
-test: verify vet controlplane sandbox-longhorn sandbox-csi ## Check generated files, vet, and run every test against a real kube-apiserver and etcd.
-	KUBEBUILDER_ASSETS="$(TEST_ASSETS)" go test ./... $(GO_TEST_FLAGS)
+test: verify vet controlplane sandbox-longhorn sandbox-csi ## Check generated files, vet, and run every test against a real kube-apiserver and etcd (the sandbox suites first).
+	KUBEBUILDER_ASSETS="$(TEST_ASSETS)" go test $(SANDBOX_PACKAGES) ./... $(GO_TEST_FLAGS)
+
+.PHONY: test-unit
+test-unit: controlplane ## An author's inner loop: every package but the sandbox suites (the product's packages, config/, the harness's own unit tests) against envtest.
+	KUBEBUILDER_ASSETS="$(TEST_ASSETS)" go test $$(go list ./... | grep -v -x -F $(foreach p,$(SANDBOX_PACKAGES),-e github.com/longhorn/diskschedule/$(patsubst ./%,%,$(p)))) $(GO_TEST_FLAGS)
+
+.PHONY: test-e2e
+test-e2e: controlplane sandbox-longhorn sandbox-csi ## The sandbox suites alone: the end-to-end tests, the gate under attack, the stalls, failover, Longhorn's controllers, the sandbox itself.
+	KUBEBUILDER_ASSETS="$(TEST_ASSETS)" go test $(SANDBOX_PACKAGES) $(GO_TEST_FLAGS)
 
 SANDBOX_ARGS ?=
 

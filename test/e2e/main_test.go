@@ -5,7 +5,10 @@
 // longhorn-manager v1.12.0's own controllers on the simulated data plane)
 // with the plan's topology, runs a scenario of
 // test/framework/scenario several times, and asserts on where the pods went and
-// what the ledgers granted.
+// what the ledgers granted. The tests run side by side, each in sandboxes
+// of its own (go test's -parallel bounds how many at once); a test's runs
+// share its sandbox one after another, each in a namespace of its own, and
+// the longest are split over two sandboxes (inSandboxes).
 //
 // It needs the control-plane binaries of `make controlplane` (bin/k8s, or
 // KUBEBUILDER_ASSETS).

@@ -14,6 +14,9 @@ import (
 // the plan says.
 const multiPVCRepetitions = 10
 
+// multiPVCSandboxes is how many sandboxes share those runs, side by side.
+const multiPVCSandboxes = 2
+
 // TestMultiPVC is the plan's multiple-claims test: on nodes with 1, 2, 3
 // and 4 disks of 100Gi, a pod with four 100Gi claims fits only on the node
 // with four disks, and through the extender it lands there every time,
@@ -24,7 +27,7 @@ func TestMultiPVC(t *testing.T) {
 	start := func(t *testing.T) *cluster { return startSandbox(t, "multi-disk.yaml") }
 	ctx := context.Background()
 	t.Run("with the extender", func(t *testing.T) {
-		inSandboxes(t, 1, multiPVCRepetitions, start, numbered("run"), func(t *testing.T, cl *cluster, i int) {
+		inSandboxes(t, multiPVCSandboxes, multiPVCRepetitions, start, numbered("run"), func(t *testing.T, cl *cluster, i int) {
 			o := common(t, fmt.Sprintf("multi-pvc-with-%d", i+1))
 			defer cl.cleanup(t, o)
 			defer cl.dumpLedgers(t)
