@@ -115,16 +115,35 @@ func run() error {
 	defer stop()
 	d := &demo{opts: o, out: os.Stdout, start: time.Now()}
 	d.intro()
+	var steps []step
 	for _, s := range d.plan() {
-		runs := s.selected(o.scenarios)
-		if len(runs) == 0 {
-			continue
+		if s.runs = s.selected(o.scenarios); len(s.runs) > 0 {
+			steps = append(steps, s)
 		}
-		if err := d.withSandbox(ctx, s, runs); err != nil {
+	}
+	// Each sandbox starts while the previous step's scenarios run, so the
+	// wait for a sandbox (most of it Longhorn's first look at its disks)
+	// overlaps the work before it.
+	var next <-chan started
+	if len(steps) > 0 {
+		next = d.startAhead(ctx, steps[0])
+	}
+	for i, s := range steps {
+		current := next
+		next = nil
+		if i+1 < len(steps) {
+			next = d.startAhead(ctx, steps[i+1])
+		}
+		if err := d.withSandbox(ctx, s, current); err != nil {
 			d.broken = append(d.broken, err.Error())
 		}
 		if ctx.Err() != nil {
 			break
+		}
+	}
+	if next != nil {
+		if st := <-next; st.err == nil {
+			_ = st.cl.sb.Stop()
 		}
 	}
 	d.summary()
@@ -198,14 +217,34 @@ type cluster struct {
 	c  client.WithWatch
 }
 
-// withSandbox starts a sandbox with the step's topology file, with the
-// admission gate unless noGate and the second scheduler with secondary,
-// runs the runs against it in turn, and stops it again.
-func (d *demo) withSandbox(ctx context.Context, s step, runs []namedRun) (retErr error) {
+// started is a step's sandbox, started ahead, or why it did not start.
+type started struct {
+	cl *cluster
+	// what names the sandbox in the report: its topology file and what
+	// runs with it.
+	what   string
+	logDir string
+	// took is how long the sandbox took to get ready.
+	took time.Duration
+	err  error
+}
+
+// startAhead starts the step's sandbox in the background (with the
+// admission gate unless noGate, with the second scheduler with secondary)
+// and delivers it, or why it did not start, on the returned channel. It
+// prints nothing: the report says what started when the step runs.
+func (d *demo) startAhead(ctx context.Context, s step) <-chan started {
+	out := make(chan started, 1)
+	go func() { out <- d.startSandbox(ctx, s) }()
+	return out
+}
+
+// startSandbox starts the step's sandbox and waits until it is ready.
+func (d *demo) startSandbox(ctx context.Context, s step) started {
 	topologyFile, noGate := s.topology, s.noGate
 	topo, err := sandbox.LoadTopology(filepath.Join(d.opts.configDir, "sandbox", topologyFile))
 	if err != nil {
-		return err
+		return started{err: err}
 	}
 	gate, logName := "with the admission gate", strings.TrimSuffix(topologyFile, filepath.Ext(topologyFile))
 	if noGate {
@@ -216,37 +255,49 @@ func (d *demo) withSandbox(ctx context.Context, s step, runs []namedRun) (retErr
 	}
 	// Several sandboxes share a topology: each logs under the scenarios it
 	// runs too.
-	for _, r := range runs {
+	for _, r := range s.runs {
 		logName += "-" + r.name
 	}
-	d.progress("starting a sandbox with %s (%s), %s", topologyFile, describe(topo), gate)
-	d.ungated = d.ungated || noGate
-	started := time.Now()
-	logDir := filepath.Join(d.opts.logDir, logName)
+	st := started{what: fmt.Sprintf("%s (%s), %s", topologyFile, describe(topo), gate), logDir: filepath.Join(d.opts.logDir, logName)}
+	begin := time.Now()
 	sb, err := sandbox.Start(ctx, sandbox.Options{
-		Topology: topo, Extender: true, NoGate: noGate, ConfigDir: d.opts.configDir, LogDir: logDir,
+		Topology: topo, Extender: true, NoGate: noGate, ConfigDir: d.opts.configDir, LogDir: st.logDir,
 		SecondaryScheduler: s.secondary,
 	})
 	if err != nil {
-		return fmt.Errorf("starting the sandbox with %s (logs in %s): %w", topologyFile, logDir, err)
+		st.err = fmt.Errorf("starting the sandbox with %s (logs in %s): %w", topologyFile, st.logDir, err)
+		return st
 	}
-	d.progress("sandbox ready in %s; control-plane logs in %s", seconds(time.Since(started)), logDir)
-	defer func() {
-		if err := sb.Err(); err != nil {
-			retErr = errors.Join(retErr, fmt.Errorf("the sandbox with %s: %w", topologyFile, err))
-		}
-		if err := sb.Stop(); err != nil {
-			retErr = errors.Join(retErr, fmt.Errorf("stopping the sandbox with %s: %w", topologyFile, err))
-		}
-		d.progress("stopped the sandbox with %s", topologyFile)
-	}()
+	st.took = time.Since(begin)
 	c, err := client.NewWithWatch(sb.AdminConfig(), client.Options{Scheme: sb.Scheme()})
 	if err != nil {
-		return err
+		st.err = errors.Join(fmt.Errorf("a client of the sandbox with %s: %w", topologyFile, err), sb.Stop())
+		return st
 	}
-	cl := &cluster{sb: sb, c: c}
-	for _, r := range runs {
-		if err := r.run(ctx, cl); err != nil {
+	st.cl = &cluster{sb: sb, c: c}
+	return st
+}
+
+// withSandbox waits for the step's sandbox, started ahead, runs the step's
+// runs against it in turn, and stops it again.
+func (d *demo) withSandbox(ctx context.Context, s step, ahead <-chan started) (retErr error) {
+	st := <-ahead
+	if st.err != nil {
+		return st.err
+	}
+	d.progress("sandbox with %s ready (started ahead, it took %s); control-plane logs in %s", st.what, seconds(st.took), st.logDir)
+	d.ungated = d.ungated || s.noGate
+	defer func() {
+		if err := st.cl.sb.Err(); err != nil {
+			retErr = errors.Join(retErr, fmt.Errorf("the sandbox with %s: %w", s.topology, err))
+		}
+		if err := st.cl.sb.Stop(); err != nil {
+			retErr = errors.Join(retErr, fmt.Errorf("stopping the sandbox with %s: %w", s.topology, err))
+		}
+		d.progress("stopped the sandbox with %s", s.topology)
+	}()
+	for _, r := range s.runs {
+		if err := r.run(ctx, st.cl); err != nil {
 			return err
 		}
 	}
