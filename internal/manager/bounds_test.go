@@ -41,11 +41,7 @@ func TestWebhookServerOffersNoHTTP2(t *testing.T) {
 			port := freePort(t)
 			opts := Options{Namespace: "longhorn-system", MetricsSecure: true, EnableHTTP2: enable,
 				Gate: &GateOptions{Host: "127.0.0.1", Port: port, TLS: gate.TLS{DNSName: "localhost", CertDir: t.TempDir()}}}
-			cert, err := gate.NewCertificate(opts.Namespace, opts.Gate.TLS)
-			if err != nil {
-				t.Fatal(err)
-			}
-			mgrOpts, err := managerOptions(nil, withDefaults(opts), cert)
+			mgrOpts, err := gateManagerOptions(t, opts)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -70,6 +66,17 @@ func TestWebhookServerOffersNoHTTP2(t *testing.T) {
 			}
 		})
 	}
+}
+
+// gateManagerOptions returns controller-runtime's options for opts, whose
+// Gate is set, as the manager computes them.
+func gateManagerOptions(t *testing.T, opts Options) (ctrl.Options, error) {
+	t.Helper()
+	cert, err := gate.NewCertificate(opts.Namespace, opts.Gate.TLS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return managerOptions(nil, withDefaults(opts), cert)
 }
 
 // startWebhookServer starts the webhook server of mgrOpts, listening on

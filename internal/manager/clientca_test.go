@@ -88,11 +88,7 @@ func TestWebhookServerVerifiesClientCertificates(t *testing.T) {
 	port := freePort(t)
 	opts := Options{Namespace: "longhorn-system", Gate: &GateOptions{Host: "127.0.0.1", Port: port, ClientCAFile: caFile,
 		TLS: gate.TLS{DNSName: "localhost", CertDir: t.TempDir()}}}
-	cert, err := gate.NewCertificate(opts.Namespace, opts.Gate.TLS)
-	if err != nil {
-		t.Fatal(err)
-	}
-	mgrOpts, err := managerOptions(nil, withDefaults(opts), cert)
+	mgrOpts, err := gateManagerOptions(t, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -161,11 +157,7 @@ func TestClientCAMustBeACertificate(t *testing.T) {
 	} {
 		opts := Options{Namespace: "longhorn-system", Gate: &GateOptions{ClientCAFile: c.file,
 			TLS: gate.TLS{DNSName: "localhost", CertDir: t.TempDir()}}}
-		cert, err := gate.NewCertificate(opts.Namespace, opts.Gate.TLS)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := managerOptions(nil, withDefaults(opts), cert); err == nil || !strings.Contains(err.Error(), c.want) {
+		if _, err := gateManagerOptions(t, opts); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("client CA %s: %v, want an error saying %q", c.file, err, c.want)
 		}
 	}
