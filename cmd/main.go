@@ -94,6 +94,8 @@ func run() error {
 		"The Secret, in the manager's namespace, that holds the gate's CA and certificate (created empty by the install).")
 	flag.StringVar(&gateOpts.TLS.DNSName, "webhook-dns-name", "",
 		"The name kube-apiserver calls the gate by (default longhorn-diskschedule-webhook-service.<namespace>.svc).")
+	flag.StringVar(&gateOpts.ClientCAFile, "webhook-client-ca", "",
+		"A PEM file of the CAs that sign kube-apiserver's webhook client certificate: the gate's webhook server then requires and verifies a client certificate, refusing other callers in the TLS handshake (read at start).")
 	flag.DurationVar(&gateOpts.DecisionTimeout, "gate-timeout", gate.DefaultDecisionTimeout,
 		"How long the gate waits for the ledger's decision; keep it under the webhook configuration's timeoutSeconds.")
 	flag.BoolVar(&opts.SecondaryScheduler, "secondary-scheduler", false,

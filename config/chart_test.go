@@ -647,3 +647,79 @@ func decodeAs[T any](t *testing.T, u *unstructured.Unstructured) T {
 	}
 	return out
 }
+
+// TestChartGateClientCA checks gate.clientCA: named in a ConfigMap or a
+// Secret, the CA is mounted read-only into the manager and the manager is
+// told to verify kube-apiserver's client certificate with it
+// (--webhook-client-ca); unset, neither is there; naming both fails.
+func TestChartGateClientCA(t *testing.T) {
+	const mount = "/etc/diskschedule/webhook-client-ca"
+	for _, c := range []struct {
+		name       string
+		ca         map[string]any
+		wantArg    string
+		wantCM     string
+		wantSecret string
+	}{
+		{"unset", nil, "", "", ""},
+		{"a ConfigMap", map[string]any{"configMap": "apiserver-webhook-client-ca"}, "--webhook-client-ca=" + mount + "/ca.crt", "apiserver-webhook-client-ca", ""},
+		{"a Secret and its key", map[string]any{"secret": "apiserver-client", "key": "client-ca.pem"}, "--webhook-client-ca=" + mount + "/client-ca.pem", "", "apiserver-client"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			vals := map[string]any{}
+			if c.ca != nil {
+				vals["gate"] = map[string]any{"clientCA": c.ca}
+			}
+			d := managerDeployment(t, mustRenderChart(t, vals))
+			pod := d.Spec.Template.Spec
+			var arg string
+			for _, a := range pod.Containers[0].Args {
+				if strings.HasPrefix(a, "--webhook-client-ca") {
+					arg = a
+				}
+			}
+			if arg != c.wantArg {
+				t.Errorf("the manager's client CA argument %q, want %q", arg, c.wantArg)
+			}
+			var mounted *corev1.VolumeMount
+			for i, m := range pod.Containers[0].VolumeMounts {
+				if m.MountPath == mount {
+					mounted = &pod.Containers[0].VolumeMounts[i]
+				}
+			}
+			var volume *corev1.Volume
+			for i, v := range pod.Volumes {
+				if mounted != nil && v.Name == mounted.Name {
+					volume = &pod.Volumes[i]
+				}
+			}
+			switch {
+			case c.wantArg == "" && mounted != nil:
+				t.Errorf("without gate.clientCA the manager mounts %s", mount)
+			case c.wantArg == "":
+			case mounted == nil || !mounted.ReadOnly || volume == nil:
+				t.Fatalf("the client CA is not mounted read-only at %s: mount %+v, volume %+v", mount, mounted, volume)
+			case c.wantCM != "" && (volume.ConfigMap == nil || volume.ConfigMap.Name != c.wantCM):
+				t.Errorf("the client CA's volume %+v, want ConfigMap %s", volume.VolumeSource, c.wantCM)
+			case c.wantSecret != "" && (volume.Secret == nil || volume.Secret.SecretName != c.wantSecret):
+				t.Errorf("the client CA's volume %+v, want Secret %s", volume.VolumeSource, c.wantSecret)
+			}
+			if volume != nil {
+				var items []corev1.KeyToPath
+				switch {
+				case volume.ConfigMap != nil:
+					items = volume.ConfigMap.Items
+				case volume.Secret != nil:
+					items = volume.Secret.Items
+				}
+				if want := strings.TrimPrefix(c.wantArg, "--webhook-client-ca="+mount+"/"); len(items) != 1 || items[0].Path != want {
+					t.Errorf("the client CA's volume projects %+v, want the file %s the argument names", items, want)
+				}
+			}
+		})
+	}
+	_, err := renderChart(namespace, map[string]any{"gate": map[string]any{"clientCA": map[string]any{"configMap": "a", "secret": "b"}}})
+	if err == nil || !strings.Contains(err.Error(), "both a ConfigMap and a Secret") {
+		t.Errorf("gate.clientCA naming a ConfigMap and a Secret: %v, want an error saying so", err)
+	}
+}

@@ -15,9 +15,11 @@ import (
 
 	"github.com/go-logr/logr"
 	certutil "k8s.io/client-go/util/cert"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	"github.com/longhorn/diskschedule/internal/gate"
+	"github.com/longhorn/diskschedule/test/framework/testenv"
 )
 
 // TestWebhookServerOffersNoHTTP2 starts the gate's webhook server as the
@@ -39,11 +41,10 @@ func TestWebhookServerOffersNoHTTP2(t *testing.T) {
 			port := freePort(t)
 			opts := Options{Namespace: "longhorn-system", MetricsSecure: true, EnableHTTP2: enable,
 				Gate: &GateOptions{Host: "127.0.0.1", Port: port, TLS: gate.TLS{DNSName: "localhost", CertDir: t.TempDir()}}}
-			cert, err := gate.NewCertificate(opts.Namespace, opts.Gate.TLS)
+			mgrOpts, err := gateManagerOptions(t, opts)
 			if err != nil {
 				t.Fatal(err)
 			}
-			mgrOpts := managerOptions(nil, withDefaults(opts), cert)
 
 			metricsTLS := &tls.Config{NextProtos: []string{"h2", "http/1.1"}}
 			for _, op := range mgrOpts.Metrics.TLSOpts {
@@ -53,36 +54,11 @@ func TestWebhookServerOffersNoHTTP2(t *testing.T) {
 				t.Errorf("the metrics server offers %v first, want %s", metricsTLS.NextProtos, want)
 			}
 
-			bounded, ok := mgrOpts.WebhookServer.(boundedWebhookServer)
-			if !ok {
-				t.Fatalf("the webhook server is a %T, want its handlers bounded", mgrOpts.WebhookServer)
-			}
-			srv := bounded.Server.(*webhook.DefaultServer)
-			srv.Options.TLSOpts = append(srv.Options.TLSOpts, func(c *tls.Config) {
-				c.GetCertificate = func(*tls.ClientHelloInfo) (*tls.Certificate, error) { return &pair, nil }
-			})
-			ctx, cancel := context.WithCancel(context.Background())
-			done := make(chan error, 1)
-			go func() { done <- srv.Start(ctx) }()
-			t.Cleanup(func() {
-				cancel()
-				if err := <-done; err != nil {
-					t.Errorf("webhook server: %v", err)
-				}
-			})
-			addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
-			var conn *tls.Conn
-			deadline := time.Now().Add(10 * time.Second)
-			for {
-				conn, err = tls.DialWithDialer(&net.Dialer{Timeout: time.Second}, "tcp", addr,
-					&tls.Config{InsecureSkipVerify: true, NextProtos: []string{"h2", "http/1.1"}}) //nolint:gosec // a self-signed test certificate
-				if err == nil || time.Now().After(deadline) {
-					break
-				}
-				time.Sleep(20 * time.Millisecond)
-			}
+			addr := startWebhookServer(t, mgrOpts, pair, port)
+			conn, err := tls.DialWithDialer(&net.Dialer{Timeout: time.Second}, "tcp", addr,
+				&tls.Config{InsecureSkipVerify: true, NextProtos: []string{"h2", "http/1.1"}}) //nolint:gosec // a self-signed test certificate
 			if err != nil {
-				t.Fatalf("the webhook server did not answer within 10s: %v", err)
+				t.Fatal(err)
 			}
 			defer func() { _ = conn.Close() }()
 			if got := conn.ConnectionState().NegotiatedProtocol; got != want {
@@ -90,6 +66,50 @@ func TestWebhookServerOffersNoHTTP2(t *testing.T) {
 			}
 		})
 	}
+}
+
+// gateManagerOptions returns controller-runtime's options for opts, whose
+// Gate is set, as the manager computes them.
+func gateManagerOptions(t *testing.T, opts Options) (ctrl.Options, error) {
+	t.Helper()
+	cert, err := gate.NewCertificate(opts.Namespace, opts.Gate.TLS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return managerOptions(nil, withDefaults(opts), cert)
+}
+
+// startWebhookServer starts the webhook server of mgrOpts, listening on
+// port, serving pair instead of the gate's certificate (which comes from a
+// Secret), and returns its address once it accepts connections.
+func startWebhookServer(t *testing.T, mgrOpts ctrl.Options, pair tls.Certificate, port int) string {
+	t.Helper()
+	bounded, ok := mgrOpts.WebhookServer.(boundedWebhookServer)
+	if !ok {
+		t.Fatalf("the webhook server is a %T, want its handlers bounded", mgrOpts.WebhookServer)
+	}
+	srv := bounded.Server.(*webhook.DefaultServer)
+	srv.Options.TLSOpts = append(srv.Options.TLSOpts, func(c *tls.Config) {
+		c.GetCertificate = func(*tls.ClientHelloInfo) (*tls.Certificate, error) { return &pair, nil }
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- srv.Start(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("webhook server: %v", err)
+		}
+	})
+	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+	testenv.Eventually(t, context.Background(), 10*time.Second, "the webhook server listens", func(context.Context) (bool, string, error) {
+		conn, err := net.DialTimeout("tcp", addr, time.Second)
+		if err != nil {
+			return false, err.Error(), nil
+		}
+		return true, "", conn.Close()
+	})
+	return addr
 }
 
 func freePort(t *testing.T) int {

@@ -122,6 +122,16 @@ type GateOptions struct {
 	// DecisionTimeout bounds each admission's wait for the ledger;
 	// gate.DefaultDecisionTimeout when not positive.
 	DecisionTimeout time.Duration
+	// ClientCAFile, when set, is a PEM file of the CAs that sign
+	// kube-apiserver's webhook client certificate (its
+	// AdmissionConfiguration's kubeConfigFile): the webhook server then
+	// requires a client certificate signed by one of them, and a caller
+	// without one is refused in the TLS handshake, before any review is
+	// read. It is read once, at start. The replicas' probes of the Lease
+	// holder (internal/leader) present no client certificate, so they are
+	// refused too and a holder is judged by its renewals and decisions
+	// alone.
+	ClientCAFile string
 }
 
 // DefaultLeaderElectionID is the Lease name of the manager's leader election.
@@ -144,7 +154,10 @@ func New(cfg *rest.Config, s *runtime.Scheme, opts Options) (ctrl.Manager, error
 			return nil, err
 		}
 	}
-	mgrOpts := managerOptions(s, opts, cert)
+	mgrOpts, err := managerOptions(s, opts, cert)
+	if err != nil {
+		return nil, err
+	}
 	var lock *leaseLock
 	if opts.LeaderElection && cert != nil {
 		// The gate on every replica follows the Lease; the identity names
@@ -197,7 +210,7 @@ func withDefaults(opts Options) Options {
 }
 
 // managerOptions returns controller-runtime's options for opts.
-func managerOptions(s *runtime.Scheme, opts Options, cert *gate.Certificate) ctrl.Options {
+func managerOptions(s *runtime.Scheme, opts Options, cert *gate.Certificate) (ctrl.Options, error) {
 	var tlsOpts []func(*tls.Config)
 	if !opts.EnableHTTP2 {
 		tlsOpts = append(tlsOpts, disableHTTP2)
@@ -251,8 +264,12 @@ func managerOptions(s *runtime.Scheme, opts Options, cert *gate.Certificate) ctr
 		if port == 0 {
 			port = defaultGatePort
 		}
+		clientCA, err := clientCAName(opts.Gate.TLS.CertDir, opts.Gate.ClientCAFile)
+		if err != nil {
+			return ctrl.Options{}, err
+		}
 		mgrOpts.WebhookServer = boundedWebhookServer{webhook.NewServer(webhook.Options{
-			Host: opts.Gate.Host, Port: port, CertDir: opts.Gate.TLS.CertDir,
+			Host: opts.Gate.Host, Port: port, CertDir: opts.Gate.TLS.CertDir, ClientCAName: clientCA,
 			TLSOpts: slices.Concat(tlsOpts, []func(*tls.Config){cert.TLSOption}),
 		})}
 		// Of the Secrets in the namespace only the gate's is read.
@@ -275,5 +292,5 @@ func managerOptions(s *runtime.Scheme, opts Options, cert *gate.Certificate) ctr
 	if opts.SkipControllerNameValidation {
 		mgrOpts.Controller.SkipNameValidation = ptr.To(true)
 	}
-	return mgrOpts
+	return mgrOpts, nil
 }

@@ -136,3 +136,28 @@ duration.
 {{- $millis -}}
 {{- end -}}
 {{- end }}
+
+{{/*
+The volume source of the CA that signs kube-apiserver's webhook client
+certificate (gate.clientCA), or "" when none is set. Fails when both a
+ConfigMap and a Secret are named.
+*/}}
+{{- define "diskschedule.gateClientCA" -}}
+{{- $ca := .Values.gate.clientCA | default dict -}}
+{{- $key := $ca.key | default "ca.crt" -}}
+{{- if and $ca.configMap $ca.secret -}}
+{{- fail "gate.clientCA names both a ConfigMap and a Secret: name the one that holds the CA of kube-apiserver's webhook client certificate" -}}
+{{- else if $ca.configMap -}}
+configMap:
+  name: {{ $ca.configMap }}
+  items:
+  - key: {{ $key }}
+    path: {{ $key }}
+{{- else if $ca.secret -}}
+secret:
+  secretName: {{ $ca.secret }}
+  items:
+  - key: {{ $key }}
+    path: {{ $key }}
+{{- end -}}
+{{- end }}
