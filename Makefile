@@ -78,6 +78,19 @@ test-unit: controlplane ## An author's inner loop: every package but the sandbox
 test-e2e: controlplane sandbox-longhorn sandbox-csi ## The sandbox suites alone: the end-to-end tests, the gate under attack, the stalls, failover, Longhorn's controllers, the sandbox itself.
 	KUBEBUILDER_ASSETS="$(TEST_ASSETS)" go test $(SANDBOX_PACKAGES) $(GO_TEST_FLAGS)
 
+# FUZZ_TARGETS lists each fuzz test as Name:package; FUZZTIME is how long each runs.
+FUZZ_TARGETS = FuzzDecide:./internal/ledger FuzzAdmissionReview:./internal/gate FuzzFilterHandler:./internal/extender \
+	FuzzPack:./internal/extender/packing FuzzPlacementAgainstLonghorn:./internal/placement
+FUZZTIME ?= 5s
+
+.PHONY: fuzz
+fuzz: ## Run each fuzz test for FUZZTIME (5s); their seed corpora (testdata/fuzz) already run with go test.
+	@for target in $(FUZZ_TARGETS); do \
+		name=$${target%%:*}; pkg=$${target#*:}; \
+		echo "go test -run='^$$' -fuzz='^$$name$$' -fuzztime=$(FUZZTIME) $$pkg"; \
+		go test -run='^$$' -fuzz="^$$name\$$" -fuzztime=$(FUZZTIME) $$pkg || exit 1; \
+	done
+
 SANDBOX_ARGS ?=
 
 .PHONY: sandbox

@@ -5,9 +5,24 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
+// MaxSize is the largest size, in bytes, any size field of a DiskSchedule
+// holds: 2^62 bytes (4 EiB), far above any disk Longhorn can hold. A sum of
+// sizes is computed with saturation all the same (ledger.AddSat), since
+// maps hold thousands of entries. The kubebuilder markers below spell it
+// out as 4611686018427387904, as markers take literals.
+const MaxSize = 1 << 62
+
+// MaxKeyLength is the longest key any map of a DiskSchedule holds: the
+// keys are the names of Kubernetes objects (Longhorn's Replicas,
+// BackingImages and Volumes), which are at most 253 characters. The CEL
+// rules below spell it out as 253.
+const MaxKeyLength = 253
+
 // RequestedBytes is a number of bytes asked of a disk's ledger. A requirement
-// of zero is expressed by deleting the key, so stored values are positive.
+// of zero is expressed by deleting the key, so stored values are positive,
+// and at most MaxSize.
 // +kubebuilder:validation:Minimum=1
+// +kubebuilder:validation:Maximum=4611686018427387904
 type RequestedBytes int64
 
 // RequestState is the ledger's decision on one request.
@@ -78,9 +93,10 @@ const (
 // DiskScheduleReservation is a space held on a disk by the scheduler extender
 // for a pod placed on the disk's node before the volume's replica exists.
 type DiskScheduleReservation struct {
-	// size is the number of bytes held for the volume.
+	// size is the number of bytes held for the volume, at most MaxSize.
 	// +required
 	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=4611686018427387904
 	Size int64 `json:"size"`
 	// pod is the namespace/name of the pod the reservation was made for. Once
 	// that pod is bound to the disk's node the ledger holds the reservation
@@ -126,18 +142,21 @@ type DiskScheduleSpec struct {
 	// replicas maps a replica name to the bytes it requests on this disk.
 	// +optional
 	// +kubebuilder:validation:MaxProperties=4096
+	// +kubebuilder:validation:XValidation:rule="self.all(k, size(k) <= 253)",message="keys must be at most 253 characters long: they are Kubernetes object names"
 	// +mapType=atomic
 	Replicas map[string]RequestedBytes `json:"replicas,omitempty"`
 	// backingImages maps a backing-image name to the bytes its copy on this
 	// disk requests (the image's size); one entry per image per disk.
 	// +optional
 	// +kubebuilder:validation:MaxProperties=256
+	// +kubebuilder:validation:XValidation:rule="self.all(k, size(k) <= 253)",message="keys must be at most 253 characters long: they are Kubernetes object names"
 	// +mapType=atomic
 	BackingImages map[string]RequestedBytes `json:"backingImages,omitempty"`
 	// reservations maps a volume name to space held for a pod that was placed
 	// on this disk's node before the volume's replica exists there.
 	// +optional
 	// +kubebuilder:validation:MaxProperties=1024
+	// +kubebuilder:validation:XValidation:rule="self.all(k, size(k) <= 253)",message="keys must be at most 253 characters long: they are Kubernetes object names"
 	// +mapType=atomic
 	Reservations map[string]DiskScheduleReservation `json:"reservations,omitempty"`
 	// replicaVersions maps a replica request to the resourceVersion of the
@@ -149,6 +168,7 @@ type DiskScheduleSpec struct {
 	// request.
 	// +optional
 	// +kubebuilder:validation:MaxProperties=4096
+	// +kubebuilder:validation:XValidation:rule="self.all(k, size(k) <= 253)",message="keys must be at most 253 characters long: they are Kubernetes object names"
 	// +mapType=atomic
 	ReplicaVersions map[string]string `json:"replicaVersions,omitempty"`
 }
@@ -162,12 +182,14 @@ type RequestStatus struct {
 	// size that differs from it is a new request, decided again.
 	// +required
 	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=4611686018427387904
 	RequestedSize int64 `json:"requestedSize"`
 	// scheduledSize is the number of bytes granted: the request's size when
 	// scheduled, 0 for a rejected new request, the previous size for a
 	// rejected expansion.
 	// +required
 	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=4611686018427387904
 	ScheduledSize int64 `json:"scheduledSize"`
 	// message says why the request was rejected, with the numbers.
 	// +optional
@@ -183,6 +205,7 @@ type ReservationStatus struct {
 	// requestedSize is the reservation size this decision was made for.
 	// +required
 	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=4611686018427387904
 	RequestedSize int64 `json:"requestedSize"`
 	// pod is the pod the decision was made for; a reservation written again
 	// for another pod is a new reservation, decided again.
@@ -197,6 +220,7 @@ type ReservationStatus struct {
 	// while scheduled, 0 once rejected, expired or fulfilled.
 	// +required
 	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=4611686018427387904
 	ScheduledSize int64 `json:"scheduledSize"`
 	// message says why the reservation was rejected or what became of it.
 	// +optional
@@ -221,12 +245,18 @@ type DiskScheduleStatus struct {
 	// least the generation its write produced.
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
-	// storageScheduled is the sum of scheduledSize over every entry.
+	// storageScheduled is the sum of scheduledSize over every entry,
+	// saturated at 2^63-1. Each entry is at most MaxSize, but adopted
+	// entries (DESIGN rule 7) may add up past it, so its only bound is the
+	// int64 range.
 	// +optional
 	// +kubebuilder:validation:Minimum=0
 	StorageScheduled int64 `json:"storageScheduled,omitempty"`
 	// storageLimit is the limit the decisions were checked against:
-	// (storageMaximum - storageReserved) * storage-over-provisioning-percentage / 100.
+	// (storageMaximum - storageReserved) * storage-over-provisioning-percentage / 100,
+	// computed in 128 bits and saturated at 2^63-1. It comes from Longhorn's
+	// Node and Setting, which do not bound it, so its only bound is the
+	// int64 range.
 	// +optional
 	// +kubebuilder:validation:Minimum=0
 	StorageLimit int64 `json:"storageLimit,omitempty"`
@@ -239,16 +269,19 @@ type DiskScheduleStatus struct {
 	// replicas holds the decision on each replica request.
 	// +optional
 	// +kubebuilder:validation:MaxProperties=4096
+	// +kubebuilder:validation:XValidation:rule="self.all(k, size(k) <= 253)",message="keys must be at most 253 characters long: they are Kubernetes object names"
 	// +mapType=atomic
 	Replicas map[string]RequestStatus `json:"replicas,omitempty"`
 	// backingImages holds the decision on each backing-image request.
 	// +optional
 	// +kubebuilder:validation:MaxProperties=256
+	// +kubebuilder:validation:XValidation:rule="self.all(k, size(k) <= 253)",message="keys must be at most 253 characters long: they are Kubernetes object names"
 	// +mapType=atomic
 	BackingImages map[string]RequestStatus `json:"backingImages,omitempty"`
 	// reservations holds the decision on each reservation.
 	// +optional
 	// +kubebuilder:validation:MaxProperties=1024
+	// +kubebuilder:validation:XValidation:rule="self.all(k, size(k) <= 253)",message="keys must be at most 253 characters long: they are Kubernetes object names"
 	// +mapType=atomic
 	Reservations map[string]ReservationStatus `json:"reservations,omitempty"`
 	// conditions are Ready (the disk accepts new requests) and Overcommitted

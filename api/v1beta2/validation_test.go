@@ -3,6 +3,7 @@ package v1beta2_test
 import (
 	"context"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -143,6 +144,7 @@ func TestInvalidObjectsAreRefused(t *testing.T) {
 			o.(*dsv1.DiskSchedule).Status.Replicas = map[string]dsv1.RequestStatus{"r-1": {State: dsv1.RequestStateScheduled, RequestedSize: 1, ScheduledSize: -1}}
 		}), "status.replicas.r-1.scheduledSize", "should be greater than or equal to 0"},
 	}
+	cases = append(cases, boundsCases()...)
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			err := tc.write(context.Background())
@@ -172,4 +174,130 @@ func update(obj client.Object, change func(client.Object)) func(context.Context)
 
 func updateStatus(obj client.Object, change func(client.Object)) func(context.Context) error {
 	return func(ctx context.Context) error { return createThen(ctx, obj, change, true) }
+}
+
+// near63 is a size near 2^63, far above MaxSize.
+const near63 = math.MaxInt64 - 1000
+
+// overMaxSize is the smallest size the schema refuses.
+const overMaxSize = dsv1.MaxSize + 1
+
+// atMost is the API server's message for a number over MaxSize.
+var atMost = fmt.Sprintf("should be less than or equal to %d", dsv1.MaxSize)
+
+// tooLongKey is a key one character longer than MaxKeyLength.
+var tooLongKey = strings.Repeat("k", dsv1.MaxKeyLength+1)
+
+// keyMessage is the CEL rule's message on a map with a key too long.
+const keyMessage = "keys must be at most 253 characters long: they are Kubernetes object names"
+
+// bigMap returns a map of n keys, each with the value v.
+func bigMap[V any](n int, v V) map[string]V {
+	m := make(map[string]V, n)
+	for i := range n {
+		m[fmt.Sprintf("k-%05d", i)] = v
+	}
+	return m
+}
+
+// boundsCases are the invalid objects that test the bounds of every input:
+// sizes near 2^63, maps of 10,000 keys, keys longer than an object name.
+func boundsCases() []struct {
+	name  string
+	write func(ctx context.Context) error
+	path  string
+	msg   string
+} {
+	spec := func(name string, mutate func(*dsv1.DiskScheduleSpec)) func(context.Context) error {
+		return create(diskSchedule(name, mutate))
+	}
+	status := func(name string, mutate func(*dsv1.DiskScheduleStatus)) func(context.Context) error {
+		return updateStatus(diskSchedule(name, nil), func(o client.Object) { mutate(&o.(*dsv1.DiskSchedule).Status) })
+	}
+	reservation := func(size int64) dsv1.DiskScheduleReservation {
+		return dsv1.DiskScheduleReservation{Size: size, Pod: "default/p"}
+	}
+	decision := func(size int64) dsv1.RequestStatus {
+		return dsv1.RequestStatus{State: dsv1.RequestStateScheduled, RequestedSize: size, ScheduledSize: size}
+	}
+	return []struct {
+		name  string
+		write func(ctx context.Context) error
+		path  string
+		msg   string
+	}{
+		{"replica request near 2^63", spec("ds-huge", func(s *dsv1.DiskScheduleSpec) { s.Replicas["r-1"] = near63 }),
+			"spec.replicas.r-1", atMost},
+		{"replica request one byte over MaxSize", spec("ds-over", func(s *dsv1.DiskScheduleSpec) { s.Replicas["r-1"] = overMaxSize }),
+			"spec.replicas.r-1", atMost},
+		{"backing-image request near 2^63", spec("ds-bi-huge", func(s *dsv1.DiskScheduleSpec) {
+			s.BackingImages = map[string]dsv1.RequestedBytes{"image": near63}
+		}), "spec.backingImages.image", atMost},
+		{"reservation near 2^63", spec("ds-res-huge", func(s *dsv1.DiskScheduleSpec) {
+			s.Reservations = map[string]dsv1.DiskScheduleReservation{"vol": reservation(near63)}
+		}), "spec.reservations.vol.size", atMost},
+		{"scheduledSize near 2^63", status("ds-status-huge", func(st *dsv1.DiskScheduleStatus) {
+			st.Replicas = map[string]dsv1.RequestStatus{"r-1": {State: dsv1.RequestStateScheduled, RequestedSize: 1, ScheduledSize: near63}}
+		}), "status.replicas.r-1.scheduledSize", atMost},
+		{"requestedSize near 2^63", status("ds-status-req-huge", func(st *dsv1.DiskScheduleStatus) {
+			st.BackingImages = map[string]dsv1.RequestStatus{"image": {State: dsv1.RequestStateRejected, RequestedSize: near63}}
+		}), "status.backingImages.image.requestedSize", atMost},
+		{"reservation decision near 2^63", status("ds-status-res-huge", func(st *dsv1.DiskScheduleStatus) {
+			st.Reservations = map[string]dsv1.ReservationStatus{"vol": {State: dsv1.ReservationStateScheduled, RequestedSize: near63, ScheduledSize: near63}}
+		}), "status.reservations.vol.requestedSize", atMost},
+		{"10,000 replica requests", spec("ds-10k", func(s *dsv1.DiskScheduleSpec) { s.Replicas = bigMap[dsv1.RequestedBytes](10000, 1) }),
+			"spec.replicas", fmt.Sprintf("must have at most %d items", dsv1.MaxReplicaEntries)},
+		{"10,000 reservations", spec("ds-10k-res", func(s *dsv1.DiskScheduleSpec) { s.Reservations = bigMap(10000, reservation(1)) }),
+			"spec.reservations", "must have at most 1024 items"},
+		{"10,000 replica versions", spec("ds-10k-versions", func(s *dsv1.DiskScheduleSpec) { s.ReplicaVersions = bigMap(10000, "1") }),
+			"spec.replicaVersions", fmt.Sprintf("must have at most %d items", dsv1.MaxReplicaEntries)},
+		{"10,000 replica decisions", status("ds-status-10k", func(st *dsv1.DiskScheduleStatus) { st.Replicas = bigMap(10000, decision(1)) }),
+			"status.replicas", fmt.Sprintf("must have at most %d items", dsv1.MaxReplicaEntries)},
+		{"replica name too long", spec("ds-long-replica", func(s *dsv1.DiskScheduleSpec) { s.Replicas[tooLongKey] = 1 }),
+			"spec.replicas", keyMessage},
+		{"backing-image name too long", spec("ds-long-bi", func(s *dsv1.DiskScheduleSpec) {
+			s.BackingImages = map[string]dsv1.RequestedBytes{tooLongKey: 1}
+		}), "spec.backingImages", keyMessage},
+		{"volume name too long", spec("ds-long-vol", func(s *dsv1.DiskScheduleSpec) {
+			s.Reservations = map[string]dsv1.DiskScheduleReservation{tooLongKey: reservation(1)}
+		}), "spec.reservations", keyMessage},
+		{"replica version's name too long", spec("ds-long-version", func(s *dsv1.DiskScheduleSpec) {
+			s.ReplicaVersions = map[string]string{tooLongKey: "1"}
+		}), "spec.replicaVersions", keyMessage},
+		{"replica decision's name too long", status("ds-status-long", func(st *dsv1.DiskScheduleStatus) {
+			st.Replicas = map[string]dsv1.RequestStatus{tooLongKey: decision(1)}
+		}), "status.replicas", keyMessage},
+		{"backing-image decision's name too long", status("ds-status-long-bi", func(st *dsv1.DiskScheduleStatus) {
+			st.BackingImages = map[string]dsv1.RequestStatus{tooLongKey: decision(1)}
+		}), "status.backingImages", keyMessage},
+		{"reservation decision's name too long", status("ds-status-long-res", func(st *dsv1.DiskScheduleStatus) {
+			st.Reservations = map[string]dsv1.ReservationStatus{tooLongKey: {State: dsv1.ReservationStateExpired, RequestedSize: 1}}
+		}), "status.reservations", keyMessage},
+	}
+}
+
+// TestBoundsAcceptValidObjects writes objects at every bound: the API
+// server accepts them, so the bounds refuse nothing a real ledger holds.
+func TestBoundsAcceptValidObjects(t *testing.T) {
+	ctx := context.Background()
+	longest := strings.Repeat("k", dsv1.MaxKeyLength)
+	ds := diskSchedule("ds-at-bounds", func(s *dsv1.DiskScheduleSpec) {
+		s.Replicas = bigMap[dsv1.RequestedBytes](dsv1.MaxReplicaEntries-1, dsv1.MaxSize)
+		s.Replicas[longest] = dsv1.MaxSize
+		s.BackingImages = bigMap[dsv1.RequestedBytes](256, dsv1.MaxSize)
+		s.Reservations = bigMap(1024, dsv1.DiskScheduleReservation{Size: dsv1.MaxSize, Pod: "default/p"})
+		s.ReplicaVersions = map[string]string{longest: "1"}
+	})
+	if err := env.Client.Create(ctx, ds); err != nil {
+		t.Fatalf("creating a DiskSchedule at every bound of its spec: %v", err)
+	}
+	ds.Status = dsv1.DiskScheduleStatus{
+		StorageScheduled: math.MaxInt64, StorageLimit: math.MaxInt64,
+		Replicas: map[string]dsv1.RequestStatus{longest: {State: dsv1.RequestStateScheduled, RequestedSize: dsv1.MaxSize, ScheduledSize: dsv1.MaxSize}},
+		Reservations: map[string]dsv1.ReservationStatus{longest: {
+			State: dsv1.ReservationStateScheduled, RequestedSize: dsv1.MaxSize, ScheduledSize: dsv1.MaxSize, Pod: "default/p"}},
+	}
+	if err := env.Client.Status().Update(ctx, ds); err != nil {
+		t.Fatalf("writing a status at every bound: %v", err)
+	}
 }

@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/longhorn/diskschedule/internal/ledger"
 	"github.com/longhorn/diskschedule/internal/metrics"
 	"github.com/longhorn/diskschedule/internal/settings"
 )
@@ -253,7 +254,7 @@ func (e *Extender) Prioritize(ctx context.Context, pod *corev1.Pod, candidates [
 			continue
 		}
 		if most > 0 {
-			scores[name] = 1 + f.Free*8/most
+			scores[name] = 1 + ledger.MulDivSat(f.Free, 8, most)
 		}
 		for _, v := range vols {
 			if v.ReplicaNodes[name] {

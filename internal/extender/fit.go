@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/longhorn/diskschedule/internal/extender/packing"
+	"github.com/longhorn/diskschedule/internal/ledger"
 	"github.com/longhorn/diskschedule/internal/placement"
 	"github.com/longhorn/diskschedule/internal/settings"
 )
@@ -92,7 +93,7 @@ func (s *scratch) evaluate(vols []podVolume, r *nodeReading, claimed func(uuid s
 	for _, d := range disks {
 		if d.usable() {
 			s.bins = append(s.bins, packing.Bin{Name: d.Name, Free: d.free, Tags: d.Tags})
-			total += d.free
+			total = ledger.AddSat(total, d.free)
 		}
 	}
 	s.items = s.items[:0]
@@ -141,7 +142,7 @@ func (s *scratch) evaluate(vols []podVolume, r *nodeReading, claimed func(uuid s
 	}
 	out.Free = total
 	for _, size := range sizes {
-		out.Free -= size
+		out.Free = ledger.AddSat(out.Free, -size)
 	}
 	return out
 }

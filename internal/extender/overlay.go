@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/longhorn/diskschedule/internal/ledger"
 )
 
 // How the extender learned a pod's node.
@@ -260,7 +262,7 @@ func (o *overlay) claim(disk string, size int64) {
 	if o.shared {
 		o.perDisk, o.shared = maps.Clone(o.perDisk), false
 	}
-	o.perDisk[disk] += size
+	o.perDisk[disk] = ledger.AddSat(o.perDisk[disk], size)
 	if o.perDisk[disk] <= 0 {
 		delete(o.perDisk, disk)
 	}

@@ -244,6 +244,6 @@ func ledgerSpace(ledgers map[string]*dsv1.DiskSchedule) placement.SpaceFunc {
 		if ds == nil {
 			return placement.Space{}, false
 		}
-		return placement.Space{Limit: ds.Status.StorageLimit, Scheduled: ds.Status.StorageScheduled + ledger.PendingGrowth(ds)}, true
+		return placement.Space{Limit: ds.Status.StorageLimit, Scheduled: ledger.AddSat(ds.Status.StorageScheduled, ledger.PendingGrowth(ds))}, true
 	}
 }

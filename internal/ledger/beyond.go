@@ -23,13 +23,13 @@ func BeyondLonghorn(ds *dsv1.DiskSchedule, persisted Owners) Beyond {
 	for _, k := range Kinds() {
 		for name, st := range *Decisions(&ds.Status, k) {
 			if st.State == dsv1.RequestStateScheduled && !persisted.Has(k, name) {
-				b.Unbacked += st.ScheduledSize
+				b.Unbacked = AddSat(b.Unbacked, st.ScheduledSize)
 			}
 		}
 	}
 	for _, st := range ds.Status.Reservations {
 		if st.State == dsv1.ReservationStateScheduled {
-			b.Reserved += st.ScheduledSize
+			b.Reserved = AddSat(b.Reserved, st.ScheduledSize)
 		}
 	}
 	return b
@@ -46,7 +46,7 @@ func CanEverHold(ds *dsv1.DiskSchedule, persisted Owners, replica string, size i
 	for _, k := range Kinds() {
 		for name, st := range *Decisions(&ds.Status, k) {
 			if persisted.Has(k, name) && (k != Replica || name != replica) {
-				others += st.ScheduledSize
+				others = AddSat(others, st.ScheduledSize)
 			}
 		}
 	}

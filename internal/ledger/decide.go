@@ -2,6 +2,7 @@ package ledger
 
 import (
 	"fmt"
+	"math"
 	"sort"
 	"time"
 
@@ -187,6 +188,7 @@ func Decide(in Input) (dsv1.DiskScheduleStatus, Outcome) {
 	d.releaseReservations(false)
 	d.grow()
 	d.countReleased()
+	d.used = scheduledSum(d.out)
 	d.setConditions()
 	d.out.StorageScheduled = d.used
 	d.out.Scheduled = resource.NewQuantity(d.used, resource.BinarySI)
@@ -216,7 +218,7 @@ func (d *decider) set(k Kind, name string, st dsv1.RequestStatus) {
 		*out = map[string]dsv1.RequestStatus{}
 	}
 	(*out)[name] = st
-	d.used += st.ScheduledSize
+	d.charge(st.ScheduledSize)
 	d.out.StorageScheduled = d.used
 	if st.ScheduledSize > 0 {
 		d.takeActual(k, name, st.ScheduledSize)
@@ -241,7 +243,7 @@ func (d *decider) takeActual(k Kind, name string, scheduled int64) {
 	if k == Replica {
 		bytes = d.in.ActualSizes[name]
 	}
-	d.actualSince = addSaturated(d.actualSince, max(bytes, 0))
+	d.actualSince = AddSat(d.actualSince, max(bytes, 0))
 }
 
 // entryKey names one entry of one kind.
@@ -265,10 +267,10 @@ func (d *decider) setReservation(name string, st dsv1.ReservationStatus) {
 		d.out.Reservations = map[string]dsv1.ReservationStatus{}
 	}
 	if old, ok := d.out.Reservations[name]; ok {
-		d.used -= old.ScheduledSize
+		d.uncharge(old.ScheduledSize)
 	}
 	d.out.Reservations[name] = st
-	d.used += st.ScheduledSize
+	d.charge(st.ScheduledSize)
 	d.out.StorageScheduled = d.used
 }
 
@@ -340,7 +342,7 @@ func (d *decider) holdUndecided() {
 	for _, k := range Kinds() {
 		for _, name := range sortedKeys(d.requests(k)) {
 			if held := d.heldBy(k, name); held > 0 {
-				d.used += held
+				d.charge(held)
 				d.takeActual(k, name, held)
 			}
 		}
@@ -359,7 +361,30 @@ func (d *decider) heldBy(k Kind, name string) int64 {
 // release gives back bytes counted by holdUndecided, right before the
 // request holding them is decided and charged its new scheduled size.
 func (d *decider) release(held int64) {
-	d.used -= held
+	d.uncharge(held)
+}
+
+// charge counts bytes more as used. The count saturates at
+// math.MaxInt64 (AddSat), and a saturated count stays saturated
+// (uncharge, usedLess): a ledger whose entries add up past what an int64
+// holds is full, and grants no growth in this decision. Decide counts its
+// entries again once they are all decided.
+func (d *decider) charge(bytes int64) {
+	d.used = AddSat(d.used, bytes)
+}
+
+// uncharge counts bytes less as used, unless the count is saturated.
+func (d *decider) uncharge(bytes int64) {
+	d.used = d.usedLess(bytes)
+}
+
+// usedLess returns the bytes used less bytes, or math.MaxInt64 while the
+// count is saturated (charge).
+func (d *decider) usedLess(bytes int64) int64 {
+	if d.used == math.MaxInt64 {
+		return math.MaxInt64
+	}
+	return AddSat(d.used, -bytes)
 }
 
 // releaseReservations applies rule 6 to every granted reservation: one
@@ -466,8 +491,8 @@ func (d *decider) handOff() {
 		// needs free space, and a disk that is not schedulable grants no new
 		// space (rule 8).
 		replicaHeld := d.heldBy(Replica, replica)
-		held := res.ScheduledSize + replicaHeld
-		if requested > held && (!d.in.Disk.Schedulable || d.used-held+requested > d.limit) {
+		held := AddSat(res.ScheduledSize, replicaHeld)
+		if requested > held && (!d.in.Disk.Schedulable || !Fits(d.usedLess(held), requested, d.limit)) {
 			continue // decided as an ordinary growth request below
 		}
 		res.State = dsv1.ReservationStateFulfilled
@@ -703,7 +728,7 @@ func (d *decider) reserved() int64 {
 	var n int64
 	for _, st := range d.out.Reservations {
 		if st.State == dsv1.ReservationStateScheduled {
-			n += st.ScheduledSize
+			n = AddSat(n, st.ScheduledSize)
 		}
 	}
 	return n
@@ -717,7 +742,7 @@ func (d *decider) reserved() int64 {
 // that looks emptiest to it. Nothing is cut when cutting every reservation
 // that yields would not make room.
 func (d *decider) yieldTo(taker string, more int64) bool {
-	if !Fits(d.used-d.reserved(), more, d.limit) {
+	if !Fits(d.usedLess(d.reserved()), more, d.limit) {
 		return false // Longhorn's own count does not hold it either
 	}
 	var cut []string
@@ -728,12 +753,12 @@ func (d *decider) yieldTo(taker string, more int64) bool {
 			continue
 		}
 		cut = append(cut, volume)
-		freed += st.ScheduledSize
-		if Fits(d.used-freed, more, d.limit) {
+		freed = AddSat(freed, st.ScheduledSize)
+		if Fits(d.usedLess(freed), more, d.limit) {
 			break
 		}
 	}
-	if !Fits(d.used-freed, more, d.limit) {
+	if !Fits(d.usedLess(freed), more, d.limit) {
 		return false
 	}
 	for _, volume := range cut {
@@ -767,13 +792,13 @@ func (d *decider) yields(volume string) bool {
 // what Longhorn counts, what the granted reservations that do not yield yet
 // hold; otherwise "".
 func (d *decider) reservationsHolding(more int64) string {
-	if !Fits(d.used-d.reserved(), more, d.limit) {
+	if !Fits(d.usedLess(d.reserved()), more, d.limit) {
 		return ""
 	}
 	var n int64
 	for _, volume := range sortedKeys(d.out.Reservations) {
 		if st := d.out.Reservations[volume]; st.State == dsv1.ReservationStateScheduled && !d.yields(volume) {
-			n += st.ScheduledSize
+			n = AddSat(n, st.ScheduledSize)
 		}
 	}
 	if n == 0 {

@@ -40,7 +40,7 @@ func RoomOf(ds *dsv1.DiskSchedule) Room {
 		if r.held == nil {
 			r.held, r.heldBy = map[string]int64{}, map[string]podBytes{}
 		}
-		r.held[res.Pod] += held
+		r.held[res.Pod] = AddSat(r.held[res.Pod], held)
 		r.heldBy[volume] = podBytes{pod: res.Pod, bytes: held}
 	}
 	return r
@@ -50,7 +50,7 @@ func RoomOf(ds *dsv1.DiskSchedule) Room {
 // take: Free of the ledger as read and what its granted reservations hold
 // for pod, less what Reserve took since, or 0 when that is negative.
 func (r Room) For(pod string) int64 {
-	return max(r.free+r.held[pod], 0)
+	return max(AddSat(r.free, r.held[pod]), 0)
 }
 
 // Reserve takes size bytes for a new reservation of volume, written over
@@ -59,7 +59,7 @@ func (r Room) For(pod string) int64 {
 // replaces, no longer holds bytes for its pod. The Room must be the
 // caller's own (RoomOf), as Reserve changes it in place.
 func (r *Room) Reserve(volume string, size int64) {
-	r.free -= size
+	r.free = AddSat(r.free, -size)
 	if h, ok := r.heldBy[volume]; ok {
 		r.held[h.pod] -= h.bytes
 		delete(r.heldBy, volume)

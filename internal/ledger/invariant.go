@@ -26,17 +26,18 @@ func Violation(st dsv1.DiskScheduleStatus) string {
 	return ""
 }
 
-// scheduledSum is the sum of the scheduled sizes of every entry of st.
+// scheduledSum is the sum of the scheduled sizes of every entry of st,
+// saturated (AddSat).
 func scheduledSum(st dsv1.DiskScheduleStatus) int64 {
 	var sum int64
 	for _, e := range st.Replicas {
-		sum += e.ScheduledSize
+		sum = AddSat(sum, e.ScheduledSize)
 	}
 	for _, e := range st.BackingImages {
-		sum += e.ScheduledSize
+		sum = AddSat(sum, e.ScheduledSize)
 	}
 	for _, e := range st.Reservations {
-		sum += e.ScheduledSize
+		sum = AddSat(sum, e.ScheduledSize)
 	}
 	return sum
 }

@@ -1,15 +1,10 @@
 package ledger
 
-import (
-	"math"
-	"math/bits"
-
-	dsv1 "github.com/longhorn/diskschedule/api/v1beta2"
-)
+import dsv1 "github.com/longhorn/diskschedule/api/v1beta2"
 
 // Limit returns a disk's ledger limit: (storageMaximum − storageReserved) ×
 // overProvisioningPercentage / 100, truncated, never negative, and
-// math.MaxInt64 when the product does not fit in an int64.
+// math.MaxInt64 when the quotient does not fit in an int64 (MulDivSat).
 func Limit(storageMaximum, storageReserved, overProvisioningPercentage int64) int64 {
 	if storageReserved >= storageMaximum || overProvisioningPercentage <= 0 {
 		return 0
@@ -17,16 +12,7 @@ func Limit(storageMaximum, storageReserved, overProvisioningPercentage int64) in
 	// storageMaximum > storageReserved, so the difference is positive and
 	// fits in a uint64 even when the int64 subtraction would overflow.
 	usable := uint64(storageMaximum) - uint64(storageReserved)
-	// Multiply in 128 bits so large disks and percentages cannot overflow.
-	hi, lo := bits.Mul64(usable, uint64(overProvisioningPercentage))
-	if hi >= 100 {
-		return math.MaxInt64 // the quotient would not even fit in 64 bits
-	}
-	limit, _ := bits.Div64(hi, lo, 100)
-	if limit > math.MaxInt64 {
-		return math.MaxInt64
-	}
-	return int64(limit)
+	return mulDiv(usable, uint64(overProvisioningPercentage), 100)
 }
 
 // Fits reports whether a disk whose ledger has scheduled bytes granted
@@ -52,11 +38,11 @@ func PendingGrowth(ds *dsv1.DiskSchedule) int64 {
 			if _, replicaPending := ds.Spec.Replicas[res.Replica]; res.Replica != "" && replicaPending {
 				continue // decided together with its replica and charged once, to the replica
 			}
-			pending += res.Size
+			pending = AddSat(pending, res.Size)
 			continue
 		}
 		if res.Replica != "" && st.State == dsv1.ReservationStateScheduled {
-			heldFor[res.Replica] += st.ScheduledSize
+			heldFor[res.Replica] = AddSat(heldFor[res.Replica], st.ScheduledSize)
 		}
 	}
 	growth := func(requested int64, decided dsv1.RequestStatus, ok bool) int64 {
@@ -76,7 +62,7 @@ func PendingGrowth(ds *dsv1.DiskSchedule) int64 {
 			if k == Replica {
 				g -= heldFor[name]
 			}
-			pending += max(g, 0)
+			pending = AddSat(pending, max(g, 0))
 		}
 	}
 	return pending
@@ -85,11 +71,7 @@ func PendingGrowth(ds *dsv1.DiskSchedule) int64 {
 // Free returns the bytes ds can still grant: storageLimit − storageScheduled
 // − PendingGrowth, or 0 when that is negative.
 func Free(ds *dsv1.DiskSchedule) int64 {
-	free := ds.Status.StorageLimit - ds.Status.StorageScheduled - PendingGrowth(ds)
-	if free < 0 {
-		return 0
-	}
-	return free
+	return max(AddSat(ds.Status.StorageLimit, -AddSat(ds.Status.StorageScheduled, PendingGrowth(ds))), 0)
 }
 
 // reservationDecided reports whether st is the decision on res as written now.

@@ -37,7 +37,7 @@ func (p Persisted) Total() int64 {
 	var total int64
 	for _, k := range Kinds() {
 		for _, size := range p.Of(k) {
-			total = addSaturated(total, size)
+			total = AddSat(total, size)
 		}
 	}
 	return total

@@ -1,9 +1,6 @@
 package ledger
 
-import (
-	"fmt"
-	"math"
-)
+import "fmt"
 
 // ActualSpace is a disk's actual space as Longhorn's node controller last
 // reported it in the Node's disk status, for Longhorn's actual-space rule
@@ -72,22 +69,13 @@ func (s ActualSpace) Failure(since, actualSize int64) string {
 	case s.Available <= 0:
 		return fmt.Sprintf("Longhorn reports no actual space available on the disk (storageAvailable %d)", s.Available)
 	}
-	taken := addSaturated(max(since, 0), max(actualSize, 0))
+	taken := AddSat(max(since, 0), max(actualSize, 0))
 	if HasActualSpace(s.Available, taken, s.Maximum, s.MinimalAvailablePercentage) {
 		return ""
 	}
 	minimal := MinimalAvailable(s.Maximum, s.MinimalAvailablePercentage)
 	return fmt.Sprintf("not enough actual space: %s available as Longhorn last measured it, less %s granted here since and %s of the replica's data, leaves %s, not more than the %s that storage-minimal-available-percentage %d%% of %s keeps free",
 		Bytes(s.Available), Bytes(since), Bytes(actualSize), signedBytes(s.Available, taken), Bytes(minimal), s.MinimalAvailablePercentage, Bytes(s.Maximum))
-}
-
-// addSaturated returns a + b for a, b ≥ 0, or math.MaxInt64 when the sum
-// does not fit.
-func addSaturated(a, b int64) int64 {
-	if a > math.MaxInt64-b {
-		return math.MaxInt64
-	}
-	return a + b
 }
 
 // signedBytes formats a − b (both ≥ 0) for messages, "-" and all.

@@ -74,7 +74,7 @@ func TestActualSpaceFailure(t *testing.T) {
 				}
 			}
 			// The rule is HasActualSpace with the grants since added.
-			if fits := HasActualSpace(tc.space.Available, addSaturated(tc.since, tc.actual), tc.space.Maximum, tc.space.MinimalAvailablePercentage); fits != (got == "") {
+			if fits := HasActualSpace(tc.space.Available, AddSat(tc.since, tc.actual), tc.space.Maximum, tc.space.MinimalAvailablePercentage); fits != (got == "") {
 				t.Errorf("HasActualSpace says %v, Failure says %q", fits, got)
 			}
 		})

@@ -26,6 +26,10 @@ type Ledger struct {
 	// BeyondLonghorn is what each ledger holds or is asked for beyond
 	// Longhorn's own accounting, by kind (ledger.BeyondLonghorn).
 	BeyondLonghorn *prometheus.GaugeVec
+	// InvariantViolations counts, per disk, the status writes the
+	// controller did not make because the status would have broken the
+	// ledger's invariant (ledger.Violation).
+	InvariantViolations *prometheus.CounterVec
 }
 
 // NewLedger creates the ledger metrics and registers them with reg. When
@@ -57,6 +61,10 @@ func NewLedger(reg prometheus.Registerer) *Ledger {
 			Name: "longhorn_diskschedule_status_writes_total",
 			Help: "Ledger status writes by result: ok, conflict or error.",
 		}, []string{"result"})),
+		InvariantViolations: register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "longhorn_diskschedule_invariant_violations_total",
+			Help: "Ledger status writes not made because the status would have broken the ledger's invariant (storageScheduled the sum of its entries, and at most storageLimit unless Overcommitted=True). Any increase is a defect: the disk's decisions wait until its inputs change.",
+		}, []string{"node", "disk"})),
 	}
 }
 

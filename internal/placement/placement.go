@@ -544,7 +544,7 @@ func (v *view) choose(cands []*diskState) *diskState {
 	for start := 0; start < len(cands); {
 		end, usable := start, int64(0)
 		for ; end < len(cands) && cands[end].node == cands[start].node; end++ {
-			usable += cands[end].usable()
+			usable = ledger.AddSat(usable, cands[end].usable())
 		}
 		if best == nil || usable > bestUsable {
 			best, bestUsable = cands[start:end], usable
@@ -562,8 +562,8 @@ func (v *view) choose(cands []*diskState) *diskState {
 
 // commit records a replica placed on d.
 func (v *view) commit(d *diskState) {
-	d.scheduled += v.size
-	d.available -= v.req.ActualSize
+	d.scheduled = ledger.AddSat(d.scheduled, v.size)
+	d.available = ledger.AddSat(d.available, -v.req.ActualSize)
 	d.replicas++
 	v.nodeReplicas[d.node.Name]++
 	v.nodeStaying[d.node.Name]++

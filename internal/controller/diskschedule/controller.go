@@ -102,11 +102,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}
 }
 
-// decide decides ds, as read, and writes the decisions with the
-// resourceVersion they were computed from (rule 9); conflict reports that
-// the write lost to a concurrent writer (or found the ledger gone).
+// decide decides ds, as read, and has writeStatus write the decisions with
+// the resourceVersion they were computed from (rule 9); conflict reports
+// that the write lost to a concurrent writer (or found the ledger gone).
 func (r *Reconciler) decide(ctx context.Context, ds *dsv1.DiskSchedule) (result ctrl.Result, conflict bool, err error) {
-	log := ctrl.LoggerFrom(ctx)
 	if !ds.DeletionTimestamp.IsZero() {
 		return ctrl.Result{}, false, nil
 	}
@@ -126,6 +125,44 @@ func (r *Reconciler) decide(ctx context.Context, ds *dsv1.DiskSchedule) (result 
 	if equality.Semantic.DeepEqual(ds.Status, status) {
 		return result, false, nil
 	}
+	written, conflict, err := r.writeStatus(ctx, statusPlan{ledger: ds, status: status, outcome: outcome})
+	if !written {
+		return ctrl.Result{}, conflict, err
+	}
+	return result, false, nil
+}
+
+// statusPlan is one decision to write: the ledger as read (its
+// resourceVersion is the one the decision was computed from) and its next
+// status, with the decision's outcome for metrics and Events.
+type statusPlan struct {
+	ledger  *dsv1.DiskSchedule
+	status  dsv1.DiskScheduleStatus
+	outcome ledger.Outcome
+}
+
+// ReasonInvariantViolation is the Warning Event reason on a DiskSchedule
+// whose decided status would break the ledger's invariant
+// (ledger.Violation): that status is not written.
+const ReasonInvariantViolation = "InvariantViolation"
+
+// writeStatus is the one writer of DiskSchedule status: it writes the
+// plan's status with the resourceVersion it was decided from (rule 9),
+// unless that status breaks the ledger's invariant (ledger.Violation,
+// rule 2, adoption excepted), which it reports (Event, metric, log) and
+// does not write. written reports a status written; conflict that the
+// write lost to a concurrent writer (or found the ledger gone).
+func (r *Reconciler) writeStatus(ctx context.Context, p statusPlan) (written, conflict bool, err error) {
+	log := ctrl.LoggerFrom(ctx)
+	ds, status, outcome := p.ledger, p.status, p.outcome
+	if v := ledger.Violation(status); v != "" {
+		r.metrics.InvariantViolations.WithLabelValues(ds.Spec.NodeID, ds.Spec.Name).Inc()
+		log.Error(nil, "Not writing a ledger status that breaks the ledger's invariant", "diskSchedule", klog.KObj(ds),
+			"violation", v, "storageScheduled", status.StorageScheduled, "storageLimit", status.StorageLimit)
+		r.recorder.Eventf(ds, nil, corev1.EventTypeWarning, ReasonInvariantViolation, "Decide",
+			"Decisions not written: %s; the ledger keeps its previous status until its inputs change", v)
+		return false, false, nil
+	}
 	// Update (not a merge patch) carries the resourceVersion the decision was
 	// computed from: a concurrent writer makes it fail with a conflict (rule 9).
 	ds.Status = status
@@ -134,10 +171,10 @@ func (r *Reconciler) decide(ctx context.Context, ds *dsv1.DiskSchedule) (result 
 			// The version that won arrives through the watch and is decided
 			// then; the retry is for a watch that lags.
 			r.metrics.StatusWrites.WithLabelValues("conflict").Inc()
-			return ctrl.Result{}, true, nil
+			return false, true, nil
 		}
 		r.metrics.StatusWrites.WithLabelValues("error").Inc()
-		return ctrl.Result{}, false, fmt.Errorf("writing the decisions of DiskSchedule %s: %w", ds.Name, err)
+		return false, false, fmt.Errorf("writing the decisions of DiskSchedule %s: %w", ds.Name, err)
 	}
 	r.observePending(ds)
 	r.metrics.StatusWrites.WithLabelValues("ok").Inc()
@@ -153,7 +190,7 @@ func (r *Reconciler) decide(ctx context.Context, ds *dsv1.DiskSchedule) (result 
 			"rejected", outcome.Rejected, "released", outcome.Released, "adopted", outcome.Adopted,
 			"storageScheduled", status.StorageScheduled, "storageLimit", status.StorageLimit)
 	}
-	return result, false, nil
+	return true, false, nil
 }
 
 // announceYields records, on the pod of each reservation cut for a

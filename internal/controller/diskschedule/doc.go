@@ -12,5 +12,9 @@
 // timeout, asks the pure
 // ledger.Decide for the next status and writes it with the resourceVersion
 // it read, so a decision computed from a stale view fails with a conflict
-// and is made again. It never writes a spec, nor any Longhorn object.
+// and is made again. One method writes every status (writeStatus): a
+// status that breaks the ledger's invariant (ledger.Violation) is never
+// written, but reported as a Warning Event on the DiskSchedule, the
+// counter longhorn_diskschedule_invariant_violations_total and an error
+// log. It never writes a spec, nor any Longhorn object.
 package diskschedule

@@ -35,6 +35,10 @@ const (
 	ReasonDiskScheduleCreated = "DiskScheduleCreated"
 	// ReasonDiskScheduleDeleted: the ledger of a removed disk was deleted.
 	ReasonDiskScheduleDeleted = "DiskScheduleDeleted"
+	// ReasonDiskScheduleMismatch: a ledger named by a disk's UUID said
+	// another node or disk name than Longhorn reports for that UUID, and
+	// was replaced by the disk's own ledger, its requests carried over.
+	ReasonDiskScheduleMismatch = "DiskScheduleMismatch"
 )
 
 // Reconciler keeps the DiskSchedules of Longhorn Nodes.
@@ -75,10 +79,17 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 
 	for _, uuid := range slices.Sorted(maps.Keys(existing)) {
 		ds := existing[uuid]
-		if name, ok := wanted[uuid]; ok && name == ds.Spec.Name {
+		name, ok := wanted[uuid]
+		if ok && name == ds.Spec.Name {
 			continue
 		}
-		if err := r.removed(ctx, node, ds); err != nil {
+		var err error
+		if ok {
+			err = r.mismatched(ctx, node, ds, name) // the UUID is this node's, under another name
+		} else {
+			err = r.removed(ctx, node, ds)
+		}
+		if err != nil {
 			return ctrl.Result{}, err
 		}
 	}
@@ -86,11 +97,87 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		if _, ok := existing[uuid]; ok {
 			continue // kept, or not deleted yet: created once the old one is gone
 		}
-		if err := r.create(ctx, node, uuid, wanted[uuid]); err != nil {
+		if err := r.ensure(ctx, node, uuid, wanted[uuid]); err != nil {
 			return ctrl.Result{}, err
 		}
 	}
 	return ctrl.Result{}, nil
+}
+
+// ensure creates the ledger of the disk diskName of node with UUID uuid,
+// and replaces the DiskSchedule of that name that says another node
+// (mismatched).
+func (r *Reconciler) ensure(ctx context.Context, node *lhv1.Node, uuid, diskName string) error {
+	err := r.create(ctx, node, uuid, diskName, dsv1.DiskScheduleSpec{})
+	if !apierrors.IsAlreadyExists(err) {
+		return err
+	}
+	ds := &dsv1.DiskSchedule{}
+	if err := r.client.Get(ctx, client.ObjectKey{Namespace: node.Namespace, Name: uuid}, ds); err != nil {
+		// Not in the cache yet: reconciled again once it is.
+		return fmt.Errorf("reading DiskSchedule %s, which exists: %w", uuid, err)
+	}
+	if ds.Spec.NodeID == node.Name {
+		return nil // the cache lags: the watch brings it back to this node
+	}
+	return r.mismatched(ctx, node, ds, diskName)
+}
+
+// mismatched handles ds, named by the UUID that Longhorn reports for the
+// disk diskName of node, whose spec names another node or disk (written by
+// hand, or left from a disk that moved): the disk's requests would be
+// decided against a disk that is not there, and refused. Since spec.nodeID
+// and spec.name are immutable, ds is replaced: deleted at the version read
+// (a write that lands meanwhile fails the delete, and the next reconcile
+// sees it), then created again for the right node and disk, with every
+// request of its spec carried over. The DiskSchedule controller decides
+// them again: what Longhorn persisted on the disk is adopted (rule 7),
+// even over the limit, so the ledger never loses track of it; the mirror
+// releases the rest (rule 10). A ds whose own node does report the UUID
+// under its disk name (one UUID on two disks, which Longhorn marks not
+// ready) is left alone.
+func (r *Reconciler) mismatched(ctx context.Context, node *lhv1.Node, ds *dsv1.DiskSchedule, diskName string) error {
+	log := ctrl.LoggerFrom(ctx)
+	if !ds.DeletionTimestamp.IsZero() {
+		return nil
+	}
+	claimed := &lhv1.Node{}
+	err := r.client.Get(ctx, client.ObjectKey{Namespace: node.Namespace, Name: ds.Spec.NodeID}, claimed)
+	switch {
+	case err == nil:
+		if st := claimed.Status.DiskStatus[ds.Spec.Name]; st != nil && st.DiskUUID == ds.Name {
+			log.Info("Leaving a ledger whose disk UUID two disks report", "diskSchedule", klog.KObj(ds),
+				"node", ds.Spec.NodeID, "disk", ds.Spec.Name, "alsoNode", node.Name, "alsoDisk", diskName)
+			return nil
+		}
+	case !apierrors.IsNotFound(err):
+		return fmt.Errorf("reading Longhorn node %s, which DiskSchedule %s names: %w", ds.Spec.NodeID, ds.Name, err)
+	}
+	requests := len(ds.Spec.Replicas) + len(ds.Spec.BackingImages) + len(ds.Spec.Reservations)
+	log.Info("Replacing a ledger that says another node or disk than Longhorn reports for its UUID", "diskSchedule", klog.KObj(ds),
+		"specNode", ds.Spec.NodeID, "specDisk", ds.Spec.Name, "node", node.Name, "disk", diskName,
+		"storageScheduled", ds.Status.StorageScheduled, "requests", requests)
+	r.recorder.Eventf(ds, node, corev1.EventTypeWarning, ReasonDiskScheduleMismatch, "ReplaceLedger",
+		"DiskSchedule %s says disk %s of node %s, but Longhorn reports UUID %s for disk %s of node %s: replaced by that disk's ledger, its %d requests carried over and decided again (%d bytes were granted)",
+		ds.Name, ds.Spec.Name, ds.Spec.NodeID, ds.Name, diskName, node.Name, requests, ds.Status.StorageScheduled)
+	err = r.client.Delete(ctx, ds, client.Preconditions{ResourceVersion: ptr.To(ds.ResourceVersion)})
+	switch {
+	case apierrors.IsConflict(err):
+		return fmt.Errorf("replacing DiskSchedule %s: it changed meanwhile: %w", ds.Name, err)
+	case err != nil && !apierrors.IsNotFound(err):
+		return fmt.Errorf("replacing DiskSchedule %s: deleting it: %w", ds.Name, err)
+	}
+	carried := dsv1.DiskScheduleSpec{Replicas: ds.Spec.Replicas, BackingImages: ds.Spec.BackingImages,
+		Reservations: ds.Spec.Reservations, ReplicaVersions: ds.Spec.ReplicaVersions}
+	if err := r.create(ctx, node, ds.Name, diskName, carried); err != nil {
+		if apierrors.IsAlreadyExists(err) {
+			// Deleted and created again by someone else meanwhile:
+			// the next reconcile looks at it.
+			return fmt.Errorf("replacing DiskSchedule %s: %w", ds.Name, err)
+		}
+		return err
+	}
+	return nil
 }
 
 // Disks returns the disks of node that have a ledger, disk UUID → disk
@@ -151,9 +238,11 @@ func (r *Reconciler) removed(ctx context.Context, node *lhv1.Node, ds *dsv1.Disk
 	return nil
 }
 
-// create creates the empty ledger of one disk; the mirror fills it with
-// what Longhorn has persisted there.
-func (r *Reconciler) create(ctx context.Context, node *lhv1.Node, uuid, diskName string) error {
+// create creates the ledger of one disk with the requests of carried
+// (empty for a new disk; the mirror fills it with what Longhorn has
+// persisted there). It returns the API server's AlreadyExists error as
+// it is.
+func (r *Reconciler) create(ctx context.Context, node *lhv1.Node, uuid, diskName string, carried dsv1.DiskScheduleSpec) error {
 	ds := &dsv1.DiskSchedule{
 		ObjectMeta: metav1.ObjectMeta{
 			Name: uuid, Namespace: node.Namespace,
@@ -165,13 +254,12 @@ func (r *Reconciler) create(ctx context.Context, node *lhv1.Node, uuid, diskName
 				Name: node.Name, UID: node.UID, Controller: ptr.To(true),
 			}},
 		},
-		Spec: dsv1.DiskScheduleSpec{Name: diskName, NodeID: node.Name},
+		Spec: carried,
 	}
+	ds.Spec.Name, ds.Spec.NodeID = diskName, node.Name
 	if err := r.client.Create(ctx, ds); err != nil {
 		if apierrors.IsAlreadyExists(err) {
-			// The cache lags, or another node reports the UUID: the watch
-			// brings the existing ledger back.
-			return nil
+			return err
 		}
 		return fmt.Errorf("creating DiskSchedule %s for disk %s of node %s: %w", uuid, diskName, node.Name, err)
 	}

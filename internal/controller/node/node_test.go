@@ -109,12 +109,7 @@ func TestDiskStillAllocatedIsKept(t *testing.T) {
 	if err := f.CreateNode(ctx, env.Client, ns); err != nil {
 		t.Fatal(err)
 	}
-	replica := testenv.Replica(ns, "r-0", testenv.ReplicaFixture{Volume: "vol-0", Size: 10 * gi, NodeID: f.Name, DiskName: "disk-0",
-		DiskID: uuid, State: lhv1.InstanceStateRunning})
-	replica.Finalizers = nil
-	if err := testenv.CreateLonghorn(ctx, env.Client, replica); err != nil {
-		t.Fatal(err)
-	}
+	replica := createReplica(t, ctx, ns, f.Name, uuid)
 	testenv.Eventually(t, ctx, waitTimeout, "the mirror adopts r-0", func(ctx context.Context) (bool, string, error) {
 		ds := &dsv1.DiskSchedule{}
 		if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: uuid}, ds); err != nil {
@@ -127,21 +122,7 @@ func TestDiskStillAllocatedIsKept(t *testing.T) {
 	if err := f.Apply(ctx, env.Client, ns); err != nil {
 		t.Fatal(err)
 	}
-	testenv.Eventually(t, ctx, waitTimeout, "a Warning DiskStillAllocated Event is recorded", func(ctx context.Context) (bool, string, error) {
-		list := &eventsv1.EventList{}
-		if err := env.Client.List(ctx, list, client.InNamespace(ns)); err != nil {
-			return false, "", err
-		}
-		var seen []string
-		for _, ev := range list.Items {
-			seen = append(seen, ev.Type+"/"+ev.Reason)
-			if ev.Reason == node.ReasonDiskStillAllocated && ev.Type == corev1.EventTypeWarning &&
-				ev.Regarding.Kind == "DiskSchedule" && ev.Regarding.Name == uuid {
-				return true, "", nil
-			}
-		}
-		return false, fmt.Sprintf("events %v", seen), nil
-	})
+	waitWarning(t, ctx, ns, node.ReasonDiskStillAllocated, uuid)
 	ds := &dsv1.DiskSchedule{}
 	if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: uuid}, ds); err != nil {
 		t.Fatalf("the ledger of the removed disk that still grants 10Gi: %v", err)
@@ -156,6 +137,40 @@ func TestDiskStillAllocatedIsKept(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitDiskScheduleGone(t, ctx, ns, uuid)
+}
+
+// createReplica creates the running Replica r-0 of 10Gi that Longhorn
+// persisted on disk-0 (UUID uuid) of nodeName, without finalizers.
+func createReplica(t *testing.T, ctx context.Context, ns, nodeName, uuid string) *lhv1.Replica {
+	t.Helper()
+	replica := testenv.Replica(ns, "r-0", testenv.ReplicaFixture{Volume: "vol-0", Size: 10 * gi, NodeID: nodeName, DiskName: "disk-0",
+		DiskID: uuid, State: lhv1.InstanceStateRunning})
+	replica.Finalizers = nil
+	if err := testenv.CreateLonghorn(ctx, env.Client, replica); err != nil {
+		t.Fatal(err)
+	}
+	return replica
+}
+
+// waitWarning waits until a Warning Event of reason is recorded on the
+// DiskSchedule uuid.
+func waitWarning(t *testing.T, ctx context.Context, ns, reason, uuid string) {
+	t.Helper()
+	testenv.Eventually(t, ctx, waitTimeout, "a Warning "+reason+" Event is recorded", func(ctx context.Context) (bool, string, error) {
+		list := &eventsv1.EventList{}
+		if err := env.Client.List(ctx, list, client.InNamespace(ns)); err != nil {
+			return false, "", err
+		}
+		var seen []string
+		for _, ev := range list.Items {
+			seen = append(seen, ev.Type+"/"+ev.Reason)
+			if ev.Reason == reason && ev.Type == corev1.EventTypeWarning &&
+				ev.Regarding.Kind == "DiskSchedule" && ev.Regarding.Name == uuid {
+				return true, "", nil
+			}
+		}
+		return false, fmt.Sprintf("events %v", seen), nil
+	})
 }
 
 func getNode(t *testing.T, ctx context.Context, ns, name string) *lhv1.Node {

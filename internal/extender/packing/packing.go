@@ -3,11 +3,12 @@ package packing
 import (
 	"cmp"
 	"fmt"
-	"math"
 	"slices"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/api/resource"
+
+	"github.com/longhorn/diskschedule/internal/ledger"
 )
 
 // DefaultBudget is the number of search steps a caller should allow Pack for
@@ -283,7 +284,7 @@ func newProblem(items []Item, bins []Bin) *problem {
 		cl := &p.classes[c]
 		cl.suffix = make([]int64, len(cl.items)+1)
 		for i := len(cl.items) - 1; i >= 0; i-- {
-			cl.suffix[i] = satAdd(cl.suffix[i+1], p.size[cl.items[i]])
+			cl.suffix[i] = ledger.AddSat(cl.suffix[i+1], p.size[cl.items[i]])
 		}
 	}
 
@@ -380,10 +381,10 @@ func (p *problem) precheck() string {
 	for _, g := range p.groups {
 		var need, hold int64
 		for _, c := range g.classes {
-			need = satAdd(need, p.classes[c].suffix[0])
+			need = ledger.AddSat(need, p.classes[c].suffix[0])
 		}
 		for _, b := range g.bins {
-			hold = satAdd(hold, p.free[b])
+			hold = ledger.AddSat(hold, p.free[b])
 		}
 		if need <= hold {
 			continue
@@ -407,11 +408,11 @@ func (p *problem) precheck() string {
 func (p *problem) noPlacementReason() string {
 	var need, hold, largestFree int64
 	for _, s := range p.size {
-		need = satAdd(need, s)
+		need = ledger.AddSat(need, s)
 	}
 	union := p.groups[0].bins
 	for _, b := range union {
-		hold = satAdd(hold, p.free[b])
+		hold = ledger.AddSat(hold, p.free[b])
 		largestFree = max(largestFree, p.free[b])
 	}
 	return fmt.Sprintf("no placement fits %d volumes (%s in all, largest %s) onto the %d disks they can use (%s free in all, largest %s)",
@@ -504,14 +505,6 @@ func subset(a, b []int) bool {
 		}
 	}
 	return true
-}
-
-// satAdd adds two non-negative numbers, saturating at math.MaxInt64.
-func satAdd(a, b int64) int64 {
-	if a > math.MaxInt64-b {
-		return math.MaxInt64
-	}
-	return a + b
 }
 
 // formatSize renders bytes in binary units, such as "100Gi".

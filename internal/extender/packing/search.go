@@ -1,6 +1,10 @@
 package packing
 
-import "math"
+import (
+	"math"
+
+	"github.com/longhorn/diskschedule/internal/ledger"
+)
 
 // search is the state of one backtracking search over a problem.
 type search struct {
@@ -150,7 +154,7 @@ func (s *search) feasible() bool {
 			if s.placed[c] == len(cl.items) {
 				continue
 			}
-			need = satAdd(need, cl.suffix[s.placed[c]])
+			need = ledger.AddSat(need, cl.suffix[s.placed[c]])
 			smallest = min(smallest, p.size[cl.items[len(cl.items)-1]])
 		}
 		if need == 0 {
@@ -159,7 +163,7 @@ func (s *search) feasible() bool {
 		var hold int64
 		for _, b := range g.bins {
 			if s.free[b] >= smallest {
-				hold = satAdd(hold, s.free[b])
+				hold = ledger.AddSat(hold, s.free[b])
 			}
 		}
 		if need > hold {
