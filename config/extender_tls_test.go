@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/longhorn/diskschedule/internal/extender"
+	"github.com/longhorn/diskschedule/test/framework/schedulerconfig"
 )
 
 // secretFile is a file of a projected volume: the Secret and key it comes from.
@@ -132,6 +133,34 @@ func TestExtenderPortNamesAgree(t *testing.T) {
 		}
 		if !found {
 			t.Errorf("%s renders no Service %s", name, extender.ServiceName)
+		}
+	}
+}
+
+// extender.bind sets the manager's --extender-bind and the second
+// scheduler's bindVerb; without it neither binds.
+func TestChartExtenderBind(t *testing.T) {
+	for _, bind := range []bool{false, true} {
+		objs := mustRenderChart(t, map[string]any{"extender": map[string]any{"bind": bind}, "scheduler": map[string]any{"enabled": true}})
+		args := managerDeployment(t, objs).Spec.Template.Spec.Containers[0].Args
+		if got := flagValue(args, "extender-bind", "false"); got != map[bool]string{false: "false", true: "true"}[bind] {
+			t.Errorf("extender.bind=%v: the manager's --extender-bind is %s", bind, got)
+		}
+		var cfg *schedulerconfigv1.KubeSchedulerConfiguration
+		for _, u := range objs {
+			if u.GetKind() == "ConfigMap" && u.GetName() == "longhorn-diskschedule-scheduler-config" {
+				data, _, _ := unstructured.NestedString(u.Object, "data", "config.yaml")
+				var err error
+				if cfg, err = schedulerconfig.Parse([]byte(data)); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		if cfg == nil {
+			t.Fatalf("extender.bind=%v: no second scheduler configuration", bind)
+		}
+		if got, want := cfg.Extenders[0].BindVerb, map[bool]string{true: "bind"}[bind]; got != want {
+			t.Errorf("extender.bind=%v: the second scheduler's bindVerb is %q, want %q", bind, got, want)
 		}
 	}
 }
