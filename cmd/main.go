@@ -73,8 +73,13 @@ func run() error {
 		"The address the kube-scheduler extender binds to (on the leader, while scheduler-extender-enabled is true); empty disables it.")
 	flag.DurationVar(&opts.ExtenderFence, "extender-fence", extender.DefaultFence,
 		"How long a new leader answers no filter after taking over from another, so the pods the old leader let through bind first; at least kube-scheduler's extender httpTimeout.")
-	flag.StringVar(&opts.ExtenderCertDir, "extender-cert-dir", "",
-		"A directory with tls.crt and tls.key: the extender then serves HTTPS (kube-scheduler's extender enableHTTPS and tlsConfig); reloaded when they change.")
+	flag.StringVar(&opts.ExtenderCertDir, "extender-cert-dir", defaultExtenderCertDir,
+		"The directory with the extender's tls.crt and tls.key, reloaded when they change: the extender serves HTTPS only, and not before they are there.")
+	flag.StringVar(&opts.ExtenderClientCAFile, "extender-client-ca-file", filepath.Join(defaultExtenderCertDir, "client", "ca.crt"),
+		"The CA bundle its callers' client certificates must be signed by (kube-scheduler's extender tlsConfig certFile and keyFile), reloaded when it changes; a caller without one is refused in the TLS handshake.")
+	flag.BoolVar(&opts.ExtenderRotateCertificates, "extender-rotate-certificates", true,
+		"The leader fills and rotates the Secrets "+extender.ServingSecretName+" (the extender's serving certificate) and "+extender.ClientSecretName+
+			" (the schedulers' client certificate), which the install mounts at --extender-cert-dir and beside --extender-client-ca-file; false when another issuer keeps those files.")
 	flag.BoolVar(&opts.ExtenderBind, "extender-bind", false,
 		"Serve the extender's /bind: kube-scheduler's extender configuration sets bindVerb. Otherwise /bind is answered 404.")
 	flag.IntVar(&opts.ExtenderMaxInFlight, "extender-max-in-flight", extender.DefaultMaxInFlight,
@@ -167,7 +172,8 @@ func run() error {
 	}
 	log.Info("Starting", "namespace", opts.Namespace, "longhornVersion", longhorn, "leaderElection", opts.LeaderElection,
 		"metrics", opts.MetricsBindAddress, "metricsSecure", opts.MetricsSecure, "gateGrace", opts.GateGrace.String(), "gate", serveGate,
-		"secondaryScheduler", opts.SecondaryScheduler, "extenderBind", opts.ExtenderBind)
+		"secondaryScheduler", opts.SecondaryScheduler, "extenderBind", opts.ExtenderBind,
+		"extenderCertDir", opts.ExtenderCertDir, "extenderClientCAFile", opts.ExtenderClientCAFile)
 	if warning := longhornversion.Assessment(longhorn); warning != "" {
 		log.Info("Warning: "+warning, "longhornVersion", longhorn)
 	}
@@ -187,6 +193,10 @@ func readLonghornVersion(cfg *rest.Config, s *runtime.Scheme, namespace string) 
 	defer cancel()
 	return longhornversion.Read(ctx, c, namespace)
 }
+
+// defaultExtenderCertDir is where the manager's Deployment mounts the
+// extender's Secrets.
+const defaultExtenderCertDir = "/etc/diskschedule/extender"
 
 func envOr(name, fallback string) string {
 	if v := os.Getenv(name); v != "" {

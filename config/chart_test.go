@@ -26,12 +26,14 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	schedulerconfigv1 "k8s.io/kube-scheduler/config/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/kustomize/api/krusty"
 	"sigs.k8s.io/kustomize/kyaml/filesys"
 	"sigs.k8s.io/yaml"
 
+	"github.com/longhorn/diskschedule/internal/extender"
 	"github.com/longhorn/diskschedule/internal/podmutator"
 	"github.com/longhorn/diskschedule/test/framework/schedulerconfig"
 )
@@ -563,8 +565,10 @@ func checkSecondaryScheduler(ctx context.Context, t *testing.T, c client.Client)
 	if err != nil {
 		t.Fatalf("the installed configuration: %v", err)
 	}
-	const localURL = "http://127.0.0.1:9504"
-	sandbox, err := schedulerconfig.Local("/sandbox/kube-scheduler.kubeconfig", localURL, 1, 1)
+	const localURL = "https://127.0.0.1:9504"
+	localTLS := &schedulerconfigv1.ExtenderTLSConfig{ServerName: extender.ServiceDNSName(namespace),
+		CertFile: "/sandbox/client.crt", KeyFile: "/sandbox/client.key", CAFile: "/sandbox/ca.crt"}
+	sandbox, err := schedulerconfig.Local("/sandbox/kube-scheduler.kubeconfig", localURL, localTLS, 1, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -575,7 +579,7 @@ func checkSecondaryScheduler(ctx context.Context, t *testing.T, c client.Client)
 	if err := c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: "longhorn-scheduler-extender"}, svc); err != nil {
 		t.Fatalf("the extender's Service: %v", err)
 	}
-	wantURL := fmt.Sprintf("http://%s.%s.svc:%d", svc.Name, svc.Namespace, svc.Spec.Ports[0].Port)
+	wantURL := fmt.Sprintf("https://%s.%s.svc:%d", svc.Name, svc.Namespace, svc.Spec.Ports[0].Port)
 	ext, local := installed.Extenders[0], sandbox.Extenders[0]
 	if ext.URLPrefix != wantURL {
 		t.Errorf("the installed extender URL is %s, want the extender Service's %s", ext.URLPrefix, wantURL)
@@ -586,7 +590,9 @@ func checkSecondaryScheduler(ctx context.Context, t *testing.T, c client.Client)
 	if len(ext.ManagedResources) != 1 || ext.ManagedResources[0].Name != string(podmutator.ExtendedResource) || !ext.ManagedResources[0].IgnoredByScheduler {
 		t.Errorf("the installed extender manages %+v, want %s, ignored by the scheduler", ext.ManagedResources, podmutator.ExtendedResource)
 	}
+	checkSchedulerMountsTLS(ctx, t, c, ext)
 	ext.URLPrefix, local.URLPrefix = "", ""
+	ext.TLSConfig, local.TLSConfig = nil, nil
 	if diff := cmp.Diff(local, ext); diff != "" {
 		t.Errorf("the installed extender differs from the sandbox's (-sandbox +installed):\n%s", diff)
 	}

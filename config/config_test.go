@@ -364,12 +364,13 @@ func TestSchedulerConfiguration(t *testing.T) {
 		field     string
 		got, want any
 	}{
-		{"urlPrefix", e.URLPrefix, "http://longhorn-scheduler-extender.longhorn-system.svc:9504"},
+		{"urlPrefix", e.URLPrefix, "https://longhorn-scheduler-extender.longhorn-system.svc:9504"},
 		{"filterVerb", e.FilterVerb, "filter"},
 		{"prioritizeVerb", e.PrioritizeVerb, "prioritize"},
 		{"weight", e.Weight, int64(1)},
 		{"nodeCacheCapable", e.NodeCacheCapable, true},
-		{"enableHTTPS", e.EnableHTTPS, false},
+		{"enableHTTPS", e.EnableHTTPS, true},
+		{"tlsConfig has a client pair and the CA", e.TLSConfig != nil && e.TLSConfig.CertFile != "" && e.TLSConfig.KeyFile != "" && e.TLSConfig.CAFile != "", true},
 		{"ignorable", e.Ignorable, false},
 		{"httpTimeout", e.HTTPTimeout.Duration, 10 * time.Second},
 		{"managedResources", e.ManagedResources, []schedulerconfigv1.ExtenderManagedResource{{Name: "longhorn.io/scheduler-extender", IgnoredByScheduler: true}}},
@@ -383,7 +384,8 @@ func TestSchedulerConfiguration(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, note := range []string{"--config=", "dnsPolicy: ClusterFirstWithHostNet", "ignorable", `longhorn.io/scheduler-extender: "1"`} {
+	for _, note := range []string{"--config=", "dnsPolicy: ClusterFirstWithHostNet", "ignorable", `longhorn.io/scheduler-extender: "1"`,
+		"longhorn-scheduler-extender-client-cert", "longhorn-scheduler-extender-cert", "tlsConfig", "https://longhorn-scheduler-extender"} {
 		if !strings.Contains(string(readme), note) {
 			t.Errorf("scheduler/README.md does not mention %s", note)
 		}
@@ -451,8 +453,16 @@ func TestGateWebhook(t *testing.T) {
 	if !port {
 		t.Errorf("the manager container has no port webhook (9443)")
 	}
-	if len(r.secrets) != 1 || r.secrets[0].Name != "longhorn-diskschedule-webhook-cert" {
-		t.Errorf("secrets = %v, want the gate's empty certificate Secret", r.secrets)
+	var secrets []string
+	for _, s := range r.secrets {
+		if len(s.Data) != 0 || len(s.StringData) != 0 {
+			t.Errorf("Secret %s ships data, want it empty for the manager to fill", s.Name)
+		}
+		secrets = append(secrets, s.Name)
+	}
+	slices.Sort(secrets)
+	if want := []string{"longhorn-diskschedule-webhook-cert", "longhorn-scheduler-extender-cert", "longhorn-scheduler-extender-client-cert"}; !slices.Equal(secrets, want) {
+		t.Errorf("secrets = %v, want the gate's and the extender's empty certificate Secrets %v", secrets, want)
 	}
 
 	ignore := renderDir(t, "testdata/gate-ignore")

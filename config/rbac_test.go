@@ -64,6 +64,8 @@ func allowList() []grant {
 			why: "the extender's settings, the one ConfigMap the cache watches (by a field selector on its name)"},
 		{role: "manager-role", resources: []string{"secrets"}, names: []string{"longhorn-diskschedule-webhook-cert"}, verbs: []string{"get", "list", "watch", "update"},
 			why: "the gate's certificate, which the rotator fills and rotates; listed and watched by name only (Longhorn keeps its backup credentials in the same namespace)"},
+		{role: "manager-role", resources: []string{"secrets"}, names: []string{"longhorn-scheduler-extender-cert", "longhorn-scheduler-extender-client-cert"}, verbs: []string{"get", "list", "watch", "update"},
+			why: "the extender's serving certificate and the schedulers' client certificate, which the leader's rotators fill and rotate; each listed and watched by name only"},
 		{role: "manager-role", group: "discovery.k8s.io", resources: []string{"endpointslices"}, verbs: []string{"create"},
 			why: "the leader creates the extender Service's EndpointSlice the first time (a create cannot name its object)"},
 		{role: "manager-role", group: "discovery.k8s.io", resources: []string{"endpointslices"}, names: []string{"longhorn-scheduler-extender"}, verbs: []string{"get", "update"},

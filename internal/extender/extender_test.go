@@ -35,6 +35,7 @@ import (
 	"github.com/longhorn/diskschedule/internal/index"
 	"github.com/longhorn/diskschedule/internal/metrics"
 	"github.com/longhorn/diskschedule/internal/settings"
+	"github.com/longhorn/diskschedule/test/framework/extendertls"
 	"github.com/longhorn/diskschedule/test/framework/testenv"
 )
 
@@ -586,7 +587,12 @@ func TestServerFollowsTheConfigMap(t *testing.T) {
 	clk := clocktesting.NewFakeClock(time.Now())
 	opts := f.ext.opts
 	opts.Clock = clk
-	s := NewServer(New(opts), ServerOptions{Addr: "127.0.0.1:0", AdvertiseIP: "10.1.2.3", NodeName: "manager-0"})
+	certs, err := extendertls.Write(t.TempDir(), ServiceDNSName(f.ns))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := NewServer(New(opts), ServerOptions{Addr: "127.0.0.1:0", AdvertiseIP: "10.1.2.3", NodeName: "manager-0",
+		CertDir: certs.CertDir, ClientCAFile: certs.CAFile})
 	ctx, cancel := context.WithCancel(f.ctx)
 	stopped := make(chan error, 1)
 	go func() { stopped <- s.Start(ctx) }()
@@ -615,7 +621,7 @@ func TestServerFollowsTheConfigMap(t *testing.T) {
 
 	waitServing(true)
 	es := &discoveryv1.EndpointSlice{}
-	_, err := testenv.Poll(f.ctx, 10*time.Second, func(ctx context.Context) (bool, string, error) {
+	_, err = testenv.Poll(f.ctx, 10*time.Second, func(ctx context.Context) (bool, string, error) {
 		err := f.env.Client.Get(ctx, types.NamespacedName{Namespace: f.ns, Name: ServiceName}, es)
 		return err == nil, "", client.IgnoreNotFound(err)
 	}, testenv.Every(5*time.Millisecond))
@@ -623,7 +629,7 @@ func TestServerFollowsTheConfigMap(t *testing.T) {
 		t.Fatalf("the extender never published its EndpointSlice: %v", err)
 	}
 	if es.Labels[discoveryv1.LabelServiceName] != ServiceName || len(es.Endpoints) != 1 ||
-		!slices.Equal(es.Endpoints[0].Addresses, []string{"10.1.2.3"}) || len(es.Ports) != 1 || *es.Ports[0].Port != Port {
+		!slices.Equal(es.Endpoints[0].Addresses, []string{"10.1.2.3"}) || len(es.Ports) != 1 || *es.Ports[0].Port != Port || *es.Ports[0].Name != PortName {
 		t.Errorf("EndpointSlice %+v does not point at 10.1.2.3:%d", es, Port)
 	}
 

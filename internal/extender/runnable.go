@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"path/filepath"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -16,7 +15,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/certwatcher"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/longhorn/diskschedule/internal/metrics"
@@ -29,6 +27,11 @@ const ServiceName = "longhorn-scheduler-extender"
 // Port is the extender's port.
 const Port = 9504
 
+// PortName names the extender's port in its Service and in the
+// EndpointSlice the leader writes: kube-proxy routes a Service port to the
+// endpoint port of the same name.
+const PortName = "extender"
+
 // ServerOptions say where and how the extender serves.
 type ServerOptions struct {
 	// Addr is the listen address.
@@ -37,10 +40,15 @@ type ServerOptions struct {
 	AdvertiseIP string
 	// NodeName is the node this manager runs on, for the heartbeat.
 	NodeName string
-	// CertDir, when set, holds tls.crt and tls.key: the extender serves
-	// HTTPS with them, reloading them when they change (kube-scheduler's
-	// extender enableHTTPS and tlsConfig).
+	// CertDir holds the extender's serving pair, tls.crt and tls.key,
+	// reloaded when they change. The extender serves HTTPS only, and not
+	// before both are there (a mounted Secret its rotator fills).
 	CertDir string
+	// ClientCAFile is the CA bundle a caller's client certificate must be
+	// signed by (kube-scheduler's extender tlsConfig certFile and keyFile),
+	// read again when it changes. A caller without one is refused in the
+	// TLS handshake.
+	ClientCAFile string
 	// Bind serves POST /bind: kube-scheduler's extender configuration
 	// sets bindVerb (HandlerOptions.Bind).
 	Bind bool
@@ -109,11 +117,11 @@ func (s *Server) Start(ctx context.Context) error {
 	if err := s.extender.Start(ctx); err != nil {
 		return fmt.Errorf("starting the scheduler extender: %w", err)
 	}
-	tlsConfig, err := s.tlsConfig(ctx)
-	if err != nil {
-		return err
-	}
-	var srv *http.Server
+	var (
+		srv       *http.Server
+		tlsConfig *tls.Config
+		waiting   string
+	)
 	heartbeat := s.metrics.Heartbeat.WithLabelValues(s.opts.NodeName)
 	stop := func() {
 		if srv == nil {
@@ -135,6 +143,16 @@ func (s *Server) Start(ctx context.Context) error {
 		switch {
 		case err != nil:
 			log.Error(err, "Reading the extender's settings")
+		case enabled && srv == nil && tlsConfig == nil:
+			// The certificates may not be there yet: a mounted Secret is
+			// filled by the rotator after the pod starts.
+			if tlsConfig, err = serverTLS(logCtx, s.opts.CertDir, s.opts.ClientCAFile); err != nil && err.Error() != waiting {
+				waiting = err.Error()
+				log.Info("The scheduler extender waits for its certificates", "reason", waiting)
+			}
+			if tlsConfig != nil {
+				continue
+			}
 		case enabled && srv == nil:
 			srv, err = s.serve(logCtx, tlsConfig)
 			if err != nil {
@@ -142,7 +160,8 @@ func (s *Server) Start(ctx context.Context) error {
 				break
 			}
 			heartbeat.Set(1)
-			log.Info("Serving the scheduler extender", "address", s.opts.Addr, "https", tlsConfig != nil)
+			log.Info("Serving the scheduler extender over HTTPS, client certificates required", "address", s.opts.Addr,
+				"certDir", s.opts.CertDir, "clientCAFile", s.opts.ClientCAFile)
 			if err := s.publishEndpoint(ctx); err != nil {
 				log.Error(err, "Pointing the extender's EndpointSlice at this manager")
 			}
@@ -167,33 +186,12 @@ func (s *Server) enabled(ctx context.Context) (bool, error) {
 	return sched.SchedulerExtenderEnabled, nil
 }
 
-// tlsConfig returns the TLS configuration serving the certificate in
-// CertDir, kept current by controller-runtime's certwatcher, or nil for
-// plain HTTP.
-func (s *Server) tlsConfig(ctx context.Context) (*tls.Config, error) {
-	if s.opts.CertDir == "" {
-		return nil, nil
-	}
-	watcher, err := certwatcher.New(filepath.Join(s.opts.CertDir, "tls.crt"), filepath.Join(s.opts.CertDir, "tls.key"))
-	if err != nil {
-		return nil, fmt.Errorf("loading the extender's certificate from %s: %w", s.opts.CertDir, err)
-	}
-	go func() {
-		if err := watcher.Start(ctx); err != nil {
-			ctrl.LoggerFrom(ctx).Error(err, "Watching the extender's certificate", "dir", s.opts.CertDir)
-		}
-	}()
-	return &tls.Config{GetCertificate: watcher.GetCertificate, MinVersion: tls.VersionTLS12}, nil
-}
-
 func (s *Server) serve(ctx context.Context, tlsConfig *tls.Config) (*http.Server, error) {
 	ln, err := net.Listen("tcp", s.opts.Addr)
 	if err != nil {
 		return nil, fmt.Errorf("listening on %s: %w", s.opts.Addr, err)
 	}
-	if tlsConfig != nil {
-		ln = tls.NewListener(ln, tlsConfig)
-	}
+	ln = tls.NewListener(ln, tlsConfig)
 	srv := newHTTPServer(ctx, NewHandler(s.extender, HandlerOptions{FilterDuration: s.metrics.FilterDuration,
 		Bind: s.opts.Bind, MaxInFlight: s.opts.MaxInFlight, MaxInFlightBinds: s.opts.MaxInFlightBinds}))
 	go func() {
@@ -234,7 +232,7 @@ func (s *Server) publishEndpoint(ctx context.Context) error {
 			Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true)},
 			NodeName:   ptr.To(s.opts.NodeName),
 		}},
-		Ports: []discoveryv1.EndpointPort{{Name: ptr.To("http"), Port: ptr.To(int32(Port)), Protocol: ptr.To(corev1.ProtocolTCP)}},
+		Ports: []discoveryv1.EndpointPort{{Name: ptr.To(PortName), Port: ptr.To(int32(Port)), Protocol: ptr.To(corev1.ProtocolTCP)}},
 	}
 	if net.ParseIP(s.opts.AdvertiseIP).To4() == nil {
 		want.AddressType = discoveryv1.AddressTypeIPv6

@@ -16,6 +16,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 
+	"github.com/longhorn/diskschedule/internal/byname"
 	"github.com/longhorn/diskschedule/internal/podmutator"
 )
 
@@ -106,11 +107,11 @@ func (c *Certificate) SetupWithManager(mgr ctrl.Manager) error {
 	webhooks := c.webhooks()
 	// The rotator's own cache reads the Secret and the webhook
 	// configurations by name only, so the manager's RBAC can name them.
-	names := byName{secretsPath(c.secret.Namespace): c.secret.Name}
+	names := byname.Names{byname.SecretsPath(c.secret.Namespace): c.secret.Name}
 	for _, wh := range webhooks {
 		names[configurationsPath(wh.Type)] = wh.Name
 	}
-	restricted := namedManager{Manager: mgr, cfg: names.config(mgr.GetConfig())}
+	restricted := names.Manager(mgr)
 	err := rotator.AddRotator(restricted, &rotator.CertRotator{
 		SecretKey:      c.secret,
 		CertDir:        c.opts.CertDir,
@@ -142,6 +143,15 @@ func (c *Certificate) webhooks() []rotator.WebhookInfo {
 
 // configurationsPath is the collection path of a kind of webhook
 // configuration the rotator may keep.
+// Collection paths of the webhook configurations the certificate rotator
+// reads.
+const (
+	validatingConfigurationsPath = "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations"
+	mutatingConfigurationsPath   = "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations"
+)
+
+// configurationsPath is the collection path of the webhook configurations
+// of type t.
 func configurationsPath(t rotator.WebhookType) string {
 	if t == rotator.Mutating {
 		return mutatingConfigurationsPath

@@ -91,9 +91,16 @@ type Options struct {
 	// ExtenderFence is how long a new leader answers no filter after taking
 	// over from another; extender.DefaultFence when 0, none when negative.
 	ExtenderFence time.Duration
-	// ExtenderCertDir, when set, holds the extender's tls.crt and tls.key:
-	// it then serves HTTPS.
-	ExtenderCertDir string
+	// ExtenderCertDir holds the extender's tls.crt and tls.key, and
+	// ExtenderClientCAFile the CA its callers' client certificates must be
+	// signed by: the extender serves HTTPS only, once both are there
+	// (extender.ServerOptions).
+	ExtenderCertDir, ExtenderClientCAFile string
+	// ExtenderRotateCertificates makes the leader fill and rotate the
+	// extender's Secrets (extender.ServingSecretName and
+	// extender.ClientSecretName), mounted at ExtenderCertDir and beside
+	// ExtenderClientCAFile; false when another issuer keeps those files.
+	ExtenderRotateCertificates bool
 	// ExtenderBind serves the extender's POST /bind: kube-scheduler's
 	// extender configuration sets bindVerb. Otherwise /bind is answered 404.
 	ExtenderBind bool

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"path/filepath"
 
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
@@ -68,10 +69,18 @@ func setup(mgr ctrl.Manager, opts Options, cert *gate.Certificate, identity stri
 			Fence: opts.ExtenderFence, Lease: lease,
 		})
 		srv := extender.NewServer(ext, extender.ServerOptions{Addr: opts.ExtenderBindAddress,
-			AdvertiseIP: opts.AdvertiseIP, NodeName: opts.NodeName, CertDir: opts.ExtenderCertDir, Bind: opts.ExtenderBind,
+			AdvertiseIP: opts.AdvertiseIP, NodeName: opts.NodeName, CertDir: opts.ExtenderCertDir,
+			ClientCAFile: opts.ExtenderClientCAFile, Bind: opts.ExtenderBind,
 			MaxInFlight: opts.ExtenderMaxInFlight, MaxInFlightBinds: opts.ExtenderMaxInFlightBinds})
 		if err := mgr.Add(srv); err != nil {
 			return fmt.Errorf("adding the scheduler extender: %w", err)
+		}
+		if opts.ExtenderRotateCertificates {
+			certs := extender.Certificates{Namespace: opts.Namespace, CertDir: opts.ExtenderCertDir,
+				ClientDir: filepath.Dir(opts.ExtenderClientCAFile)}
+			if err := certs.SetupWithManager(mgr); err != nil {
+				return fmt.Errorf("adding the scheduler extender's certificates: %w", err)
+			}
 		}
 	}
 

@@ -284,12 +284,16 @@ func testFailover(t *testing.T, cut bool) {
 
 	// One manager leads: it alone serves the extender, the EndpointSlice
 	// names it, and kube-scheduler reaches it through the proxy.
-	hc := &http.Client{Timeout: time.Second}
+	// The extender's client certificate; the metrics are plain HTTP.
+	hc, err := sb.ExtenderTLS().HTTPClient(time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
 	var leader *member
 	testenv.Eventually(t, ctx, time.Minute, "one manager serves the extender and the EndpointSlice points at it", func(ctx context.Context) (bool, string, error) {
 		var serving []*member
 		for _, m := range members {
-			if controlplane.Healthy(ctx, hc, "http://"+m.extender+"/healthz") {
+			if controlplane.Healthy(ctx, hc, "https://"+m.extender+"/healthz") {
 				serving = append(serving, m)
 			}
 		}
@@ -386,7 +390,7 @@ func testFailover(t *testing.T, cut bool) {
 	// The follower takes over within the lease duration and a few seconds.
 	deadline := leaseDuration + takeoverSlack
 	testenv.Eventually(t, ctx, deadline, fmt.Sprintf("%s serves the extender", follower.name), func(ctx context.Context) (bool, string, error) {
-		return controlplane.Healthy(ctx, hc, "http://"+follower.extender+"/healthz"), "/healthz does not answer 200", nil
+		return controlplane.Healthy(ctx, hc, "https://"+follower.extender+"/healthz"), "/healthz does not answer 200", nil
 	})
 	takeover := time.Since(stopAt)
 	// The new leader fences: it answers no filter until the pods the old
@@ -418,7 +422,7 @@ func testFailover(t *testing.T, cut bool) {
 	case <-time.After(time.Minute):
 		t.Fatalf("%s did not stop within a minute", leader.name)
 	}
-	if controlplane.Healthy(ctx, hc, "http://"+leader.extender+"/healthz") {
+	if controlplane.Healthy(ctx, hc, "https://"+leader.extender+"/healthz") {
 		t.Errorf("%s still serves the extender after it stopped", leader.name)
 	}
 	if now := leaseHolder(ctx, t, c); now == holder {

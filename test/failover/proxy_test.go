@@ -48,8 +48,9 @@ func newLeaderProxy() (*leaderProxy, error) {
 	return &leaderProxy{ln: ln, ctx: ctx, cancel: cancel, conns: map[net.Conn]bool{}, forwarded: map[string]int{}}, nil
 }
 
-// URL is the extender URL kube-scheduler is configured with.
-func (p *leaderProxy) URL() string { return "http://" + p.ln.Addr().String() }
+// URL is the extender URL kube-scheduler is configured with: the proxy
+// forwards TCP, so TLS is between kube-scheduler and the extender.
+func (p *leaderProxy) URL() string { return "https://" + p.ln.Addr().String() }
 
 // Serve forwards connections to the address resolve returns, until Close.
 func (p *leaderProxy) Serve(resolve func(context.Context) (string, error)) {

@@ -28,6 +28,7 @@ import (
 	"github.com/longhorn/diskschedule/internal/extender"
 	"github.com/longhorn/diskschedule/internal/manager"
 	"github.com/longhorn/diskschedule/internal/settings"
+	"github.com/longhorn/diskschedule/test/framework/extendertls"
 	"github.com/longhorn/diskschedule/test/framework/managertest"
 	"github.com/longhorn/diskschedule/test/framework/testenv"
 	"github.com/longhorn/diskschedule/test/infrastructure/controlplane"
@@ -181,7 +182,16 @@ func extenderView(t *testing.T, env *testenv.Env) map[string]verdict {
 		t.Fatal(err)
 	}
 	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
-	m, err := managertest.Start(env, env.Config, manager.Options{Namespace: ns, ExtenderBindAddress: addr})
+	certs, err := extendertls.Write(t.TempDir(), extender.ServiceDNSName(ns))
+	if err != nil {
+		t.Fatal(err)
+	}
+	hc, err := certs.HTTPClient(10 * time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := managertest.Start(env, env.Config, manager.Options{Namespace: ns, ExtenderBindAddress: addr,
+		ExtenderCertDir: certs.CertDir, ExtenderClientCAFile: certs.CAFile})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -199,7 +209,7 @@ func extenderView(t *testing.T, env *testenv.Env) map[string]verdict {
 	for _, cc := range extenderCases {
 		var got verdict
 		testenv.Eventually(t, ctx, 30*time.Second, "pod "+cc.pod+"'s verdict", func(ctx context.Context) (bool, string, error) {
-			v, err := askExtender(ctx, addr, pods[cc.pod], ns)
+			v, err := askExtender(ctx, hc, addr, pods[cc.pod], ns)
 			if err != nil {
 				return false, err.Error(), nil
 			}
@@ -279,10 +289,10 @@ func boundClaimPod(t *testing.T, ctx context.Context, c client.Client, ns, class
 
 // askExtender asks the extender at addr to filter, then prioritize, pod on
 // extenderNodes, as kube-scheduler does with a nodeCacheCapable extender.
-func askExtender(ctx context.Context, addr string, pod *corev1.Pod, ns string) (verdict, error) {
+func askExtender(ctx context.Context, hc *http.Client, addr string, pod *corev1.Pod, ns string) (verdict, error) {
 	args := extenderv1.ExtenderArgs{Pod: pod, NodeNames: &extenderNodes}
 	filtered := extenderv1.ExtenderFilterResult{}
-	if err := post(ctx, addr, "/filter", args, &filtered); err != nil {
+	if err := post(ctx, hc, addr, "/filter", args, &filtered); err != nil {
 		return verdict{}, err
 	}
 	if filtered.Error != "" {
@@ -296,7 +306,7 @@ func askExtender(ctx context.Context, addr string, pod *corev1.Pod, ns string) (
 		v.Failed[node] = strings.ReplaceAll(reason, ns, "NS")
 	}
 	scores := extenderv1.HostPriorityList{}
-	if err := post(ctx, addr, "/prioritize", args, &scores); err != nil {
+	if err := post(ctx, hc, addr, "/prioritize", args, &scores); err != nil {
 		return verdict{}, err
 	}
 	for _, s := range scores {
@@ -306,17 +316,17 @@ func askExtender(ctx context.Context, addr string, pod *corev1.Pod, ns string) (
 }
 
 // post sends body as JSON to the extender's path and decodes its answer.
-func post(ctx context.Context, addr, path string, body, out any) error {
+func post(ctx context.Context, hc *http.Client, addr, path string, body, out any) error {
 	raw, err := json.Marshal(body)
 	if err != nil {
 		return err
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+addr+path, bytes.NewReader(raw))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "https://"+addr+path, bytes.NewReader(raw))
 	if err != nil {
 		return err
 	}
 	req.Header.Set("Content-Type", "application/json")
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := hc.Do(req)
 	if err != nil {
 		return err
 	}

@@ -37,6 +37,7 @@ import (
 	"github.com/longhorn/diskschedule/internal/manager"
 	"github.com/longhorn/diskschedule/internal/settings"
 	"github.com/longhorn/diskschedule/test/bench/benchutil"
+	"github.com/longhorn/diskschedule/test/framework/extendertls"
 	"github.com/longhorn/diskschedule/test/framework/testenv"
 	"github.com/longhorn/diskschedule/test/infrastructure/controlplane"
 )
@@ -54,10 +55,12 @@ type bench struct {
 	workDir string
 	// extenderAddr and gatePort are where every manager of the run serves.
 	extenderAddr string
-	gatePort     int
-	starts       int
-	mgr          *testenv.RunningManager
-	cache        client.Reader
+	// extenderTLS are the extender's certificates and its caller's.
+	extenderTLS *extendertls.Files
+	gatePort    int
+	starts      int
+	mgr         *testenv.RunningManager
+	cache       client.Reader
 
 	settle  settleResult
 	resync  resyncResult
@@ -151,6 +154,9 @@ func setup(b *testing.B) (*bench, error) {
 		return nil, err
 	}
 	s.extenderAddr = "127.0.0.1:" + strconv.Itoa(ext)
+	if s.extenderTLS, err = extendertls.Write(filepath.Join(s.workDir, "extender-certs"), extender.ServiceDNSName(ns)); err != nil {
+		return nil, err
+	}
 	// The gate's configuration is registered last: from here on every
 	// space-taking Longhorn write asks the gate (failurePolicy Fail).
 	vwc, err := gate.LocalConfiguration("https://localhost:"+strconv.Itoa(s.gatePort), ns)
@@ -225,6 +231,8 @@ func (s *bench) startManager() (*testenv.RunningManager, client.Reader, error) {
 		MetricsBindAddress:           "0",
 		SkipControllerNameValidation: true,
 		ExtenderBindAddress:          s.extenderAddr,
+		ExtenderCertDir:              s.extenderTLS.CertDir,
+		ExtenderClientCAFile:         s.extenderTLS.CAFile,
 		ExtenderFence:                -1,
 		Gate: &manager.GateOptions{Host: "127.0.0.1", Port: s.gatePort, TLS: gate.TLS{
 			DNSName: "localhost", CertDir: filepath.Join(s.workDir, fmt.Sprintf("certs-%d", s.starts)),
@@ -511,8 +519,12 @@ func (s *bench) measureFilter(_ *testing.B, claims int) error {
 	}
 	base := httptest.NewServer(extender.NewHandler(passAll{}, extender.HandlerOptions{}))
 	defer base.Close()
-	url := "http://" + s.extenderAddr
-	if err := waitHealthy(s.ctx, url); err != nil {
+	url := "https://" + s.extenderAddr
+	hc, err := s.extenderTLS.HTTPClient(time.Minute)
+	if err != nil {
+		return err
+	}
+	if err := waitHealthy(s.ctx, hc, url); err != nil {
 		return err
 	}
 	names := slices.Clone(s.l.nodes)
@@ -521,13 +533,13 @@ func (s *bench) measureFilter(_ *testing.B, claims int) error {
 		return err
 	}
 	// A few calls first, so the extender's informers and views are warm.
-	if _, _, err := callFilter(url, body); err != nil {
+	if _, _, err := callFilter(hc, url, body); err != nil {
 		return err
 	}
 	r := filterResult{requestBytes: len(body)}
 	cpu0 := selfCPU()
 	for range *filterCalls {
-		d, passed, err := callFilter(url, body)
+		d, passed, err := callFilter(hc, url, body)
 		if err != nil {
 			return err
 		}
@@ -535,7 +547,7 @@ func (s *bench) measureFilter(_ *testing.B, claims int) error {
 	}
 	r.cpuPerCall = (selfCPU() - cpu0) / time.Duration(*filterCalls)
 	for range *filterCalls {
-		d, _, err := callFilter(base.URL, body)
+		d, _, err := callFilter(http.DefaultClient, base.URL, body)
 		if err != nil {
 			return err
 		}
@@ -548,9 +560,9 @@ func (s *bench) measureFilter(_ *testing.B, claims int) error {
 }
 
 // waitHealthy waits until the extender at url answers its /healthz.
-func waitHealthy(ctx context.Context, url string) error {
+func waitHealthy(ctx context.Context, hc *http.Client, url string) error {
 	state, err := testenv.Poll(ctx, 2*time.Minute, func(context.Context) (bool, string, error) {
-		resp, err := http.Get(url + "/healthz")
+		resp, err := hc.Get(url + "/healthz")
 		if err != nil {
 			return false, err.Error(), nil
 		}
@@ -565,9 +577,9 @@ func waitHealthy(ctx context.Context, url string) error {
 
 // callFilter posts body to url's /filter and returns the latency and the
 // number of nodes passed.
-func callFilter(url string, body []byte) (time.Duration, int, error) {
+func callFilter(hc *http.Client, url string, body []byte) (time.Duration, int, error) {
 	start := time.Now()
-	resp, err := http.Post(url+"/filter", "application/json", bytes.NewReader(body))
+	resp, err := hc.Post(url+"/filter", "application/json", bytes.NewReader(body))
 	if err != nil {
 		return 0, 0, err
 	}

@@ -42,12 +42,16 @@ func Parse(data []byte) (*schedulerconfigv1.KubeSchedulerConfiguration, error) {
 // Local returns the second scheduler's configuration as the sandbox runs
 // it: Secondary's, reaching the API server through kubeconfig with the
 // given client rate limits and the extender at extenderURL
-// (http://127.0.0.1:port) instead of its Service; the profile, the
-// extender's verbs, managed resource and timeouts, and the leader
-// election are the cluster's.
-func Local(kubeconfig, extenderURL string, qps float32, burst int32) (*schedulerconfigv1.KubeSchedulerConfiguration, error) {
-	if _, err := url.Parse(extenderURL); err != nil || extenderURL == "" {
-		return nil, fmt.Errorf("the second scheduler needs the extender's URL, not %q", extenderURL)
+// (https://127.0.0.1:port) instead of its Service, with the client
+// certificate, CA and server name of tlsConfig instead of the files the
+// cluster mounts; the profile, the extender's verbs, managed resource and
+// timeouts, and the leader election are the cluster's.
+func Local(kubeconfig, extenderURL string, tlsConfig *schedulerconfigv1.ExtenderTLSConfig, qps float32, burst int32) (*schedulerconfigv1.KubeSchedulerConfiguration, error) {
+	if u, err := url.Parse(extenderURL); err != nil || u.Scheme != "https" {
+		return nil, fmt.Errorf("the second scheduler needs the extender's https URL, not %q", extenderURL)
+	}
+	if tlsConfig == nil {
+		return nil, fmt.Errorf("the second scheduler needs a client certificate and the CA to call the extender")
 	}
 	cfg, err := Secondary()
 	if err != nil {
@@ -56,5 +60,6 @@ func Local(kubeconfig, extenderURL string, qps float32, burst int32) (*scheduler
 	cfg.ClientConnection.Kubeconfig = kubeconfig
 	cfg.ClientConnection.QPS, cfg.ClientConnection.Burst = qps, burst
 	cfg.Extenders[0].URLPrefix = extenderURL
+	cfg.Extenders[0].TLSConfig = tlsConfig
 	return cfg, nil
 }

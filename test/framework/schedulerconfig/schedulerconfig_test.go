@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	schedulerconfigv1 "k8s.io/kube-scheduler/config/v1"
 	"sigs.k8s.io/yaml"
 
 	"github.com/longhorn/diskschedule/internal/podmutator"
@@ -48,10 +49,12 @@ func TestSecondary(t *testing.T) {
 	}
 }
 
-// Local changes where the API server and the extender are, and nothing of
-// the profile.
+// Local changes where the API server and the extender are, and the
+// files of the extender's tlsConfig, and nothing of the profile.
 func TestLocal(t *testing.T) {
-	cfg, err := Local("/tmp/kubeconfig", "http://127.0.0.1:1234", 50, 100)
+	tlsConfig := &schedulerconfigv1.ExtenderTLSConfig{ServerName: "longhorn-scheduler-extender.longhorn-system.svc",
+		CertFile: "/tmp/client.crt", KeyFile: "/tmp/client.key", CAFile: "/tmp/ca.crt"}
+	cfg, err := Local("/tmp/kubeconfig", "https://127.0.0.1:1234", tlsConfig, 50, 100)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -59,16 +62,25 @@ func TestLocal(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cfg.Extenders[0].URLPrefix != "http://127.0.0.1:1234" || cfg.ClientConnection.Kubeconfig != "/tmp/kubeconfig" {
-		t.Errorf("extender %s, kubeconfig %s", cfg.Extenders[0].URLPrefix, cfg.ClientConnection.Kubeconfig)
+	if cfg.Extenders[0].URLPrefix != "https://127.0.0.1:1234" || cfg.ClientConnection.Kubeconfig != "/tmp/kubeconfig" ||
+		cfg.Extenders[0].TLSConfig != tlsConfig {
+		t.Errorf("extender %s with %+v, kubeconfig %s", cfg.Extenders[0].URLPrefix, cfg.Extenders[0].TLSConfig, cfg.ClientConnection.Kubeconfig)
 	}
-	cfg.Extenders[0].URLPrefix = want.Extenders[0].URLPrefix
+	if !want.Extenders[0].EnableHTTPS || want.Extenders[0].TLSConfig == nil || want.Extenders[0].TLSConfig.CertFile == "" {
+		t.Errorf("the second scheduler's extender %+v: want HTTPS with a client certificate", want.Extenders[0])
+	}
+	cfg.Extenders[0].URLPrefix, cfg.Extenders[0].TLSConfig = want.Extenders[0].URLPrefix, want.Extenders[0].TLSConfig
 	cfg.ClientConnection = want.ClientConnection
 	if diff := cmp.Diff(want, cfg); diff != "" {
-		t.Errorf("Local changed more than the API server and the extender's URL:\n%s", diff)
+		t.Errorf("Local changed more than the API server, the extender's URL and its tlsConfig:\n%s", diff)
 	}
-	if _, err := Local("/tmp/kubeconfig", "", 50, 100); err == nil {
-		t.Errorf("Local without an extender URL: no error")
+	for _, url := range []string{"", "http://127.0.0.1:1234"} {
+		if _, err := Local("/tmp/kubeconfig", url, tlsConfig, 50, 100); err == nil {
+			t.Errorf("Local with extender URL %q: no error", url)
+		}
+	}
+	if _, err := Local("/tmp/kubeconfig", "https://127.0.0.1:1234", nil, 50, 100); err == nil {
+		t.Errorf("Local without a client certificate: no error")
 	}
 	if _, err := Parse([]byte("apiVersion: v1\nkind: ConfigMap\n")); err == nil {
 		t.Errorf("Parse took a ConfigMap")

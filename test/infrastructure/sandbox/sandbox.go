@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net/http"
 	"os"
 	"path/filepath"
 	"runtime/pprof"
@@ -23,15 +22,18 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/rest"
+	schedulerconfigv1 "k8s.io/kube-scheduler/config/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	dsv1 "github.com/longhorn/diskschedule/api/v1beta2"
+	"github.com/longhorn/diskschedule/internal/extender"
 	"github.com/longhorn/diskschedule/internal/gate"
 	"github.com/longhorn/diskschedule/internal/manager"
 	"github.com/longhorn/diskschedule/internal/scheme"
 	"github.com/longhorn/diskschedule/internal/settings"
+	"github.com/longhorn/diskschedule/test/framework/extendertls"
 	"github.com/longhorn/diskschedule/test/framework/longhorncrds"
 	"github.com/longhorn/diskschedule/test/infrastructure/controlplane"
 	"github.com/longhorn/diskschedule/test/infrastructure/dataplane"
@@ -163,7 +165,10 @@ type Sandbox struct {
 	processes         []Process
 	ports             []int
 	extenderURL       string
-	gateFront         *gateFront
+	// extenderTLS are the certificates of the extender and of the
+	// schedulers that call it, issued at start.
+	extenderTLS *extendertls.Files
+	gateFront   *gateFront
 	// longhorn runs longhorn-manager's own controllers and webhooks;
 	// longhornUsable is the file it writes once Longhorn accepts volumes.
 	longhorn       *controlplane.Process
@@ -644,8 +649,17 @@ func (s *Sandbox) startOneManager(name string, hook ManagerHook) error {
 		opts.ExtenderBindAddress = "127.0.0.1:" + strconv.Itoa(port)
 		// kube-scheduler's bindVerb and the extender's /bind go together.
 		opts.ExtenderBind = s.opts.ExtenderBind
+		if s.extenderTLS == nil {
+			// The extender serves HTTPS only, to callers with a client
+			// certificate of its CA: the sandbox issues both, as the
+			// manager's rotators do in a cluster.
+			if s.extenderTLS, err = extendertls.Write(filepath.Join(s.workDir, "extender-certs"), extender.ServiceDNSName(Namespace)); err != nil {
+				return err
+			}
+		}
+		opts.ExtenderCertDir, opts.ExtenderClientCAFile = s.extenderTLS.CertDir, s.extenderTLS.CAFile
 		if s.extenderURL == "" {
-			s.extenderURL = "http://" + opts.ExtenderBindAddress
+			s.extenderURL = "https://" + opts.ExtenderBindAddress
 		}
 		s.ports = append(s.ports, port)
 	}
@@ -674,7 +688,7 @@ func (s *Sandbox) startOneManager(name string, hook ManagerHook) error {
 	s.managers = append(s.managers, s.run(name, mgr))
 	s.managerExtenders = append(s.managerExtenders, opts.ExtenderBindAddress)
 	if s.opts.Extender {
-		s.progress("started %s (metrics at http://%s/metrics, extender at http://%s)", name, opts.MetricsBindAddress, opts.ExtenderBindAddress)
+		s.progress("started %s (metrics at http://%s/metrics, extender at https://%s)", name, opts.MetricsBindAddress, opts.ExtenderBindAddress)
 	} else {
 		s.progress("started %s (metrics at http://%s/metrics, no extender)", name, opts.MetricsBindAddress)
 	}
@@ -732,7 +746,7 @@ func (s *Sandbox) startScheduler(ctx context.Context) error {
 	if err := os.WriteFile(kubeconfigPath, kubeconfig, 0o600); err != nil {
 		return fmt.Errorf("writing kube-scheduler's kubeconfig: %w", err)
 	}
-	cfg, err := MarshalSchedulerConfig(SchedulerConfig(kubeconfigPath, s.extenderURL, s.opts.ExtenderBind))
+	cfg, err := MarshalSchedulerConfig(SchedulerConfig(kubeconfigPath, s.extenderURL, s.opts.ExtenderBind, s.schedulerTLS()))
 	if err != nil {
 		return err
 	}
@@ -818,10 +832,13 @@ func (s *Sandbox) waitReady(ctx context.Context) error {
 	if s.opts.ExtenderURL != "" {
 		urls = nil
 		for _, addr := range s.managerExtenders {
-			urls = append(urls, "http://"+addr)
+			urls = append(urls, "https://"+addr)
 		}
 	}
-	hc := &http.Client{Timeout: time.Second}
+	hc, err := s.extenderTLS.HTTPClient(time.Second)
+	if err != nil {
+		return err
+	}
 	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, s.opts.ReadyTimeout, true, func(ctx context.Context) (bool, error) {
 		for _, url := range urls {
 			if controlplane.Healthy(ctx, hc, url+"/healthz") {
@@ -949,6 +966,22 @@ func (s *Sandbox) KubeconfigPath() string { return s.opts.KubeconfigPath }
 
 // ExtenderURL returns the extender's URL kube-scheduler calls, or "" without the extender.
 func (s *Sandbox) ExtenderURL() string { return s.extenderURL }
+
+// ExtenderTLS returns the certificates of the extender and of its callers
+// (kube-scheduler's client pair), or nil without the extender.
+func (s *Sandbox) ExtenderTLS() *extendertls.Files { return s.extenderTLS }
+
+// schedulerTLS is the tlsConfig of the schedulers' extender: the client
+// pair and the CA the sandbox issued, and the extender Service's name,
+// which its serving certificate is issued for, whatever address the URL
+// names.
+func (s *Sandbox) schedulerTLS() *schedulerconfigv1.ExtenderTLSConfig {
+	if s.extenderTLS == nil {
+		return nil
+	}
+	return &schedulerconfigv1.ExtenderTLSConfig{ServerName: s.extenderTLS.ServerName, CertFile: s.extenderTLS.ClientCertFile,
+		KeyFile: s.extenderTLS.ClientKeyFile, CAFile: s.extenderTLS.CAFile}
+}
 
 // Processes returns the processes the sandbox started, in order: etcd,
 // kube-apiserver, kube-controller-manager, sandbox-longhorn, sandbox-csi

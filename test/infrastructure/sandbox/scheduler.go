@@ -34,10 +34,11 @@ const SchedulerHTTPTimeout = 10 * time.Second
 
 // SchedulerConfig returns kube-scheduler's configuration for the sandbox:
 // no leader election, the API server reached through kubeconfig, and, when
-// extenderURL is not empty, the diskschedule extender at extenderURL for
-// pods that request the longhorn.io/scheduler-extender resource; with bind,
+// extenderURL is not empty, the diskschedule extender at extenderURL
+// (HTTPS, with tlsConfig's client certificate and CA) for pods that
+// request the longhorn.io/scheduler-extender resource; with bind,
 // kube-scheduler binds those pods through the extender's /bind.
-func SchedulerConfig(kubeconfig, extenderURL string, bind bool) *schedulerconfigv1.KubeSchedulerConfiguration {
+func SchedulerConfig(kubeconfig, extenderURL string, bind bool, tlsConfig *schedulerconfigv1.ExtenderTLSConfig) *schedulerconfigv1.KubeSchedulerConfiguration {
 	cfg := &schedulerconfigv1.KubeSchedulerConfiguration{
 		TypeMeta:       metav1.TypeMeta{APIVersion: schedulerconfigv1.SchemeGroupVersion.String(), Kind: "KubeSchedulerConfiguration"},
 		LeaderElection: componentbaseconfigv1alpha1.LeaderElectionConfiguration{LeaderElect: ptr.To(false)},
@@ -47,6 +48,8 @@ func SchedulerConfig(kubeconfig, extenderURL string, bind bool) *schedulerconfig
 	if extenderURL != "" {
 		cfg.Extenders = []schedulerconfigv1.Extender{{
 			URLPrefix:        extenderURL,
+			EnableHTTPS:      true,
+			TLSConfig:        tlsConfig,
 			FilterVerb:       "filter",
 			PrioritizeVerb:   "prioritize",
 			Weight:           1,

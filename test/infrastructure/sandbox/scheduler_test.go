@@ -2,6 +2,7 @@ package sandbox_test
 
 import (
 	"fmt"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -12,13 +13,15 @@ import (
 )
 
 func TestSchedulerConfig(t *testing.T) {
+	tlsConfig := &schedulerconfigv1.ExtenderTLSConfig{ServerName: "longhorn-scheduler-extender.longhorn-system.svc",
+		CertFile: "/tmp/client.crt", KeyFile: "/tmp/client.key", CAFile: "/tmp/ca.crt"}
 	for _, tc := range []struct {
 		url  string
 		bind bool
-	}{{"http://127.0.0.1:9504", false}, {"http://127.0.0.1:9504", true}, {"", false}} {
+	}{{"https://127.0.0.1:9504", false}, {"https://127.0.0.1:9504", true}, {"", false}} {
 		url := tc.url
 		t.Run(fmt.Sprintf("extender=%s,bind=%v", url, tc.bind), func(t *testing.T) {
-			data, err := sandbox.MarshalSchedulerConfig(sandbox.SchedulerConfig("/tmp/kubeconfig", url, tc.bind))
+			data, err := sandbox.MarshalSchedulerConfig(sandbox.SchedulerConfig("/tmp/kubeconfig", url, tc.bind, tlsConfig))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -51,7 +54,7 @@ func TestSchedulerConfig(t *testing.T) {
 			}
 			e := cfg.Extenders[0]
 			if e.URLPrefix != url || e.FilterVerb != "filter" || e.PrioritizeVerb != "prioritize" || e.Weight != 1 ||
-				!e.NodeCacheCapable || e.Ignorable || e.EnableHTTPS || e.HTTPTimeout.Duration != sandbox.SchedulerHTTPTimeout {
+				!e.NodeCacheCapable || e.Ignorable || !e.EnableHTTPS || !reflect.DeepEqual(e.TLSConfig, tlsConfig) || e.HTTPTimeout.Duration != sandbox.SchedulerHTTPTimeout {
 				t.Errorf("extender = %+v", e)
 			}
 			if want := map[bool]string{true: "bind"}[tc.bind]; e.BindVerb != want {

@@ -156,7 +156,7 @@ func (s *Sandbox) startSecondaryScheduler(ctx context.Context) error {
 	if err := os.WriteFile(kubeconfigPath, kubeconfig, 0o600); err != nil {
 		return fmt.Errorf("writing the second scheduler's kubeconfig: %w", err)
 	}
-	cfg, err := schedulerconfig.Local(kubeconfigPath, s.extenderURL, SchedulerQPS, SchedulerBurst)
+	cfg, err := schedulerconfig.Local(kubeconfigPath, s.extenderURL, s.schedulerTLS(), SchedulerQPS, SchedulerBurst)
 	if err != nil {
 		return err
 	}

@@ -1,4 +1,4 @@
-package gate
+package byname
 
 import (
 	"net/http"
@@ -14,18 +14,26 @@ func (r *recordingTransport) RoundTrip(req *http.Request) (*http.Response, error
 	return &http.Response{StatusCode: http.StatusOK, Body: http.NoBody, Request: req}, nil
 }
 
+// The names the test restricts collections to, as the gate's certificate
+// rotator does.
+const (
+	secretName               = "diskschedule-gate-cert"
+	configurationName        = "diskschedule-gate"
+	validatingConfigurations = "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations"
+)
+
 // A list or watch of a named collection carries the name's field selector;
 // a named object, another collection and a write go as they are.
 func TestByName(t *testing.T) {
-	names := byName{secretsPath("longhorn-system"): DefaultSecretName, validatingConfigurationsPath: ConfigurationName}
+	names := Names{SecretsPath("longhorn-system"): secretName, validatingConfigurations: configurationName}
 	for _, c := range []struct {
 		method, url string
 		want        string // the field selector sent; "-" for none
 	}{
-		{http.MethodGet, "https://api/api/v1/namespaces/longhorn-system/secrets?limit=500", "metadata.name=" + DefaultSecretName},
-		{http.MethodGet, "https://api/api/v1/namespaces/longhorn-system/secrets?watch=true&resourceVersion=7", "metadata.name=" + DefaultSecretName},
+		{http.MethodGet, "https://api/api/v1/namespaces/longhorn-system/secrets?limit=500", "metadata.name=" + secretName},
+		{http.MethodGet, "https://api/api/v1/namespaces/longhorn-system/secrets?watch=true&resourceVersion=7", "metadata.name=" + secretName},
 		{http.MethodGet, "https://api/prefix/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations?fieldSelector=metadata.namespace%3D",
-			"metadata.namespace=,metadata.name=" + ConfigurationName},
+			"metadata.namespace=,metadata.name=" + configurationName},
 		{http.MethodGet, "https://api/api/v1/namespaces/longhorn-system/secrets/other", "-"},
 		{http.MethodGet, "https://api/api/v1/namespaces/default/secrets", "-"},
 		{http.MethodGet, "https://api/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations", "-"},
@@ -37,7 +45,7 @@ func TestByName(t *testing.T) {
 			t.Fatal(err)
 		}
 		req := &http.Request{Method: c.method, URL: u, Header: http.Header{}}
-		if _, err := (byNameTransport{names: names, next: rec}).RoundTrip(req); err != nil {
+		if _, err := (transport{names: names, next: rec}).RoundTrip(req); err != nil {
 			t.Fatalf("%s %s: %v", c.method, c.url, err)
 		}
 		got, ok := rec.last.URL.Query()["fieldSelector"]
