@@ -42,7 +42,7 @@ func setup(mgr ctrl.Manager, opts Options, cert *gate.Certificate, identity stri
 		diskschedule.NewReconciler(mgr.GetClient(), mgr.GetEventRecorder("diskschedule-ledger"), opts.Clock,
 			metrics.NewLedger(ctrlmetrics.Registry), opts.LedgerWorkers, store),
 		node.NewReconciler(mgr.GetClient(), mgr.GetEventRecorder("diskschedule-node")),
-		mirror.NewReconciler(mgr.GetClient(), mgr.GetEventRecorder("diskschedule-mirror"), opts.Clock, opts.GateGrace,
+		mirror.NewReconciler(mgr.GetClient(), mgr.GetAPIReader(), mgr.GetEventRecorder("diskschedule-mirror"), opts.Clock, opts.GateGrace,
 			metrics.NewMirror(ctrlmetrics.Registry)),
 		longhornversion.NewReconciler(mgr.GetClient(), mgr.GetEventRecorder("diskschedule-longhorn-version"), opts.Namespace,
 			metrics.NewLonghorn(ctrlmetrics.Registry)),

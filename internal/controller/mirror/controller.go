@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	lhv1 "github.com/longhorn/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
@@ -17,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	dsv1 "github.com/longhorn/diskschedule/api/v1beta2"
+	"github.com/longhorn/diskschedule/internal/ledger"
 	"github.com/longhorn/diskschedule/internal/metrics"
 )
 
@@ -37,9 +39,15 @@ const (
 	ReasonReleased = "Released"
 )
 
+// cacheRetry is how soon a ledger is looked at again when the API server
+// showed that the cache is behind on a replica whose entry the plan would
+// release.
+const cacheRetry = time.Second
+
 // Reconciler mirrors what Longhorn persisted into each DiskSchedule's spec.
 type Reconciler struct {
 	client   client.Client
+	live     client.Reader
 	recorder events.EventRecorder
 	clock    clock.PassiveClock
 	grace    time.Duration
@@ -50,13 +58,15 @@ type Reconciler struct {
 }
 
 // NewReconciler returns a mirror Reconciler; c reads from the manager's
-// cache and writes DiskSchedule specs; grace is how long an unbacked entry
-// is kept (DefaultGrace when not positive).
-func NewReconciler(c client.Client, recorder events.EventRecorder, clk clock.PassiveClock, grace time.Duration, m *metrics.Mirror) *Reconciler {
+// cache and writes DiskSchedule specs; live reads from the API server
+// itself (the manager's APIReader), to confirm a release the cache alone
+// would decide; grace is how long an unbacked entry is kept (DefaultGrace
+// when not positive).
+func NewReconciler(c client.Client, live client.Reader, recorder events.EventRecorder, clk clock.PassiveClock, grace time.Duration, m *metrics.Mirror) *Reconciler {
 	if grace <= 0 {
 		grace = DefaultGrace
 	}
-	return &Reconciler{client: c, recorder: recorder, clock: clk, grace: grace, metrics: m,
+	return &Reconciler{client: c, live: live, recorder: recorder, clock: clk, grace: grace, metrics: m,
 		memory: map[types.NamespacedName]*Memory{}}
 }
 
@@ -101,6 +111,16 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if len(changes) == 0 || reflect.DeepEqual(next, ds.Spec) {
 		return result, nil
 	}
+	behind, err := r.cacheBehind(ctx, ds, changes)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if behind != "" {
+		// The write the gate admitted landed; the cache has not seen it
+		// yet. Releasing now would free space Longhorn holds.
+		ctrl.LoggerFrom(ctx).V(1).Info("The cache is behind the API server: the release waits", "diskSchedule", klog.KObj(ds), "replica", behind)
+		return ctrl.Result{RequeueAfter: cacheRetry}, nil
+	}
 	base := ds.DeepCopy()
 	ds.Spec = next
 	err = r.client.Patch(ctx, ds, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{}))
@@ -119,6 +139,33 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	r.metrics.Writes.WithLabelValues("ok").Inc()
 	r.report(ctx, ds, changes)
 	return result, nil
+}
+
+// cacheBehind returns the name of a replica whose entry the changes
+// release or lower because its grace period ended unbacked in the cache,
+// while the API server shows it persisted on ds's disk at the entry's size
+// or more; "" when there is none. Only those changes rest on the cache not
+// having seen something yet: under load an informer can lag longer than
+// the grace period, and releasing then would free space a placed replica
+// holds (the gate would grant it again and the disk overfill).
+func (r *Reconciler) cacheBehind(ctx context.Context, ds *dsv1.DiskSchedule, changes []Change) (string, error) {
+	for _, c := range changes {
+		if c.Kind != ledger.Replica || c.Why != "" || (c.Action != Released && c.Action != Lowered) {
+			continue
+		}
+		rep := &lhv1.Replica{}
+		err := r.live.Get(ctx, client.ObjectKey{Namespace: ds.Namespace, Name: c.Name}, rep)
+		switch {
+		case apierrors.IsNotFound(err):
+			continue
+		case err != nil:
+			return "", fmt.Errorf("reading replica %s from the API server: %w", c.Name, err)
+		}
+		if rep.DeletionTimestamp.IsZero() && rep.Spec.DiskID == ds.Name && rep.Spec.VolumeSize >= c.From {
+			return c.Name, nil
+		}
+	}
+	return "", nil
 }
 
 // report logs, counts and records the changes written to ds.

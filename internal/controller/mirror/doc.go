@@ -31,6 +31,13 @@
 //     grace period to be; likewise an entry above its persisted size (a
 //     growth not landed) is lowered after the grace period.
 //
+// A release or lowering that rests on the grace period alone is confirmed
+// with the API server before it is written: an informer can lag behind
+// for longer than the grace period under load, and a replica the API
+// server shows on the disk at the entry's size keeps its entry (the ledger
+// is looked at again a second later). Without that check the space of a
+// placed replica would be freed, granted to another and the disk overfilled.
+//
 // "Seen backed" and "first seen unbacked" are kept in memory; after a
 // restart every unbacked entry gets the full grace period. Each change is
 // one merge patch of the spec carrying the resourceVersion read, so a
