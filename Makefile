@@ -9,14 +9,20 @@ KUBECTL ?= kubectl
 
 # Tests use KUBEBUILDER_ASSETS when it is set, else the control plane built into bin/k8s.
 TEST_ASSETS = $(if $(KUBEBUILDER_ASSETS),$(KUBEBUILDER_ASSETS),$(K8S_BIN))
-GO_TEST_FLAGS ?= -timeout 45m -parallel 4
+GO_TEST_FLAGS ?= -timeout 45m -parallel 2
 
-# The packages whose tests start sandboxes, longest first: go test starts
-# packages in the order it is given them, so these begin while the short
-# ones fill the other slot. Their tests wait on Longhorn and the control
-# plane more than they compute, so -parallel 4 runs four sandboxes of a
-# package side by side.
-SANDBOX_PACKAGES = ./test/e2e ./test/gate ./test/stall ./test/failover ./test/longhorn ./test/infrastructure/sandbox ./cmd/sandbox ./test/versions
+# The packages whose tests start sandboxes. go test starts packages in the
+# order it is given them, two at a time on 2 cores: test/e2e (the longest;
+# its tests wait on Longhorn and the control plane more than they compute,
+# and run two sandboxes side by side) first, beside the shorter suites and
+# every other package; the suites that bound Longhorn's stalls and the
+# failover's pauses in seconds (gate, stall, failover) last, once test/e2e
+# is done with the machine.
+SANDBOX_FIRST = ./test/e2e ./test/longhorn ./test/infrastructure/sandbox ./cmd/sandbox ./test/versions
+SANDBOX_LAST = ./test/gate ./test/stall ./test/failover
+SANDBOX_PACKAGES = $(SANDBOX_FIRST) $(SANDBOX_LAST)
+# OTHER_PACKAGES lists every other package.
+OTHER_PACKAGES = go list ./... | grep -v -x -F $(foreach p,$(SANDBOX_PACKAGES),-e github.com/longhorn/diskschedule/$(patsubst ./%,%,$(p)))
 
 SHELL = /usr/bin/env bash -o pipefail
 .SHELLFLAGS = -ec
@@ -67,12 +73,12 @@ vet: ## Run go vet against code.
 	go vet ./...
 
 .PHONY: test
-test: verify vet controlplane sandbox-longhorn sandbox-csi ## Check generated files, vet, and run every test against a real kube-apiserver and etcd (the sandbox suites first).
-	KUBEBUILDER_ASSETS="$(TEST_ASSETS)" go test $(SANDBOX_PACKAGES) ./... $(GO_TEST_FLAGS)
+test: verify vet controlplane sandbox-longhorn sandbox-csi ## Check generated files, vet, and run every test against a real kube-apiserver and etcd (test/e2e first, the suites with bounds in seconds last).
+	KUBEBUILDER_ASSETS="$(TEST_ASSETS)" go test $(SANDBOX_FIRST) $$($(OTHER_PACKAGES)) $(SANDBOX_LAST) $(GO_TEST_FLAGS)
 
 .PHONY: test-unit
 test-unit: controlplane ## An author's inner loop: every package but the sandbox suites (the product's packages, config/, the harness's own unit tests) against envtest.
-	KUBEBUILDER_ASSETS="$(TEST_ASSETS)" go test $$(go list ./... | grep -v -x -F $(foreach p,$(SANDBOX_PACKAGES),-e github.com/longhorn/diskschedule/$(patsubst ./%,%,$(p)))) $(GO_TEST_FLAGS)
+	KUBEBUILDER_ASSETS="$(TEST_ASSETS)" go test $$($(OTHER_PACKAGES)) $(GO_TEST_FLAGS)
 
 .PHONY: test-e2e
 test-e2e: controlplane sandbox-longhorn sandbox-csi ## The sandbox suites alone: the end-to-end tests, the gate under attack, the stalls, failover, Longhorn's controllers, the sandbox itself.

@@ -33,8 +33,8 @@ const bigDiskReplicas = 2000
 // (Longhorn as it is today, or the add-on installed on a running
 // Longhorn) the mirror adopts every replica. Either way the ledger then
 // equals what is persisted; then half are deleted and the mirror releases
-// them. The two cases run side by side, each in a sandbox of its own, and
-// beside the package's other parallel tests.
+// them. The two cases run side by side, each in a sandbox of its own, once
+// the package's other tests are done.
 func TestTwoThousandReplicasOnOneDisk(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {

@@ -17,13 +17,11 @@ import (
 // more than its limit, every slot that fits must be used (16), and the
 // ledgers must settle on what is persisted. Several seeds.
 func TestGateUnderAttack(t *testing.T) {
-	t.Parallel()
 	for _, tc := range []struct {
 		managers int
 		seed     int64
 	}{{1, 1}, {1, 2}, {2, 3}, {2, 4}} {
 		t.Run(fmt.Sprintf("%d managers, seed %d", tc.managers, tc.seed), func(t *testing.T) {
-			t.Parallel()
 			sb := startSandbox(t, topology(), tc.managers, true)
 			restart := func() {
 				// Stop the first manager mid-run: with one, start a new one
@@ -60,7 +58,6 @@ func TestGateUnderAttack(t *testing.T) {
 // datastore code from three longhorn-manager pods, with the gate not
 // registered, as Longhorn runs today: the disks overfill.
 func TestWithoutGate(t *testing.T) {
-	t.Parallel()
 	sb := startSandbox(t, topology(), 1, false)
 	r := attack(t, sb, 1, nil)
 	pct, disk := r.fullest()

@@ -39,14 +39,12 @@ var longhornRaces = flag.Int("longhorn-races", 2, "races TestLonghornRace runs w
 // (from its first refusal until it was placed or told Scheduled=False) is
 // logged, p50 and max.
 func TestLonghornRace(t *testing.T) {
-	t.Parallel()
 	for _, withGate := range []bool{false, true} {
 		name := "without the gate"
 		if withGate {
 			name = "with the gate"
 		}
 		t.Run(name, func(t *testing.T) {
-			t.Parallel()
 			overfilled := 0
 			var stalls []time.Duration
 			for i := range *longhornRaces {
