@@ -2,11 +2,13 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
 	"net/http"
 	"os"
+	"strconv"
 	"sync"
 	"time"
 
@@ -31,6 +33,9 @@ type nodes struct {
 	mu     sync.Mutex
 	byName map[string]*node
 	log    logrus.FieldLogger
+	// network is the data plane's network (nil without it): what the
+	// replicas hold, where the sandbox's writes go.
+	network *dataplane.Network
 }
 
 func newNodes(log logrus.FieldLogger) *nodes {
@@ -79,7 +84,8 @@ func (ns *nodes) stop(name string) error {
 
 // serveControl serves the sandbox's requests on a Unix socket at path until
 // ctx ends: POST /nodes/{name}/stop takes the node down (nodes.stop) and
-// answers once it is. A socket in the sandbox's own directory rather than a
+// answers once it is; POST /volumes/{name}/write?bytes=N writes N bytes
+// into the volume through its engine (writeVolume). A socket in the sandbox's own directory rather than a
 // port: no port has to be found, and only who may write that directory
 // can ask. It returns once the socket listens.
 func serveControl(ctx context.Context, path string, ns *nodes) error {
@@ -96,6 +102,7 @@ func serveControl(ctx context.Context, path string, ns *nodes) error {
 		}
 		_, _ = fmt.Fprintf(w, "node %s is down\n", r.PathValue("name"))
 	})
+	mux.HandleFunc("POST /volumes/{name}/write", ns.writeVolume)
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	go func() {
 		<-ctx.Done()
@@ -108,4 +115,35 @@ func serveControl(ctx context.Context, path string, ns *nodes) error {
 		}
 	}()
 	return nil
+}
+
+// writeVolume writes the bytes the query asks for (bytes=N) into the named
+// volume through the data plane (dataplane.Network.Write) and answers what
+// the write did as JSON (dataplane.WriteResult): 200 when it was taken,
+// 507 Insufficient Storage with the result when no replica could take it
+// (every replica's disk full: ENOSPC), 409 when the volume cannot take
+// writes (not attached, or no replica in RW mode), 400 for a malformed
+// count and 503 without a data plane.
+func (ns *nodes) writeVolume(w http.ResponseWriter, r *http.Request) {
+	if ns.network == nil {
+		http.Error(w, "no data plane runs here", http.StatusServiceUnavailable)
+		return
+	}
+	bytes, err := strconv.ParseInt(r.URL.Query().Get("bytes"), 10, 64)
+	if err != nil || bytes < 0 {
+		http.Error(w, fmt.Sprintf("bytes=%q: want a count of bytes, 0 or more", r.URL.Query().Get("bytes")), http.StatusBadRequest)
+		return
+	}
+	res, err := ns.network.Write(r.PathValue("name"), bytes)
+	code := http.StatusOK
+	switch {
+	case errors.Is(err, dataplane.ErrNoSpace):
+		code = http.StatusInsufficientStorage
+	case err != nil:
+		http.Error(w, err.Error(), http.StatusConflict)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	_ = json.NewEncoder(w).Encode(res)
 }

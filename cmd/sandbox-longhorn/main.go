@@ -209,6 +209,10 @@ func startDataPlane(ctx context.Context, file string, running *nodes, log logrus
 	}
 	longhornmanager.RunOnThisHost()
 	network := dataplane.NewNetwork()
+	for _, d := range dp.Disks() {
+		network.AddDisk(d.Path, d.Size)
+	}
+	running.network = network
 	ims := dataplane.NodeInstanceManagers{}
 	for _, n := range dp.Nodes {
 		im := network.InstanceManager(n.IP)

@@ -110,6 +110,13 @@ func (im *InstanceManager) newInstance(spec *imrpc.InstanceSpec) (*instance, err
 		in.engine = e
 		in.status.Frontend = e.frontend
 	}
+	if spec.GetType() == imtypes.InstanceTypeReplica {
+		if dir := replicaDataDir(spec.GetProcessInstanceSpec().GetArgs()); dir != "" {
+			if err := im.net.data.replicaStarted(fmt.Sprintf("%s:%d", im.ip, start), dir); err != nil {
+				return nil, status.Errorf(codes.Internal, "replica %s: %v", spec.GetName(), err)
+			}
+		}
+	}
 	return in, nil
 }
 

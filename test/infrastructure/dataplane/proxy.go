@@ -2,6 +2,7 @@ package dataplane
 
 import (
 	"context"
+	"strconv"
 	"strings"
 
 	"github.com/longhorn/types/pkg/generated/enginerpc"
@@ -153,13 +154,23 @@ func (p *proxy) VolumeSnapshotMaxSizeSet(_ context.Context, req *imrpc.EngineVol
 	return &emptypb.Empty{}, err
 }
 
-// SnapshotList answers the volume head alone: no snapshot is ever taken.
+// SnapshotList answers the volume head alone (no snapshot is ever taken),
+// its size the bytes the volume's replicas hold: what longhorn-manager
+// sums into the volume's actualSize.
 func (p *proxy) SnapshotList(_ context.Context, req *imrpc.ProxyEngineRequest) (*imrpc.EngineSnapshotListProxyResponse, error) {
-	if err := p.withEngine(req, false, func(*engine) error { return nil }); err != nil {
+	var held int64
+	err := p.withEngine(req, false, func(e *engine) error {
+		h := p.im.net.data
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		held = h.volumeHeldLocked(e)
+		return nil
+	})
+	if err != nil {
 		return nil, err
 	}
 	return &imrpc.EngineSnapshotListProxyResponse{Disks: map[string]*imrpc.EngineSnapshotDiskInfo{
-		volumeHead: {Name: volumeHead, Children: map[string]bool{}, Size: "0", Created: timestamppb.Now().AsTime().UTC().Format("2006-01-02T15:04:05Z")},
+		volumeHead: {Name: volumeHead, Children: map[string]bool{}, Size: strconv.FormatInt(held, 10), Created: timestamppb.Now().AsTime().UTC().Format("2006-01-02T15:04:05Z")},
 	}}, nil
 }
 
@@ -212,8 +223,10 @@ func (p *proxy) ReplicaList(_ context.Context, req *imrpc.ProxyEngineRequest) (*
 }
 
 // ReplicaAdd rebuilds a replica at once: it is RW when the call returns,
-// as a finished rebuild leaves it. A replica whose instance manager
-// stopped cannot be reached: the call fails and the engine is unchanged.
+// as a finished rebuild leaves it, holding what the volume holds. A
+// replica whose instance manager stopped cannot be reached, and one whose
+// disk cannot take the volume's bytes fails its rebuild (ErrNoSpace): the
+// call fails and the engine is unchanged.
 func (p *proxy) ReplicaAdd(_ context.Context, req *imrpc.EngineReplicaAddRequest) (*emptypb.Empty, error) {
 	addr := req.GetReplicaAddress()
 	if addr == "" {
@@ -223,6 +236,9 @@ func (p *proxy) ReplicaAdd(_ context.Context, req *imrpc.EngineReplicaAddRequest
 		return nil, status.Errorf(codes.Unavailable, "cannot connect to replica %s: connection refused", addr)
 	}
 	err := p.withEngine(req.GetProxyEngineRequest(), true, func(e *engine) error {
+		if err := p.im.rebuild(e, addr); err != nil {
+			return status.Error(codes.Internal, err.Error())
+		}
 		e.replicas[addr] = enginerpc.ReplicaMode_RW
 		if n := req.GetReplicaName(); n != "" {
 			e.names[addr] = n

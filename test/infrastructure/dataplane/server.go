@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"slices"
 	"strings"
 	"sync"
 
@@ -42,26 +43,53 @@ func NewInstanceManager(ip string) *InstanceManager {
 // finds a replica whose connection failed. It knows nothing of time: an
 // engine finds the replica in error the next time it is asked, as
 // longhorn-engine does at its next I/O or ping.
+//
+// It also holds what the replicas hold (bytes.go): the bytes written to
+// each, counted against its disk (AddDisk), never stored.
 type Network struct {
 	mu      sync.RWMutex
 	stopped map[string]bool
+	// ims are the network's instance managers by IP.
+	ims map[string]*InstanceManager
+	// data is what the replicas hold.
+	data *holdings
 }
 
 // NewNetwork returns a network on which every instance manager serves.
 func NewNetwork() *Network {
-	return &Network{stopped: map[string]bool{}}
+	return &Network{stopped: map[string]bool{}, ims: map[string]*InstanceManager{}, data: newHoldings()}
 }
 
 // InstanceManager returns an instance manager that will serve on ip, its
 // pod's IP, on n.
 func (n *Network) InstanceManager(ip string) *InstanceManager {
-	return &InstanceManager{
+	im := &InstanceManager{
 		ip:        ip,
 		net:       n,
 		instances: map[string]*instance{},
 		nextPort:  firstPort,
 		watchers:  map[chan struct{}]struct{}{},
 	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.ims[ip] = im
+	return im
+}
+
+// instanceManagers returns the network's instance managers, by IP.
+func (n *Network) instanceManagers() []*InstanceManager {
+	n.mu.RLock()
+	defer n.mu.RUnlock()
+	ips := make([]string, 0, len(n.ims))
+	for ip := range n.ims {
+		ips = append(ips, ip)
+	}
+	slices.Sort(ips)
+	out := make([]*InstanceManager, 0, len(ips))
+	for _, ip := range ips {
+		out = append(out, n.ims[ip])
+	}
+	return out
 }
 
 // stop marks the instance manager on ip stopped.

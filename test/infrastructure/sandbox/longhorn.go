@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -12,6 +13,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -233,24 +235,61 @@ func (s *Sandbox) StopNode(ctx context.Context, node string) error {
 		return fmt.Errorf("no node %s in the topology", node)
 	}
 	s.outages.Stop(node)
+	code, body, err := s.control(ctx, "/nodes/"+url.PathEscape(node)+"/stop")
+	if err != nil {
+		return fmt.Errorf("taking node %s down in sandbox-longhorn: %w", node, err)
+	}
+	if code != http.StatusOK {
+		return fmt.Errorf("taking node %s down in sandbox-longhorn: HTTP %d: %s", node, code, strings.TrimSpace(string(body)))
+	}
+	s.progress("node %s is down: its kubelet, instance manager and longhorn-manager stopped", node)
+	return nil
+}
+
+// control posts to sandbox-longhorn's control socket and returns the
+// answer's status code and body (at most 64 KiB).
+func (s *Sandbox) control(ctx context.Context, path string) (int, []byte, error) {
 	c := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
 		var d net.Dialer
 		return d.DialContext(ctx, "unix", s.longhornControl)
 	}}}
 	defer c.CloseIdleConnections()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://sandbox-longhorn/nodes/"+url.PathEscape(node)+"/stop", nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://sandbox-longhorn"+path, nil)
 	if err != nil {
-		return err
+		return 0, nil, err
 	}
 	resp, err := c.Do(req)
 	if err != nil {
-		return fmt.Errorf("taking node %s down in sandbox-longhorn: %w", node, err)
+		return 0, nil, err
 	}
 	defer resp.Body.Close()
-	body, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("taking node %s down in sandbox-longhorn: %s: %s", node, resp.Status, strings.TrimSpace(string(body)))
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	return resp.StatusCode, body, err
+}
+
+// WriteVolume writes bytes more into a Longhorn volume through its engine
+// in the sandbox's data plane, as a pod's I/O does (each replica in RW
+// mode takes them onto its disk; one whose disk is full fails with ENOSPC
+// and its engine sets it to ERR), and returns how many bytes the volume
+// holds more. It fails with an error wrapping simcluster.ErrNoSpace when
+// no replica could take the write. It is the simulated kubelets'
+// simcluster.VolumeWriter.
+func (s *Sandbox) WriteVolume(ctx context.Context, volume string, bytes int64) (int64, error) {
+	code, body, err := s.control(ctx, "/volumes/"+url.PathEscape(volume)+"/write?bytes="+strconv.FormatInt(bytes, 10))
+	if err != nil {
+		return 0, fmt.Errorf("writing into volume %s: %w", volume, err)
 	}
-	s.progress("node %s is down: its kubelet, instance manager and longhorn-manager stopped", node)
-	return nil
+	var res dataplane.WriteResult
+	switch code {
+	case http.StatusOK, http.StatusInsufficientStorage:
+		if err := json.Unmarshal(body, &res); err != nil {
+			return 0, fmt.Errorf("writing into volume %s: reading the answer %q: %w", volume, body, err)
+		}
+	default:
+		return 0, fmt.Errorf("writing into volume %s: HTTP %d: %s", volume, code, strings.TrimSpace(string(body)))
+	}
+	if code == http.StatusInsufficientStorage {
+		return res.Written, fmt.Errorf("writing into volume %s: every replica failed (%s): %w", volume, strings.Join(res.Failed, ", "), simcluster.ErrNoSpace)
+	}
+	return res.Written, nil
 }

@@ -567,6 +567,7 @@ func (s *Sandbox) startLonghorn(ctx context.Context) error {
 		NodeIPs:           nodeIPs,
 		NodeLeaseDuration: nodeLeaseDuration(s.opts.NodeMonitorGracePeriod),
 		Outages:           s.outages,
+		Writer:            s,
 	})
 	if err != nil {
 		return err

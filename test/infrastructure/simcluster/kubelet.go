@@ -34,10 +34,19 @@ type kubelet struct {
 	sim *sim
 	// ips hands out the IPs of pods that get one of their own (pods.go).
 	ips *podIPs
+	// writes runs the writes pods' annotations ask for (writes.go).
+	writes *writers
 }
 
 func (k *kubelet) setup(mgr ctrl.Manager) error {
 	k.ips = newPodIPs(k.sim.nodeIPs)
+	if k.sim.writer != nil {
+		w, err := newWriters(mgr, k.sim, k.sim.writer)
+		if err != nil {
+			return err
+		}
+		k.writes = w
+	}
 	simulated := predicate.NewPredicateFuncs(func(o client.Object) bool { return k.sim.nodeByName[o.GetName()] != nil })
 	if err := ctrl.NewControllerManagedBy(mgr).Named("simcluster-kubelet-node").
 		For(&corev1.Node{}, builder.WithPredicates(simulated)).
@@ -132,8 +141,11 @@ func setNodeReady(node *corev1.Node, allocatable corev1.ResourceList, now metav1
 func (k *kubelet) reconcilePod(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 	pod := &corev1.Pod{}
 	if err := k.sim.client.Get(ctx, req.NamespacedName, pod); err != nil {
-		if apierrors.IsNotFound(err) && k.ips != nil {
-			k.ips.release(req.NamespacedName)
+		if apierrors.IsNotFound(err) {
+			if k.ips != nil {
+				k.ips.release(req.NamespacedName)
+			}
+			k.writes.stop(req.NamespacedName)
 		}
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
@@ -141,6 +153,7 @@ func (k *kubelet) reconcilePod(ctx context.Context, req reconcile.Request) (reco
 		return reconcile.Result{}, nil
 	}
 	if !pod.DeletionTimestamp.IsZero() {
+		k.writes.stop(req.NamespacedName)
 		err := k.sim.client.Delete(ctx, pod, client.GracePeriodSeconds(0), client.Preconditions{UID: &pod.UID})
 		if client.IgnoreNotFound(err) != nil {
 			return reconcile.Result{}, fmt.Errorf("deleting terminated pod %s: %w", req, err)
@@ -148,6 +161,9 @@ func (k *kubelet) reconcilePod(ctx context.Context, req reconcile.Request) (reco
 		return reconcile.Result{}, nil
 	}
 	if pod.Status.Phase == corev1.PodRunning {
+		if err := k.writes.start(ctx, pod, k.sim.podVolumes); err != nil {
+			return reconcile.Result{}, err
+		}
 		return k.probeReadiness(ctx, pod)
 	}
 	if pod.Status.Phase != corev1.PodPending && pod.Status.Phase != "" {
@@ -167,6 +183,9 @@ func (k *kubelet) reconcilePod(ctx context.Context, req reconcile.Request) (reco
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
 	ctrl.LoggerFrom(ctx).Info("Started the pod", "pod", klog.KObj(pod), "node", pod.Spec.NodeName, "ip", ip)
+	if err := k.writes.start(ctx, pod, k.sim.podVolumes); err != nil {
+		return reconcile.Result{}, err
+	}
 	return k.probeReadiness(ctx, pod)
 }
 

@@ -116,3 +116,19 @@ func (s *sim) claimPodRequests(ctx context.Context, o client.Object) []reconcile
 	}
 	return out
 }
+
+// podVolumes returns the Longhorn volumes of pod's claims, in the order
+// the pod lists them.
+func (s *sim) podVolumes(ctx context.Context, pod *corev1.Pod) ([]string, error) {
+	var out []string
+	for _, claim := range claimNames(pod) {
+		name, err := s.claimVolume(ctx, pod.Namespace, claim)
+		if err != nil {
+			return nil, fmt.Errorf("the volume of claim %s/%s: %w", pod.Namespace, claim, err)
+		}
+		if name != "" {
+			out = append(out, name)
+		}
+	}
+	return out, nil
+}

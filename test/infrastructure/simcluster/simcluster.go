@@ -111,6 +111,10 @@ type Options struct {
 	// Outages, when set, are the nodes that went down: their kubelets
 	// stop (Outages.Stop). Nil keeps every node up.
 	Outages *Outages
+	// Writer, when set, is where the kubelets write what a running pod's
+	// AnnotationWrite asks for into its Longhorn volumes (writes.go); nil
+	// ignores the annotation.
+	Writer VolumeWriter
 }
 
 // NodeSpec is one simulated node: a Kubernetes Node and a Longhorn Node.
@@ -229,6 +233,8 @@ type sim struct {
 	csi *csiConnection
 	// outages is Options.Outages.
 	outages *Outages
+	// writer is Options.Writer.
+	writer VolumeWriter
 }
 
 // newSim validates opts and returns the shared state.
@@ -238,7 +244,7 @@ func newSim(mgr ctrl.Manager, opts Options) (*sim, error) {
 	}
 	s := &sim{
 		client: mgr.GetClient(), namespace: opts.Namespace, allocatable: opts.Allocatable,
-		nodeIPs: opts.NodeIPs, outages: opts.Outages, nodeByName: map[string]*NodeSpec{},
+		nodeIPs: opts.NodeIPs, outages: opts.Outages, writer: opts.Writer, nodeByName: map[string]*NodeSpec{},
 	}
 	if s.allocatable == nil {
 		s.allocatable = DefaultAllocatable()
