@@ -182,4 +182,3 @@ func podEvents(ctx context.Context, c client.Client, name string) (string, error
 	}
 	return strings.Join(out, " | "), nil
 }
-
