@@ -5,7 +5,9 @@
 // written without the extender's resource, opted in by their namespace and
 // placed by a second scheduler. It also creates more claims than the
 // disks hold at once, with the admission gate and without it (Longhorn as it
-// is today), and prints how full each disk got either way. It starts one
+// is today), and prints how full each disk got either way; then has a pod
+// write each of those volumes full, and prints which disks ran out of
+// bytes, which replicas failed and which volumes faulted. It starts one
 // sandbox per topology of config/sandbox in turn, and one more without the
 // gate (real etcd, kube-apiserver, kube-controller-manager and kube-scheduler
 // processes, the manager in-process, and longhorn-manager v1.12.0's own
@@ -60,7 +62,7 @@ type options struct {
 
 // scenarioNames returns the demo's scenarios, in the order they run.
 func scenarioNames() []string {
-	return []string{"race", "restart", "claims", "multi-pvc", "drain", "opt-in"}
+	return []string{"race", "restart", "claims", "fill", "multi-pvc", "drain", "opt-in"}
 }
 
 // parseScenarios reads the -scenarios flag: "all", or scenario names
@@ -161,6 +163,9 @@ type demo struct {
 	// claimsWithGate is the claims-beyond-capacity run with the gate, kept
 	// until the run without it is reported beside it.
 	claimsWithGate *claimsRun
+	// fillWithGate is the fill with the gate, kept until the run without
+	// it is reported beside it.
+	fillWithGate *scenario.FillResult
 	// ungated is set once a sandbox without the gate ran.
 	ungated bool
 	// summaries are one line per scenario, for the end.
@@ -192,8 +197,8 @@ type namedRun struct {
 func (d *demo) plan() []step {
 	return []step{
 		{topology: "topology.yaml", runs: []namedRun{{"race", d.race}, {"restart", d.restart}}},
-		{topology: "topology.yaml", runs: []namedRun{{"claims", d.claimsGated}}},
-		{topology: "topology.yaml", noGate: true, runs: []namedRun{{"claims", d.claimsUngated}}},
+		{topology: "topology.yaml", runs: []namedRun{{"claims", d.claimsGated}, {"fill", d.fillGated}}},
+		{topology: "topology.yaml", noGate: true, runs: []namedRun{{"claims", d.claimsUngated}, {"fill", d.fillUngated}}},
 		{topology: "multi-disk.yaml", runs: []namedRun{{"multi-pvc", d.multiPVC}}},
 		{topology: "drain.yaml", runs: []namedRun{{"drain", d.drain}}},
 		{topology: "topology.yaml", secondary: true, runs: []namedRun{{"opt-in", d.optIn}}},

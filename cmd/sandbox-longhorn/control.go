@@ -85,7 +85,8 @@ func (ns *nodes) stop(name string) error {
 // serveControl serves the sandbox's requests on a Unix socket at path until
 // ctx ends: POST /nodes/{name}/stop takes the node down (nodes.stop) and
 // answers once it is; POST /volumes/{name}/write?bytes=N writes N bytes
-// into the volume through its engine (writeVolume). A socket in the sandbox's own directory rather than a
+// into the volume through its engine (writeVolume); GET /disks answers
+// what each disk holds. A socket in the sandbox's own directory rather than a
 // port: no port has to be found, and only who may write that directory
 // can ask. It returns once the socket listens.
 func serveControl(ctx context.Context, path string, ns *nodes) error {
@@ -103,6 +104,7 @@ func serveControl(ctx context.Context, path string, ns *nodes) error {
 		_, _ = fmt.Fprintf(w, "node %s is down\n", r.PathValue("name"))
 	})
 	mux.HandleFunc("POST /volumes/{name}/write", ns.writeVolume)
+	mux.HandleFunc("GET /disks", ns.disks)
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	go func() {
 		<-ctx.Done()
@@ -146,4 +148,15 @@ func (ns *nodes) writeVolume(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(code)
 	_ = json.NewEncoder(w).Encode(res)
+}
+
+// disks answers what each disk of the data plane holds, as JSON
+// ([]dataplane.DiskBytes); 503 without a data plane.
+func (ns *nodes) disks(w http.ResponseWriter, _ *http.Request) {
+	if ns.network == nil {
+		http.Error(w, "no data plane runs here", http.StatusServiceUnavailable)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(ns.network.Disks())
 }

@@ -212,6 +212,7 @@ func startDataPlane(ctx context.Context, file string, running *nodes, log logrus
 	for _, d := range dp.Disks() {
 		network.AddDisk(d.Path, d.Size)
 	}
+	network.SetRebuildRate(dp.RebuildRate)
 	running.network = network
 	ims := dataplane.NodeInstanceManagers{}
 	for _, n := range dp.Nodes {

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+	"time"
 
 	lhtypes "github.com/longhorn/longhorn-manager/types"
 	"github.com/longhorn/types/pkg/generated/enginerpc"
@@ -61,6 +62,30 @@ func (n *Network) DiskHeld(path string) int64 {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return h.diskHeldLocked(filepath.Clean(path))
+}
+
+// DiskBytes is what one disk holds.
+type DiskBytes struct {
+	// Path is where the disk is mounted.
+	Path string `json:"path"`
+	// Size is the disk's size and Held the bytes its replica data
+	// directories hold, in bytes.
+	Size int64 `json:"size"`
+	Held int64 `json:"held"`
+}
+
+// Disks returns what each disk the network knows holds, by path.
+func (n *Network) Disks() []DiskBytes {
+	n.data.prune()
+	h := n.data
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	out := make([]DiskBytes, 0, len(h.disks))
+	for path, size := range h.disks {
+		out = append(out, DiskBytes{Path: path, Size: size, Held: h.diskHeldLocked(path)})
+	}
+	slices.SortFunc(out, func(a, b DiskBytes) int { return strings.Compare(a.Path, b.Path) })
+	return out
 }
 
 // diskOf returns the known disk a data directory is on; h.mu is held.
@@ -289,11 +314,50 @@ func (im *InstanceManager) write(volume string, bytes int64) (WriteResult, bool,
 	return res, true, nil
 }
 
-// rebuild copies what e's volume holds onto the replica at addr, as a
-// rebuild syncs a new replica's files from the others: it fails with
-// ErrNoSpace, the replica holding what fit, when its disk has less left.
-// im.mu is held.
-func (im *InstanceManager) rebuild(e *engine, addr string) error {
+// DefaultRebuildRate is how fast a rebuild copies a volume's bytes onto a
+// new replica unless the plan says otherwise (Plan.RebuildRate): 256 MiB/s.
+const DefaultRebuildRate = 256 << 20
+
+// rebuildTick is how often a rebuild copies its next share of bytes.
+const rebuildTick = 100 * time.Millisecond
+
+// rebuildProgress is a rebuild in progress: the replicas it copies from
+// and the percentage copied.
+type rebuildProgress struct {
+	from     []string
+	progress int32
+}
+
+// SetRebuildRate sets how many bytes a second a rebuild copies (0 or less:
+// DefaultRebuildRate).
+func (n *Network) SetRebuildRate(bytesPerSecond int64) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.rebuildRate = bytesPerSecond
+}
+
+// RebuildRate returns how many bytes a second a rebuild copies.
+func (n *Network) RebuildRate() int64 {
+	n.mu.RLock()
+	defer n.mu.RUnlock()
+	if n.rebuildRate <= 0 {
+		return DefaultRebuildRate
+	}
+	return n.rebuildRate
+}
+
+// rebuildStep copies up to chunk bytes more of what e's volume holds onto
+// the replica at addr, as a rebuild syncs a new replica's files from the
+// others, and reports whether the replica now holds all of it (it is RW
+// then). When its disk has less left than the copy needs, the replica
+// takes what fits, is set to ERR and the step fails with ErrNoSpace; a
+// replica removed from the engine meanwhile fails the rebuild too. im.mu
+// is held.
+func (im *InstanceManager) rebuildStep(e *engine, addr string, chunk int64) (bool, error) {
+	r, ok := e.rebuilds[addr]
+	if _, member := e.replicas[addr]; !ok || !member {
+		return false, fmt.Errorf("rebuilding replica %s: it was removed from the engine", addr)
+	}
 	h := im.net.data
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -301,14 +365,36 @@ func (im *InstanceManager) rebuild(e *engine, addr string) error {
 	dir := h.dirs[replicaKey(addr)]
 	need := want - h.held[dir]
 	if need <= 0 {
-		return nil
+		delete(e.rebuilds, addr)
+		e.replicas[addr] = enginerpc.ReplicaMode_RW
+		return true, nil
 	}
-	if free, bounded := h.freeLocked(dir); bounded && free < need {
+	step := min(need, chunk)
+	if free, bounded := h.freeLocked(dir); bounded && free < step {
 		h.held[dir] += free
-		return fmt.Errorf("rebuilding replica %s: %d bytes to copy, %d left on its disk: %w", addr, need, free, ErrNoSpace)
+		delete(e.rebuilds, addr)
+		e.replicas[addr] = enginerpc.ReplicaMode_ERR
+		return false, fmt.Errorf("rebuilding replica %s: %d bytes left to copy, %d left on its disk: %w", addr, need, free, ErrNoSpace)
 	}
-	h.held[dir] = want
-	return nil
+	h.held[dir] += step
+	if h.held[dir] >= want {
+		delete(e.rebuilds, addr)
+		e.replicas[addr] = enginerpc.ReplicaMode_RW
+		return true, nil
+	}
+	r.progress = int32(h.held[dir] * 100 / want)
+	return false, nil
+}
+
+// rwAddresses returns the engine's replicas in RW mode, sorted.
+func (e *engine) rwAddresses() []string {
+	var out []string
+	for _, addr := range e.addresses() {
+		if e.replicas[addr] == enginerpc.ReplicaMode_RW {
+			out = append(out, addr)
+		}
+	}
+	return out
 }
 
 // instanceNames returns im's instance names, sorted; im.mu is held.

@@ -44,6 +44,8 @@ type engine struct {
 	unmapMarkRemoved    bool
 	rebuildSyncLimit    int32
 	expansionInProgress bool
+	// rebuilds are the rebuilds in progress by replica address.
+	rebuilds map[string]*rebuildProgress
 }
 
 // response is the instance as the instance service answers it.
@@ -123,7 +125,7 @@ func (im *InstanceManager) newInstance(spec *imrpc.InstanceSpec) (*instance, err
 // parseEngine reads an engine's volume, size, frontend and replicas from
 // the arguments longhorn-manager starts longhorn-engine's controller with.
 func parseEngine(spec *imrpc.InstanceSpec) (*engine, error) {
-	e := &engine{volume: spec.GetVolumeName(), replicas: map[string]enginerpc.ReplicaMode{}, names: map[string]string{}}
+	e := &engine{volume: spec.GetVolumeName(), replicas: map[string]enginerpc.ReplicaMode{}, names: map[string]string{}, rebuilds: map[string]*rebuildProgress{}}
 	args := spec.GetProcessInstanceSpec().GetArgs()
 	for i := 0; i < len(args); i++ {
 		value := func() string {

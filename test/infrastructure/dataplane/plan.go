@@ -15,6 +15,9 @@ type Plan struct {
 	DiskRoot string `json:"diskRoot"`
 	// Nodes are the nodes, each with its instance manager and disks.
 	Nodes []Node `json:"nodes"`
+	// RebuildRate is how many bytes a second a rebuild copies onto a new
+	// replica; 0 is DefaultRebuildRate.
+	RebuildRate int64 `json:"rebuildRate,omitempty"`
 }
 
 // Node is one node's share of the data plane.

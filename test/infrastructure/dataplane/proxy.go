@@ -2,8 +2,10 @@ package dataplane
 
 import (
 	"context"
+	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/longhorn/types/pkg/generated/enginerpc"
 	"github.com/longhorn/types/pkg/generated/imrpc"
@@ -222,12 +224,17 @@ func (p *proxy) ReplicaList(_ context.Context, req *imrpc.ProxyEngineRequest) (*
 	return &imrpc.EngineReplicaListProxyResponse{ReplicaList: &enginerpc.ReplicaListReply{Replicas: list}}, nil
 }
 
-// ReplicaAdd rebuilds a replica at once: it is RW when the call returns,
-// as a finished rebuild leaves it, holding what the volume holds. A
-// replica whose instance manager stopped cannot be reached, and one whose
-// disk cannot take the volume's bytes fails its rebuild (ErrNoSpace): the
-// call fails and the engine is unchanged.
-func (p *proxy) ReplicaAdd(_ context.Context, req *imrpc.EngineReplicaAddRequest) (*emptypb.Empty, error) {
+// ReplicaAdd rebuilds a replica as longhorn-engine does, and returns once
+// the rebuild ended: the replica joins the engine in WO mode and is copied
+// what the volume holds at the network's rebuild rate (writes meanwhile
+// included), ReplicaRebuildingStatus reporting its progress, then it is
+// RW, as a finished rebuild leaves it. A volume that holds nothing is
+// rebuilt at once. A replica whose instance manager stopped cannot be
+// reached: the call fails and the engine is unchanged. One whose disk
+// fills during the copy fails with ErrNoSpace, holding what it copied,
+// and is left in ERR, as longhorn-engine leaves a replica whose sync
+// failed.
+func (p *proxy) ReplicaAdd(ctx context.Context, req *imrpc.EngineReplicaAddRequest) (*emptypb.Empty, error) {
 	addr := req.GetReplicaAddress()
 	if addr == "" {
 		return nil, status.Error(codes.InvalidArgument, "missing replica address")
@@ -235,17 +242,49 @@ func (p *proxy) ReplicaAdd(_ context.Context, req *imrpc.EngineReplicaAddRequest
 	if !p.im.net.reachable(addr) {
 		return nil, status.Errorf(codes.Unavailable, "cannot connect to replica %s: connection refused", addr)
 	}
-	err := p.withEngine(req.GetProxyEngineRequest(), true, func(e *engine) error {
-		if err := p.im.rebuild(e, addr); err != nil {
-			return status.Error(codes.Internal, err.Error())
-		}
-		e.replicas[addr] = enginerpc.ReplicaMode_RW
+	engineReq := req.GetProxyEngineRequest()
+	err := p.withEngine(engineReq, true, func(e *engine) error {
+		e.replicas[addr] = enginerpc.ReplicaMode_WO
 		if n := req.GetReplicaName(); n != "" {
 			e.names[addr] = n
 		}
+		e.rebuilds[addr] = &rebuildProgress{from: e.rwAddresses()}
 		return nil
 	})
-	return &emptypb.Empty{}, err
+	if err != nil {
+		return nil, err
+	}
+	rate := p.im.net.RebuildRate()
+	chunk := max(rate*int64(rebuildTick)/int64(time.Second), 1)
+	for {
+		var done bool
+		err := p.withEngine(engineReq, false, func(e *engine) error {
+			var err error
+			done, err = p.im.rebuildStep(e, addr, chunk)
+			if done || err != nil {
+				p.im.notifyLocked()
+			}
+			return err
+		})
+		if err != nil {
+			return nil, status.Error(codes.Internal, err.Error())
+		}
+		if done {
+			return &emptypb.Empty{}, nil
+		}
+		select {
+		case <-ctx.Done():
+			_ = p.withEngine(engineReq, true, func(e *engine) error {
+				if _, ok := e.rebuilds[addr]; ok {
+					delete(e.rebuilds, addr)
+					e.replicas[addr] = enginerpc.ReplicaMode_ERR
+				}
+				return nil
+			})
+			return nil, status.FromContextError(ctx.Err()).Err()
+		case <-time.After(rebuildTick):
+		}
+	}
 }
 
 // ReplicaRemove removes a replica from the engine.
@@ -253,6 +292,7 @@ func (p *proxy) ReplicaRemove(_ context.Context, req *imrpc.EngineReplicaRemoveR
 	err := p.withEngine(req.GetProxyEngineRequest(), true, func(e *engine) error {
 		delete(e.replicas, req.GetReplicaAddress())
 		delete(e.names, req.GetReplicaAddress())
+		delete(e.rebuilds, req.GetReplicaAddress())
 		return nil
 	})
 	return &emptypb.Empty{}, err
@@ -270,13 +310,28 @@ func (p *proxy) ReplicaModeUpdate(_ context.Context, req *imrpc.EngineReplicaMod
 	return &emptypb.Empty{}, err
 }
 
-// ReplicaRebuildingStatus answers no rebuild in progress: ReplicaAdd
-// finishes its rebuild before it returns.
+// ReplicaRebuildingStatus answers the rebuilds in progress (ReplicaAdd's),
+// by replica address: rebuilding, the percentage copied, and the
+// replicas copied from.
 func (p *proxy) ReplicaRebuildingStatus(_ context.Context, req *imrpc.ProxyEngineRequest) (*imrpc.EngineReplicaRebuildStatusProxyResponse, error) {
-	if err := p.withEngine(req, false, func(*engine) error { return nil }); err != nil {
+	out := map[string]*enginerpc.ReplicaRebuildStatusResponse{}
+	err := p.withEngine(req, false, func(e *engine) error {
+		for addr, r := range e.rebuilds {
+			from := ""
+			if len(r.from) > 0 {
+				from = r.from[0]
+			}
+			out[addr] = &enginerpc.ReplicaRebuildStatusResponse{
+				IsRebuilding: true, Progress: r.progress, State: "in_progress",
+				FromReplicaAddress: from, FromReplicaAddressList: slices.Clone(r.from),
+			}
+		}
+		return nil
+	})
+	if err != nil {
 		return nil, err
 	}
-	return &imrpc.EngineReplicaRebuildStatusProxyResponse{Status: map[string]*enginerpc.ReplicaRebuildStatusResponse{}}, nil
+	return &imrpc.EngineReplicaRebuildStatusProxyResponse{Status: out}, nil
 }
 
 // ReplicaVerifyRebuild finds every rebuilt replica sound.

@@ -53,6 +53,9 @@ type Network struct {
 	ims map[string]*InstanceManager
 	// data is what the replicas hold.
 	data *holdings
+	// rebuildRate is how many bytes a second a rebuild copies (0:
+	// DefaultRebuildRate).
+	rebuildRate int64
 }
 
 // NewNetwork returns a network on which every instance manager serves.

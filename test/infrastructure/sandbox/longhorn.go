@@ -246,15 +246,38 @@ func (s *Sandbox) StopNode(ctx context.Context, node string) error {
 	return nil
 }
 
+// DiskBytes returns what each disk of the sandbox's data plane holds: the
+// bytes the replicas on it were written (dataplane.DiskBytes, by the
+// disk's path: DataPlane maps paths to nodes and disks).
+func (s *Sandbox) DiskBytes(ctx context.Context) ([]dataplane.DiskBytes, error) {
+	code, body, err := s.controlMethod(ctx, http.MethodGet, "/disks")
+	if err != nil {
+		return nil, fmt.Errorf("reading the disks' bytes: %w", err)
+	}
+	if code != http.StatusOK {
+		return nil, fmt.Errorf("reading the disks' bytes: HTTP %d: %s", code, strings.TrimSpace(string(body)))
+	}
+	var out []dataplane.DiskBytes
+	if err := json.Unmarshal(body, &out); err != nil {
+		return nil, fmt.Errorf("reading the disks' bytes from %q: %w", body, err)
+	}
+	return out, nil
+}
+
 // control posts to sandbox-longhorn's control socket and returns the
 // answer's status code and body (at most 64 KiB).
 func (s *Sandbox) control(ctx context.Context, path string) (int, []byte, error) {
+	return s.controlMethod(ctx, http.MethodPost, path)
+}
+
+// controlMethod is control with the request's method.
+func (s *Sandbox) controlMethod(ctx context.Context, method, path string) (int, []byte, error) {
 	c := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
 		var d net.Dialer
 		return d.DialContext(ctx, "unix", s.longhornControl)
 	}}}
 	defer c.CloseIdleConnections()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://sandbox-longhorn"+path, nil)
+	req, err := http.NewRequestWithContext(ctx, method, "http://sandbox-longhorn"+path, nil)
 	if err != nil {
 		return 0, nil, err
 	}
