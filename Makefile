@@ -1,5 +1,7 @@
 # Image URL to use for building and pushing the manager image.
 IMG ?= diskschedule:latest
+# SCHEDULER_IMG is the second scheduler's image: kube-scheduler with the diskschedule plugin.
+SCHEDULER_IMG ?= diskschedule-scheduler:latest
 
 LOCALBIN ?= $(shell pwd)/bin
 K8S_BIN ?= $(LOCALBIN)/k8s
@@ -120,13 +122,19 @@ demo: controlplane sandbox-longhorn sandbox-csi ## Run the scheduler extender's 
 build: manifests generate fmt vet ## Build the manager binary.
 	go build -o $(LOCALBIN)/manager ./cmd
 
+.PHONY: build-scheduler
+build-scheduler: ## Build bin/diskschedule-scheduler, kube-scheduler with the diskschedule plugin compiled in (the first build takes minutes).
+	go build -o $(LOCALBIN)/diskschedule-scheduler ./cmd/diskschedule-scheduler
+
 .PHONY: docker-build
-docker-build: ## Build the manager image (IMG).
-	docker build -t $(IMG) .
+docker-build: ## Build the manager image (IMG) and the second scheduler's (SCHEDULER_IMG).
+	docker build -t $(IMG) --target manager .
+	docker build -t $(SCHEDULER_IMG) --target scheduler .
 
 .PHONY: docker-push
-docker-push: ## Push the manager image (IMG).
+docker-push: ## Push the manager image (IMG) and the second scheduler's (SCHEDULER_IMG).
 	docker push $(IMG)
+	docker push $(SCHEDULER_IMG)
 
 .PHONY: run
 run: manifests generate fmt vet ## Run the manager against the cluster in ~/.kube/config.

@@ -14,7 +14,19 @@ const (
 	// may import (DESIGN §3.1): Longhorn's own Go types. Its scheduler,
 	// datastore and everything under them belong to the sandbox's Longhorn.
 	longhornAPITypes = "github.com/longhorn/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
+
+	// kubernetes is the prefix of k8s.io/kubernetes' packages: only the
+	// second scheduler links them (kube-scheduler's own command and
+	// framework, DESIGN §6.1); the manager imports none.
+	kubernetes = "k8s.io/kubernetes/"
+
+	// schedulerCmd is the second scheduler's binary, relative to cmd/.
+	schedulerCmd = "./diskschedule-scheduler"
 )
+
+// shippedBinaries are the binaries the add-on ships, relative to cmd/: the
+// manager and the second scheduler.
+var shippedBinaries = []string{".", schedulerCmd}
 
 // harnessPrefixes are where what runs or tests the add-on lives (DESIGN §9):
 // the test tree and the sandbox's commands. No shipped package imports them.
@@ -22,27 +34,53 @@ var harnessPrefixes = []string{module + "/test/", module + "/cmd/sandbox"}
 
 // TestManagerImportsNoLonghornCode lists the manager binary's packages with
 // the go command and fails on any longhorn-manager package other than its
-// API types and what they import, and on any harness package.
+// API types and what they import, on any package of k8s.io/kubernetes, and
+// on any harness package.
 func TestManagerImportsNoLonghornCode(t *testing.T) {
+	checkImports(t, "the manager", ".", false)
+}
+
+// TestSchedulerImportsNoLonghornCode holds the second scheduler's binary to
+// the manager's rule but for k8s.io/kubernetes, which it is built from
+// (kube-scheduler's command and framework).
+func TestSchedulerImportsNoLonghornCode(t *testing.T) {
+	kube := checkImports(t, "the second scheduler", schedulerCmd, true)
+	if !kube {
+		t.Errorf("go list -deps %s lists no package of %s: the check is not looking at kube-scheduler", schedulerCmd, kubernetes)
+	}
+}
+
+// checkImports fails on any package binary (named what) links of
+// longhorn-manager other than its API types and what they import, on any
+// harness package, and, unless kubernetesAllowed, on any package of
+// k8s.io/kubernetes. It reports whether binary links k8s.io/kubernetes.
+func checkImports(t *testing.T, what, binary string, kubernetesAllowed bool) (kube bool) {
+	t.Helper()
 	allowed := map[string]bool{}
 	for _, p := range goListDeps(t, longhornAPITypes) {
 		allowed[p] = true
 	}
-	pkgs := goListDeps(t, ".")
+	pkgs := goListDeps(t, binary)
 	var apiTypes bool
 	for _, p := range pkgs {
 		switch {
 		case p == longhornAPITypes:
 			apiTypes = true
 		case strings.HasPrefix(p, "github.com/longhorn/longhorn-manager/") && !allowed[p]:
-			t.Errorf("the manager imports %s; only %s and its imports are allowed", p, longhornAPITypes)
+			t.Errorf("%s imports %s; only %s and its imports are allowed", what, p, longhornAPITypes)
+		case strings.HasPrefix(p, kubernetes):
+			kube = true
+			if !kubernetesAllowed {
+				t.Errorf("%s imports %s; only the second scheduler (cmd/diskschedule-scheduler) links k8s.io/kubernetes", what, p)
+			}
 		case isHarness(p):
-			t.Errorf("the manager imports the harness package %s", p)
+			t.Errorf("%s imports the harness package %s", what, p)
 		}
 	}
 	if !apiTypes {
-		t.Errorf("go list -deps . does not list %s: the check is not looking at the manager (%d packages)", longhornAPITypes, len(pkgs))
+		t.Errorf("go list -deps %s does not list %s: the check is not looking at %s (%d packages)", binary, longhornAPITypes, what, len(pkgs))
 	}
+	return kube
 }
 
 // TestProductTreeIsWhatShips holds the layout of DESIGN §9: every package
@@ -52,7 +90,7 @@ func TestManagerImportsNoLonghornCode(t *testing.T) {
 // import one, fails here.
 func TestProductTreeIsWhatShips(t *testing.T) {
 	shipped := map[string]bool{}
-	for _, p := range goListDeps(t, ".") {
+	for _, p := range goList(t, append([]string{"list", "-deps"}, shippedBinaries...)...) {
 		shipped[p] = true
 	}
 	product := goList(t, "list", module+"/internal/...")

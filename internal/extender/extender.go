@@ -211,7 +211,6 @@ func (e *Extender) evaluate(s *snapshot, q question) map[string]fit {
 // placing the pod's volumes. It reuses the pod's filter answer when it has
 // one.
 func (e *Extender) Prioritize(ctx context.Context, pod *corev1.Pod, candidates []string) (map[string]int64, error) {
-	scores := map[string]int64{}
 	last := e.last.Load()
 	if last == nil {
 		last = &lastFilter{}
@@ -227,12 +226,8 @@ func (e *Extender) Prioritize(ctx context.Context, pod *corev1.Pod, candidates [
 		}
 		fits = nil
 	}
-	if len(vols) == 0 {
-		return scores, nil
-	}
-	if node := restartNode(vols, candidates); node != "" {
-		scores[node] = 10
-		return scores, nil
+	if len(vols) == 0 || restartNode(vols, candidates) != "" {
+		return scoreNodes(vols, nil, candidates), nil // no evaluation needed
 	}
 	if fits == nil {
 		sched, err := e.settings.get(ctx)
@@ -241,6 +236,24 @@ func (e *Extender) Prioritize(ctx context.Context, pod *corev1.Pod, candidates [
 		}
 		fits = e.evaluate(e.flight.snapshot(""), question{pod: pod.Namespace + "/" + pod.Name, vols: vols, candidates: candidates,
 			sched: sched, how: withOverlay | withRoomElsewhere, budget: e.opts.Budget})
+	}
+	return scoreNodes(vols, fits, candidates), nil
+}
+
+// scoreNodes is the prioritizer's rule, for the extender's prioritize and
+// the diskschedule scheduler plugin's Score: 0–10 per candidate where fits
+// lets vols through, the node holding a replica of every volume 10 alone
+// (restartNode), else 1–9 by the space left after placing the pod's
+// volumes (the most free highest: pods spread over the disks), one more
+// for each volume with a replica there, at most 10.
+func scoreNodes(vols []podVolume, fits map[string]fit, candidates []string) map[string]int64 {
+	scores := map[string]int64{}
+	if len(vols) == 0 {
+		return scores
+	}
+	if node := restartNode(vols, candidates); node != "" {
+		scores[node] = 10
+		return scores
 	}
 	var most int64
 	for _, name := range candidates {
@@ -262,7 +275,7 @@ func (e *Extender) Prioritize(ctx context.Context, pod *corev1.Pod, candidates [
 			}
 		}
 	}
-	return scores, nil
+	return scores
 }
 
 // covers reports whether fits has an answer for every candidate.

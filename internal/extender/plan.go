@@ -18,9 +18,10 @@ type reservationPlan struct {
 	drop []string
 	// set are the reservations written, in the order of the wants.
 	set []setReservation
-	// wrote and refused are indexes in the wants: the reservations written
-	// now, and those the ledger has no room for, which are not written.
-	wrote, refused []int
+	// wrote, present and refused are indexes in the wants: the
+	// reservations written now, those the spec holds already as wanted,
+	// and those the ledger has no room for, which are not written.
+	wrote, present, refused []int
 }
 
 // setReservation is one spec key a reservationPlan writes.
@@ -52,7 +53,8 @@ func planReservations(wants []want, ds *dsv1.DiskSchedule, placed map[string]pla
 			continue
 		}
 		if res, _, ok := ledger.ReservationOf(next, w.volume); ok && res.Pod == w.pod && res.Size == w.size {
-			continue // written already
+			plan.present = append(plan.present, i) // written already
+			continue
 		}
 		_, inSpec := next.Spec.Reservations[w.volume]
 		if _, decided := next.Status.Reservations[w.volume]; !inSpec && decided {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/types"
@@ -20,8 +21,9 @@ const writeWorkers = 4
 // writeQueue holds the disk UUIDs whose reservations are to be written.
 type writeQueue = workqueue.TypedRateLimitingInterface[string]
 
-// errRefused says a ledger has no room left for a reservation.
-var errRefused = errors.New("reservation refused")
+// ErrRefused says a ledger has no room left for a reservation, or decided
+// against it: the pod is to be scheduled again.
+var ErrRefused = errors.New("reservation refused")
 
 // runWriters writes the reservations of the disks in queue until it shuts down.
 func (e *Extender) runWriters(ctx context.Context, queue writeQueue) {
@@ -32,7 +34,7 @@ func (e *Extender) runWriters(ctx context.Context, queue writeQueue) {
 				if shutdown {
 					return
 				}
-				if err := e.writeDisk(ctx, disk, ""); err != nil && ctx.Err() == nil {
+				if _, err := e.writeDisk(ctx, disk, ""); err != nil && ctx.Err() == nil {
 					ctrl.LoggerFrom(ctx).Error(err, "Writing reservations", "diskSchedule", disk)
 					queue.AddRateLimited(disk)
 				} else {
@@ -58,19 +60,21 @@ type want struct {
 // ledger is done with, as planReservations plans them. A reservation the
 // ledger has no room for is not written: its entry's claim ends and, when
 // onlyPod (a pod's UID) is set and the reservation is that pod's,
-// errRefused is returned. A volume whose replica Longhorn already placed
-// on the node needs no reservation.
-func (e *Extender) writeDisk(ctx context.Context, disk string, onlyPod types.UID) error {
+// ErrRefused is returned. A volume whose replica Longhorn already placed
+// on the node needs no reservation. It returns onlyPod's reservations that
+// the disk's ledger holds as they were wanted, written now or before, for
+// the ledger to decide.
+func (e *Extender) writeDisk(ctx context.Context, disk string, onlyPod types.UID) ([]Reservation, error) {
 	wants, ds := e.flight.wanted(disk, onlyPod)
 	if len(wants) == 0 {
-		return nil
+		return nil, nil
 	}
 	if ds == nil {
-		return fmt.Errorf("no DiskSchedule for disk %s yet", disk)
+		return nil, fmt.Errorf("no DiskSchedule for disk %s yet", disk)
 	}
 	placed, err := e.placedOnNode(ctx, wants, ds.Spec.NodeID)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	plan := planReservations(wants, ds, placed)
 	// Only the extender writes reservations, whole keys at a time: a merge
@@ -78,15 +82,23 @@ func (e *Extender) writeDisk(ctx context.Context, disk string, onlyPod types.UID
 	// writers or the controller (ledgerclient.Merge). The informer's event
 	// of the write settles the entries it shows.
 	if _, err := ledgerclient.Merge(ctx, e.opts.Client, ds, plan.apply); err != nil {
-		return err
+		return nil, err
+	}
+	var held []Reservation
+	if onlyPod != "" {
+		for _, i := range slices.Concat(plan.wrote, plan.present) {
+			if w := wants[i]; w.entry.uid == onlyPod {
+				held = append(held, Reservation{disk: disk, volume: w.volume, pod: w.pod, size: w.size})
+			}
+		}
 	}
 	var mine []string
 	for _, w := range e.flight.wrote(disk, wants, plan, placed, onlyPod) {
 		mine = append(mine, fmt.Sprintf("volume %s needs %s", w.volume, ledger.Bytes(w.size)))
 	}
 	if len(mine) > 0 {
-		return fmt.Errorf("%w: %s on disk %s of node %s, which has %s free", errRefused, strings.Join(mine, ", "),
+		return nil, fmt.Errorf("%w: %s on disk %s of node %s, which has %s free", ErrRefused, strings.Join(mine, ", "),
 			ds.Spec.Name, ds.Spec.NodeID, ledger.Bytes(ledger.Free(ds)))
 	}
-	return nil
+	return held, nil
 }
