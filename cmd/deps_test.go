@@ -152,13 +152,13 @@ func TestDockerfileCopiesWhatTheBuildReads(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// copied returns the sources of the COPY lines before the first line
-	// holding marker.
+	// copied returns the sources of the COPY lines before the first RUN
+	// line holding marker.
 	copied := func(marker string) []string {
 		var out []string
 		for _, line := range strings.Split(string(dockerfile), "\n") {
 			f := strings.Fields(line)
-			if strings.Contains(line, marker) {
+			if len(f) > 0 && f[0] == "RUN" && strings.Contains(line, marker) {
 				return out
 			}
 			if len(f) >= 3 && f[0] == "COPY" && !strings.HasPrefix(f[1], "--from") {
