@@ -45,6 +45,17 @@ func NewInstanceManager(ip string) *InstanceManager {
 type Network struct {
 	mu      sync.RWMutex
 	stopped map[string]bool
+	// held is the bytes held on each disk, by its path.
+	held map[string]int64
+}
+
+// DiskHeld is the bytes held on the disk at path (its Disk.Path): what the
+// replicas and backing-image copies on it hold, which its filesystem
+// reports to statfs as used.
+func (n *Network) DiskHeld(path string) int64 {
+	n.mu.RLock()
+	defer n.mu.RUnlock()
+	return n.held[path]
 }
 
 // NewNetwork returns a network on which every instance manager serves.
