@@ -131,7 +131,7 @@ func run() error {
 		// Longhorn creates serve at their own IPs; a share manager finds
 		// its volume's device on its node's instance manager.
 		go func() {
-			if err := dataplane.NewPodServices(pod.Kube, *namespace, dp, ims, log).Run(ctx); err != nil {
+			if err := dataplane.NewPodServices(pod.Kube, *namespace, dp, ims, running.network, log).Run(ctx); err != nil {
 				log.WithError(err).Error("The services of Longhorn's pods stopped")
 			}
 		}()
