@@ -6,6 +6,9 @@ ARG TARGETOS
 ARG TARGETARCH
 WORKDIR /workspace
 COPY go.mod go.sum ./
+# go.mod replaces some of Longhorn's modules with the copies under
+# third_party/ (third_party/README.md): go mod download reads them.
+COPY third_party/ third_party/
 RUN go mod download
 COPY cmd/*.go cmd/
 COPY cmd/diskschedule-scheduler/ cmd/diskschedule-scheduler/

@@ -1,7 +1,9 @@
 package main
 
 import (
+	"os"
 	"os/exec"
+	"path"
 	"strings"
 	"testing"
 )
@@ -134,4 +136,75 @@ func goList(t *testing.T, args ...string) []string {
 		t.Fatalf("go %s: %v\n%s", strings.Join(args, " "), err, out)
 	}
 	return strings.Fields(string(out))
+}
+
+// TestDockerfileCopiesWhatTheBuildReads reads the Dockerfile's builder
+// stage: every local directory go.mod's replace directives name is copied
+// before `go mod download` (which fails on a replacement directory that
+// does not exist), and the directory of every package of the module the
+// shipped binaries link is copied before the binaries are built.
+func TestDockerfileCopiesWhatTheBuildReads(t *testing.T) {
+	dockerfile, err := os.ReadFile("../Dockerfile")
+	if err != nil {
+		t.Fatal(err)
+	}
+	gomod, err := os.ReadFile("../go.mod")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// copied returns the sources of the COPY lines before the first RUN
+	// line holding marker.
+	copied := func(marker string) []string {
+		var out []string
+		for _, line := range strings.Split(string(dockerfile), "\n") {
+			f := strings.Fields(line)
+			if len(f) > 0 && f[0] == "RUN" && strings.Contains(line, marker) {
+				return out
+			}
+			if len(f) >= 3 && f[0] == "COPY" && !strings.HasPrefix(f[1], "--from") {
+				for _, src := range f[1 : len(f)-1] {
+					out = append(out, strings.TrimSuffix(strings.TrimPrefix(path.Clean(src), "./"), "/*.go"))
+				}
+			}
+		}
+		t.Fatalf("the Dockerfile has no line with %q", marker)
+		return nil
+	}
+	covers := func(srcs []string, dir string) bool {
+		for _, src := range srcs {
+			if dir == src || strings.HasPrefix(dir, src+"/") {
+				return true
+			}
+		}
+		return false
+	}
+	beforeDownload := copied("go mod download")
+	var replaced int
+	for _, line := range strings.Split(string(gomod), "\n") {
+		if _, target, ok := strings.Cut(line, "=> ./"); ok {
+			replaced++
+			if dir := strings.Fields(target)[0]; !covers(beforeDownload, path.Clean(dir)) {
+				t.Errorf("go.mod replaces a module with ./%s, which the Dockerfile does not copy before go mod download", dir)
+			}
+		}
+	}
+	if replaced == 0 {
+		t.Error("go.mod has no replace directive to a local directory: the check is not reading it")
+	}
+	beforeBuild := copied("go build")
+	pkgs := goList(t, append([]string{"list", "-deps"}, shippedBinaries...)...)
+	var own int
+	for _, p := range pkgs {
+		rel, ok := strings.CutPrefix(p, module+"/")
+		if !ok {
+			continue
+		}
+		own++
+		if !covers(beforeBuild, rel) {
+			t.Errorf("the shipped binaries link %s, whose directory the Dockerfile does not copy before go build", p)
+		}
+	}
+	if own == 0 {
+		t.Error("the shipped binaries link no package of the module: the check is not looking at them")
+	}
 }

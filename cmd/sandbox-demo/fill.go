@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"k8s.io/apimachinery/pkg/api/resource"
 
@@ -45,7 +46,7 @@ func (d *demo) fill(ctx context.Context, cl *cluster, namespace string) (scenari
 	res, err := scenario.Fill(ctx, cl.c, scenario.FillOptions{
 		ConcurrentPVCsOptions: scenario.ConcurrentPVCsOptions{Common: o, Claims: claimsBeyondCapacity, Size: "100Gi", HoldPlacement: true},
 		DiskBytes:             cl.sb.DiskBytes,
-		Settle:                fillSettle * 1e9,
+		Settle:                fillSettle * time.Second,
 	})
 	if err != nil {
 		return res, err
@@ -53,7 +54,7 @@ func (d *demo) fill(ctx context.Context, cl *cluster, namespace string) (scenari
 	for _, v := range res.Claims.Violations {
 		d.broken = append(d.broken, namespace+": "+v)
 	}
-	return res, d.cleanup(ctx, cl, o)
+	return res, d.finalCleanup(ctx, cl, o)
 }
 
 // reportFill prints the fill with and without the gate side by side.

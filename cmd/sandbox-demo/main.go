@@ -168,6 +168,8 @@ type demo struct {
 	fillWithGate *scenario.FillResult
 	// ungated is set once a sandbox without the gate ran.
 	ungated bool
+	// lastRun is set while the run is its sandbox's last.
+	lastRun bool
 	// summaries are one line per scenario, for the end.
 	summaries []string
 	// broken describes what went wrong; the demo fails when it is not empty.
@@ -301,7 +303,10 @@ func (d *demo) withSandbox(ctx context.Context, s step, ahead <-chan started) (r
 		}
 		d.progress("stopped the sandbox with %s", s.topology)
 	}()
-	for _, r := range s.runs {
+	for i, r := range s.runs {
+		// The sandbox stops after its last run: nothing is left to clean
+		// up for a run after it.
+		d.lastRun = i == len(s.runs)-1
 		if err := r.run(ctx, st.cl); err != nil {
 			return err
 		}
@@ -318,6 +323,16 @@ func (d *demo) common(namespace string) scenario.Common {
 			d.progress(namespace+": "+format, args...)
 		},
 	}
+}
+
+// finalCleanup is cleanup at the end of a run, skipped when the run is its
+// sandbox's last (the sandbox stops next).
+func (d *demo) finalCleanup(ctx context.Context, cl *cluster, o scenario.Common) error {
+	if d.lastRun {
+		d.progress("%s: not cleaned up: the sandbox stops next", o.Namespace)
+		return nil
+	}
+	return d.cleanup(ctx, cl, o)
 }
 
 // cleanup cleans up after a run; a failure ends the sandbox's scenarios.
@@ -436,7 +451,7 @@ func (d *demo) claims(ctx context.Context, cl *cluster, namespace string) (*clai
 		d.broken = append(d.broken, namespace+": "+v)
 	}
 	run := &claimsRun{res: res, refused: after - before}
-	return run, d.cleanup(ctx, cl, o)
+	return run, d.finalCleanup(ctx, cl, o)
 }
 
 func (d *demo) multiPVC(ctx context.Context, cl *cluster) error {

@@ -79,9 +79,16 @@ func run() error {
 	var dp *dataplane.Plan
 	var ims dataplane.NodeInstanceManagers
 	if *dataPlaneFile != "" {
-		if dp, ims, err = startDataPlane(ctx, *dataPlaneFile, running, log); err != nil {
+		var disks *longhornmanager.Disks
+		if dp, ims, disks, err = startDataPlane(ctx, *dataPlaneFile, running, log); err != nil {
 			return err
 		}
+		// Last, once every longhorn-manager is told to stop.
+		defer func() {
+			if err := disks.Unmount(); err != nil {
+				log.WithError(err).Warn("Failed to unmount the disks; they go with the process's mount namespace")
+			}
+		}()
 	}
 	names := strings.Split(*nodes, ",")
 	// longhorn-manager's pod spec gives it its node and namespace in its
@@ -124,7 +131,7 @@ func run() error {
 		// Longhorn creates serve at their own IPs; a share manager finds
 		// its volume's device on its node's instance manager.
 		go func() {
-			if err := dataplane.NewPodServices(pod.Kube, *namespace, dp, ims, log).Run(ctx); err != nil {
+			if err := dataplane.NewPodServices(pod.Kube, *namespace, dp, ims, running.network, log).Run(ctx); err != nil {
 				log.WithError(err).Error("The services of Longhorn's pods stopped")
 			}
 		}()
@@ -197,29 +204,32 @@ func run() error {
 
 // startDataPlane mounts the data plane's disks, makes longhorn-manager's host
 // operations run here, and serves each node's instance manager, all on one
-// dataplane.Network, until ctx ends or the node goes down (running). It
-// returns the plan and the instance managers by node.
-func startDataPlane(ctx context.Context, file string, running *nodes, log logrus.FieldLogger) (*dataplane.Plan, dataplane.NodeInstanceManagers, error) {
+// dataplane.Network, until ctx ends or the node goes down (running). Each
+// disk's filesystem reports as used what the network holds on it. It
+// returns the plan, the instance managers by node and the disks, which the
+// caller unmounts.
+func startDataPlane(ctx context.Context, file string, running *nodes, log logrus.FieldLogger) (*dataplane.Plan, dataplane.NodeInstanceManagers, *longhornmanager.Disks, error) {
 	dp, err := dataplane.ReadPlan(file)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
-	if err := longhornmanager.MountDisks(dp.DiskRoot, dp.Disks()); err != nil {
-		return nil, nil, err
-	}
-	longhornmanager.RunOnThisHost()
 	network := dataplane.NewNetwork()
 	for _, d := range dp.Disks() {
 		network.AddDisk(d.Path, d.Size)
 	}
 	network.SetRebuildRate(dp.RebuildRate)
 	running.network = network
+	disks, err := longhornmanager.MountDisks(dp.DiskRoot, dp.Disks(), network.DiskHeld)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	longhornmanager.RunOnThisHost()
 	ims := dataplane.NodeInstanceManagers{}
 	for _, n := range dp.Nodes {
 		im := network.InstanceManager(n.IP)
 		ls, err := im.Listen()
 		if err != nil {
-			return nil, nil, fmt.Errorf("node %s: %w", n.Name, err)
+			return nil, nil, nil, errors.Join(fmt.Errorf("node %s: %w", n.Name, err), disks.Unmount())
 		}
 		ims[n.Name] = im
 		running.get(n.Name).instanceManager = ls
@@ -230,5 +240,5 @@ func startDataPlane(ctx context.Context, file string, running *nodes, log logrus
 		}()
 		log.Infof("Serving node %s's instance manager at %s, with %d disks", n.Name, n.IP, len(n.Disks))
 	}
-	return dp, ims, nil
+	return dp, ims, disks, nil
 }

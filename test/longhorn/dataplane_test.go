@@ -70,7 +70,7 @@ func TestPodRunsOnLonghornsDataPlane(t *testing.T) {
 				}
 			}
 			d := n.Status.DiskStatus["disk-1"]
-			if d == nil || d.DiskUUID != sandbox.DiskUUID(name, "disk-1") || d.StorageMaximum != 400*gib || d.FSType != "tmpfs" {
+			if d == nil || d.DiskUUID != sandbox.DiskUUID(name, "disk-1") || d.StorageMaximum != 400*gib || d.FSType != "fuseblk" {
 				return false, fmt.Sprintf("node %s: disk-1 status %+v", name, d), nil
 			}
 		}

@@ -22,7 +22,8 @@ import (
 // nothing else of Longhorn's control plane: one InstanceManager per node
 // running at the node's address, each Longhorn Node Ready and Schedulable
 // with the conditions Longhorn's node controller writes (MountPropagation
-// among them) and its disk read by statfs. Replicas placed by a test's own
+// among them) and its disks read by statfs, two disks of one node each a
+// filesystem of its own. Replicas placed by a test's own
 // writer (Longhorn's scheduler and datastore, test/framework/testenv/
 // replicawriter) are counted in their disks' storageScheduled and
 // scheduledReplica by Longhorn's node controller, while no Longhorn
@@ -30,8 +31,12 @@ import (
 // replica has an owner, and each replica stays as the writer left it.
 func TestNodesOnLonghornsNodeController(t *testing.T) {
 	var progress testenv.LockedBuffer
+	// node-1 has a second disk, a filesystem of its own beside the first,
+	// reserved whole so that no replica goes there.
+	topo := sandboxtest.Nodes(3, 400*gib)
+	topo.Nodes[0].Disks = append(topo.Nodes[0].Disks, sandbox.Disk{Name: "disk-2", Size: 100 * gib, Reserved: 100 * gib})
 	sb := sandboxtest.Start(t, sandboxtest.Options{Sandbox: sandbox.Options{
-		Topology: sandboxtest.Nodes(3, 400*gib), LonghornNodesOnly: true, Out: &progress,
+		Topology: topo, LonghornNodesOnly: true, Out: &progress,
 	}, TailLogs: []string{"longhorn-controllers.log"}})
 	if p := progress.String(); !strings.Contains(p, "running longhorn-node, longhorn-instance-manager, longhorn-kubernetes-node\n") {
 		t.Errorf("the sandbox's progress does not say that Longhorn's node controllers alone run:\n%s", p)
@@ -67,11 +72,22 @@ func TestNodesOnLonghornsNodeController(t *testing.T) {
 					return false, fmt.Sprintf("node %s: %s not True: %+v", name, typ, n.Status.Conditions), nil
 				}
 			}
+			// Nothing is held on the disk: its disk config (one page) is
+			// all statfs counts as used, and Longhorn's node controller
+			// rounds what is available down to 100 MiB.
 			d := n.Status.DiskStatus["disk-1"]
-			if d == nil || d.DiskUUID != sandbox.DiskUUID(name, "disk-1") || d.StorageMaximum != 400*gib || d.FSType != "tmpfs" ||
-				!conditionTrue(d.Conditions, lhv1.DiskConditionTypeSchedulable) {
+			if d == nil || d.DiskUUID != sandbox.DiskUUID(name, "disk-1") || d.StorageMaximum != 400*gib || d.StorageAvailable != 400*gib-100<<20 ||
+				d.FSType != "fuseblk" || !conditionTrue(d.Conditions, lhv1.DiskConditionTypeReady) || !conditionTrue(d.Conditions, lhv1.DiskConditionTypeSchedulable) {
 				return false, fmt.Sprintf("node %s: disk-1 status %+v", name, d), nil
 			}
+		}
+		n := &lhv1.Node{}
+		if err := c.Get(ctx, client.ObjectKey{Namespace: sandbox.Namespace, Name: "node-1"}, n); err != nil {
+			return false, "", err
+		}
+		if d := n.Status.DiskStatus["disk-2"]; d == nil || d.DiskUUID != sandbox.DiskUUID("node-1", "disk-2") || d.StorageMaximum != 100*gib ||
+			!conditionTrue(d.Conditions, lhv1.DiskConditionTypeReady) {
+			return false, fmt.Sprintf("node node-1: disk-2 status %+v", d), nil
 		}
 		return true, "", nil
 	})

@@ -24,7 +24,10 @@ import (
 // TestMain silences the process-wide loggers (sandboxtest.Main).
 func TestMain(m *testing.M) { sandboxtest.Main(m) }
 
-const gib = int64(1) << 30
+const (
+	gib = int64(1) << 30
+	mib = int64(1) << 20
+)
 
 // TestClaimBecomesLonghornsVolume: in a sandbox running longhorn-manager's
 // own controllers, a claim of the default class (one replica, best-effort

@@ -84,6 +84,14 @@ func TestPodsWriteTheirVolumes(t *testing.T) {
 	}, &lhv1.ReplicaList{})
 
 	// 30Gi into a 50Gi volume of two replicas.
+	before := map[string]int64{} // storageAvailable of the big disks, by node
+	for _, node := range []string{"node-1", "node-2"} {
+		n := &lhv1.Node{}
+		if err := c.Get(ctx, client.ObjectKey{Namespace: sandbox.Namespace, Name: node}, n); err != nil {
+			t.Fatal(err)
+		}
+		before[node] = n.Status.DiskStatus["disk-1"].StorageAvailable
+	}
 	vol := runWriter(ctx, t, c, "writer", "two-big", "50Gi", "30Gi")
 	testenv.Eventually(t, ctx, 2*time.Minute, "volume "+vol+" holds 30Gi (its actualSize), the pod told so", func(ctx context.Context) (bool, string, error) {
 		v := &lhv1.Volume{}
@@ -96,6 +104,26 @@ func TestPodsWriteTheirVolumes(t *testing.T) {
 		}
 		return v.Status.ActualSize == 30*gib && strings.Contains(events, simcluster.EventReasonWritten),
 			fmt.Sprintf("actualSize %d, robustness %s, the pod's events: %s", v.Status.ActualSize, v.Status.Robustness, events), nil
+	})
+
+	// Longhorn's disk monitor reads each replica's disk with statfs (every
+	// 30 s): its storageAvailable falls by the 30Gi, within two periods
+	// (Longhorn's node controller rounds it down to 100Mi).
+	testenv.Eventually(t, ctx, 75*time.Second, "the storageAvailable of both replicas' disks fell by 30Gi", func(ctx context.Context) (bool, string, error) {
+		var state []string
+		fell := 0
+		for node, was := range before {
+			n := &lhv1.Node{}
+			if err := c.Get(ctx, client.ObjectKey{Namespace: sandbox.Namespace, Name: node}, n); err != nil {
+				return false, "", err
+			}
+			now := n.Status.DiskStatus["disk-1"].StorageAvailable
+			if drop := was - now; drop >= 30*gib-100*mib && drop <= 30*gib+100*mib {
+				fell++
+			}
+			state = append(state, fmt.Sprintf("%s: %d MiB available, was %d MiB", node, now/mib, was/mib))
+		}
+		return fell == len(before), strings.Join(state, "; "), nil
 	})
 
 	// 2 × 30Gi into one 40Gi disk.

@@ -5,6 +5,8 @@ import (
 	"crypto/sha512"
 	"encoding/hex"
 	"net"
+	"os"
+	"path/filepath"
 	"strconv"
 	"sync"
 
@@ -28,14 +30,37 @@ import (
 type BackingImageManager struct {
 	bimrpc.UnimplementedBackingImageManagerServiceServer
 
+	// disk is the path of the disk it keeps files on, and net the
+	// network whose disks count their bytes; nil for a manager whose files
+	// take no space.
+	disk string
+	net  *Network
+
 	mu       sync.Mutex
 	files    map[string]*bimrpc.BackingImageResponse
 	watchers map[chan struct{}]struct{}
 }
 
-// NewBackingImageManager returns a backing-image manager holding no file.
+// NewBackingImageManager returns a backing-image manager holding no file,
+// whose files take no space.
 func NewBackingImageManager() *BackingImageManager {
 	return &BackingImageManager{files: map[string]*bimrpc.BackingImageResponse{}, watchers: map[chan struct{}]struct{}{}}
+}
+
+// NewDiskBackingImageManager returns the backing-image manager of the disk
+// at path on n: each file it holds takes its bytes on that disk (in
+// backing-images/<name>-<uuid>, where backing-image-manager keeps it), and
+// a file the disk has no room for fails with ErrNoSpace.
+func NewDiskBackingImageManager(path string, n *Network) *BackingImageManager {
+	m := NewBackingImageManager()
+	m.disk, m.net = filepath.Clean(path), n
+	return m
+}
+
+// fileDir is where a file of the image name and uuid lives on the
+// manager's disk, as backing-image-manager keeps it.
+func (m *BackingImageManager) fileDir(name, uuid string) string {
+	return filepath.Join(m.disk, "backing-images", name+"-"+uuid)
 }
 
 // Serve serves the backing-image manager's gRPC service on l until ctx
@@ -161,6 +186,11 @@ func (m *BackingImageManager) Delete(_ context.Context, req *bimrpc.DeleteReques
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if f, ok := m.files[req.GetName()]; ok && (req.GetUuid() == "" || f.Spec.Uuid == req.GetUuid()) {
+		if m.net != nil {
+			if err := os.RemoveAll(m.fileDir(f.Spec.Name, f.Spec.Uuid)); err != nil {
+				return nil, status.Errorf(codes.Internal, "deleting the file of backing image %v: %v", f.Spec.Name, err)
+			}
+		}
 		delete(m.files, req.GetName())
 		m.notifyLocked()
 	}
@@ -206,11 +236,23 @@ func (m *BackingImageManager) get(name string) *bimrpc.BackingImageResponse {
 	return nil
 }
 
-// add holds a ready file of spec and tells the watchers.
+// add holds a ready file of spec and tells the watchers. On a disk that
+// has no room for its bytes (its real size, else its size) the file is
+// held failed, saying why, as backing-image-manager reports a file whose
+// write failed.
 func (m *BackingImageManager) add(spec *bimrpc.BackingImageSpec) (*bimrpc.BackingImageResponse, error) {
 	f := &bimrpc.BackingImageResponse{Spec: spec, Status: &bimrpc.BackingImageStatus{
 		State: string(lhv1.BackingImageStateReady), Progress: 100, Checksum: spec.Checksum,
 	}}
+	if m.net != nil {
+		bytes := spec.RealSize
+		if bytes <= 0 {
+			bytes = spec.Size
+		}
+		if err := m.net.data.holdFile(m.fileDir(spec.Name, spec.Uuid), bytes); err != nil {
+			f.Status = &bimrpc.BackingImageStatus{State: string(lhv1.BackingImageStateFailed), ErrorMsg: err.Error()}
+		}
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if _, ok := m.files[spec.Name]; ok {

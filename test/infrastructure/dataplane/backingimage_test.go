@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net"
+	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/longhorn/longhorn-manager/engineapi"
@@ -125,5 +127,61 @@ func TestLonghornsClientsPrepareABackingImage(t *testing.T) {
 	}
 	if _, err := clients[1].Get("image", "uuid-1"); err == nil {
 		t.Error("the deleted file is still there")
+	}
+}
+
+// TestBackingImageCopiesTakeSpace: a backing-image manager of a disk
+// holds each file's bytes (its real size) on that disk, as
+// backing-image-manager writes them there: fetched onto a disk with room,
+// the file is ready and the disk holds its 4Gi; synced onto a disk with
+// 3Gi, the copy fails for space, saying so, and the disk holds nothing of
+// it; deleted, the file's bytes leave its disk.
+func TestBackingImageCopiesTakeSpace(t *testing.T) {
+	n := dataplane.NewNetwork()
+	root := t.TempDir()
+	roomy, small := filepath.Join(root, "roomy"), filepath.Join(root, "small")
+	n.AddDisk(roomy, 10<<30)
+	n.AddDisk(small, 3<<30)
+	ds := dataplane.NewDataSource(dataplane.DataSourceSpec{
+		Name: "image", UUID: "uuid-1", DiskUUID: "disk-1", SourceType: string(lhv1.BackingImageDataSourceTypeDownload),
+		Parameters: map[string]string{lhv1.DataSourceTypeDownloadParameterURL: "http://x.invalid/i", dataplane.SourceParamSize: "10Gi", dataplane.SourceParamRealSize: "4Gi"},
+	})
+	dsIP := serveOnLoopback(t, engineapi.BackingImageDataSourceDefaultPort, ds.Serve)
+	info, err := engineapi.NewBackingImageDataSourceClient(dsIP).Get()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ips []string
+	var clients []*engineapi.BackingImageManagerClient
+	for _, disk := range []string{roomy, small} {
+		ip := serveOnLoopback(t, engineapi.BackingImageManagerDefaultPort, dataplane.NewDiskBackingImageManager(disk, n).Serve)
+		c, err := engineapi.NewBackingImageManagerClient(runningManager(ip))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ips, clients = append(ips, ip), append(clients, c)
+	}
+	f, err := clients[0].Fetch("image", "uuid-1", info.CurrentChecksum, net.JoinHostPort(dsIP, strconv.Itoa(engineapi.BackingImageDataSourceDefaultPort)), info.Size)
+	if err != nil || f.State != lhv1.BackingImageStateReady {
+		t.Fatalf("fetching onto the roomy disk: %+v, %v; want ready", f, err)
+	}
+	if got := n.DiskHeld(roomy); got != 4<<30 {
+		t.Fatalf("the roomy disk holds %d bytes after the fetch, want the file's real size, 4Gi", got)
+	}
+	synced, err := clients[1].Sync("image", "uuid-1", f.CurrentChecksum, ips[0], f.Size)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if synced.State != lhv1.BackingImageStateFailed || !strings.Contains(synced.Message, "no space left on device") {
+		t.Fatalf("synced onto a 3Gi disk: %+v; want failed for space", synced)
+	}
+	if got := n.DiskHeld(small); got != 0 {
+		t.Fatalf("the small disk holds %d bytes of a copy that failed, want 0", got)
+	}
+	if err := clients[0].Delete("image", "uuid-1"); err != nil {
+		t.Fatal(err)
+	}
+	if got := n.DiskHeld(roomy); got != 0 {
+		t.Fatalf("the roomy disk holds %d bytes after the file was deleted, want 0", got)
 	}
 }

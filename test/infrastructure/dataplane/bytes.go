@@ -173,6 +173,33 @@ func (h *holdings) replicaStarted(addr, dir string) error {
 	return nil
 }
 
+// holdFile makes dir, a directory on a known disk, hold bytes (a
+// backing-image copy's file), as backing-image-manager writes a file
+// there; it fails with ErrNoSpace, holding nothing, when the disk has less
+// left, and does nothing on a directory of no known disk. The bytes go
+// when the directory is removed.
+func (h *holdings) holdFile(dir string, bytes int64) error {
+	dir = filepath.Clean(dir)
+	h.mu.Lock()
+	_, known := h.diskOf(dir)
+	h.mu.Unlock()
+	if !known {
+		return nil
+	}
+	h.prune()
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	need := bytes - h.held[dir]
+	if free, _ := h.freeLocked(dir); need > free {
+		return fmt.Errorf("%d bytes to write into %s, %d left on its disk: %w", need, dir, free, ErrNoSpace)
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("making %s: %w", dir, err)
+	}
+	h.held[dir] = max(bytes, h.held[dir])
+	return nil
+}
+
 // replicaDataDir reads the data directory from a replica process's
 // arguments ("replica <dir> ..."), as longhorn-manager gives it: under
 // the host's root mounted at lhtypes.ReplicaHostPrefix in the instance

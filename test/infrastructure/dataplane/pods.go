@@ -33,7 +33,10 @@ type PodServices struct {
 	namespace string
 	nodes     map[string]bool
 	devices   BlockDevices
-	log       logrus.FieldLogger
+	// network counts the bytes of the backing-image managers' files on
+	// their disks; nil: they take no space.
+	network *Network
+	log     logrus.FieldLogger
 
 	// store is the informer's cache of the pods.
 	store cache.Store
@@ -55,13 +58,14 @@ type podService struct {
 
 // NewPodServices returns the services of the pods in namespace on plan's
 // nodes; a share manager finds its volume's block device on its node in
-// devices (never, when nil).
-func NewPodServices(kube kubernetes.Interface, namespace string, plan *Plan, devices BlockDevices, log logrus.FieldLogger) *PodServices {
+// devices (never, when nil), and a backing-image manager's files take
+// their bytes on its disk in network (no space, when nil).
+func NewPodServices(kube kubernetes.Interface, namespace string, plan *Plan, devices BlockDevices, network *Network, log logrus.FieldLogger) *PodServices {
 	nodes := map[string]bool{}
 	for _, n := range plan.Nodes {
 		nodes[n.Name] = true
 	}
-	return &PodServices{kube: kube, namespace: namespace, nodes: nodes, devices: devices, log: log, serving: map[types.UID]*podService{}}
+	return &PodServices{kube: kube, namespace: namespace, nodes: nodes, devices: devices, network: network, log: log, serving: map[types.UID]*podService{}}
 }
 
 // servedComponents are the pods' Longhorn components PodServices serves.
@@ -145,7 +149,11 @@ func (ps *PodServices) start(ctx context.Context, pod *corev1.Pod) error {
 	var serve func(context.Context, net.Listener) error
 	switch component {
 	case lhtypes.LonghornLabelBackingImageManager:
-		port, serve = engineapi.BackingImageManagerDefaultPort, NewBackingImageManager().Serve
+		m := NewBackingImageManager()
+		if disk := hostPath(pod, backingImageDiskVolume); disk != "" && ps.network != nil {
+			m = NewDiskBackingImageManager(disk, ps.network)
+		}
+		port, serve = engineapi.BackingImageManagerDefaultPort, m.Serve
 	case lhtypes.LonghornLabelBackingImageDataSource:
 		spec, err := dataSourceSpec(pod)
 		if err != nil {
@@ -253,4 +261,19 @@ func dataSourceSpec(pod *corev1.Pod) (DataSourceSpec, error) {
 		return spec, fmt.Errorf("data source pod %s: --name, --uuid and --source-type are required, got %q", pod.Name, args)
 	}
 	return spec, nil
+}
+
+// backingImageDiskVolume is the volume of a backing-image manager's pod
+// that mounts its disk from the host (longhorn-manager's
+// generateBackingImageManagerPodManifest).
+const backingImageDiskVolume = "disk-path"
+
+// hostPath returns the host path of pod's volume name, or "".
+func hostPath(pod *corev1.Pod, name string) string {
+	for _, v := range pod.Spec.Volumes {
+		if v.Name == name && v.HostPath != nil {
+			return v.HostPath.Path
+		}
+	}
+	return ""
 }

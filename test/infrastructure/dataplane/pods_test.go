@@ -63,7 +63,7 @@ func TestPodServices(t *testing.T) {
 	plan := &dataplane.Plan{Nodes: []dataplane.Node{{Name: "node-1"}}}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- dataplane.NewPodServices(kube, ns, plan, nil, logrus.StandardLogger()).Run(ctx) }()
+	go func() { done <- dataplane.NewPodServices(kube, ns, plan, nil, nil, logrus.StandardLogger()).Run(ctx) }()
 	defer func() {
 		cancel()
 		if err := <-done; err != nil {

@@ -78,7 +78,7 @@ func TestShareManager(t *testing.T) {
 	svcDone := make(chan error, 1)
 	svcCtx, stopServices := context.WithCancel(ctx)
 	go func() {
-		svcDone <- dataplane.NewPodServices(kube, ns, plan, dataplane.NodeInstanceManagers{"node-1": im}, logrus.StandardLogger()).Run(svcCtx)
+		svcDone <- dataplane.NewPodServices(kube, ns, plan, dataplane.NodeInstanceManagers{"node-1": im}, nil, logrus.StandardLogger()).Run(svcCtx)
 	}()
 	defer func() {
 		stopServices()

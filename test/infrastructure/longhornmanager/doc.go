@@ -27,9 +27,11 @@
 // a Service; here a certificate made at start and a URL on loopback); the
 // longhorn-manager pods (CreateManagerPod: what Longhorn's DaemonSet would
 // create, for the node controller to find); the host (MountDisks: the
-// disks as tmpfs filesystems of their sizes in the process's own mount
-// namespace, and RunOnThisHost, which makes go-common-libs run its host
-// operations in the process rather than join /host/proc's namespaces); and
+// disks as diskfs filesystems of their sizes in the process's own mount
+// namespace, whose statfs counts what the data plane holds on them, and
+// RunOnThisHost, which makes go-common-libs run its host operations in the
+// process rather than join /host/proc's namespaces, and gives a disk's
+// stat the filesystem ID FUSE does not carry); and
 // the pod around Longhorn's CSI controller server (ServeCSI: the gRPC
 // server on its socket, and what NewControllerServer reads from a pod:
 // POD_NAMESPACE, KUBERNETES_SERVICE_HOST and KUBERNETES_SERVICE_PORT in

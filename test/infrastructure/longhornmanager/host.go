@@ -9,48 +9,88 @@ import (
 	"time"
 
 	lhns "github.com/longhorn/go-common-libs/ns"
+	lhcltypes "github.com/longhorn/go-common-libs/types"
 	lhv1 "github.com/longhorn/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
 	lhutil "github.com/longhorn/longhorn-manager/util"
 	"golang.org/x/sys/unix"
 
 	"github.com/longhorn/diskschedule/test/infrastructure/dataplane"
+	"github.com/longhorn/diskschedule/test/infrastructure/diskfs"
 )
 
-// MountDisks gives each disk a filesystem of its size at its path: a tmpfs
-// of that size (statfs reports exactly it; nothing is written to it but
-// Longhorn's disk config), under one tmpfs mounted at root. It must run in
-// a mount namespace of the process's own, and refuses otherwise: mounted in
-// the host's, the disks would outlive the sandbox.
-func MountDisks(root string, disks []dataplane.Disk) error {
+// Disks are the sandbox's disks, mounted by MountDisks.
+type Disks struct {
+	root    string
+	mounted []*diskfs.Disk
+}
+
+// MountDisks gives each disk a filesystem of its size at its path, under
+// one tmpfs mounted at root: a diskfs filesystem whose statfs reports the
+// disk's size, and as free what neither held(disk.Path) (the bytes the
+// data plane holds on the disk, counted, not stored) nor the real files on
+// it take. Longhorn's disk config is written to each, with the replicas/
+// directory Longhorn keeps its replicas' data directories in. It must run
+// in a mount namespace of the process's own, and refuses otherwise:
+// mounted in the host's, the disks would outlive the sandbox; in its own
+// they go with the process however it ends.
+func MountDisks(root string, disks []dataplane.Disk, held func(diskPath string) int64) (*Disks, error) {
 	if err := privateMountNamespace("the sandbox's disks"); err != nil {
-		return err
+		return nil, err
 	}
 	if err := os.MkdirAll(root, 0o755); err != nil {
-		return fmt.Errorf("creating %s: %w", root, err)
+		return nil, fmt.Errorf("creating %s: %w", root, err)
 	}
 	if err := unix.Mount("tmpfs", root, "tmpfs", 0, "size=1m,mode=0755"); err != nil {
-		return fmt.Errorf("mounting a tmpfs at %s: %w", root, err)
+		return nil, fmt.Errorf("mounting a tmpfs at %s: %w", root, err)
 	}
+	ds := &Disks{root: root}
 	for _, d := range disks {
-		if err := os.MkdirAll(d.Path, 0o755); err != nil {
-			return fmt.Errorf("disk %s: %w", d.Name, err)
+		if err := ds.mount(d, held); err != nil {
+			return nil, errors.Join(err, ds.Unmount())
 		}
-		if err := unix.Mount("tmpfs", d.Path, "tmpfs", 0, fmt.Sprintf("size=%d,mode=0755", d.Size)); err != nil {
-			return fmt.Errorf("disk %s: mounting a tmpfs of %d bytes at %s: %w", d.Name, d.Size, d.Path, err)
-		}
-		cfg, err := json.Marshal(lhutil.DiskConfig{DiskName: d.Name, DiskUUID: d.UUID, DiskDriver: lhv1.DiskDriverNone})
-		if err != nil {
-			return fmt.Errorf("disk %s: %w", d.Name, err)
-		}
-		if err := os.WriteFile(filepath.Join(d.Path, lhutil.DiskConfigFile), cfg, 0o644); err != nil {
-			return fmt.Errorf("disk %s: writing its disk config: %w", d.Name, err)
-		}
-		// Longhorn keeps a disk's replicas' data directories here.
-		if err := os.Mkdir(filepath.Join(d.Path, "replicas"), 0o755); err != nil {
-			return fmt.Errorf("disk %s: %w", d.Name, err)
-		}
+	}
+	return ds, nil
+}
+
+// mount mounts the disk d (MountDisks).
+func (ds *Disks) mount(d dataplane.Disk, held func(diskPath string) int64) error {
+	if err := os.MkdirAll(d.Path, 0o755); err != nil {
+		return fmt.Errorf("disk %s: %w", d.Name, err)
+	}
+	m, err := diskfs.Mount(d.Path, d.Size, func() int64 { return held(d.Path) })
+	if err != nil {
+		return fmt.Errorf("disk %s: %w", d.Name, err)
+	}
+	ds.mounted = append(ds.mounted, m)
+	cfg, err := json.Marshal(lhutil.DiskConfig{DiskName: d.Name, DiskUUID: d.UUID, DiskDriver: lhv1.DiskDriverNone})
+	if err != nil {
+		return fmt.Errorf("disk %s: %w", d.Name, err)
+	}
+	if err := os.WriteFile(filepath.Join(d.Path, lhutil.DiskConfigFile), cfg, 0o644); err != nil {
+		return fmt.Errorf("disk %s: writing its disk config: %w", d.Name, err)
+	}
+	if err := os.Mkdir(filepath.Join(d.Path, "replicas"), 0o755); err != nil {
+		return fmt.Errorf("disk %s: %w", d.Name, err)
 	}
 	return nil
+}
+
+// Unmount unmounts every disk, then the tmpfs they are under, and says
+// which could not be.
+func (ds *Disks) Unmount() error {
+	var errs []error
+	for _, m := range ds.mounted {
+		if err := m.Unmount(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	ds.mounted = nil
+	if len(errs) == 0 {
+		if err := unix.Unmount(ds.root, 0); err != nil {
+			errs = append(errs, fmt.Errorf("unmounting the tmpfs at %s: %w", ds.root, err))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // privateMountNamespace makes the process's own mount namespace private,
@@ -101,8 +141,32 @@ type thisHost struct{}
 // Revert has nothing to revert.
 func (thisHost) Revert() error { return nil }
 
-// Run runs fn.
-func (thisHost) Run(fn func() (interface{}, error)) (interface{}, error) { return fn() }
+// Run runs fn and returns what it returns, but for a disk's stat
+// (go-common-libs' ns.GetDiskStat) that carries no filesystem ID: the
+// sandbox's disks are FUSE filesystems (MountDisks), FUSE's protocol
+// carries no fsid, and the kernel reports 0 for each, so Longhorn's node
+// controller, which lets one disk per filesystem ID be ready, would find
+// every disk of a node on one filesystem. Such a stat is given an ID made
+// of the disk's device number (each FUSE mount has a device of its own),
+// as the kernel's u64_to_fsid(huge_encode_dev(dev)) makes one for
+// filesystems without one of their own, in io.GetDiskStat's format.
+func (thisHost) Run(fn func() (interface{}, error)) (interface{}, error) {
+	res, err := fn()
+	if stat, ok := res.(lhcltypes.DiskStat); ok && err == nil && stat.DiskID == noFilesystemID {
+		var st unix.Stat_t
+		if err := unix.Stat(stat.Path, &st); err != nil {
+			return nil, fmt.Errorf("reading the device of %s: %w", stat.Path, err)
+		}
+		// The fsid's two words, low then high, joined as io.GetDiskStat joins them.
+		stat.DiskID = fmt.Sprintf("%012x", uint64(uint32(st.Dev))<<32|uint64(uint32(st.Dev>>32)))
+		return stat, nil
+	}
+	return res, err
+}
+
+// noFilesystemID is io.GetDiskStat's DiskID of a filesystem whose statfs
+// reports no fsid.
+const noFilesystemID = "000000000000"
 
 // ServiceAccountDir is where a pod finds its service account's token and
 // the API server's CA (client-go's rest.InClusterConfig reads them there).
