@@ -78,7 +78,7 @@ vet: ## Run go vet against code.
 	go vet ./...
 
 .PHONY: test
-test: verify vet controlplane sandbox-longhorn sandbox-csi ## Check generated files, vet, and run every test against a real kube-apiserver and etcd (test/e2e first, the suites with bounds in seconds last, test/failover alone).
+test: verify vet controlplane sandbox-longhorn sandbox-csi build-scheduler ## Check generated files, vet, and run every test against a real kube-apiserver and etcd (test/e2e first, the suites with bounds in seconds last, test/failover alone).
 	KUBEBUILDER_ASSETS="$(TEST_ASSETS)" go test $(SANDBOX_FIRST) $$($(OTHER_PACKAGES)) $(SANDBOX_LAST) $(GO_TEST_FLAGS)
 	KUBEBUILDER_ASSETS="$(TEST_ASSETS)" go test $(SANDBOX_ALONE) $(GO_TEST_FLAGS)
 
@@ -87,7 +87,7 @@ test-unit: controlplane ## An author's inner loop: every package but the sandbox
 	KUBEBUILDER_ASSETS="$(TEST_ASSETS)" go test $$($(OTHER_PACKAGES)) $(GO_TEST_FLAGS)
 
 .PHONY: test-e2e
-test-e2e: controlplane sandbox-longhorn sandbox-csi ## The sandbox suites alone: the end-to-end tests, the gate under attack, the stalls, failover, Longhorn's controllers, the sandbox itself.
+test-e2e: controlplane sandbox-longhorn sandbox-csi build-scheduler ## The sandbox suites alone: the end-to-end tests, the gate under attack, the stalls, failover, Longhorn's controllers, the sandbox itself.
 	KUBEBUILDER_ASSETS="$(TEST_ASSETS)" go test $(SANDBOX_FIRST) $(SANDBOX_LAST) $(GO_TEST_FLAGS)
 	KUBEBUILDER_ASSETS="$(TEST_ASSETS)" go test $(SANDBOX_ALONE) $(GO_TEST_FLAGS)
 
@@ -107,13 +107,13 @@ fuzz: ## Run each fuzz test for FUZZTIME (5s); their seed corpora (testdata/fuzz
 SANDBOX_ARGS ?=
 
 .PHONY: sandbox
-sandbox: controlplane sandbox-longhorn sandbox-csi ## Run etcd, kube-apiserver, kube-controller-manager, kube-scheduler (with the extender), the manager and Longhorn (longhorn-manager v1.12.0's own controllers on a simulated data plane) locally until ^C; flags in SANDBOX_ARGS.
+sandbox: controlplane sandbox-longhorn sandbox-csi build-scheduler ## Run etcd, kube-apiserver, kube-controller-manager, kube-scheduler (with the extender), the manager and Longhorn (longhorn-manager v1.12.0's own controllers on a simulated data plane) locally until ^C, and with --secondary-scheduler=true the second scheduler (bin/diskschedule-scheduler); flags in SANDBOX_ARGS.
 	KUBEBUILDER_ASSETS="$(TEST_ASSETS)" go run ./cmd/sandbox $(SANDBOX_ARGS)
 
 DEMO_ARGS ?=
 
 .PHONY: demo
-demo: controlplane sandbox-longhorn sandbox-csi ## Run the scheduler extender's test plan in sandboxes, with and without the extender, and claims beyond capacity with and without the admission gate, and print side-by-side reports; flags in DEMO_ARGS (-scenarios=claims runs one).
+demo: controlplane sandbox-longhorn sandbox-csi build-scheduler ## Run the scheduler extender's test plan in sandboxes, with and without the extender, and claims beyond capacity with and without the admission gate, and print side-by-side reports; flags in DEMO_ARGS (-scenarios=claims runs one).
 	KUBEBUILDER_ASSETS="$(TEST_ASSETS)" go run ./cmd/sandbox-demo $(DEMO_ARGS)
 
 ##@ Build
@@ -123,7 +123,8 @@ build: manifests generate fmt vet ## Build the manager binary.
 	go build -o $(LOCALBIN)/manager ./cmd
 
 .PHONY: build-scheduler
-build-scheduler: ## Build bin/diskschedule-scheduler, kube-scheduler with the diskschedule plugin compiled in (the first build takes minutes).
+build-scheduler: ## Build bin/diskschedule-scheduler, kube-scheduler with the diskschedule plugin compiled in, the sandbox's second scheduler (the first build takes minutes; the sandbox also builds it when it is stale).
+	@echo "build-scheduler: building $(LOCALBIN)/diskschedule-scheduler"
 	go build -o $(LOCALBIN)/diskschedule-scheduler ./cmd/diskschedule-scheduler
 
 .PHONY: docker-build
@@ -152,7 +153,7 @@ uninstall: ## Remove the DiskSchedule CRD, and every DiskSchedule, from the clus
 
 .PHONY: deploy
 deploy: manifests kustomize ## Deploy the add-on next to Longhorn (longhorn-system) in the cluster in ~/.kube/config; applies no Longhorn CRD.
-	cd config/default && $(KUSTOMIZE) edit set image controller=$(IMG)
+	cd config/default && $(KUSTOMIZE) edit set image controller=$(IMG) diskschedule-scheduler=$(SCHEDULER_IMG)
 	$(KUSTOMIZE) build config/default | $(KUBECTL) apply --server-side -f -
 
 .PHONY: undeploy

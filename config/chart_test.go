@@ -21,19 +21,19 @@ import (
 	"helm.sh/helm/v3/pkg/lint/support"
 	"helm.sh/helm/v3/pkg/release"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	appsv1 "k8s.io/api/apps/v1"
+	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
-	schedulerconfigv1 "k8s.io/kube-scheduler/config/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/kustomize/api/krusty"
 	"sigs.k8s.io/kustomize/kyaml/filesys"
 	"sigs.k8s.io/yaml"
 
-	"github.com/longhorn/diskschedule/internal/extender"
 	"github.com/longhorn/diskschedule/internal/podmutator"
 	"github.com/longhorn/diskschedule/test/framework/schedulerconfig"
 )
@@ -381,42 +381,37 @@ func TestChartValues(t *testing.T) {
 	}
 }
 
-// TestChartSchedulerImage checks the second scheduler's image: the
-// cluster's own kube-scheduler, without a provider's version suffix, or the
-// tag set in the values.
+// TestChartSchedulerImage checks the second scheduler's image:
+// kube-scheduler with the diskschedule plugin, at the manager's tag unless
+// scheduler.image.tag says otherwise.
 func TestChartSchedulerImage(t *testing.T) {
 	for _, c := range []struct {
-		kube, tag, want string
+		vals map[string]any
+		want string
 	}{
-		{"v1.36.3", "", "registry.k8s.io/kube-scheduler:v1.36.3"},
-		{"v1.30.5-gke.1014001", "", "registry.k8s.io/kube-scheduler:v1.30.5"},
-		{"v1.31.2+k3s1", "", "registry.k8s.io/kube-scheduler:v1.31.2"},
-		{"v1.36.3", "v1.35.0", "registry.k8s.io/kube-scheduler:v1.35.0"},
+		{map[string]any{}, "diskschedule-scheduler:latest"},
+		{map[string]any{"image": map[string]any{"repository": "registry.example.com/diskschedule", "tag": "v0.1.0"},
+			"scheduler": map[string]any{"image": map[string]any{"repository": "registry.example.com/diskschedule-scheduler"}}},
+			"registry.example.com/diskschedule-scheduler:v0.1.0"},
+		{map[string]any{"image": map[string]any{"tag": "v0.1.0"}, "scheduler": map[string]any{"image": map[string]any{"tag": "v0.1.1"}}},
+			"diskschedule-scheduler:v0.1.1"},
 	} {
-		chrt, err := loader.Load(chartDir)
-		if err != nil {
-			t.Fatal(err)
+		vals := c.vals
+		scheduler, _ := vals["scheduler"].(map[string]any)
+		if scheduler == nil {
+			scheduler = map[string]any{}
+			vals["scheduler"] = scheduler
 		}
-		install := action.NewInstall(&action.Configuration{})
-		install.ClientOnly, install.DryRun = true, true
-		install.ReleaseName, install.Namespace, install.KubeVersion = "diskschedule", namespace, mustKubeVersion(c.kube)
-		rel, err := install.Run(chrt, map[string]any{"scheduler": map[string]any{"enabled": true, "image": map[string]any{"tag": c.tag}}})
-		if err != nil {
-			t.Fatalf("rendering for Kubernetes %s: %v", c.kube, err)
-		}
-		objs, err := decodeManifests([]byte(rel.Manifest))
-		if err != nil {
-			t.Fatal(err)
-		}
+		scheduler["enabled"] = true
 		var image string
-		for _, u := range objs {
+		for _, u := range mustRenderChart(t, vals) {
 			if u.GetKind() == "Deployment" && u.GetName() == "longhorn-diskschedule-scheduler" {
 				containers, _, _ := unstructured.NestedSlice(u.Object, "spec", "template", "spec", "containers")
 				image, _ = containers[0].(map[string]any)["image"].(string)
 			}
 		}
 		if image != c.want {
-			t.Errorf("Kubernetes %s, tag %q: image %q, want %s", c.kube, c.tag, image, c.want)
+			t.Errorf("values %v: image %q, want %s", c.vals, image, c.want)
 		}
 	}
 }
@@ -549,12 +544,13 @@ func TestChartInstalls(t *testing.T) {
 // checkSecondaryScheduler reads the second scheduler's configuration from
 // the ConfigMap the chart installed and checks it against what the sandbox
 // runs (schedulerconfig.Local, the sandbox's --secondary-scheduler): the
-// same profile, diskschedule-scheduler, the pod webhook's scheduler name;
-// the same extender, whose URL is the chart's extender Service through the
-// cluster DNS where the sandbox has its local address, and whose managed
-// resource is the one the pod webhook adds; the same leader election, on a
-// lease the chart's Role lets it renew. The ClusterRoles it is bound to are
-// the API server's own.
+// same profile, diskschedule-scheduler, the pod webhook's scheduler name,
+// with the diskschedule plugin following the release's namespace; the same
+// leader election, on a lease the chart's Role lets it renew. The
+// Deployment runs that configuration, and its ServiceAccount may do what
+// the plugin and kube-scheduler do (kube-apiserver's own answer, a
+// SubjectAccessReview). The ClusterRoles it is bound to are the API
+// server's own.
 func checkSecondaryScheduler(ctx context.Context, t *testing.T, c client.Client) {
 	t.Helper()
 	cm := &corev1.ConfigMap{}
@@ -565,36 +561,15 @@ func checkSecondaryScheduler(ctx context.Context, t *testing.T, c client.Client)
 	if err != nil {
 		t.Fatalf("the installed configuration: %v", err)
 	}
-	const localURL = "https://127.0.0.1:9504"
-	localTLS := &schedulerconfigv1.ExtenderTLSConfig{ServerName: extender.ServiceDNSName(namespace),
-		CertFile: "/sandbox/client.crt", KeyFile: "/sandbox/client.key", CAFile: "/sandbox/ca.crt"}
-	sandbox, err := schedulerconfig.Local("/sandbox/kube-scheduler.kubeconfig", localURL, localTLS, 1, 1)
+	sandbox, err := schedulerconfig.Local("/sandbox/kube-scheduler.kubeconfig", 1, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if got := ptr.Deref(installed.Profiles[0].SchedulerName, ""); got != podmutator.SchedulerName || got != ptr.Deref(sandbox.Profiles[0].SchedulerName, "") {
 		t.Errorf("the installed profile is %q, the sandbox's %q; want %s", got, ptr.Deref(sandbox.Profiles[0].SchedulerName, ""), podmutator.SchedulerName)
 	}
-	svc := &corev1.Service{}
-	if err := c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: "longhorn-scheduler-extender"}, svc); err != nil {
-		t.Fatalf("the extender's Service: %v", err)
-	}
-	wantURL := fmt.Sprintf("https://%s.%s.svc:%d", svc.Name, svc.Namespace, svc.Spec.Ports[0].Port)
-	ext, local := installed.Extenders[0], sandbox.Extenders[0]
-	if ext.URLPrefix != wantURL {
-		t.Errorf("the installed extender URL is %s, want the extender Service's %s", ext.URLPrefix, wantURL)
-	}
-	if local.URLPrefix != localURL {
-		t.Errorf("the sandbox's extender URL is %s, want its local %s", local.URLPrefix, localURL)
-	}
-	if len(ext.ManagedResources) != 1 || ext.ManagedResources[0].Name != string(podmutator.ExtendedResource) || !ext.ManagedResources[0].IgnoredByScheduler {
-		t.Errorf("the installed extender manages %+v, want %s, ignored by the scheduler", ext.ManagedResources, podmutator.ExtendedResource)
-	}
-	checkSchedulerMountsTLS(ctx, t, c, ext)
-	ext.URLPrefix, local.URLPrefix = "", ""
-	ext.TLSConfig, local.TLSConfig = nil, nil
-	if diff := cmp.Diff(local, ext); diff != "" {
-		t.Errorf("the installed extender differs from the sandbox's (-sandbox +installed):\n%s", diff)
+	if args, err := schedulerconfig.PluginArgs(installed); err != nil || args.Namespace != namespace {
+		t.Errorf("the installed plugin follows namespace %q (%v), want the release's %s", args.Namespace, err, namespace)
 	}
 	if diff := cmp.Diff(sandbox.Profiles, installed.Profiles); diff != "" {
 		t.Errorf("the installed profiles differ from the sandbox's (-sandbox +installed):\n%s", diff)
@@ -602,6 +577,11 @@ func checkSecondaryScheduler(ctx context.Context, t *testing.T, c client.Client)
 	if diff := cmp.Diff(sandbox.LeaderElection, installed.LeaderElection); diff != "" {
 		t.Errorf("the installed leader election differs from the sandbox's (-sandbox +installed):\n%s", diff)
 	}
+	d := &appsv1.Deployment{}
+	if err := c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: "longhorn-diskschedule-scheduler"}, d); err != nil {
+		t.Fatalf("the second scheduler's Deployment: %v", err)
+	}
+	checkSchedulerRunsConfig(t, d.Spec.Template.Spec, cm.Name)
 	role := &rbacv1.Role{}
 	if err := c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: "longhorn-diskschedule-scheduler-lease"}, role); err != nil {
 		t.Fatalf("the second scheduler's lease Role: %v", err)
@@ -612,6 +592,73 @@ func checkSecondaryScheduler(ctx context.Context, t *testing.T, c client.Client)
 	for _, name := range []string{"system:kube-scheduler", "system:volume-scheduler"} {
 		if err := c.Get(ctx, client.ObjectKey{Name: name}, &rbacv1.ClusterRole{}); err != nil {
 			t.Errorf("the ClusterRole %s the second scheduler is bound to: %v", name, err)
+		}
+	}
+	checkSchedulerMay(ctx, t, c, d.Spec.Template.Spec.ServiceAccountName)
+}
+
+// checkSchedulerRunsConfig checks that the second scheduler's container is
+// started with --config at the file its ConfigMap configMap is mounted as.
+func checkSchedulerRunsConfig(t *testing.T, spec corev1.PodSpec, configMap string) {
+	t.Helper()
+	mounts := map[string]string{}
+	for _, m := range spec.Containers[0].VolumeMounts {
+		mounts[m.Name] = m.MountPath
+	}
+	var want string
+	for _, v := range spec.Volumes {
+		if v.ConfigMap != nil && v.ConfigMap.Name == configMap && mounts[v.Name] != "" {
+			want = mounts[v.Name] + "/config.yaml"
+		}
+	}
+	if got := flagValue(spec.Containers[0].Args, "config", ""); want == "" || got != want {
+		t.Errorf("the second scheduler runs --config=%s, its ConfigMap %s is mounted as %q", got, configMap, want)
+	}
+}
+
+// checkSchedulerMay asks kube-apiserver whether the second scheduler's
+// ServiceAccount may do what the plugin does (read the ledgers, Longhorn's
+// objects and the extender's ConfigMap, patch the ledgers' spec, follow the
+// pods and claims of every namespace) and what kube-scheduler does for it
+// (list and watch the ledgers of every namespace), and that it may not
+// write the ledgers' decisions or Longhorn's objects.
+func checkSchedulerMay(ctx context.Context, t *testing.T, c client.Client, account string) {
+	t.Helper()
+	user := "system:serviceaccount:" + namespace + ":" + account
+	groups := []string{"system:serviceaccounts", "system:serviceaccounts:" + namespace, "system:authenticated"}
+	for _, check := range []struct {
+		verb, group, resource, subresource, ns, name string
+		allowed                                      bool
+	}{
+		{"list", "longhorn.io", "diskschedules", "", "", "", true},
+		{"watch", "longhorn.io", "diskschedules", "", "", "", true},
+		{"get", "longhorn.io", "diskschedules", "", namespace, "", true},
+		{"patch", "longhorn.io", "diskschedules", "", namespace, "", true},
+		{"update", "longhorn.io", "diskschedules", "status", namespace, "", false},
+		{"patch", "longhorn.io", "diskschedules", "", "default", "", false},
+		{"create", "longhorn.io", "diskschedules", "", namespace, "", false},
+		{"list", "longhorn.io", "volumes", "", namespace, "", true},
+		{"watch", "longhorn.io", "replicas", "", namespace, "", true},
+		{"list", "longhorn.io", "nodes", "", namespace, "", true},
+		{"watch", "longhorn.io", "settings", "", namespace, "", true},
+		{"update", "longhorn.io", "replicas", "", namespace, "", false},
+		{"list", "", "configmaps", "", namespace, "diskschedule-config", true},
+		{"get", "", "configmaps", "", namespace, "longhorn-storageclass", false},
+		{"list", "", "pods", "", "", "", true},
+		{"watch", "", "persistentvolumeclaims", "", "", "", true},
+		{"list", "", "persistentvolumes", "", "", "", true},
+		{"watch", "storage.k8s.io", "storageclasses", "", "", "", true},
+		{"create", "", "pods", "binding", "default", "", true},
+	} {
+		sar := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{User: user, Groups: groups,
+			ResourceAttributes: &authorizationv1.ResourceAttributes{Verb: check.verb, Group: check.group, Resource: check.resource,
+				Subresource: check.subresource, Namespace: check.ns, Name: check.name}}}
+		if err := c.Create(ctx, sar); err != nil {
+			t.Fatalf("asking whether %s may %s %s: %v", user, check.verb, check.resource, err)
+		}
+		if sar.Status.Allowed != check.allowed {
+			t.Errorf("the second scheduler may %s %s.%s/%s in %q (%s): %v, want %v (%s)", check.verb, check.resource, check.group,
+				check.subresource, check.ns, check.name, sar.Status.Allowed, check.allowed, sar.Status.Reason)
 		}
 	}
 }

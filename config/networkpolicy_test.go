@@ -89,10 +89,11 @@ func networkPolicies(t *testing.T, objs []*unstructured.Unstructured) []networki
 
 // TestChartNetworkPolicy renders the chart's NetworkPolicy and checks whom
 // it admits to which port of the manager pods: with the control plane's
-// CIDRs, the second scheduler and a Prometheus named, the gate's port
-// admits kube-apiserver and the other managers, the extender's port
-// kube-scheduler and the second scheduler, the metrics port Prometheus,
-// and nobody else anything (Longhorn's pods included); with the default
+// CIDRs, the second scheduler deployed and a Prometheus named, the gate's
+// port admits kube-apiserver and the other managers, the extender's port
+// kube-scheduler (not the second scheduler, whose plugin calls no
+// extender), the metrics port Prometheus, and nobody else anything
+// (Longhorn's pods included); with the default
 // values the gate's and the extender's ports admit every source and the
 // metrics port none; networkPolicy.enabled=false renders none.
 func TestChartNetworkPolicy(t *testing.T) {
@@ -146,7 +147,7 @@ func TestChartNetworkPolicy(t *testing.T) {
 		{apiServer, true, true, false},
 		{scheduler, true, true, false},
 		{manager, true, false, false},
-		{second, false, true, false},
+		{second, false, false, false},
 		{prometheus, false, false, true},
 		{longhorn, false, false, false},
 		{elsewhere, false, false, false},

@@ -91,6 +91,21 @@ func allowList() []grant {
 			why: "the same hook deletes the pod opt-in webhook's configuration before the managers that serve it"},
 		{role: "metrics-reader", cluster: true, urls: []string{"/metrics"}, verbs: []string{"get"},
 			why: "bound to the scrapers' service accounts (metrics.readers)"},
+		// The second scheduler (config/scheduler/secondary, scheduler.enabled),
+		// beside kube-scheduler's own ClusterRoles it is bound to.
+		{role: "scheduler-authentication-reader", cluster: true, resources: []string{"configmaps"}, names: []string{"extension-apiserver-authentication"},
+			verbs: []string{"get", "list", "watch"},
+			why:   "kube-scheduler authenticates the callers of its health and metrics endpoints with it; system:kube-scheduler grants it to kube-scheduler's own user by name only"},
+		{role: "scheduler-lease", group: "coordination.k8s.io", resources: []string{"leases"}, names: []string{"longhorn-diskschedule-scheduler"}, verbs: []string{"get", "update"},
+			why: "the second scheduler's leader election, on a lease of its own (system:kube-scheduler renews only the lease named kube-scheduler)"},
+		{role: "scheduler-plugin", group: "longhorn.io", resources: []string{"diskschedules"}, verbs: []string{"get", "list", "watch", "patch"},
+			why: "the diskschedule plugin reads the ledgers and patches their spec with the reservations it writes before it binds a pod"},
+		{role: "scheduler-plugin", group: "longhorn.io", resources: []string{"nodes", "volumes", "replicas", "settings"}, verbs: []string{"get", "list", "watch"},
+			why: "the plugin's view, as the extender's: the disks' eligibility, the pods' volumes and where their replicas are, Longhorn's scheduling settings; read only"},
+		{role: "scheduler-plugin", resources: []string{"configmaps"}, names: []string{"diskschedule-config"}, verbs: []string{"get", "list", "watch"},
+			why: "the extender's settings (the reservation timeout), read by the plugin's cache by name only"},
+		{role: "scheduler-ledgers", cluster: true, group: "longhorn.io", resources: []string{"diskschedules"}, verbs: []string{"list", "watch"},
+			why: "kube-scheduler follows the ledgers for the plugin (EventsToRegister) with an informer of every namespace, and schedules only once it has listed them"},
 	}
 }
 
@@ -197,8 +212,8 @@ func rolesOf(t *testing.T, objs []*unstructured.Unstructured) []right {
 }
 
 // TestRBACAllowList reads every Role and ClusterRole of config/rbac (the
-// generated manager-role included) and of the chart as it renders, hooks
-// included, and fails on any right that the allow-list above does not give
+// generated manager-role included), of the second scheduler's component and
+// of the chart as it renders with the second scheduler, hooks included, and fails on any right that the allow-list above does not give
 // with its reason, on any wildcard, and on a grant that nothing uses.
 func TestRBACAllowList(t *testing.T) {
 	allowed := allowList()
@@ -206,6 +221,7 @@ func TestRBACAllowList(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	files = append(files, "scheduler/secondary/rbac.yaml")
 	used := map[int]bool{}
 	for _, f := range files {
 		if filepath.Base(f) == "kustomization.yaml" {
@@ -221,7 +237,8 @@ func TestRBACAllowList(t *testing.T) {
 		}
 		maps.Copy(used, checkAllowed(t, allowed, "config/"+f, rolesOf(t, objs)))
 	}
-	vals := map[string]any{"metrics": map[string]any{"readers": []any{map[string]any{"name": "prometheus-k8s", "namespace": "monitoring"}}}}
+	vals := map[string]any{"metrics": map[string]any{"readers": []any{map[string]any{"name": "prometheus-k8s", "namespace": "monitoring"}}},
+		"scheduler": map[string]any{"enabled": true}}
 	chart := mustRenderChart(t, vals)
 	hooks, err := renderHooks(namespace, vals)
 	if err != nil {

@@ -21,7 +21,8 @@ const podWebhookLatency = "longhorn_diskschedule_pod_webhook_duration_seconds"
 // optIn runs the race once more in a sandbox with the second scheduler:
 // the StatefulSet written without the extender's resource, in a namespace
 // labelled diskschedule.longhorn.io/extender=enabled, so the pod opt-in
-// webhook sends its pods through the second scheduler and the extender;
+// webhook sends its pods through the second scheduler, kube-scheduler with
+// the diskschedule plugin;
 // then a pod with a Longhorn claim in an unlabelled namespace, which must
 // be stored as written. It reports both and the webhook's p99 latency.
 func (d *demo) optIn(ctx context.Context, cl *cluster) error {
@@ -66,8 +67,9 @@ func (d *demo) reportOptIn(res scenario.OptInRaceResult, given string, p50, p99 
 		wrap("The StatefulSet of the race is written as an application's chart writes it, without "+
 			"longhorn.io/scheduler-extender, in a namespace labelled diskschedule.longhorn.io/extender=enabled. "+
 			"The pod opt-in webhook (diskschedule-pods) gives each pod the resource and the scheduler "+
-			"diskschedule-scheduler, a second kube-scheduler configured as the chart's scheduler.enabled deploys it, "+
-			"which places them through the extender, as on a managed cluster whose own kube-scheduler cannot be configured.", 86)...)
+			"diskschedule-scheduler, a second scheduler (kube-scheduler with the diskschedule plugin compiled in, "+
+			"configured as the chart's scheduler.enabled deploys it), whose plugin places them and reserves their space "+
+			"before it binds them, as on a managed cluster whose own kube-scheduler cannot be configured.", 86)...)
 	latency := "no answer measured"
 	if answered > 0 && !math.IsNaN(p99) {
 		latency = fmt.Sprintf("%s (p50 %s) over %d pods", time.Duration(p99*float64(time.Second)).Round(100*time.Microsecond),

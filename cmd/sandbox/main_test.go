@@ -17,8 +17,10 @@ import (
 )
 
 // TestKilledSandboxLeavesNothingRunning builds the sandbox command, starts
-// it, and once it is ready kills it with SIGKILL, which it cannot catch:
-// etcd, kube-apiserver, kube-controller-manager and kube-scheduler, its
+// it with the second scheduler and without the extender (which the second
+// scheduler's plugin does not need), and once it is ready kills it with
+// SIGKILL, which it cannot catch: etcd, kube-apiserver,
+// kube-controller-manager, kube-scheduler and diskschedule-scheduler, its
 // children, must all be gone shortly after, and its working directory too.
 func TestKilledSandboxLeavesNothingRunning(t *testing.T) {
 	if testing.Short() {
@@ -36,7 +38,8 @@ func TestKilledSandboxLeavesNothingRunning(t *testing.T) {
 		"--topology", filepath.Join(root, "config", "sandbox", "topology.yaml"),
 		"--config-dir", filepath.Join(root, "config"),
 		"--kubeconfig", filepath.Join(dir, "kubeconfig"),
-		"--log-dir", filepath.Join(dir, "logs"))
+		"--log-dir", filepath.Join(dir, "logs"),
+		"--secondary-scheduler=true", "--extender=false")
 	cmd.Env = append(os.Environ(), "KUBEBUILDER_ASSETS="+testenv.AssetsDir())
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
@@ -69,7 +72,7 @@ func TestKilledSandboxLeavesNothingRunning(t *testing.T) {
 	for _, c := range children {
 		names[c.name] = true
 	}
-	for _, want := range []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler"} {
+	for _, want := range []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "diskschedule-scheduler"} {
 		if !names[want[:min(len(want), 15)]] { // the kernel keeps 15 bytes of a command's name
 			t.Fatalf("the sandbox's children %v do not include %s", children, want)
 		}

@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"reflect"
 	"slices"
 
 	lhv1 "github.com/longhorn/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
@@ -37,6 +38,19 @@ const (
 
 // Register adds every index to indexer.
 func Register(ctx context.Context, indexer client.FieldIndexer) error {
+	return register(ctx, indexer, nil)
+}
+
+// RegisterFor adds to indexer the indexes of the given kinds only: a cache
+// informs on every kind it indexes, so a cache with the rights to read
+// some kinds alone (the second scheduler's plugin) indexes those alone.
+func RegisterFor(ctx context.Context, indexer client.FieldIndexer, kinds ...client.Object) error {
+	return register(ctx, indexer, kinds)
+}
+
+// register adds the indexes of kinds to indexer, of every kind when kinds
+// is nil.
+func register(ctx context.Context, indexer client.FieldIndexer, kinds []client.Object) error {
 	indexes := []struct {
 		obj     client.Object
 		field   string
@@ -53,6 +67,9 @@ func Register(ctx context.Context, indexer client.FieldIndexer) error {
 		{&dsv1.DiskSchedule{}, DiskScheduleByReservationPod, reservationPods},
 	}
 	for _, ix := range indexes {
+		if kinds != nil && !slices.ContainsFunc(kinds, func(k client.Object) bool { return reflect.TypeOf(k) == reflect.TypeOf(ix.obj) }) {
+			continue
+		}
 		if err := indexer.IndexField(ctx, ix.obj, ix.field, ix.extract); err != nil {
 			return fmt.Errorf("indexing %T by %s: %w", ix.obj, ix.field, err)
 		}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"time"
 
+	lhv1 "github.com/longhorn/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/fields"
@@ -132,7 +133,9 @@ func New(ctx context.Context, cfg *rest.Config, opts Options) (*Plugin, error) {
 	if err != nil {
 		return nil, fmt.Errorf("creating the %s plugin's cache: %w", Name, err)
 	}
-	if err := index.Register(ctx, c); err != nil {
+	// The extender looks replicas up by volume; indexing another kind
+	// would make the cache follow it, beyond what the plugin may read.
+	if err := index.RegisterFor(ctx, c, &lhv1.Replica{}); err != nil {
 		return nil, err
 	}
 	cl, err := client.New(cfg, client.Options{Scheme: s, Cache: &client.CacheOptions{Reader: c}})

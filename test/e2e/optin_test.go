@@ -30,10 +30,12 @@ const podWebhookLatency = "longhorn_diskschedule_pod_webhook_duration_seconds"
 // TestOptInRace is the race of TestRace with its StatefulSet written
 // without longhorn.io/scheduler-extender, in a namespace labelled
 // diskschedule.longhorn.io/extender=enabled, in a sandbox that runs the
-// second scheduler (--secondary-scheduler=true): the pod opt-in webhook
-// gives every pod the extender's resource and the scheduler
-// diskschedule-scheduler, which places them through the extender, four per
-// node, each pod's data on its node. A pod with a Longhorn claim in an
+// second scheduler (--secondary-scheduler=true) and no extender
+// (--extender=false): the pod opt-in webhook gives every pod the
+// extender's resource and the scheduler diskschedule-scheduler, kube-scheduler
+// with the diskschedule plugin compiled in, which places them, four per
+// node, each pod's data on its node, reserving their space in the ledgers
+// before it binds them. A pod with a Longhorn claim in an
 // unlabelled namespace is stored as it was written. The second scheduler,
 // run as its ServiceAccount under its component's RBAC, is refused nothing.
 // The webhook's latency (p99) is logged.
@@ -42,6 +44,7 @@ func TestOptInRace(t *testing.T) {
 	logDir := t.TempDir()
 	cl := startSandbox(t, "topology.yaml", func(o *sandbox.Options) {
 		o.SecondaryScheduler = true
+		o.Extender = false
 		o.CapacityPollInterval = raceCapacityPoll
 		o.LogDir = logDir
 	})

@@ -1,11 +1,10 @@
 {{/*
-The second scheduler's image: scheduler.image, its tag the cluster's own
-Kubernetes version (without a provider's suffix, v1.30.5-gke.1014001 is
-v1.30.5) unless set.
+The second scheduler's image: scheduler.image, kube-scheduler with the
+diskschedule plugin compiled in, its tag the manager's (image.tag) unless
+set.
 */}}
 {{- define "diskschedule.schedulerImage" -}}
-{{- $tag := .Values.scheduler.image.tag | default (regexReplaceAll "[-+].*$" .Capabilities.KubeVersion.Version "") -}}
-{{ .Values.scheduler.image.repository }}:{{ $tag }}
+{{ .Values.scheduler.image.repository }}:{{ .Values.scheduler.image.tag | default .Values.image.tag }}
 {{- end }}
 
 {{/*

@@ -32,8 +32,8 @@ type OptInRaceResult struct {
 // OptInRace is Race with its StatefulSet written without the extender's
 // resource (opts.UseExtender must be false) in o.Namespace labelled
 // diskschedule.longhorn.io/extender=enabled: the pod opt-in webhook adds
-// the resource and sets the second scheduler, which places the pods
-// through the extender. It reports what each pod was given besides where
+// the resource and sets the second scheduler, whose diskschedule plugin
+// places the pods. It reports what each pod was given besides where
 // they went. The namespace is labelled when it exists already.
 func OptInRace(ctx context.Context, c client.WithWatch, opts RaceOptions) (OptInRaceResult, error) {
 	if opts.UseExtender {

@@ -1,20 +1,33 @@
 package schedulerconfig
 
 import (
-	"os"
-	"path/filepath"
+	"context"
+	"encoding/json"
+	"slices"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
-	schedulerconfigv1 "k8s.io/kube-scheduler/config/v1"
-	"sigs.k8s.io/yaml"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes/fake"
+	fwk "k8s.io/kube-scheduler/framework"
+	"k8s.io/kubernetes/pkg/scheduler/apis/config"
+	"k8s.io/kubernetes/pkg/scheduler/apis/config/scheme"
+	"k8s.io/kubernetes/pkg/scheduler/apis/config/validation"
+	internalcache "k8s.io/kubernetes/pkg/scheduler/backend/cache"
+	"k8s.io/kubernetes/pkg/scheduler/framework/plugins"
+	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/names"
+	frameworkruntime "k8s.io/kubernetes/pkg/scheduler/framework/runtime"
+	schedulermetrics "k8s.io/kubernetes/pkg/scheduler/metrics"
 
+	configfiles "github.com/longhorn/diskschedule/config"
 	"github.com/longhorn/diskschedule/internal/podmutator"
+	"github.com/longhorn/diskschedule/internal/schedulerplugin"
 )
 
 // The second scheduler has one profile, the pod webhook's scheduler name,
-// and the extender exactly as config/scheduler configures it for the
-// default scheduler.
+// with the diskschedule plugin in Longhorn's namespace and no extender,
+// and a lease of its own.
 func TestSecondary(t *testing.T) {
 	cfg, err := Secondary()
 	if err != nil {
@@ -26,35 +39,81 @@ func TestSecondary(t *testing.T) {
 	if le := cfg.LeaderElection; le.LeaderElect == nil || !*le.LeaderElect || le.ResourceName == "kube-scheduler" || le.ResourceName == "" {
 		t.Errorf("leader election %+v, want a lease of its own", le)
 	}
-	data, err := os.ReadFile(filepath.Join("..", "..", "..", "config", "scheduler", "kube-scheduler-config.yaml"))
+	args, err := PluginArgs(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	main := struct {
-		Extenders any `json:"extenders"`
-	}{}
-	secondary := main
-	if err := yaml.Unmarshal(data, &main); err != nil {
-		t.Fatal(err)
-	}
-	ownData, err := os.ReadFile(filepath.Join("..", "..", "..", "config", "scheduler", "secondary", "kube-scheduler-config.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := yaml.Unmarshal(ownData, &secondary); err != nil {
-		t.Fatal(err)
-	}
-	if diff := cmp.Diff(main.Extenders, secondary.Extenders); diff != "" {
-		t.Errorf("the second scheduler's extender differs from config/scheduler's (-main +secondary):\n%s", diff)
+	if args.Namespace != schedulerplugin.DefaultNamespace || args.Namespace != cfg.LeaderElection.ResourceNamespace {
+		t.Errorf("the plugin follows namespace %q and the lease is in %q, want both in Longhorn's %s",
+			args.Namespace, cfg.LeaderElection.ResourceNamespace, schedulerplugin.DefaultNamespace)
 	}
 }
 
-// Local changes where the API server and the extender are, and the
-// files of the extender's tlsConfig, and nothing of the profile.
+// kube-scheduler's own code builds the profile as the plugin build runs
+// it: the configuration is valid, the diskschedule plugin is at every
+// extension point it implements, before VolumeBinding at PreBind (the
+// reservation decided before the claims are provisioned and attached), its
+// arguments reach its factory, and NodeResourcesFit ignores the resource
+// the pod opt-in webhook adds.
+func TestProfileAsKubeSchedulerBuildsIt(t *testing.T) {
+	obj, _, err := scheme.Codecs.UniversalDecoder().Decode(configfiles.SecondarySchedulerConfiguration, nil, nil)
+	if err != nil {
+		t.Fatalf("kube-scheduler does not decode the configuration: %v", err)
+	}
+	cfg := obj.(*config.KubeSchedulerConfiguration)
+	if err := validation.ValidateKubeSchedulerConfiguration(cfg); err != nil {
+		t.Fatalf("kube-scheduler refuses the configuration: %v", err)
+	}
+	var got schedulerplugin.Args
+	registry := plugins.NewInTreeRegistry()
+	if err := registry.Register(schedulerplugin.Name, func(_ context.Context, obj runtime.Object, _ fwk.Handle) (fwk.Plugin, error) {
+		if u, ok := obj.(*runtime.Unknown); ok {
+			if err := json.Unmarshal(u.Raw, &got); err != nil {
+				return nil, err
+			}
+		}
+		return &schedulerplugin.Plugin{}, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	schedulermetrics.Register() // the framework counts its plugins' calls in kube-scheduler's metrics
+	client := fake.NewClientset()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	fw, err := frameworkruntime.NewFramework(ctx, registry, &cfg.Profiles[0],
+		frameworkruntime.WithClientSet(client), frameworkruntime.WithInformerFactory(informers.NewSharedInformerFactory(client, 0)),
+		frameworkruntime.WithSnapshotSharedLister(internalcache.NewEmptySnapshot()))
+	if err != nil {
+		t.Fatalf("kube-scheduler does not build the profile: %v", err)
+	}
+	if got.Namespace != schedulerplugin.DefaultNamespace || got.DecisionTimeout == "" {
+		t.Errorf("the plugin's factory got %+v, want namespace %s and a decision timeout", got, schedulerplugin.DefaultNamespace)
+	}
+	enabled := fw.ListPlugins()
+	for point, set := range map[string]config.PluginSet{"PreFilter": enabled.PreFilter, "Filter": enabled.Filter,
+		"PreScore": enabled.PreScore, "Score": enabled.Score, "Reserve": enabled.Reserve, "PreBind": enabled.PreBind} {
+		if !slices.ContainsFunc(set.Enabled, func(p config.Plugin) bool { return p.Name == schedulerplugin.Name }) {
+			t.Errorf("%s runs %v, without %s", point, set.Enabled, schedulerplugin.Name)
+		}
+	}
+	var preBind []string
+	for _, p := range enabled.PreBind.Enabled {
+		preBind = append(preBind, p.Name)
+	}
+	if i, j := slices.Index(preBind, schedulerplugin.Name), slices.Index(preBind, names.VolumeBinding); i < 0 || j < 0 || i > j {
+		t.Errorf("PreBind runs %v, want %s before %s", preBind, schedulerplugin.Name, names.VolumeBinding)
+	}
+	for _, pc := range cfg.Profiles[0].PluginConfig {
+		if fit, ok := pc.Args.(*config.NodeResourcesFitArgs); ok && !slices.Contains(fit.IgnoredResources, string(podmutator.ExtendedResource)) {
+			t.Errorf("NodeResourcesFit ignores %v, not %s", fit.IgnoredResources, podmutator.ExtendedResource)
+		}
+	}
+}
+
+// Local changes where the API server is and the client's rate limits,
+// and nothing of the profile.
 func TestLocal(t *testing.T) {
-	tlsConfig := &schedulerconfigv1.ExtenderTLSConfig{ServerName: "longhorn-scheduler-extender.longhorn-system.svc",
-		CertFile: "/tmp/client.crt", KeyFile: "/tmp/client.key", CAFile: "/tmp/ca.crt"}
-	cfg, err := Local("/tmp/kubeconfig", "https://127.0.0.1:1234", tlsConfig, 50, 100)
+	cfg, err := Local("/tmp/kubeconfig", 50, 100)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -62,27 +121,23 @@ func TestLocal(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cfg.Extenders[0].URLPrefix != "https://127.0.0.1:1234" || cfg.ClientConnection.Kubeconfig != "/tmp/kubeconfig" ||
-		cfg.Extenders[0].TLSConfig != tlsConfig {
-		t.Errorf("extender %s with %+v, kubeconfig %s", cfg.Extenders[0].URLPrefix, cfg.Extenders[0].TLSConfig, cfg.ClientConnection.Kubeconfig)
+	if c := cfg.ClientConnection; c.Kubeconfig != "/tmp/kubeconfig" || c.QPS != 50 || c.Burst != 100 {
+		t.Errorf("client connection %+v", c)
 	}
-	if !want.Extenders[0].EnableHTTPS || want.Extenders[0].TLSConfig == nil || want.Extenders[0].TLSConfig.CertFile == "" {
-		t.Errorf("the second scheduler's extender %+v: want HTTPS with a client certificate", want.Extenders[0])
-	}
-	cfg.Extenders[0].URLPrefix, cfg.Extenders[0].TLSConfig = want.Extenders[0].URLPrefix, want.Extenders[0].TLSConfig
 	cfg.ClientConnection = want.ClientConnection
 	if diff := cmp.Diff(want, cfg); diff != "" {
-		t.Errorf("Local changed more than the API server, the extender's URL and its tlsConfig:\n%s", diff)
+		t.Errorf("Local changed more than the API server:\n%s", diff)
 	}
-	for _, url := range []string{"", "http://127.0.0.1:1234"} {
-		if _, err := Local("/tmp/kubeconfig", url, tlsConfig, 50, 100); err == nil {
-			t.Errorf("Local with extender URL %q: no error", url)
+	if _, err := Local("", 50, 100); err == nil {
+		t.Errorf("Local without a kubeconfig: no error")
+	}
+	for _, doc := range []string{
+		"apiVersion: v1\nkind: ConfigMap\n",
+		"apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\nprofiles:\n- schedulerName: diskschedule-scheduler\n",
+		"apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\nprofiles:\n- schedulerName: diskschedule-scheduler\n  plugins:\n    multiPoint:\n      enabled:\n      - name: diskschedule\nextenders:\n- urlPrefix: https://127.0.0.1:9504\n",
+	} {
+		if _, err := Parse([]byte(doc)); err == nil {
+			t.Errorf("Parse took %q", doc)
 		}
-	}
-	if _, err := Local("/tmp/kubeconfig", "https://127.0.0.1:1234", nil, 50, 100); err == nil {
-		t.Errorf("Local without a client certificate: no error")
-	}
-	if _, err := Parse([]byte("apiVersion: v1\nkind: ConfigMap\n")); err == nil {
-		t.Errorf("Parse took a ConfigMap")
 	}
 }

@@ -124,11 +124,18 @@ type Options struct {
 	// Longhorn's writes replicas.
 	OnRefusedWrite func(RefusedWrite)
 	// SecondaryScheduler is the sandbox's --secondary-scheduler=true: a
-	// second kube-scheduler process with the profile diskschedule-scheduler
-	// (config/scheduler/secondary's configuration, run as its
-	// ServiceAccount under its RBAC), and the managers' pod opt-in webhook
-	// told it exists. It needs Extender and the gate.
+	// second scheduler process, kube-scheduler with the diskschedule plugin
+	// compiled in (cmd/diskschedule-scheduler), with the profile
+	// diskschedule-scheduler (config/scheduler/secondary's configuration,
+	// run as its ServiceAccount under its RBAC), and the managers' pod
+	// opt-in webhook told it exists. It needs the gate, beside which the
+	// webhook is served, and not the extender.
 	SecondaryScheduler bool
+	// SchedulerBinary, with SecondaryScheduler, is the second scheduler's
+	// command (bin/diskschedule-scheduler, make build-scheduler); "" builds
+	// it into the repository's bin directory (the parent of ConfigDir),
+	// which go build leaves alone when it is up to date.
+	SchedulerBinary string
 }
 
 // ManagerHook adjusts one manager's Options and rest.Config before it is
@@ -987,7 +994,8 @@ func (s *Sandbox) schedulerTLS() *schedulerconfigv1.ExtenderTLSConfig {
 // Processes returns the processes the sandbox started, in order: etcd,
 // kube-apiserver, kube-controller-manager, sandbox-longhorn, sandbox-csi
 // (unless Longhorn's node controllers alone run), kube-scheduler and the
-// second kube-scheduler (with Options.SecondaryScheduler).
+// second scheduler, diskschedule-scheduler (with
+// Options.SecondaryScheduler).
 func (s *Sandbox) Processes() []Process { return append([]Process(nil), s.processes...) }
 
 // Ports returns the loopback ports the sandbox listens on: kube-apiserver,

@@ -114,17 +114,24 @@ func pruneZero(v any) bool {
 // always-allowed paths (/healthz, /readyz, /livez) answer; that is all the
 // sandbox reads.
 func startScheduler(ctx context.Context, path, configPath string, port int, out io.Writer) (*controlplane.Process, error) {
+	return startSchedulerBinary(ctx, "kube-scheduler", path, configPath, port, 30*time.Second, out)
+}
+
+// startSchedulerBinary starts the kube-scheduler build at path (name in
+// errors and logs) as startScheduler does, waiting at most healthy for it
+// to be healthy.
+func startSchedulerBinary(ctx context.Context, name, path, configPath string, port int, healthy time.Duration, out io.Writer) (*controlplane.Process, error) {
 	args := []string{
 		"--config=" + configPath,
 		"--bind-address=127.0.0.1",
 		"--secure-port=" + strconv.Itoa(port),
 		"--v=2",
 	}
-	p, err := controlplane.StartProcess("kube-scheduler", path, args, out)
+	p, err := controlplane.StartProcess(name, path, args, out)
 	if err != nil {
 		return nil, err
 	}
-	if err := p.WaitHealthy(ctx, fmt.Sprintf("https://127.0.0.1:%d/healthz", port), 30*time.Second); err != nil {
+	if err := p.WaitHealthy(ctx, fmt.Sprintf("https://127.0.0.1:%d/healthz", port), healthy); err != nil {
 		return nil, err
 	}
 	return p, nil

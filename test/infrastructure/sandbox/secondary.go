@@ -130,15 +130,32 @@ func (s *Sandbox) installSecondaryScheduler(ctx context.Context) (string, []stri
 	return name, groups, nil
 }
 
+// schedulerCommand is the package of the second scheduler's command
+// (cmd/diskschedule-scheduler): kube-scheduler with the diskschedule plugin
+// compiled in.
+const schedulerCommand = "github.com/longhorn/diskschedule/cmd/diskschedule-scheduler"
+
+// secondaryHealthTimeout bounds the wait for the second scheduler to be
+// healthy: it serves once the plugin's cache has listed what it follows.
+const secondaryHealthTimeout = time.Minute
+
 // startSecondaryScheduler starts the second scheduler, with
-// Options.SecondaryScheduler: another kube-scheduler process running
-// schedulerconfig.Local (the configuration the chart and
-// config/scheduler/secondary ship, pointed at this API server and the
-// manager's extender) as its component's ServiceAccount, under the
-// component's RBAC only.
+// Options.SecondaryScheduler: the plugin build (cmd/diskschedule-scheduler,
+// Options.SchedulerBinary or built into bin/) running schedulerconfig.Local
+// (the configuration the chart and config/scheduler/secondary ship,
+// pointed at this API server) as its component's ServiceAccount, under the
+// component's RBAC only. Its diskschedule plugin writes reservations into
+// the ledgers, which the managers decide; it calls no extender.
 func (s *Sandbox) startSecondaryScheduler(ctx context.Context) error {
 	if !s.opts.SecondaryScheduler {
 		return nil
+	}
+	bin := s.opts.SchedulerBinary
+	if bin == "" {
+		var err error
+		if bin, err = s.build(ctx, "diskschedule-scheduler", schedulerCommand, "kube-scheduler with the diskschedule plugin; the first build takes minutes"); err != nil {
+			return err
+		}
 	}
 	name, groups, err := s.installSecondaryScheduler(ctx)
 	if err != nil {
@@ -156,7 +173,7 @@ func (s *Sandbox) startSecondaryScheduler(ctx context.Context) error {
 	if err := os.WriteFile(kubeconfigPath, kubeconfig, 0o600); err != nil {
 		return fmt.Errorf("writing the second scheduler's kubeconfig: %w", err)
 	}
-	cfg, err := schedulerconfig.Local(kubeconfigPath, s.extenderURL, s.schedulerTLS(), SchedulerQPS, SchedulerBurst)
+	cfg, err := schedulerconfig.Local(kubeconfigPath, SchedulerQPS, SchedulerBurst)
 	if err != nil {
 		return err
 	}
@@ -178,35 +195,29 @@ func (s *Sandbox) startSecondaryScheduler(ctx context.Context) error {
 	}
 	var port int
 	s.secondary, port, err = controlplane.StartOnFreePort(func(port int) (*controlplane.Process, error) {
-		return startScheduler(ctx, filepath.Join(s.opts.AssetsDir, "kube-scheduler"), cfgPath, port, out)
+		return startSchedulerBinary(ctx, "diskschedule-scheduler", bin, cfgPath, port, secondaryHealthTimeout, out)
 	})
 	if err != nil {
 		return fmt.Errorf("starting the second scheduler: %w", err)
 	}
 	s.ports = append(s.ports, port)
-	if err := s.track(Process{Name: "kube-scheduler", PID: s.secondary.PID()}); err != nil {
+	if err := s.track(Process{Name: "diskschedule-scheduler", PID: s.secondary.PID()}); err != nil {
 		return err
 	}
 	go func() {
 		<-s.secondary.Done()
 		s.fail(fmt.Errorf("the second scheduler exited: %v", s.secondary.Err()))
 	}()
-	s.progress("started the second scheduler (pid %d, profile %s) as %s with %s", s.secondary.PID(),
+	s.progress("started the second scheduler, kube-scheduler with the diskschedule plugin (pid %d, profile %s) as %s with %s", s.secondary.PID(),
 		podmutator.SchedulerName, name, cfgPath)
 	return nil
 }
 
-// checkSecondary refuses a second scheduler the sandbox cannot serve: it
-// calls the extender, and pods reach it through the pod opt-in webhook,
-// served beside the gate.
+// checkSecondary refuses a second scheduler the sandbox cannot serve: pods
+// reach it through the pod opt-in webhook, served beside the gate. It
+// needs no extender: its plugin decides in its own process.
 func checkSecondary(opts Options) error {
-	if !opts.SecondaryScheduler {
-		return nil
-	}
-	if !opts.Extender {
-		return fmt.Errorf("the second scheduler calls the extender: --secondary-scheduler=true needs --extender=true")
-	}
-	if opts.NoGate {
+	if opts.SecondaryScheduler && opts.NoGate {
 		return fmt.Errorf("the pod opt-in webhook that sends pods to the second scheduler is served beside the gate: --secondary-scheduler=true needs --gate=true")
 	}
 	return nil
