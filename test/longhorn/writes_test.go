@@ -12,10 +12,7 @@ import (
 	lhtypes "github.com/longhorn/longhorn-manager/types"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/longhorn/diskschedule/test/framework/testenv"
@@ -164,23 +161,8 @@ func TestPodsWriteTheirVolumes(t *testing.T) {
 // volume's name.
 func runWriter(ctx context.Context, t *testing.T, c client.Client, name, class, size, write string) string {
 	t.Helper()
-	pvc := &corev1.PersistentVolumeClaim{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: name},
-		Spec: corev1.PersistentVolumeClaimSpec{
-			AccessModes:      []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
-			StorageClassName: ptr.To(class),
-			Resources:        corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse(size)}},
-		},
-	}
-	pod := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: name, Annotations: map[string]string{simcluster.AnnotationWrite: write}},
-		Spec: corev1.PodSpec{
-			Containers: []corev1.Container{{Name: "app", Image: "busybox"}},
-			Volumes: []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{
-				PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: pvc.Name},
-			}}},
-		},
-	}
+	pvc, pod := sandboxtest.ClaimAndPod(name, size, class)
+	pod.Annotations = map[string]string{simcluster.AnnotationWrite: write}
 	for _, o := range []client.Object{pvc, pod} {
 		if err := c.Create(ctx, o); err != nil {
 			t.Fatal(err)

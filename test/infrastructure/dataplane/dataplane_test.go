@@ -240,31 +240,19 @@ func TestStoppedInstanceManager(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer proxy.Close()
-	modes := func() map[string]lhv1.ReplicaMode {
-		t.Helper()
-		rs, err := proxy.ReplicaList(e)
-		if err != nil {
-			t.Fatalf("ReplicaList: %v", err)
-		}
-		out := map[string]lhv1.ReplicaMode{}
-		for url, r := range rs {
-			out[engineapi.GetAddressFromBackendReplicaURL(url)] = r.Mode
-		}
-		return out
-	}
-	if got := modes(); got[local] != lhv1.ReplicaModeRW || got[remote] != lhv1.ReplicaModeRW {
+	if got := modes(t, proxy, e); got[local] != lhv1.ReplicaModeRW || got[remote] != lhv1.ReplicaModeRW {
 		t.Fatalf("replicas %v before the stop; want both RW", got)
 	}
 
 	down.Stop()
 	down.Stop() // a second Stop does nothing
-	if got := modes(); len(got) != 2 || got[local] != lhv1.ReplicaModeRW || got[remote] != lhv1.ReplicaModeERR {
+	if got := modes(t, proxy, e); len(got) != 2 || got[local] != lhv1.ReplicaModeRW || got[remote] != lhv1.ReplicaModeERR {
 		t.Fatalf("replicas %v after the stop; want %s RW and %s ERR", got, local, remote)
 	}
 	if err := proxy.ReplicaAdd(e, "vol-r-3", engineapi.GetBackendReplicaURL(more), false, false, nil, 30, 60); err == nil {
 		t.Fatalf("ReplicaAdd of a replica of the stopped instance manager succeeded")
 	}
-	if got := modes(); len(got) != 2 || got[remote] != lhv1.ReplicaModeERR {
+	if got := modes(t, proxy, e); len(got) != 2 || got[remote] != lhv1.ReplicaModeERR {
 		t.Fatalf("replicas %v after the refused ReplicaAdd; want vol-r-3 absent and %s still ERR", got, remote)
 	}
 	if _, err := clients[downIM].InstanceList(); err == nil {
@@ -273,7 +261,7 @@ func TestStoppedInstanceManager(t *testing.T) {
 	if err := proxy.ReplicaRemove(e, engineapi.GetBackendReplicaURL(remote), "vol-r-2"); err != nil {
 		t.Fatalf("ReplicaRemove: %v", err)
 	}
-	if got := modes(); len(got) != 1 || got[local] != lhv1.ReplicaModeRW {
+	if got := modes(t, proxy, e); len(got) != 1 || got[local] != lhv1.ReplicaModeRW {
 		t.Fatalf("replicas %v after removing the failed one; want %s alone, RW", got, local)
 	}
 }

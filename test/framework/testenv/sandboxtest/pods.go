@@ -30,23 +30,7 @@ func RunPod(ctx context.Context, t testing.TB, c client.Client, name, size strin
 // RunPodOfClass is RunPod with a claim of the named StorageClass.
 func RunPodOfClass(ctx context.Context, t testing.TB, c client.Client, name, size, class string) (*corev1.PersistentVolumeClaim, *corev1.Pod, string) {
 	t.Helper()
-	pvc := &corev1.PersistentVolumeClaim{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: name},
-		Spec: corev1.PersistentVolumeClaimSpec{
-			AccessModes:      []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
-			StorageClassName: ptr.To(class),
-			Resources:        corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse(size)}},
-		},
-	}
-	pod := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: name},
-		Spec: corev1.PodSpec{
-			Containers: []corev1.Container{{Name: "app", Image: "busybox"}},
-			Volumes: []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{
-				PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: pvc.Name},
-			}}},
-		},
-	}
+	pvc, pod := ClaimAndPod(name, size, class)
 	for _, o := range []client.Object{pvc, pod} {
 		if err := c.Create(ctx, o); err != nil {
 			t.Fatal(err)
@@ -67,6 +51,29 @@ func RunPodOfClass(ctx context.Context, t testing.TB, c client.Client, name, siz
 			v.Status.Robustness == lhv1.VolumeRobustnessHealthy && v.Status.CurrentNodeID == pod.Spec.NodeName, state, nil
 	})
 	return pvc, pod, vol
+}
+
+// ClaimAndPod returns, in the default namespace, a claim named name of
+// size of the named StorageClass and a pod of the same name using it.
+func ClaimAndPod(name, size, class string) (*corev1.PersistentVolumeClaim, *corev1.Pod) {
+	pvc := &corev1.PersistentVolumeClaim{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: name},
+		Spec: corev1.PersistentVolumeClaimSpec{
+			AccessModes:      []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			StorageClassName: ptr.To(class),
+			Resources:        corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse(size)}},
+		},
+	}
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: name},
+		Spec: corev1.PodSpec{
+			Containers: []corev1.Container{{Name: "app", Image: "busybox"}},
+			Volumes: []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{
+				PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: pvc.Name},
+			}}},
+		},
+	}
+	return pvc, pod
 }
 
 // SetClaimRequest asks for size on the claim, as a user expanding it does
