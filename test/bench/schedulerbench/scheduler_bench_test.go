@@ -102,12 +102,15 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-// BenchmarkKubeSchedulerThroughput reports kube-scheduler's throughput for
-// the same number of pods without and with the extender, and their ratio.
-// Each phase's claims are provisioned first; its pods are then created
-// while kube-scheduler is paused (SIGSTOP), and the time is measured from
-// resuming it (SIGCONT) until the last pod has spec.nodeName, so that the
-// figure is kube-scheduler's and not the pod creation rate. The phase's
+// BenchmarkKubeSchedulerThroughput reports the throughput of the same
+// number of pods through kube-scheduler with the extender, through the
+// second scheduler (kube-scheduler with the diskschedule plugin compiled
+// in) and through kube-scheduler alone, and the ratios to the last
+// (with/without, plugin/without). Each phase's claims are provisioned
+// first; its pods are then created while the scheduler that places them
+// is paused (SIGSTOP), and the time is measured from resuming it (SIGCONT)
+// until the last pod has spec.nodeName, so that the figure is the
+// scheduler's and not the pod creation rate. The phase's
 // pods all run (volumes attached, replicas granted and started), and are
 // then deleted with their claims until Longhorn has deleted their volumes,
 // before the next phase: one phase's data plane work (Longhorn's engine
@@ -120,32 +123,35 @@ func BenchmarkKubeSchedulerThroughput(b *testing.B) {
 	b.StopTimer()
 	ctx := context.Background()
 	sb, c, metricsURL := startSandbox(b)
-	scheduler := 0
+	schedulers := map[string]int{}
 	for _, p := range sb.Processes() {
-		if p.Name == "kube-scheduler" {
-			scheduler = p.PID
-		}
+		schedulers[p.Name] = p.PID
 	}
-	if scheduler == 0 {
-		b.Fatal("the sandbox runs no kube-scheduler")
+	for _, name := range []string{"kube-scheduler", secondaryProcess} {
+		if schedulers[name] == 0 {
+			b.Fatalf("the sandbox runs no %s", name)
+		}
 	}
 
 	n := phasePods()
-	var without, with []time.Duration
+	var without, with, plugin []time.Duration
 	var ext extenderTimes
 	for i := range b.N {
 		for _, phase := range []struct {
-			extender bool
-			out      *[]time.Duration
-		}{{true, &with}, {false, &without}} {
-			ns := fmt.Sprintf("without-extender-%d", i)
-			if phase.extender {
-				ns = fmt.Sprintf("with-extender-%d", i)
-			}
+			kind      podKind
+			name      string
+			scheduler string
+			out       *[]time.Duration
+		}{
+			{throughExtender, "with-extender", "kube-scheduler", &with},
+			{throughPlugin, "plugin", secondaryProcess, &plugin},
+			{plain, "without-extender", "kube-scheduler", &without},
+		} {
+			ns := fmt.Sprintf("%s-%d", phase.name, i)
 			before := readExtenderTimes(b, metricsURL)
-			res := runPhase(b, ctx, sb, c, scheduler, ns, phase.extender, n)
+			res := runPhase(b, ctx, sb, c, schedulers[phase.scheduler], ns, phase.kind, n)
 			*phase.out = append(*phase.out, res.elapsed)
-			if phase.extender {
+			if phase.kind == throughExtender {
 				phaseTimes := readExtenderTimes(b, metricsURL).sub(before)
 				ext = ext.add(phaseTimes)
 				report(b, "%s: reservations by result, until its pods ran: %s", ns, phaseTimes.describeReservations())
@@ -156,7 +162,7 @@ func BenchmarkKubeSchedulerThroughput(b *testing.B) {
 			report(b, "%s: kube-apiserver served, while scheduling: %s", ns, res.api.describe(16))
 			report(b, "%s: the pods ran %s after the last was bound; Longhorn's replicas %s later: %s", ns, res.ran.Round(100*time.Millisecond),
 				res.ledgersSettled.Round(time.Second), describeCounts(res.placed))
-			if phase.extender {
+			if phase.kind != plain {
 				report(b, "%s: the ledgers' reservations, as last seen from the end of the window on: %s", ns, describeCounts(res.reservations))
 			}
 			removed := removePhase(b, ctx, sb, c, ns)
@@ -164,17 +170,20 @@ func BenchmarkKubeSchedulerThroughput(b *testing.B) {
 		}
 		// A single op varies with the machine's load; each op's own ratio
 		// shows how much.
-		report(b, "op %d: with ÷ without the extender = %.2f", i, without[len(without)-1].Seconds()/with[len(with)-1].Seconds())
+		report(b, "op %d: with ÷ without the extender = %.2f; the plugin build ÷ without = %.2f", i,
+			without[len(without)-1].Seconds()/with[len(with)-1].Seconds(), without[len(without)-1].Seconds()/plugin[len(plugin)-1].Seconds())
 	}
 	select {
 	case <-sb.Done():
 		b.Fatalf("a component of the sandbox stopped on its own: %v", sb.Err())
 	default:
 	}
-	rateWithout, rateWith := rate(n, without), rate(n, with)
+	rateWithout, rateWith, ratePlugin := rate(n, without), rate(n, with), rate(n, plugin)
 	b.ReportMetric(rateWithout, "pods/s-without-extender")
 	b.ReportMetric(rateWith, "pods/s-with-extender")
+	b.ReportMetric(ratePlugin, "pods/s-plugin")
 	b.ReportMetric(rateWith/rateWithout, "with/without")
+	b.ReportMetric(ratePlugin/rateWithout, "plugin/without")
 	b.ReportMetric(float64(n), "pods")
 	b.ReportMetric(float64(*nodeCount), "nodes")
 	// Where an extender pod's time goes, as the extender's own histograms
@@ -310,10 +319,13 @@ func startSandbox(b *testing.B) (*sandbox.Sandbox, client.WithWatch, string) {
 	start := time.Now()
 	sb := sandboxtest.Start(b, sandboxtest.Options{
 		Sandbox: sandbox.Options{
-			Topology:     t,
-			Extender:     true,
-			LogDir:       *logDir,
-			ReadyTimeout: 5 * time.Minute,
+			Topology: t,
+			Extender: true,
+			// The second scheduler, the plugin build, places the plugin
+			// phase's pods.
+			SecondaryScheduler: true,
+			LogDir:             *logDir,
+			ReadyTimeout:       5 * time.Minute,
 			// The one manager, as the sandbox builds it, but for leader
 			// election's timings: on a shared 2-core machine the Lease's
 			// renewal may wait more than the default 10 s for a busy
@@ -360,11 +372,11 @@ type phaseResult struct {
 	ledgersSettled       time.Duration
 }
 
-// runPhase provisions n claims in namespace ns, creates n pods using them
-// while kube-scheduler (process scheduler) is paused, and measures the
-// time from resuming kube-scheduler until every pod is bound. It returns
-// once every pod runs.
-func runPhase(b *testing.B, ctx context.Context, sb *sandbox.Sandbox, c client.WithWatch, scheduler int, ns string, extender bool, n int) (res phaseResult) {
+// runPhase provisions n claims in namespace ns, creates n pods of kind
+// using them while the scheduler that places them (process scheduler) is
+// paused, and measures the time from resuming it until every pod is bound.
+// It returns once every pod runs.
+func runPhase(b *testing.B, ctx context.Context, sb *sandbox.Sandbox, c client.WithWatch, scheduler int, ns string, kind podKind, n int) (res phaseResult) {
 	b.Helper()
 	provision(b, ctx, sb, c, ns, n, claimSize)
 
@@ -388,7 +400,7 @@ func runPhase(b *testing.B, ctx context.Context, sb *sandbox.Sandbox, c client.W
 		}
 	}
 	createStart := time.Now()
-	err := parallel(n, func(i int) error { return c.Create(ctx, pod(ns, i, extender)) })
+	err := parallel(n, func(i int) error { return c.Create(ctx, pod(ns, i, kind)) })
 	res.created = time.Since(createStart)
 	if err != nil {
 		resume()
@@ -626,9 +638,26 @@ func claim(ns string, i int, size string) *corev1.PersistentVolumeClaim {
 	}
 }
 
-// pod returns the i-th pod of ns, using the i-th claim; with extender it
-// requests the resource that makes kube-scheduler call the extender.
-func pod(ns string, i int, extender bool) *corev1.Pod {
+// podKind is who places a phase's pods.
+type podKind int
+
+const (
+	// plain pods are placed by kube-scheduler alone.
+	plain podKind = iota
+	// throughExtender pods request the resource that makes kube-scheduler
+	// call the extender.
+	throughExtender
+	// throughPlugin pods name the second scheduler, kube-scheduler with the
+	// diskschedule plugin compiled in.
+	throughPlugin
+)
+
+// secondaryProcess is the sandbox's name of the second scheduler's process.
+const secondaryProcess = "diskschedule-scheduler"
+
+// pod returns the i-th pod of ns, using the i-th claim, placed as kind
+// says.
+func pod(ns string, i int, kind podKind) *corev1.Pod {
 	p := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("app-%04d", i), Namespace: ns},
 		Spec: corev1.PodSpec{
@@ -641,9 +670,12 @@ func pod(ns string, i int, extender bool) *corev1.Pod {
 			}}},
 		},
 	}
-	if extender {
+	switch kind {
+	case throughExtender:
 		one := corev1.ResourceList{podmutator.ExtendedResource: resource.MustParse("1")}
 		p.Spec.Containers[0].Resources = corev1.ResourceRequirements{Requests: one, Limits: one}
+	case throughPlugin:
+		p.Spec.SchedulerName = podmutator.SchedulerName
 	}
 	return p
 }

@@ -58,7 +58,7 @@ func BenchmarkTightCluster(b *testing.B) {
 		}
 		b.StartTimer()
 		start := time.Now()
-		if err := parallel(n, func(i int) error { return c.Create(ctx, pod(ns, i, true)) }); err != nil {
+		if err := parallel(n, func(i int) error { return c.Create(ctx, pod(ns, i, throughExtender)) }); err != nil {
 			b.Fatalf("creating the pods: %v", err)
 		}
 		var perNode map[string]int
