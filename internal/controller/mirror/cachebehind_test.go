@@ -93,3 +93,65 @@ func TestNoReleaseWhileTheCacheIsBehind(t *testing.T) {
 		})
 	}
 }
+
+// TestLaggingReplicaHoldsBackNoOtherRelease: of two entries whose grace
+// period ended unbacked in the cache, one is a replica the API server
+// shows placed on the disk (the cache lags on it) and the other a replica
+// placed nowhere: the first entry is kept and the second released in the
+// same reconcile. A lag on one replica must not keep the disk's other
+// unbacked grants, which the gate would go on counting as taken.
+func TestLaggingReplicaHoldsBackNoOtherRelease(t *testing.T) {
+	const (
+		ns    = "longhorn-system"
+		disk  = "d0-uuid"
+		gib   = int64(1) << 30
+		grace = 3 * time.Second
+	)
+	s, err := scheme.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ledgerOf := &dsv1.DiskSchedule{
+		ObjectMeta: metav1.ObjectMeta{Name: disk, Namespace: ns},
+		Spec: dsv1.DiskScheduleSpec{Name: "disk-0", NodeID: "node-1", Replicas: map[string]dsv1.RequestedBytes{
+			"vol-a-r-1": dsv1.RequestedBytes(10 * gib), "vol-b-r-1": dsv1.RequestedBytes(10 * gib),
+		}},
+	}
+	unplacedA := testenv.Replica(ns, "vol-a-r-1", testenv.ReplicaFixture{Volume: "vol-a", Size: 10 * gib})
+	placedA := testenv.Replica(ns, "vol-a-r-1", testenv.ReplicaFixture{Volume: "vol-a", Size: 10 * gib, NodeID: "node-1", DiskName: "disk-0", DiskID: disk})
+	unplacedB := testenv.Replica(ns, "vol-b-r-1", testenv.ReplicaFixture{Volume: "vol-b", Size: 10 * gib})
+	ctx := context.Background()
+	cache := fake.NewClientBuilder().WithScheme(s).
+		WithIndex(&lhv1.Replica{}, index.ReplicaByDisk, func(o client.Object) []string {
+			if d := o.(*lhv1.Replica).Spec.DiskID; d != "" {
+				return []string{d}
+			}
+			return nil
+		}).WithIndex(&lhv1.BackingImage{}, index.BackingImageByDisk, func(client.Object) []string { return nil }).
+		WithObjects(ledgerOf, unplacedA, unplacedB.DeepCopy()).Build()
+	live := fake.NewClientBuilder().WithScheme(s).WithObjects(placedA, unplacedB).Build()
+	clk := clocktesting.NewFakeClock(time.Now())
+	r := NewReconciler(cache, live, events.NewFakeRecorder(10), clk, grace, metrics.NewMirror(prometheus.NewRegistry()))
+	req := ctrl.Request{NamespacedName: client.ObjectKey{Namespace: ns, Name: disk}}
+	if _, err := r.Reconcile(ctx, req); err != nil {
+		t.Fatal(err)
+	}
+	clk.Step(grace + time.Second)
+	res, err := r.Reconcile(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := &dsv1.DiskSchedule{}
+	if err := cache.Get(ctx, req.NamespacedName, got); err != nil {
+		t.Fatal(err)
+	}
+	if _, kept := got.Spec.Replicas["vol-a-r-1"]; !kept {
+		t.Errorf("the entry of vol-a-r-1, placed on the disk as the API server shows, was released (spec %v)", got.Spec.Replicas)
+	}
+	if _, kept := got.Spec.Replicas["vol-b-r-1"]; kept {
+		t.Errorf("the entry of vol-b-r-1, placed nowhere, was kept because the cache lags on vol-a-r-1 (spec %v)", got.Spec.Replicas)
+	}
+	if res.RequeueAfter <= 0 {
+		t.Errorf("no requeue to look at vol-a-r-1 again (result %+v)", res)
+	}
+}

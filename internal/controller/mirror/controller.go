@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"reflect"
+	"slices"
 	"sync"
 	"time"
 
@@ -115,11 +116,20 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	if behind != "" {
-		// The write the gate admitted landed; the cache has not seen it
-		// yet. Releasing now would free space Longhorn holds.
-		ctrl.LoggerFrom(ctx).V(1).Info("The cache is behind the API server: the release waits", "diskSchedule", klog.KObj(ds), "replica", behind)
-		return ctrl.Result{RequeueAfter: cacheRetry}, nil
+	if len(behind) > 0 {
+		// The writes the gate admitted for these landed; the cache has not
+		// seen them yet. Releasing them now would free space Longhorn
+		// holds: their entries stay as they are and are looked at again,
+		// while every other change is written (one replica the cache lags
+		// on must not hold back the releases of the others).
+		ctrl.LoggerFrom(ctx).V(1).Info("The cache is behind the API server: these releases wait", "diskSchedule", klog.KObj(ds), "replicas", behind)
+		next, changes = keepEntries(next, ds.Spec, changes, behind)
+		if result.RequeueAfter == 0 || result.RequeueAfter > cacheRetry {
+			result.RequeueAfter = cacheRetry
+		}
+		if len(changes) == 0 || reflect.DeepEqual(next, ds.Spec) {
+			return result, nil
+		}
 	}
 	base := ds.DeepCopy()
 	ds.Spec = next
@@ -141,14 +151,15 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	return result, nil
 }
 
-// cacheBehind returns the name of a replica whose entry the changes
-// release or lower because its grace period ended unbacked in the cache,
-// while the API server shows it persisted on ds's disk at the entry's size
-// or more; "" when there is none. Only those changes rest on the cache not
-// having seen something yet: under load an informer can lag longer than
-// the grace period, and releasing then would free space a placed replica
-// holds (the gate would grant it again and the disk overfill).
-func (r *Reconciler) cacheBehind(ctx context.Context, ds *dsv1.DiskSchedule, changes []Change) (string, error) {
+// cacheBehind returns the names of the replicas whose entries the changes
+// release or lower because their grace period ended unbacked in the cache,
+// while the API server shows them persisted on ds's disk at the entry's
+// size or more. Only those changes rest on the cache not having seen
+// something yet: under load an informer can lag longer than the grace
+// period, and releasing then would free space a placed replica holds (the
+// gate would grant it again and the disk overfill).
+func (r *Reconciler) cacheBehind(ctx context.Context, ds *dsv1.DiskSchedule, changes []Change) ([]string, error) {
+	var behind []string
 	for _, c := range changes {
 		if c.Kind != ledger.Replica || c.Why != "" || (c.Action != Released && c.Action != Lowered) {
 			continue
@@ -159,13 +170,41 @@ func (r *Reconciler) cacheBehind(ctx context.Context, ds *dsv1.DiskSchedule, cha
 		case apierrors.IsNotFound(err):
 			continue
 		case err != nil:
-			return "", fmt.Errorf("reading replica %s from the API server: %w", c.Name, err)
+			return nil, fmt.Errorf("reading replica %s from the API server: %w", c.Name, err)
 		}
 		if rep.DeletionTimestamp.IsZero() && rep.Spec.DiskID == ds.Name && rep.Spec.VolumeSize >= c.From {
-			return c.Name, nil
+			behind = append(behind, c.Name)
 		}
 	}
-	return "", nil
+	return behind, nil
+}
+
+// keepEntries returns next with the replica entries of names (and their
+// admitted versions) as they are in spec, and changes without theirs.
+func keepEntries(next, spec dsv1.DiskScheduleSpec, changes []Change, names []string) (dsv1.DiskScheduleSpec, []Change) {
+	next = *next.DeepCopy()
+	for _, name := range names {
+		if b, ok := spec.Replicas[name]; ok {
+			if next.Replicas == nil {
+				next.Replicas = map[string]dsv1.RequestedBytes{}
+			}
+			next.Replicas[name] = b
+		}
+		if v, ok := spec.ReplicaVersions[name]; ok {
+			if next.ReplicaVersions == nil {
+				next.ReplicaVersions = map[string]string{}
+			}
+			next.ReplicaVersions[name] = v
+		}
+	}
+	kept := changes[:0:0]
+	for _, c := range changes {
+		if c.Kind == ledger.Replica && slices.Contains(names, c.Name) {
+			continue
+		}
+		kept = append(kept, c)
+	}
+	return next, kept
 }
 
 // report logs, counts and records the changes written to ds.
