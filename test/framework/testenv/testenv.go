@@ -112,7 +112,9 @@ func StartLonghorn(version string) (*Env, error) {
 	}
 	cfg, err := env.Start()
 	if err != nil {
-		return nil, errors.Join(fmt.Errorf("starting the test control plane: %w", err), reaper.Stop())
+		// A kube-apiserver that started but never got healthy (a loaded
+		// machine) is still running: envtest's Stop stops what it started.
+		return nil, errors.Join(fmt.Errorf("starting the test control plane: %w", err), env.Stop(), reaper.Stop())
 	}
 	e := &Env{Scheme: s, RepoRoot: root, env: env, reaper: reaper}
 	if _, err := controlplane.ReapEnvtest(reaper, env); err != nil {
