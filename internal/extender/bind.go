@@ -53,7 +53,7 @@ func (e *Extender) Reserve(ctx context.Context, key types.NamespacedName, uid ty
 	}
 	var held []Reservation
 	for _, disk := range disks {
-		written, err := e.writeDisk(ctx, disk, uid)
+		written, err := e.commitDisk(ctx, disk, uid)
 		if err != nil {
 			if !errors.Is(err, ErrRefused) {
 				e.flight.expirePod(uid, "bind-failed")

@@ -63,6 +63,8 @@ type Extender struct {
 	resolver resolver
 	settings liveSettings
 	flight   *flight
+	// commits coalesces the writes of pods bound onto one disk at once.
+	commits commits
 	// background is the context of the running extender (Start), for the
 	// work that outlives a call.
 	background context.Context

@@ -2,6 +2,7 @@ package extender
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"slices"
@@ -21,6 +22,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/tools/events"
 	extenderv1 "k8s.io/kube-scheduler/extender/v1"
 	clocktesting "k8s.io/utils/clock/testing"
@@ -28,6 +30,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	dsv1 "github.com/longhorn/diskschedule/api/v1beta2"
 	"github.com/longhorn/diskschedule/internal/controller/config"
@@ -91,6 +94,21 @@ type fixture struct {
 
 func newFixture(t *testing.T) *fixture {
 	t.Helper()
+	return newFixtureWith(t, nil)
+}
+
+// withWatch lets the cached client, which does not watch, be intercepted.
+type withWatch struct{ client.Client }
+
+// Watch is not used by the extender.
+func (withWatch) Watch(context.Context, client.ObjectList, ...client.ListOption) (watch.Interface, error) {
+	return nil, errors.New("the extender's client does not watch")
+}
+
+// newFixtureWith is newFixture with the extender's client wrapped by
+// intercept (when not nil), to hold or count its writes.
+func newFixtureWith(t *testing.T, intercept *interceptor.Funcs) *fixture {
+	t.Helper()
 	env := apiServer(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
@@ -110,12 +128,16 @@ func newFixture(t *testing.T) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
+	var extClient client.Client = cached
+	if intercept != nil {
+		extClient = interceptor.NewClient(withWatch{cached}, *intercept)
+	}
 	m := metrics.NewExtender(prometheus.NewRegistry())
 	clk := clocktesting.NewFakeClock(time.Now())
 	store := config.NewStore()
 	recorder := events.NewFakeRecorder(8)
 	reconciler := config.NewReconciler(env.Client, recorder, store, ns, metrics.NewConfig(prometheus.NewRegistry()))
-	ext := New(Options{Client: cached, APIReader: env.Client, Informers: c, Namespace: ns, Config: store, Clock: clk,
+	ext := New(Options{Client: extClient, APIReader: env.Client, Informers: c, Namespace: ns, Config: store, Clock: clk,
 		Metrics: m, Budget: packing.DefaultBudget})
 	if err := ext.Start(ctx); err != nil {
 		t.Fatalf("starting the extender: %v", err)

@@ -11,6 +11,7 @@ import (
 	lhv1 "github.com/longhorn/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -538,14 +539,14 @@ func (f *flight) queueWrites(entry *inflight) {
 
 // wanted returns the reservations entries whose node is known wait for on
 // disk, in a stable order, with the ledger as the view holds it. The
-// entries of pods being bound through /bind are left to their Bind, except
-// binding's own.
-func (f *flight) wanted(disk string, binding types.UID) ([]want, *dsv1.DiskSchedule) {
+// entries of pods being bound through Reserve are left to their Reserve,
+// except those of binders, the pods whose Reserve this write is.
+func (f *flight) wanted(disk string, binders sets.Set[types.UID]) ([]want, *dsv1.DiskSchedule) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	var out []want
 	for _, entry := range f.overlay.byUID { // in any order: the wants are sorted below
-		if entry.node == "" || entry.known == knownByNomination || (entry.known == knownByBind && entry.uid != binding) {
+		if entry.node == "" || entry.known == knownByNomination || (entry.known == knownByBind && !binders.Has(entry.uid)) {
 			continue
 		}
 		for volume, d := range entry.pending {
@@ -567,9 +568,10 @@ func (f *flight) wanted(disk string, binding types.UID) ([]want, *dsv1.DiskSched
 // reservations written, for the metrics; the replicas Longhorn placed,
 // whose requests settle their volumes; the entries the ledgers now show;
 // and the refusals. A refused entry whose pod is on the node for good
-// keeps its claim, except onlyPod's (a pod's UID, when its Bind writes);
-// the others end it. It returns the wants of onlyPod that were refused.
-func (f *flight) wrote(disk string, wants []want, plan reservationPlan, placed map[string]placedReplica, onlyPod types.UID) []want {
+// keeps its claim, except the binders' (the pods whose Reserve this write
+// is); the others end it. It returns the wants of the binders that were
+// refused.
+func (f *flight) wrote(disk string, wants []want, plan reservationPlan, placed map[string]placedReplica, binders sets.Set[types.UID]) []want {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	for _, i := range plan.wrote {
@@ -593,7 +595,7 @@ func (f *flight) wrote(disk string, wants []want, plan reservationPlan, placed m
 		if !w.entry.refused[w.volume] {
 			f.metrics.Reservations.WithLabelValues("refused").Inc()
 		}
-		if w.entry.uid != onlyPod && keepsClaim(w.entry) {
+		if !binders.Has(w.entry.uid) && keepsClaim(w.entry) {
 			// Its pod is on the node for good: the claim stays counted, so
 			// no other pod is let onto the space this one waits for, and
 			// the reservation is written once the ledger shows room (the
@@ -602,7 +604,7 @@ func (f *flight) wrote(disk string, wants []want, plan reservationPlan, placed m
 			continue
 		}
 		f.settle(w.entry, w.volume, false)
-		if w.entry.uid == onlyPod {
+		if binders.Has(w.entry.uid) {
 			mine = append(mine, w)
 		}
 	}

@@ -11,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/client-go/util/workqueue"
 	clocktesting "k8s.io/utils/clock/testing"
 
@@ -99,14 +100,18 @@ func bound(pod *corev1.Pod) *corev1.Pod {
 // wants of onlyPod.
 func (ff *flightFixture) write(onlyPod types.UID) []want {
 	ff.t.Helper()
-	wants, ds := ff.flight.wanted(flightDisk, onlyPod)
+	var binders sets.Set[types.UID]
+	if onlyPod != "" {
+		binders = sets.New(onlyPod)
+	}
+	wants, ds := ff.flight.wanted(flightDisk, binders)
 	if ds == nil {
 		ff.t.Fatal("the view has no ledger for the disk")
 	}
 	plan := planReservations(wants, ds, nil)
 	next := ds.DeepCopy()
 	plan.apply(next)
-	mine := ff.flight.wrote(flightDisk, wants, plan, nil, onlyPod)
+	mine := ff.flight.wrote(flightDisk, wants, plan, nil, binders)
 	ff.setLedger(next)
 	return mine
 }

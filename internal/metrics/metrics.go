@@ -139,6 +139,9 @@ type Extender struct {
 	// Reservations counts reservations by the ledger's decision, and those
 	// refused before writing.
 	Reservations *prometheus.CounterVec
+	// ReservationBatch is the number of pods being bound whose
+	// reservations on one disk went out in one write (a group commit).
+	ReservationBatch prometheus.Histogram
 }
 
 // NewExtender creates the extender metrics and registers them with reg,
@@ -177,6 +180,11 @@ func NewExtender(reg prometheus.Registerer) *Extender {
 			Name: "longhorn_scheduler_extender_reservations_total",
 			Help: "Reservations written by the extender, by the ledger's decision (scheduled, rejected, fulfilled, expired), and those refused before writing for lack of room (refused).",
 		}, []string{"result"})),
+		ReservationBatch: register(reg, prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "longhorn_scheduler_extender_reservation_batch_pods",
+			Help:    "Pods being bound (the plugin's PreBind, the extender's /bind) whose reservations on one disk went out in one write: those that came while the disk's previous write was in flight join the next.",
+			Buckets: prometheus.ExponentialBuckets(1, 2, 8),
+		})),
 		InFlight: register(reg, prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "longhorn_scheduler_extender_inflight_pods",
 			Help: "Pods let through by the filter whose space the ledgers do not show yet.",

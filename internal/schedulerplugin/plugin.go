@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/client-go/rest"
+	"k8s.io/component-base/metrics/legacyregistry"
 	extenderv1 "k8s.io/kube-scheduler/extender/v1"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/utils/clock"
@@ -81,13 +82,14 @@ var (
 
 // Factory is the plugin's factory for kube-scheduler's registry
 // (app.WithPlugin): it reads the plugin's Args and starts the plugin with
-// kube-scheduler's own connection to the API server.
+// kube-scheduler's own connection to the API server, its metrics in
+// kube-scheduler's own registry, which its /metrics serves.
 func Factory(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, error) {
 	args, err := decodeArgs(obj)
 	if err != nil {
 		return nil, err
 	}
-	opts := Options{Namespace: args.Namespace}
+	opts := Options{Namespace: args.Namespace, Registerer: legacyregistry.Registerer()}
 	if args.DecisionTimeout != "" {
 		if opts.DecisionTimeout, err = time.ParseDuration(args.DecisionTimeout); err != nil {
 			return nil, fmt.Errorf("parsing the %s plugin's decisionTimeout: %w", Name, err)

@@ -17,9 +17,10 @@ const drainRepetitions = 3
 // and two with a 99Gi disk, a StatefulSet of four pods with a 100Gi volume
 // each starts on node-1 (the others cordoned). Every node is uncordoned,
 // then node-1 is drained through the eviction API and the StatefulSet
-// controller re-creates the pods: through the extender all four pods move to node-2, the only
-// other node whose disk can hold their volumes, their data follows them,
-// and the drain ends. Without the extender where the pods go is only
+// controller re-creates the pods: through the extender (and through the
+// second scheduler's diskschedule plugin, once) all four pods move to
+// node-2, the only other node whose disk can hold their volumes, their
+// data follows them, and the drain ends. Without the extender where the pods go is only
 // logged, and the drain ends exactly when every pod's data followed it:
 // Longhorn keeps node-1's instance manager, through its
 // PodDisruptionBudget, while node-1 holds the last healthy replica of a
@@ -31,12 +32,14 @@ func TestDrain(t *testing.T) {
 	t.Parallel()
 	start := func(t *testing.T) *cluster { return startSandbox(t, "drain.yaml") }
 	ctx := context.Background()
-	t.Run("with the extender", func(t *testing.T) {
-		inSandboxes(t, 1, drainRepetitions, start, numbered("run"), func(t *testing.T, cl *cluster, i int) {
-			o := common(t, fmt.Sprintf("drain-with-%d", i+1))
+	t.Run("with the extender or the plugin", func(t *testing.T) {
+		ps := placers(drainRepetitions, 1)
+		startBoth := func(t *testing.T) *cluster { return startSandbox(t, "drain.yaml", withPlugin) }
+		inSandboxes(t, 1, len(ps), startBoth, runNames(ps), func(t *testing.T, cl *cluster, i int) {
+			o := ps[i].scenarioOf(common(t, fmt.Sprintf("drain-%s-%d", ps[i].name, i+1)))
 			defer cl.cleanup(t, o)
 			defer cl.dumpLedgers(t)
-			res, err := scenario.Drain(ctx, cl.c, scenario.DrainOptions{Common: o, Pods: 4, Size: "100Gi", Node: "node-1", UseExtender: true})
+			res, err := scenario.Drain(ctx, cl.c, scenario.DrainOptions{Common: o, Pods: 4, Size: "100Gi", Node: "node-1", UseExtender: ps[i].useExtender})
 			if err != nil {
 				t.Fatal(err)
 			}

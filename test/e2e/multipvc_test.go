@@ -20,18 +20,22 @@ const multiPVCSandboxes = 2
 // TestMultiPVC is the plan's multiple-claims test: on nodes with 1, 2, 3
 // and 4 disks of 100Gi, a pod with four 100Gi claims fits only on the node
 // with four disks, and through the extender it lands there every time,
-// with one replica on each of its disks. Without the extender the node is
-// only logged: kube-scheduler may pick any node.
+// with one replica on each of its disks; through the second scheduler's
+// diskschedule plugin too (a run in each of the extender's sandboxes).
+// Without the extender the node is only logged: kube-scheduler may pick
+// any node.
 func TestMultiPVC(t *testing.T) {
 	t.Parallel()
 	start := func(t *testing.T) *cluster { return startSandbox(t, "multi-disk.yaml") }
 	ctx := context.Background()
-	t.Run("with the extender", func(t *testing.T) {
-		inSandboxes(t, multiPVCSandboxes, multiPVCRepetitions, start, numbered("run"), func(t *testing.T, cl *cluster, i int) {
-			o := common(t, fmt.Sprintf("multi-pvc-with-%d", i+1))
+	t.Run("with the extender or the plugin", func(t *testing.T) {
+		ps := placers(multiPVCRepetitions, multiPVCSandboxes)
+		startBoth := func(t *testing.T) *cluster { return startSandbox(t, "multi-disk.yaml", withPlugin) }
+		inSandboxes(t, multiPVCSandboxes, len(ps), startBoth, runNames(ps), func(t *testing.T, cl *cluster, i int) {
+			o := ps[i].scenarioOf(common(t, fmt.Sprintf("multi-pvc-%s-%d", ps[i].name, i+1)))
 			defer cl.cleanup(t, o)
 			defer cl.dumpLedgers(t)
-			res, err := scenario.MultiPVC(ctx, cl.c, scenario.MultiPVCOptions{Common: o, Claims: 4, Size: "100Gi", UseExtender: true})
+			res, err := scenario.MultiPVC(ctx, cl.c, scenario.MultiPVCOptions{Common: o, Claims: 4, Size: "100Gi", UseExtender: ps[i].useExtender})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -78,20 +82,22 @@ const multiPVCRaceRepetitions = 3
 // TestMultiPVCRace creates three pods with three 100Gi claims each at once
 // on nodes with 1, 2, 3 and 4 disks of 100Gi: only the 3-disk and the
 // 4-disk node can hold a pod's claims, one pod each. Through the extender
-// exactly one pod lands on each of them, the third stays Pending with the
-// numbers, and no ledger goes over its limit.
+// (and through the second scheduler's diskschedule plugin, once) exactly
+// one pod lands on each of them, the third stays Pending with the numbers,
+// and no ledger goes over its limit.
 func TestMultiPVCRace(t *testing.T) {
 	t.Parallel()
-	cl := startSandbox(t, "multi-disk.yaml")
+	cl := startSandbox(t, "multi-disk.yaml", withPlugin)
 	ctx := context.Background()
-	for i := range multiPVCRaceRepetitions {
-		t.Run(fmt.Sprintf("#%d", i+1), func(t *testing.T) {
-			o := common(t, fmt.Sprintf("multi-pvc-race-%d", i+1))
+	ps := placers(multiPVCRaceRepetitions, 1)
+	for i, p := range ps {
+		t.Run(runNames(ps)(i), func(t *testing.T) {
+			o := p.scenarioOf(common(t, fmt.Sprintf("multi-pvc-race-%s-%d", p.name, i+1)))
 			// The third pod never fits: its wait is bounded by this.
 			o.Timeout = 20 * time.Second
 			defer cl.cleanup(t, o)
 			defer cl.dumpLedgers(t)
-			res, err := scenario.MultiPVC(ctx, cl.c, scenario.MultiPVCOptions{Common: o, Pods: 3, Claims: 3, Size: "100Gi", UseExtender: true})
+			res, err := scenario.MultiPVC(ctx, cl.c, scenario.MultiPVCOptions{Common: o, Pods: 3, Claims: 3, Size: "100Gi", UseExtender: p.useExtender})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -16,18 +16,21 @@ const restartRepetitions = 3
 // pods with a 100Gi volume each on four nodes with one 400Gi disk each, its
 // volumes retained, is deleted and created again on the claims it kept;
 // through the extender each
-// comes back to the node it was on, where its data is. Without the
-// extender the moves are only logged.
+// comes back to the node it was on, where its data is, and through the
+// second scheduler's diskschedule plugin as well (one run, in the
+// extender's sandbox). Without the extender the moves are only logged.
 func TestRestart(t *testing.T) {
 	t.Parallel()
 	start := func(t *testing.T) *cluster { return startSandbox(t, "topology.yaml") }
 	ctx := context.Background()
-	t.Run("with the extender", func(t *testing.T) {
-		inSandboxes(t, 1, restartRepetitions, start, numbered("run"), func(t *testing.T, cl *cluster, i int) {
-			o := common(t, fmt.Sprintf("restart-with-%d", i+1))
+	t.Run("with the extender or the plugin", func(t *testing.T) {
+		ps := placers(restartRepetitions, 1)
+		startBoth := func(t *testing.T) *cluster { return startSandbox(t, "topology.yaml", withPlugin) }
+		inSandboxes(t, 1, len(ps), startBoth, runNames(ps), func(t *testing.T, cl *cluster, i int) {
+			o := ps[i].scenarioOf(common(t, fmt.Sprintf("restart-%s-%d", ps[i].name, i+1)))
 			defer cl.cleanup(t, o)
 			defer cl.dumpLedgers(t)
-			res, err := scenario.Restart(ctx, cl.c, scenario.RestartOptions{Common: o, Pods: 16, Size: "100Gi", UseExtender: true})
+			res, err := scenario.Restart(ctx, cl.c, scenario.RestartOptions{Common: o, Pods: 16, Size: "100Gi", UseExtender: ps[i].useExtender})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -140,3 +140,61 @@ func inSandboxes(t *testing.T, shards, n int, start func(t *testing.T) *cluster,
 func numbered(what string) func(i int) string {
 	return func(i int) string { return fmt.Sprintf("%s #%d", what, i+1) }
 }
+
+// placer is who places a run's pods: kube-scheduler calling the extender,
+// or the second scheduler, kube-scheduler with the diskschedule plugin
+// compiled in. Both make the same decisions from the same ledgers, and
+// every scenario that runs through the extender also runs through the
+// plugin, with the same checks.
+type placer struct {
+	// name names the run's subtest and namespace.
+	name string
+	// useExtender makes the pods request the extender's resource.
+	useExtender bool
+	// scheduler is the pods' schedulerName ("" for kube-scheduler's).
+	scheduler string
+}
+
+var (
+	throughExtender = placer{name: "extender", useExtender: true}
+	throughPlugin   = placer{name: "plugin", scheduler: scenario.SecondaryScheduler}
+)
+
+// placers returns the placers of runs 0 … extender+plugin-1: the first
+// extender runs go through the extender, the others through the plugin.
+// Their sandboxes run both (withPlugin), so a scenario meets the same
+// cluster either way.
+func placers(extender, plugin int) []placer {
+	out := make([]placer, 0, extender+plugin)
+	for range extender {
+		out = append(out, throughExtender)
+	}
+	for range plugin {
+		out = append(out, throughPlugin)
+	}
+	return out
+}
+
+// runNames names run i of ps after its placer and its number among that
+// placer's runs: "extender #2", "plugin #1".
+func runNames(ps []placer) func(i int) string {
+	return func(i int) string {
+		k := 0
+		for _, p := range ps[:i] {
+			if p == ps[i] {
+				k++
+			}
+		}
+		return fmt.Sprintf("%s #%d", ps[i].name, k+1)
+	}
+}
+
+// scenarioOf returns o for a run placed by p.
+func (p placer) scenarioOf(o scenario.Common) scenario.Common {
+	o.Scheduler = p.scheduler
+	return o
+}
+
+// withPlugin also runs the second scheduler (--secondary-scheduler=true)
+// beside kube-scheduler with the extender.
+func withPlugin(o *sandbox.Options) { o.SecondaryScheduler = true }

@@ -101,8 +101,11 @@ func (c cpuTimes) describe(elapsed time.Duration, cores int) string {
 // (with subresource), and the watch events it sent by resource.
 type apiCounts map[string]float64
 
-// readAPICounts reads apiserver_request_total and
-// apiserver_watch_events_total from kube-apiserver's metrics.
+// readAPICounts reads apiserver_request_total,
+// apiserver_watch_events_total and the time requests waited in API
+// Priority and Fairness's queues by priority level
+// (apiserver_flowcontrol_request_wait_duration_seconds) from
+// kube-apiserver's metrics.
 func readAPICounts(ctx context.Context, cfg *rest.Config) (apiCounts, error) {
 	rc, err := rest.RESTClientFor(withCodecs(cfg))
 	if err != nil {
@@ -125,6 +128,10 @@ func readAPICounts(ctx context.Context, cfg *rest.Config) (apiCounts, error) {
 		case strings.HasPrefix(line, "apiserver_watch_events_total{"):
 			labels := parseLabels(line)
 			key = "WATCH-EVENT " + labels["resource"]
+		case strings.HasPrefix(line, "apiserver_flowcontrol_request_wait_duration_seconds_sum{"):
+			key = apfWaitSum + parseLabels(line)["priority_level"]
+		case strings.HasPrefix(line, "apiserver_flowcontrol_request_wait_duration_seconds_count{"):
+			key = apfWaitCount + parseLabels(line)["priority_level"]
 		default:
 			continue
 		}
@@ -163,10 +170,39 @@ func (a apiCounts) sub(o apiCounts) apiCounts {
 	return out
 }
 
+// Keys of apiCounts for the time requests of a priority level waited in
+// API Priority and Fairness's queues, and how many there were.
+const (
+	apfWaitSum   = "APF-WAIT-SECONDS "
+	apfWaitCount = "APF-WAIT-COUNT "
+)
+
+// describeWaits says, by priority level, how many requests API Priority
+// and Fairness let through and how long they waited on average, the
+// longest wait first.
+func (a apiCounts) describeWaits() string {
+	var levels []string
+	for k := range a {
+		if level, ok := strings.CutPrefix(k, apfWaitCount); ok {
+			levels = append(levels, level)
+		}
+	}
+	mean := func(level string) float64 { return a[apfWaitSum+level] / a[apfWaitCount+level] }
+	sort.Slice(levels, func(i, j int) bool { return mean(levels[i]) > mean(levels[j]) })
+	parts := make([]string, 0, len(levels))
+	for _, l := range levels {
+		parts = append(parts, fmt.Sprintf("%s %.0f requests, %.1f ms on average", l, a[apfWaitCount+l], 1000*mean(l)))
+	}
+	return strings.Join(parts, "; ")
+}
+
 // describe lists the top n counts, most first.
 func (a apiCounts) describe(n int) string {
 	keys := make([]string, 0, len(a))
 	for k := range a {
+		if strings.HasPrefix(k, apfWaitSum) || strings.HasPrefix(k, apfWaitCount) {
+			continue
+		}
 		keys = append(keys, k)
 	}
 	sort.Slice(keys, func(i, j int) bool { return a[keys[i]] > a[keys[j]] })

@@ -2,6 +2,7 @@ package schedulerbench
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"sort"
 	"strings"
@@ -216,4 +217,40 @@ func settleLonghorn(ctx context.Context, b *testing.B, c client.Client, l *ledge
 		report(b, "%s: Longhorn's replicas and the ledgers did not settle within %s: %s (%v)", ns, timeout, state, err)
 	}
 	return placed, reservations, time.Since(start)
+}
+
+// describeLedgers says how large the ledgers are as the API server stores
+// them: their number, the mean and largest size of one in JSON, and how
+// much of that is managed fields; a write of a ledger costs kube-apiserver
+// in proportion to its size (decoding, validation, field management,
+// encoding for etcd and each watcher).
+func describeLedgers(b *testing.B, ctx context.Context, c client.Client) string {
+	b.Helper()
+	list := &dsv1.DiskScheduleList{}
+	if err := c.List(ctx, list, client.InNamespace(sandbox.Namespace)); err != nil {
+		b.Fatal(err)
+	}
+	if len(list.Items) == 0 {
+		return "none"
+	}
+	var total, largest, managed, entries int
+	for i := range list.Items {
+		ds := &list.Items[i]
+		whole, err := json.Marshal(ds)
+		if err != nil {
+			b.Fatal(err)
+		}
+		fields, err := json.Marshal(ds.ManagedFields)
+		if err != nil {
+			b.Fatal(err)
+		}
+		total += len(whole)
+		managed += len(fields)
+		largest = max(largest, len(whole))
+		entries += len(ds.Spec.Replicas) + len(ds.Spec.BackingImages) + len(ds.Spec.Reservations) + len(ds.Spec.ReplicaVersions) +
+			len(ds.Status.Replicas) + len(ds.Status.BackingImages) + len(ds.Status.Reservations)
+	}
+	n := len(list.Items)
+	return fmt.Sprintf("%d, %d B in JSON on average (largest %d B, managed fields %d B on average), %.1f entries in spec and status on average",
+		n, total/n, largest, managed/n, float64(entries)/float64(n))
 }

@@ -48,11 +48,13 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"os"
 	"path/filepath"
 	"runtime"
 	"runtime/pprof"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -91,6 +93,7 @@ var (
 	podCount     = flag.Int("schedulerbench.pods", 0, "Pods (each with its own claim) scheduled in each phase; 0 is 10 per node.")
 	logDir       = flag.String("schedulerbench.logs", "", "Keep the sandbox's logs (etcd, kube-apiserver, kube-controller-manager, kube-scheduler, sandbox-longhorn) in this directory (default: discard them).")
 	phaseTimeout = flag.Duration("schedulerbench.timeout", 10*time.Minute, "How long a phase's pods may take to be bound.")
+	phaseNames   = flag.String("schedulerbench.phases", "with-extender,plugin,without-extender", "The phases to run, in this order (a subset of with-extender, plugin, without-extender); a ratio is reported only when its phases ran.")
 	cpuProfile   = flag.String("schedulerbench.cpuprofile", "", "Write a CPU profile of this process (the manager, the simulated CSI driver and kubelets) while each phase's pods are scheduled, to <dir>/<phase>.pprof, and what it allocated meanwhile (<dir>/<phase>-allocs.pprof, from <dir>/<phase>-allocs-start.pprof).")
 )
 
@@ -136,6 +139,10 @@ func BenchmarkKubeSchedulerThroughput(b *testing.B) {
 	n := phasePods()
 	var without, with, plugin []time.Duration
 	var ext extenderTimes
+	// CPU seconds of every process together in each op, by phase: while
+	// the pods were scheduled, and from then until they ran and the ledgers
+	// settled (Longhorn's attach of every volume included).
+	windowCPU, settleCPU := map[string][]float64{}, map[string][]float64{}
 	for i := range b.N {
 		for _, phase := range []struct {
 			kind      podKind
@@ -147,21 +154,30 @@ func BenchmarkKubeSchedulerThroughput(b *testing.B) {
 			{throughPlugin, "plugin", secondaryProcess, &plugin},
 			{plain, "without-extender", "kube-scheduler", &without},
 		} {
+			if !selected(phase.name) {
+				continue
+			}
 			ns := fmt.Sprintf("%s-%d", phase.name, i)
+			report(b, "%s: before it, the ledgers: %s", ns, describeLedgers(b, ctx, c))
 			before := readExtenderTimes(b, metricsURL)
 			res := runPhase(b, ctx, sb, c, schedulers[phase.scheduler], ns, phase.kind, n)
 			*phase.out = append(*phase.out, res.elapsed)
+			windowCPU[phase.name] = append(windowCPU[phase.name], res.cpu.total())
+			settleCPU[phase.name] = append(settleCPU[phase.name], res.cpuToSettle.total())
+			phaseTimes := readExtenderTimes(b, metricsURL).sub(before)
 			if phase.kind == throughExtender {
-				phaseTimes := readExtenderTimes(b, metricsURL).sub(before)
 				ext = ext.add(phaseTimes)
 				report(b, "%s: reservations by result, until its pods ran: %s", ns, phaseTimes.describeReservations())
 			}
+			report(b, "%s: the ledger controller's status writes by result, until its pods ran: %s", ns, phaseTimes.describeStatusWrites())
 			report(b, "%s: %d pods bound in %s (%.1f pods/s) once kube-scheduler resumed; creating them took %s, then %s until the sandbox was idle; while scheduling: %s",
 				ns, n, res.elapsed.Round(time.Millisecond), float64(n)/res.elapsed.Seconds(), res.created.Round(time.Millisecond), res.settled.Round(time.Second),
 				res.cpu.describe(res.elapsed, runtime.NumCPU()))
 			report(b, "%s: kube-apiserver served, while scheduling: %s", ns, res.api.describe(16))
+			report(b, "%s: time in API Priority and Fairness's queues, by priority level, while scheduling: %s", ns, res.api.describeWaits())
 			report(b, "%s: the pods ran %s after the last was bound; Longhorn's replicas %s later: %s", ns, res.ran.Round(100*time.Millisecond),
 				res.ledgersSettled.Round(time.Second), describeCounts(res.placed))
+			report(b, "%s: from resuming the scheduler until then: %s", ns, res.cpuToSettle.describe(res.toSettle, runtime.NumCPU()))
 			if phase.kind != plain {
 				report(b, "%s: the ledgers' reservations, as last seen from the end of the window on: %s", ns, describeCounts(res.reservations))
 			}
@@ -170,20 +186,40 @@ func BenchmarkKubeSchedulerThroughput(b *testing.B) {
 		}
 		// A single op varies with the machine's load; each op's own ratio
 		// shows how much.
-		report(b, "op %d: with ÷ without the extender = %.2f; the plugin build ÷ without = %.2f", i,
-			without[len(without)-1].Seconds()/with[len(with)-1].Seconds(), without[len(without)-1].Seconds()/plugin[len(plugin)-1].Seconds())
+		if len(without) > i && len(with) > i {
+			report(b, "op %d: with ÷ without the extender = %.2f", i, without[i].Seconds()/with[i].Seconds())
+		}
+		if len(without) > i && len(plugin) > i {
+			report(b, "op %d: the plugin build ÷ without = %.2f", i, without[i].Seconds()/plugin[i].Seconds())
+		}
 	}
 	select {
 	case <-sb.Done():
 		b.Fatalf("a component of the sandbox stopped on its own: %v", sb.Err())
 	default:
 	}
+	for _, name := range []string{"with-extender", "plugin"} {
+		for _, m := range []struct {
+			what string
+			cpu  map[string][]float64
+		}{{"while scheduling", windowCPU}, {"until the pods ran and the ledgers settled", settleCPU}} {
+			if added := addedPerPod(m.cpu[name], m.cpu["without-extender"], n); added != "" {
+				report(b, "%s: CPU of every process added per pod against without-extender, %s: %s", name, m.what, added)
+			}
+		}
+	}
 	rateWithout, rateWith, ratePlugin := rate(n, without), rate(n, with), rate(n, plugin)
-	b.ReportMetric(rateWithout, "pods/s-without-extender")
-	b.ReportMetric(rateWith, "pods/s-with-extender")
-	b.ReportMetric(ratePlugin, "pods/s-plugin")
-	b.ReportMetric(rateWith/rateWithout, "with/without")
-	b.ReportMetric(ratePlugin/rateWithout, "plugin/without")
+	for _, m := range []struct {
+		value float64
+		unit  string
+	}{
+		{rateWithout, "pods/s-without-extender"}, {rateWith, "pods/s-with-extender"}, {ratePlugin, "pods/s-plugin"},
+		{rateWith / rateWithout, "with/without"}, {ratePlugin / rateWithout, "plugin/without"},
+	} {
+		if m.value > 0 && !math.IsInf(m.value, 0) && !math.IsNaN(m.value) {
+			b.ReportMetric(m.value, m.unit)
+		}
+	}
 	b.ReportMetric(float64(n), "pods")
 	b.ReportMetric(float64(*nodeCount), "nodes")
 	// Where an extender pod's time goes, as the extender's own histograms
@@ -200,12 +236,17 @@ func BenchmarkKubeSchedulerThroughput(b *testing.B) {
 // histogram is a Prometheus histogram's sum (seconds) and count.
 type histogram struct{ sum, count float64 }
 
-// extenderTimes are the extender's duration histograms, and its
-// reservations by result (longhorn_scheduler_extender_reservations_total).
+// extenderTimes are the extender's duration histograms, its reservations
+// by result (longhorn_scheduler_extender_reservations_total), and the
+// ledger controller's status writes by result
+// (longhorn_diskschedule_status_writes_total).
 type extenderTimes struct {
 	filter, bindingWait, reservation histogram
-	reservations                     map[string]float64
+	reservations, statusWrites       map[string]float64
 }
+
+// statusWriteResults are the results of the ledger controller's status writes.
+var statusWriteResults = []string{"ok", "conflict", "error"}
 
 // reservationResults are the results of reservations the benchmark reports.
 var reservationResults = []string{"scheduled", "fulfilled", "expired", "refused", "rejected"}
@@ -216,9 +257,13 @@ func (e extenderTimes) add(o extenderTimes) extenderTimes {
 		bindingWait:  histogram{e.bindingWait.sum + o.bindingWait.sum, e.bindingWait.count + o.bindingWait.count},
 		reservation:  histogram{e.reservation.sum + o.reservation.sum, e.reservation.count + o.reservation.count},
 		reservations: map[string]float64{},
+		statusWrites: map[string]float64{},
 	}
 	for _, r := range reservationResults {
 		out.reservations[r] = e.reservations[r] + o.reservations[r]
+	}
+	for _, r := range statusWriteResults {
+		out.statusWrites[r] = e.statusWrites[r] + o.statusWrites[r]
 	}
 	return out
 }
@@ -229,11 +274,24 @@ func (e extenderTimes) sub(o extenderTimes) extenderTimes {
 		bindingWait:  histogram{-o.bindingWait.sum, -o.bindingWait.count},
 		reservation:  histogram{-o.reservation.sum, -o.reservation.count},
 		reservations: map[string]float64{},
+		statusWrites: map[string]float64{},
 	}
 	for _, r := range reservationResults {
 		neg.reservations[r] = -o.reservations[r]
 	}
+	for _, r := range statusWriteResults {
+		neg.statusWrites[r] = -o.statusWrites[r]
+	}
 	return e.add(neg)
+}
+
+// describeStatusWrites lists the ledger controller's status writes by result.
+func (e extenderTimes) describeStatusWrites() string {
+	parts := make([]string, 0, len(statusWriteResults))
+	for _, r := range statusWriteResults {
+		parts = append(parts, fmt.Sprintf("%s %.0f", r, e.statusWrites[r]))
+	}
+	return strings.Join(parts, ", ")
 }
 
 // describeReservations lists the reservations by result.
@@ -275,9 +333,13 @@ func readExtenderTimes(b *testing.B, url string) extenderTimes {
 		bindingWait:  read("longhorn_scheduler_extender_pod_scheduling_wait_duration_seconds", `{pod_scheduled="true"}`),
 		reservation:  read("longhorn_scheduler_extender_node_reservation_duration_seconds", `{replicas_scheduled="true"}`),
 		reservations: map[string]float64{},
+		statusWrites: map[string]float64{},
 	}
 	for _, r := range reservationResults {
 		out.reservations[r] = sample(text, fmt.Sprintf(`longhorn_scheduler_extender_reservations_total{result=%q}`, r))
+	}
+	for _, r := range statusWriteResults {
+		out.statusWrites[r] = sample(text, fmt.Sprintf(`longhorn_diskschedule_status_writes_total{result=%q}`, r))
 	}
 	return out
 }
@@ -359,6 +421,10 @@ type phaseResult struct {
 	settled time.Duration
 	// cpu is the CPU time each process used during elapsed.
 	cpu cpuTimes
+	// cpuToSettle is the CPU time each process used from the start of
+	// elapsed until the pods ran and the ledgers settled, toSettle later.
+	cpuToSettle cpuTimes
+	toSettle    time.Duration
 	// api is what kube-apiserver served during elapsed.
 	api apiCounts
 	// ran is how long the pods took to run once the last was bound:
@@ -479,6 +545,11 @@ func runPhase(b *testing.B, ctx context.Context, sb *sandbox.Sandbox, c client.W
 	})
 	res.ran = time.Since(runStart)
 	res.placed, res.reservations, res.ledgersSettled = settleLonghorn(ctx, b, c, ledgers, ns, 3*time.Minute)
+	cpuEnd, err := readCPU(sb)
+	if err != nil {
+		b.Fatal(err)
+	}
+	res.cpuToSettle, res.toSettle = cpuEnd.sub(cpuBefore), time.Since(start)
 	return res
 }
 
@@ -606,8 +677,41 @@ func followBindings(ctx context.Context, c client.WithWatch, ns, rv string, n in
 	return out
 }
 
-// rate is pods per second over all phases measured, of n pods each.
+// addedPerPod says how many milliseconds of CPU per pod a phase used more
+// than the phase without the extender, op by op (ops paired in order) and
+// as their mean, min and max; "" when either phase did not run.
+func addedPerPod(phase, without []float64, pods int) string {
+	k := min(len(phase), len(without))
+	if k == 0 {
+		return ""
+	}
+	var parts []string
+	var sum, lo, hi float64
+	for i := range k {
+		ms := 1000 * (phase[i] - without[i]) / float64(pods)
+		parts = append(parts, fmt.Sprintf("%.1f", ms))
+		sum += ms
+		if i == 0 || ms < lo {
+			lo = ms
+		}
+		if i == 0 || ms > hi {
+			hi = ms
+		}
+	}
+	return fmt.Sprintf("%.1f ms on average over %d ops (min %.1f, max %.1f; by op %s)", sum/float64(k), k, lo, hi, strings.Join(parts, ", "))
+}
+
+// selected reports whether -schedulerbench.phases names phase.
+func selected(phase string) bool {
+	return slices.Contains(strings.Split(*phaseNames, ","), phase)
+}
+
+// rate is pods per second over all phases measured, of n pods each; 0
+// when none was.
 func rate(n int, ds []time.Duration) float64 {
+	if len(ds) == 0 {
+		return 0
+	}
 	var total time.Duration
 	for _, d := range ds {
 		total += d

@@ -51,6 +51,11 @@ type Common struct {
 	StorageClass string
 	// Timeout bounds each wait; zero is two minutes.
 	Timeout time.Duration
+	// Scheduler is the pods' spec.schedulerName; empty leaves
+	// kube-scheduler's default. SecondaryScheduler sends them to the second
+	// scheduler, whose diskschedule plugin places them (it needs no
+	// extender resource: leave the scenario's UseExtender false).
+	Scheduler string
 	// Logf receives progress lines; nil discards them.
 	Logf func(format string, args ...any)
 }
@@ -208,7 +213,8 @@ func (w *workload) claim(name string) *corev1.PersistentVolumeClaim {
 
 // pod returns a pod of the workload: a busybox container (never pulled:
 // the sandbox has no kubelet) mounting each of its claims, requesting the
-// extender's resource when the workload uses the extender.
+// extender's resource when the workload uses the extender, placed by
+// Common.Scheduler when it is set.
 func (w *workload) pod(name string) *corev1.Pod {
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: w.o.Namespace, Labels: map[string]string{"app": "web"}},
@@ -223,6 +229,7 @@ func (w *workload) pod(name string) *corev1.Pod {
 		one := corev1.ResourceList{ExtendedResource: resource.MustParse("1")}
 		pod.Spec.Containers[0].Resources = corev1.ResourceRequirements{Requests: one, Limits: one}
 	}
+	pod.Spec.SchedulerName = w.o.Scheduler
 	for i, claim := range w.pods[name] {
 		vol := fmt.Sprintf("data-%d", i)
 		pod.Spec.Volumes = append(pod.Spec.Volumes, corev1.Volume{Name: vol, VolumeSource: corev1.VolumeSource{

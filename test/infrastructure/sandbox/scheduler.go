@@ -119,14 +119,15 @@ func startScheduler(ctx context.Context, path, configPath string, port int, out 
 
 // startSchedulerBinary starts the kube-scheduler build at path (name in
 // errors and logs) as startScheduler does, waiting at most healthy for it
-// to be healthy.
-func startSchedulerBinary(ctx context.Context, name, path, configPath string, port int, healthy time.Duration, out io.Writer) (*controlplane.Process, error) {
+// to be healthy, with extra arguments after its own.
+func startSchedulerBinary(ctx context.Context, name, path, configPath string, port int, healthy time.Duration, out io.Writer, extra ...string) (*controlplane.Process, error) {
 	args := []string{
 		"--config=" + configPath,
 		"--bind-address=127.0.0.1",
 		"--secure-port=" + strconv.Itoa(port),
 		"--v=2",
 	}
+	args = append(args, extra...)
 	p, err := controlplane.StartProcess(name, path, args, out)
 	if err != nil {
 		return nil, err

@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
@@ -80,34 +81,37 @@ func (s *Sandbox) waitPodWebhook(ctx context.Context) error {
 // installSecondaryScheduler applies the ServiceAccount and RBAC of the
 // second scheduler's component (config/scheduler/secondary, rendered into
 // config/default as a cluster gets it) and returns its ServiceAccount's
-// user name and groups.
-func (s *Sandbox) installSecondaryScheduler(ctx context.Context) (string, []string, error) {
+// user name and groups, and the arguments its Deployment gives the
+// scheduler but --config (the sandbox writes a configuration of its own,
+// pointed at this API server).
+func (s *Sandbox) installSecondaryScheduler(ctx context.Context) (string, []string, []string, error) {
 	dir := filepath.Join(s.workDir, "secondary-scheduler")
 	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return "", nil, fmt.Errorf("writing the second scheduler's kustomization: %w", err)
+		return "", nil, nil, fmt.Errorf("writing the second scheduler's kustomization: %w", err)
 	}
 	configDir, err := filepath.Abs(s.opts.ConfigDir)
 	if err != nil {
-		return "", nil, fmt.Errorf("resolving the config directory: %w", err)
+		return "", nil, nil, fmt.Errorf("resolving the config directory: %w", err)
 	}
 	// kustomize takes no absolute path to a kustomization.
 	base, err := filepath.Rel(dir, filepath.Join(configDir, "default"))
 	if err != nil {
-		return "", nil, fmt.Errorf("finding config/default from the sandbox's directory: %w", err)
+		return "", nil, nil, fmt.Errorf("finding config/default from the sandbox's directory: %w", err)
 	}
 	component, err := filepath.Rel(dir, filepath.Join(configDir, SecondarySchedulerComponent))
 	if err != nil {
-		return "", nil, fmt.Errorf("finding %s from the sandbox's directory: %w", SecondarySchedulerComponent, err)
+		return "", nil, nil, fmt.Errorf("finding %s from the sandbox's directory: %w", SecondarySchedulerComponent, err)
 	}
 	kustomization := fmt.Sprintf("resources:\n- %s\ncomponents:\n- %s\n", base, component)
 	if err := os.WriteFile(filepath.Join(dir, "kustomization.yaml"), []byte(kustomization), 0o644); err != nil {
-		return "", nil, fmt.Errorf("writing the second scheduler's kustomization: %w", err)
+		return "", nil, nil, fmt.Errorf("writing the second scheduler's kustomization: %w", err)
 	}
 	objs, err := RenderDeployment(dir)
 	if err != nil {
-		return "", nil, err
+		return "", nil, nil, err
 	}
 	var account, namespace string
+	var args []string
 	for _, u := range objs {
 		if u.GetLabels()["app.kubernetes.io/component"] != secondaryComponentLabel {
 			continue
@@ -115,19 +119,28 @@ func (s *Sandbox) installSecondaryScheduler(ctx context.Context) (string, []stri
 		if u.GetKind() == "Deployment" {
 			account, _, _ = unstructured.NestedString(u.Object, "spec", "template", "spec", "serviceAccountName")
 			namespace = u.GetNamespace()
+			containers, _, _ := unstructured.NestedSlice(u.Object, "spec", "template", "spec", "containers")
+			if len(containers) > 0 {
+				all, _, _ := unstructured.NestedStringSlice(containers[0].(map[string]any), "args")
+				for _, a := range all {
+					if !strings.HasPrefix(a, "--config=") {
+						args = append(args, a)
+					}
+				}
+			}
 		}
 		if !installKinds[u.GetKind()] {
 			continue
 		}
 		if err := s.admin.Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner(FieldOwner), client.ForceOwnership); err != nil {
-			return "", nil, fmt.Errorf("applying %s %s of the second scheduler: %w", u.GetKind(), u.GetName(), err)
+			return "", nil, nil, fmt.Errorf("applying %s %s of the second scheduler: %w", u.GetKind(), u.GetName(), err)
 		}
 	}
 	if account == "" {
-		return "", nil, fmt.Errorf("%s renders no Deployment with a ServiceAccount for the second scheduler", SecondarySchedulerComponent)
+		return "", nil, nil, fmt.Errorf("%s renders no Deployment with a ServiceAccount for the second scheduler", SecondarySchedulerComponent)
 	}
 	name, groups := serviceAccountUser(namespace, account)
-	return name, groups, nil
+	return name, groups, args, nil
 }
 
 // schedulerCommand is the package of the second scheduler's command
@@ -157,7 +170,7 @@ func (s *Sandbox) startSecondaryScheduler(ctx context.Context) error {
 			return err
 		}
 	}
-	name, groups, err := s.installSecondaryScheduler(ctx)
+	name, groups, args, err := s.installSecondaryScheduler(ctx)
 	if err != nil {
 		return err
 	}
@@ -195,7 +208,7 @@ func (s *Sandbox) startSecondaryScheduler(ctx context.Context) error {
 	}
 	var port int
 	s.secondary, port, err = controlplane.StartOnFreePort(func(port int) (*controlplane.Process, error) {
-		return startSchedulerBinary(ctx, "diskschedule-scheduler", bin, cfgPath, port, secondaryHealthTimeout, out)
+		return startSchedulerBinary(ctx, "diskschedule-scheduler", bin, cfgPath, port, secondaryHealthTimeout, out, args...)
 	})
 	if err != nil {
 		return fmt.Errorf("starting the second scheduler: %w", err)
