@@ -210,14 +210,17 @@ func read(state fwk.CycleState) *cycleState {
 	return s
 }
 
-// PreFilter evaluates every node for the pod's volumes (Extender.Evaluate)
-// and keeps the verdicts for Filter. A pod whose volumes need no space on
-// its node is skipped; a restarted pod goes only to the node that holds a
-// replica of each of its volumes.
+// PreFilter evaluates the nodes the pod may go to as far as each node
+// itself says (mayHost) for the pod's volumes (Extender.Evaluate), and
+// keeps the verdicts for Filter; the others are left to kube-scheduler's
+// own filters, which refuse them. A pod whose volumes need no space on its
+// node is skipped; a restarted pod goes only to the node that holds a
+// replica of each of its volumes, when it may go there.
 func (p *Plugin) PreFilter(ctx context.Context, state fwk.CycleState, pod *corev1.Pod, nodes []fwk.NodeInfo) (*fwk.PreFilterResult, *fwk.Status) {
+	logger := log.FromContext(ctx)
 	names := make([]string, 0, len(nodes))
 	for _, n := range nodes {
-		if node := n.Node(); node != nil {
+		if node := n.Node(); node != nil && mayHost(logger, pod, node) {
 			names = append(names, node.Name)
 		}
 	}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -220,10 +222,10 @@ func settleLonghorn(ctx context.Context, b *testing.B, c client.Client, l *ledge
 }
 
 // describeLedgers says how large the ledgers are as the API server stores
-// them: their number, the mean and largest size of one in JSON, and how
-// much of that is managed fields; a write of a ledger costs kube-apiserver
-// in proportion to its size (decoding, validation, field management,
-// encoding for etcd and each watcher).
+// them: their number, the mean and largest size of one in JSON, how much
+// of that is managed fields, and their entries by field; a write of a
+// ledger costs kube-apiserver in proportion to its size (decoding,
+// validation, field management, encoding for etcd and each watcher).
 func describeLedgers(b *testing.B, ctx context.Context, c client.Client) string {
 	b.Helper()
 	list := &dsv1.DiskScheduleList{}
@@ -233,7 +235,8 @@ func describeLedgers(b *testing.B, ctx context.Context, c client.Client) string 
 	if len(list.Items) == 0 {
 		return "none"
 	}
-	var total, largest, managed, entries int
+	var total, largest, managed int
+	entries := map[string]int{}
 	for i := range list.Items {
 		ds := &list.Items[i]
 		whole, err := json.Marshal(ds)
@@ -247,10 +250,26 @@ func describeLedgers(b *testing.B, ctx context.Context, c client.Client) string 
 		total += len(whole)
 		managed += len(fields)
 		largest = max(largest, len(whole))
-		entries += len(ds.Spec.Replicas) + len(ds.Spec.BackingImages) + len(ds.Spec.Reservations) + len(ds.Spec.ReplicaVersions) +
-			len(ds.Status.Replicas) + len(ds.Status.BackingImages) + len(ds.Status.Reservations)
+		for field, n := range map[string]int{
+			"spec.replicas": len(ds.Spec.Replicas), "spec.backingImages": len(ds.Spec.BackingImages),
+			"spec.reservations": len(ds.Spec.Reservations), "spec.replicaVersions": len(ds.Spec.ReplicaVersions),
+			"status.replicas": len(ds.Status.Replicas), "status.backingImages": len(ds.Status.BackingImages),
+			"status.reservations": len(ds.Status.Reservations),
+		} {
+			entries[field] += n
+		}
 	}
 	n := len(list.Items)
-	return fmt.Sprintf("%d, %d B in JSON on average (largest %d B, managed fields %d B on average), %.1f entries in spec and status on average",
-		n, total/n, largest, managed/n, float64(entries)/float64(n))
+	var parts []string
+	for _, field := range slices.Sorted(maps.Keys(entries)) {
+		if entries[field] > 0 {
+			parts = append(parts, fmt.Sprintf("%s %d", field, entries[field]))
+		}
+	}
+	held := "none"
+	if len(parts) > 0 {
+		held = strings.Join(parts, ", ")
+	}
+	return fmt.Sprintf("%d, %d B in JSON on average (largest %d B, managed fields %d B on average); entries in all: %s",
+		n, total/n, largest, managed/n, held)
 }

@@ -199,6 +199,14 @@ func newWorkload(c client.WithWatch, o Common, n, claims int, size string, useEx
 	return w, nil
 }
 
+// schedulerName is the scheduler that places the workload's pods.
+func (w *workload) schedulerName() string {
+	if w.o.Scheduler == "" {
+		return corev1.DefaultSchedulerName
+	}
+	return w.o.Scheduler
+}
+
 // claim returns a claim of the workload.
 func (w *workload) claim(name string) *corev1.PersistentVolumeClaim {
 	return &corev1.PersistentVolumeClaim{
@@ -288,7 +296,7 @@ func (w *workload) createPods(ctx context.Context) (time.Time, error) {
 	if err := createAll(ctx, w.c, objs); err != nil {
 		return start, err
 	}
-	w.o.Logf("created %d pods at once (extender: %v); waiting for kube-scheduler", len(objs), w.useExtender)
+	w.o.Logf("created %d pods at once (extender: %v, scheduler: %s); waiting for them to be scheduled", len(objs), w.useExtender, w.schedulerName())
 	return start, nil
 }
 

@@ -66,8 +66,8 @@ func (w *workload) createStatefulSet(ctx context.Context) (time.Time, error) {
 	if err := w.c.Create(ctx, sts); err != nil {
 		return start, fmt.Errorf("creating StatefulSet %s/%s: %w", sts.Namespace, sts.Name, err)
 	}
-	w.o.Logf("created StatefulSet %s of %d replicas with %s claims (extender: %v); waiting for kube-controller-manager and kube-scheduler",
-		sts.Name, len(w.names), w.size.String(), w.useExtender)
+	w.o.Logf("created StatefulSet %s of %d replicas with %s claims (extender: %v, scheduler: %s); waiting for kube-controller-manager and the scheduler",
+		sts.Name, len(w.names), w.size.String(), w.useExtender, w.schedulerName())
 	return start, nil
 }
 
